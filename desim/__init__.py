@@ -1,0 +1,28 @@
+"""desim: longitudinal agent-based social simulation on SimPy, stored as panel data in DuckDB.
+
+The public names, by layer:
+
+* schemas and config: ``Persona``, ``Observation``, ``Action``, ``ScheduledEvent``,
+  ``Broadcast``, ``Message``, ``load_study``, ``StudyConfigError``;
+* study interfaces: ``EnvironmentProvider``, ``PopulationProvider``,
+  ``DecisionModel``, ``MetricCollector``, ``ActionColumns``;
+* messaging: ``MessageBus``, ``InMemoryMessageBus``, ``NeighborFeed``;
+* running: ``run_study``, ``Engine``, ``RunFailed``.
+"""
+__version__ = "0.1.0"
+
+from .config import StudyConfigError, StudySpec, load_study  # noqa: E402
+from .engine import Engine, RunError, RunFailed, RunResult, run_study  # noqa: E402
+from .interfaces import (ActionColumns, DecisionModel, EnvironmentProvider,  # noqa: E402
+                         MetricCollector, PopulationProvider, RunContext)
+from .messaging import InMemoryMessageBus, MessageBus, NeighborFeed  # noqa: E402
+from .network import build_graph, neighbors_fn  # noqa: E402
+from .schemas import Action, Broadcast, Message, Observation, Persona, ScheduledEvent  # noqa: E402
+
+__all__ = [
+    "Action", "ActionColumns", "Broadcast", "DecisionModel", "Engine", "EnvironmentProvider",
+    "InMemoryMessageBus", "Message", "MessageBus", "MetricCollector", "NeighborFeed", "Observation",
+    "Persona", "PopulationProvider", "RunContext", "RunError", "RunFailed", "RunResult",
+    "ScheduledEvent", "StudyConfigError", "StudySpec", "build_graph", "load_study", "neighbors_fn",
+    "run_study",
+]

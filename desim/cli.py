@@ -1,0 +1,56 @@
+"""The ``desim`` command line: one sub-command module per part of the workflow.
+
+Each module in ``desim.commands`` has ``register(subparsers)``, which adds
+its sub-commands and sets ``func`` on them. ``main`` turns the errors a user
+can fix (a bad study file, a failed run, a locked store) into a clear message
+and exit status 2 instead of a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .config import StudyConfigError
+
+COMMANDS = [
+    "desim.commands.core",
+]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="desim", description="Longitudinal agent-based social simulation "
+                                "on SimPy, stored as panel data in DuckDB.")
+    p.add_argument("--version", action="version", version=f"desim {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return p
+
+
+class UserError(Exception):
+    """An error the user can act on; printed without a traceback."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if not getattr(args, "func", None):
+        p.print_help()
+        return 1
+    from .engine import RunError, RunFailed
+    from .refs import RefError
+    from .store import StoreBusyError
+    try:
+        return int(args.func(args) or 0)
+    except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreBusyError) as e:
+        print(f"desim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("desim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``desim`` CLI, one module per area; see ``desim.cli``."""

@@ -1,0 +1,206 @@
+"""The everyday commands: new, validate, run, runs, sql."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ..config import load_study, read_json
+from ..store import read_only, store_path
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+REFERENCE_STUDIES = Path(__file__).resolve().parent.parent.parent / "studies"
+
+
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """``--set name=value`` pairs into a dict (values stay text until coerced)."""
+    from ..cli import UserError
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--set expects name=value, got '{item}'")
+        out[name.strip()] = value.strip()
+    return out
+
+
+class Progress:
+    """A one-line progress bar on stderr (only when stderr is a terminal)."""
+
+    def __init__(self, total: int, label: str):
+        self.total, self.label, self.t0 = total, label, time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, step: int, metrics: dict) -> None:
+        if not self.tty or step < 1:
+            return
+        done = int(30 * step / self.total)
+        rate = step / max(1e-9, time.perf_counter() - self.t0)
+        sys.stderr.write(f"\r{self.label} [{'#' * done}{'.' * (30 - done)}] step {step}/{self.total} "
+                         f"({rate:.1f} steps/s)")
+        if step == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def cmd_new(args) -> int:
+    from ..cli import UserError
+    dest = Path(args.dir) / args.id
+    if dest.exists():
+        raise UserError(f"{dest} already exists")
+    source = TEMPLATES / args.template
+    if not source.is_dir():
+        source = REFERENCE_STUDIES / args.template
+    if not source.is_dir() or not (source / "study.json").exists():
+        known = sorted(({p.name for p in TEMPLATES.iterdir() if p.is_dir()} if TEMPLATES.is_dir() else set()) |
+                       ({p.name for p in REFERENCE_STUDIES.iterdir() if (p / "study.json").exists()}
+                        if REFERENCE_STUDIES.is_dir() else set()))
+        raise UserError(f"unknown template '{args.template}' (known: {', '.join(known)})")
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    study = read_json(dest / "study.json")
+    study["id"] = args.id
+    (dest / "study.json").write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
+    print(f"created {dest} from template '{args.template}'")
+    print(f"next: desim validate {dest} && desim run {dest}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from ..lint import validate
+    report = validate(args.study, probe=not args.no_probe)
+    spec = report.spec
+    print(f"{spec.root}: valid study '{spec.id}'")
+    print(f"  steps {spec.simulation.n_steps} x {spec.simulation.time_unit}, interaction_rounds {spec.rounds}, "
+          f"seed {spec.simulation.seed}")
+    if not args.no_probe:
+        print(f"  population {report.n_agents} agents, network '{spec.population.interaction.kind}' with "
+              f"{report.n_edges} edges, propagation '{spec.population.propagation}'")
+        print(f"  probe: step 1 ran in memory, {report.messages_in_probe} messages posted")
+    for w in report.warnings:
+        print(f"warning: {w}")
+    return 1 if (report.warnings and args.strict) else 0
+
+
+def cmd_run(args) -> int:
+    from ..engine import Engine
+    params = parse_sets(args.set)
+    spec = load_study(args.study, steps=args.steps, seed=args.seed, rounds=args.rounds, params=params)
+    if spec.simulation.interaction_rounds < 1:
+        print(f"warning: interaction_rounds {spec.simulation.interaction_rounds} is clamped to 1", file=sys.stderr)
+    engine = Engine(spec, run_id=args.resume, resume=bool(args.resume),
+                    on_step=Progress(spec.simulation.n_steps, spec.id))
+    result = engine.run()
+    db = result.store_path
+    print(f"run {result.run_id}: {result.status}")
+    print(f"  steps {result.steps_done}, agents {len(engine.ids)}, panel rows written {result.rows_written}, "
+          f"messages {result.counters['messages']}, wall time {result.wall_seconds:.2f} s")
+    print(f"  store: {db}")
+    print(f"  try:   desim sql {spec.root} \"SELECT step, name, value FROM metrics "
+          f"WHERE run_id = '{result.run_id}' ORDER BY step, name\"")
+    return 0
+
+
+def cmd_runs(args) -> int:
+    db = store_path(args.study)
+    if not db.exists():
+        print(f"no runs yet ({db} does not exist)")
+        return 0
+    con = read_only(db)
+    try:
+        rows = con.execute(
+            "SELECT run_id, kind, parent_run_id, fork_step, status, last_step, n_steps, seed, "
+            "started_at, round(wall_seconds, 2), note FROM runs ORDER BY started_at").fetchall()
+    finally:
+        con.close()
+    by_parent: dict[str | None, list[tuple]] = {}
+    ids = {r[0] for r in rows}
+    for r in rows:
+        by_parent.setdefault(r[2] if r[2] in ids else None, []).append(r)
+
+    def show(parent: str | None, depth: int) -> None:
+        for r in by_parent.get(parent, []):
+            fork = f" from step {r[3]}" if r[3] else ""
+            note = f"  \"{r[10]}\"" if r[10] else ""
+            print(f"{'  ' * depth}{'└ ' if depth else ''}{r[0]}  {r[1]}{fork}  {r[4]}  "
+                  f"steps {max(r[5], 0)}/{r[6]}  seed {r[7]}  {r[8]:%Y-%m-%d %H:%M:%S}  {r[9] or 0}s{note}")
+            show(r[0], depth + 1)
+
+    show(None, 0)
+    return 0
+
+
+def print_table(columns: list[str], rows: list[tuple], limit: int = 200) -> None:
+    def fmt(v) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        return str(v)
+
+    cells = [[fmt(v) for v in row] for row in rows[:limit]]
+    widths = [min(60, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in cells:
+        print("  ".join(v[:w].ljust(w) for v, w in zip(r, widths)))
+    if len(rows) > limit:
+        print(f"... {len(rows) - limit} more rows")
+
+
+def cmd_sql(args) -> int:
+    from ..cli import UserError
+    import duckdb
+    db = store_path(args.study)
+    if not db.exists():
+        raise UserError(f"{db} does not exist: run the study first")
+    con = read_only(db)
+    try:
+        cur = con.execute(args.query)
+        columns = [d[0] for d in cur.description] if cur.description else []
+        rows = cur.fetchall() if columns else []
+    except duckdb.Error as e:
+        raise UserError(f"query failed: {e}") from None
+    finally:
+        con.close()
+    print_table(columns, rows, args.limit)
+    return 0
+
+
+def add_study_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", help="the study folder, e.g. studies/opinion_diffusion")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("new", help="create a study from a template")
+    p.add_argument("id")
+    p.add_argument("--template", default="opinion_diffusion")
+    p.add_argument("--dir", default="studies", help="where studies live (default: studies)")
+    p.set_defaults(func=cmd_new)
+
+    p = sub.add_parser("validate", help="validate a study's files and run its first step in memory")
+    add_study_arg(p)
+    p.add_argument("--no-probe", action="store_true", help="only validate the files")
+    p.add_argument("--strict", action="store_true", help="exit 1 when there are warnings")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("run", help="run a study and store its panel")
+    add_study_arg(p)
+    p.add_argument("--steps", type=int, help="override n_steps")
+    p.add_argument("--seed", type=int, help="override the seed")
+    p.add_argument("--rounds", type=int, help="override interaction_rounds")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a study parameter")
+    p.add_argument("--resume", metavar="RUN", help="continue an interrupted or failed run from its last step")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("runs", help="list a study's runs as a tree of versions and branches")
+    add_study_arg(p)
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("sql", help="run a read-only SQL query on the study's store")
+    add_study_arg(p)
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=200, help="rows to print at most")
+    p.set_defaults(func=cmd_sql)

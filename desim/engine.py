@@ -1,0 +1,448 @@
+"""The engine: one run of a study, step by step, on a SimPy clock.
+
+Read this file top to bottom to know what a run does. For ``t = 1..n_steps``
+(sim time ``t`` is step ``t``), with ``K = max(1, interaction_rounds)``:
+
+1. ``advance_to(t)`` fires the step's scheduled events and broadcasts, once;
+2. for ``r = 0..K-1`` a round opens: one shared SimPy event (the gate) wakes
+   every agent process waiting at it; those agents are the round's
+   participants, and ``observe_batch -> decide_batch -> apply`` runs for them;
+   an agent busy elsewhere (queuing at a ``simpy.Resource``, travelling) is not
+   waiting at the gate and does not act in that round;
+3. after round ``K-1`` the final actions go into memory, the step's panel
+   rows (every agent's state, its final action or none) and metrics are
+   captured, and the collector process writes them in one transaction.
+
+Rounds take no simulated time. Other SimPy processes of the study share the
+clock and run between steps; a step starts only after everything else
+scheduled for that instant has run (it is scheduled with a lower priority),
+so a change made "at t = 2.0" is visible to step 2's observations.
+
+The engine never touches the message bus: it only passes ``round_idx`` down.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import simpy
+from simpy.events import NORMAL, Event
+
+from .clock import Clock
+from .config import StudySpec, read_roster
+from .interfaces import ActionColumns, MetricCollector, RunContext, has_columnar_path
+from .interventions import Interventions
+from .memory import Memory
+from .network import build_graph
+from .refs import build
+from .rng import Streams
+from .schemas import ACTION_SOURCES, Action, Persona
+from .store import PANEL_SCHEMA, Store, store_path
+
+LATE = NORMAL + 1
+
+
+class RunError(RuntimeError):
+    """A run stopped because study code misbehaved; the message names the step and agent."""
+
+
+class RunFailed(RuntimeError):
+    """Raised by :meth:`Engine.run` when a run ends ``failed``; its completed steps stay stored."""
+
+    def __init__(self, run_id: str, error: str, db_path: Path):
+        self.run_id, self.error, self.db_path = run_id, error, db_path
+        super().__init__(f"run {run_id} failed: {error}\n(completed steps are kept in {db_path})")
+
+
+class StepTick(Event):
+    """A timeout scheduled after every other event of the same instant."""
+
+    def __init__(self, env: simpy.Environment, delay: float):
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, LATE, delay)
+
+
+@dataclass
+class StepRecord:
+    """What a closed step hands to the collector process."""
+
+    step: int
+    panel: pa.Table
+    metrics: dict[str, float]
+    events: list[dict]
+    round_actions: pa.Table | None = None
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str
+    store_path: Path
+    steps_done: int
+    rows_written: int
+    wall_seconds: float
+    error: str | None = None
+    counters: dict[str, Any] = field(default_factory=dict)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class Engine:
+    """Runs one study once and writes it to the study's store."""
+
+    def __init__(self, spec: StudySpec, *, db_path: str | Path | None = None, kind: str = "run",
+                 run_id: str | None = None, parent_run_id: str | None = None,
+                 fork_step: int | None = None, note: str | None = None, sweep_id: str | None = None,
+                 replay: dict[int, list[Action]] | None = None, resume: bool = False,
+                 on_step: Callable[[int, dict[str, float]], None] | None = None, manage_gc: bool = True):
+        self.spec = spec
+        self.sim_cfg = spec.simulation
+        self.n_steps = spec.simulation.n_steps
+        self.rounds = spec.rounds
+        self.seed = spec.simulation.seed
+        self.db_path = Path(db_path) if db_path else store_path(spec.root)
+        self.kind, self.parent_run_id, self.fork_step = kind, parent_run_id, fork_step
+        self.note, self.sweep_id = note, sweep_id
+        self.run_id = run_id or f"r{uuid.uuid4().hex[:10]}"
+        self.replay = replay or {}
+        self.resume = resume
+        self.on_step = on_step
+        self.manage_gc = manage_gc
+        self.counters: dict[str, Any] = {"decide_calls": 0, "rows_written": 0, "messages": 0}
+        self.write_from = 1
+        self._build()
+
+    # --- set-up -----------------------------------------------------------------
+    def _build(self) -> None:
+        spec, root = self.spec, self.spec.root
+        self.streams = Streams(self.seed)
+        self.personas = self._population()
+        self.graph = build_graph(spec.population.interaction, self.personas,
+                                 seed=int(self.streams.numpy("network").integers(2**31)))
+        self.sim = simpy.Environment()
+        self.interventions = Interventions(spec.environment.layers, spec.environment.scheduled_events,
+                                           spec.environment.broadcasts, self.personas)
+        self.ctx = RunContext(sim=self.sim, clock=Clock(self.sim_cfg.time_unit), streams=self.streams,
+                              personas=self.personas, graph=self.graph, interventions=self.interventions,
+                              params=dict(self.sim_cfg.parameters), n_steps=self.n_steps,
+                              rounds=self.rounds, seed=self.seed, run_id=self.run_id, occupy=self.occupy)
+        self.environment = build(spec.environment.provider, root, "environment/environment.json: provider")
+        self.decision = build(self.sim_cfg.decision, root, "simulation/simulation.json: decision")
+        self.collector = (build(self.sim_cfg.collector, root, "simulation/simulation.json: collector")
+                          if self.sim_cfg.collector else MetricCollector())
+        for part in (self.environment, self.decision, self.collector):
+            part.ctx = self.ctx
+        self.columnar = has_columnar_path(self.environment, self.decision)
+        self.ids = self.ctx.agent_ids
+        self.memory = Memory(self.ids, self.sim_cfg.memory_window)
+        self._gate = self.sim.event()
+        self._present: list[int] = []
+        self._busy: set[str] = set()
+        self._agents: list[simpy.Process] = []
+        self._step_closed = self.sim.event()
+        self._round_rows: list[pa.Table] = []
+
+    def _population(self) -> list[Persona]:
+        pop, root = self.spec.population, self.spec.root
+        if pop.personas is not None:
+            return list(pop.personas)
+        if pop.roster is not None:
+            return read_roster(root, pop.roster)
+        provider = build(pop.provider, root, "population/population.json: provider")
+        personas = provider.personas(self.streams.numpy("population"))
+        seen: set[str] = set()
+        for i, p in enumerate(personas):
+            if not isinstance(p, Persona):
+                raise RunError(f"population provider {pop.provider.ref}: item {i} is a "
+                               f"{type(p).__name__}, not a Persona")
+            if p.agent_id in seen:
+                raise RunError(f"population provider {pop.provider.ref}: duplicate agent_id '{p.agent_id}'")
+            seen.add(p.agent_id)
+        return personas
+
+    def occupy(self, agent_id: str, errand) -> None:
+        """Send an agent on an errand (a SimPy generator); it skips every round until it returns."""
+        if agent_id in self._busy:
+            raise RunError(f"agent {agent_id} is already busy at t={self.sim.now}")
+        self._busy.add(agent_id)
+        self._agents[self.ctx.index[agent_id]].interrupt(errand)
+
+    # --- SimPy processes --------------------------------------------------------
+    def _agent(self, i: int, agent_id: str):
+        """An agent waits at the round gate; when sent on an errand it runs it, then returns."""
+        while True:
+            try:
+                yield self._gate
+                self._present.append(i)
+            except simpy.Interrupt as errand:
+                yield from errand.cause
+                self._busy.discard(agent_id)
+
+    def _open_round(self):
+        gate, self._gate = self._gate, self.sim.event()
+        self._present = []
+        gate.succeed()
+        yield self.sim.timeout(0)       # processed after the gate: every waiting agent has arrived
+        self._present.sort()
+        return self._present
+
+    def _steps(self, first: int):
+        for t in range(first, self.n_steps + 1):
+            yield StepTick(self.sim, t - self.sim.now)
+            self.ctx.step = t
+            events = self.environment.advance_to(t)
+            if t in self.replay:
+                actions = self._replay_step(t)
+            else:
+                for r in range(self.rounds):
+                    self.ctx.round_idx = r
+                    present = yield from self._open_round()
+                    actions = self._round(present, t, r)
+            self._close_step(t, actions, events)
+
+    def _collector(self):
+        """Writes each closed step in one transaction, then reports progress."""
+        while True:
+            record: StepRecord = yield self._step_closed
+            messages = self._messages()
+            self.counters["messages"] += len(messages)
+            if record.step >= self.write_from:
+                self.store.write_step(self.run_id, record.step, record.panel, record.metrics,
+                                      record.events, messages, record.round_actions)
+                self.counters["rows_written"] += record.panel.num_rows
+            if self.on_step:
+                self.on_step(record.step, record.metrics)
+
+    # --- one round ----------------------------------------------------------------
+    def _round(self, present: list[int], t: int, r: int):
+        self.counters["decide_calls"] += 1
+        if self.columnar:
+            idx = np.asarray(present, dtype=np.int64)
+            obs = self.environment.observe_columns(idx, t, r)
+            actions = self.decision.decide_columns(obs, idx, t, r)
+            if not isinstance(actions, ActionColumns) or len(actions) != len(idx):
+                raise RunError(f"step {t} round {r}: decide_columns must return ActionColumns with "
+                               f"{len(idx)} entries, got {type(actions).__name__} of {len(actions) if isinstance(actions, ActionColumns) else '?'}")
+            actions.idx = idx
+            self.environment.apply_columns(idx, actions)
+            if self.sim_cfg.record_rounds:
+                self._round_rows.append(self._columns_table(idx, actions, r))
+            return actions
+        ids = [self.ids[i] for i in present]
+        observations = self.environment.observe_batch(ids, t, r)
+        if len(observations) != len(ids):
+            raise RunError(f"step {t} round {r}: observe_batch returned {len(observations)} "
+                           f"observations for {len(ids)} agents")
+        actions = self._checked(self.decision.decide_batch(observations, self.memory.for_batch(ids)),
+                                set(ids), t, r)
+        self.environment.apply(actions)
+        if self.sim_cfg.record_rounds:
+            self._round_rows.append(self._actions_table(actions, r))
+        return actions
+
+    def _checked(self, actions: Any, present: set[str], t: int, r: int) -> list[Action]:
+        """Refuse garbage from a decision model with an error naming the agent."""
+        if not isinstance(actions, list):
+            raise RunError(f"step {t} round {r}: decide_batch returned {type(actions).__name__}, not a list")
+        seen: set[str] = set()
+        for a in actions:
+            if not isinstance(a, Action):
+                raise RunError(f"step {t} round {r}: decide_batch returned {a!r:.80}, not an Action")
+            if a.agent_id not in self.ctx.index:
+                raise RunError(f"step {t} round {r}: action for unknown agent '{a.agent_id}'")
+            if a.agent_id not in present:
+                raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}', "
+                               "which did not take part in this round")
+            if a.agent_id in seen:
+                raise RunError(f"step {t} round {r}: two actions for agent '{a.agent_id}' in one round")
+            if a.step != t:
+                raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}' says step {a.step}")
+            if a.source not in ACTION_SOURCES or not isinstance(a.payload, dict) or not a.kind:
+                raise RunError(f"step {t} round {r}: malformed action for agent '{a.agent_id}': {a!r:.120}")
+            seen.add(a.agent_id)
+        return actions
+
+    def _replay_step(self, t: int) -> list[Action]:
+        """A warm start: the parent's stored actions, applied without observing or deciding."""
+        actions = [a.model_copy(update={"source": "replay"}) for a in self.replay[t]]
+        self.environment.apply(actions)
+        return actions
+
+    # --- closing a step -------------------------------------------------------------
+    def _close_step(self, t: int, actions, events: list[dict]) -> None:
+        if self.columnar:
+            panel = self._columnar_panel(actions.idx, actions)
+        else:
+            self.memory.push(actions)
+            panel = self._panel(actions)
+        metrics = self._metrics(t, actions)
+        round_rows = pa.concat_tables(self._round_rows) if self._round_rows else None
+        self._round_rows = []
+        closed, self._step_closed = self._step_closed, self.sim.event()
+        closed.succeed(StepRecord(t, panel, metrics, events or [], round_rows))
+        if self.manage_gc:
+            gc.collect(1)
+
+    def _metrics(self, t: int, actions) -> dict[str, float]:
+        raw = self.collector.collect(t, self.environment, actions) or {}
+        out = {}
+        for name, value in raw.items():
+            try:
+                out[str(name)] = float(value)
+            except (TypeError, ValueError):
+                raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number") from None
+        return out
+
+    def _panel(self, actions: list[Action]) -> pa.Table:
+        by_agent = {a.agent_id: a for a in actions}
+        state = self.environment.agent_state
+        cols: dict[str, list] = {k: [] for k in PANEL_SCHEMA.names}
+        for agent_id in self.ids:
+            a = by_agent.get(agent_id)
+            cols["agent_id"].append(agent_id)
+            cols["state"].append(_dumps(state(agent_id)))
+            cols["action_kind"].append(a.kind if a else None)
+            cols["action_payload"].append(_dumps(a.payload) if a else None)
+            cols["action_source"].append(a.source if a else None)
+            cols["action_rationale"].append(a.rationale if a else None)
+        return pa.table(cols, schema=PANEL_SCHEMA)
+
+    def _actions_table(self, actions: list[Action], r: int) -> pa.Table:
+        return pa.table({
+            "round": pa.array([r] * len(actions), pa.int32()),
+            "agent_id": pa.array([a.agent_id for a in actions], pa.string()),
+            "action_kind": pa.array([a.kind for a in actions], pa.string()),
+            "action_payload": pa.array([_dumps(a.payload) for a in actions], pa.string()),
+            "action_source": pa.array([a.source for a in actions], pa.string()),
+            "action_rationale": pa.array([a.rationale for a in actions], pa.string())})
+
+    def _columns_table(self, idx: np.ndarray, acts: ActionColumns, r: int) -> pa.Table:
+        kind, payload, source = self._action_columns(idx, acts)
+        ids = pa.array(self.ids, pa.string()).take(pa.array(idx))
+        n = len(idx)
+        mask = np.ones(n, bool) if acts.acted is None else np.asarray(acts.acted, bool)
+        keep = pa.array(mask)
+        return pa.table({"round": pa.array(np.full(n, r, np.int32)), "agent_id": ids, "action_kind": kind,
+                         "action_payload": payload, "action_source": source,
+                         "action_rationale": pa.nulls(n, pa.string())}).filter(keep)
+
+    def _action_columns(self, idx: np.ndarray, acts: ActionColumns):
+        n = len(idx)
+        kind = (pa.array(np.full(n, acts.kind, dtype=object), pa.string()) if isinstance(acts.kind, str)
+                else pa.array(acts.kind.astype(object), pa.string()))
+        payload = (pa.StructArray.from_arrays([pa.array(v) for v in acts.payload.values()],
+                                              names=list(acts.payload)) if acts.payload
+                   else pa.nulls(n, pa.string()))
+        source = pa.array(np.full(n, acts.source, dtype=object), pa.string())
+        return kind, payload, source
+
+    def _columnar_panel(self, idx: np.ndarray, acts: ActionColumns) -> pa.Table:
+        """The panel for a columnar step: states as a struct, actions scattered to population order."""
+        n = len(self.ids)
+        states = self.environment.state_columns()
+        state = pa.StructArray.from_arrays([pa.array(v) for v in states.values()], names=list(states))
+        kind, payload, source = self._action_columns(idx, acts)
+        acted = np.zeros(n, bool)
+        acted[idx] = True if acts.acted is None else np.asarray(acts.acted, bool)
+        # position of each agent's action in the round's arrays (-1: none)
+        pos = np.full(n, -1, np.int64)
+        pos[idx] = np.arange(len(idx))
+        take = pa.array(np.where(acted, pos, 0))
+        null = pa.array(~acted)
+
+        def scatter(col: pa.Array) -> pa.Array:
+            if len(col) == 0:
+                return pa.nulls(n, col.type)
+            taken = col.take(take)
+            return pc.if_else(null, pa.scalar(None, col.type), taken)
+
+        return pa.table({"agent_id": pa.array(self.ids, pa.string()), "state": state,
+                         "action_kind": scatter(kind), "action_payload": scatter(payload),
+                         "action_source": scatter(source), "action_rationale": pa.nulls(n, pa.string())})
+
+    def _messages(self) -> list[dict]:
+        return [m.model_dump() for m in self.environment.drain_messages()]
+
+    def _initial(self, events: list[dict]) -> None:
+        if self.columnar:
+            states = self.environment.state_columns()
+            state = pa.StructArray.from_arrays([pa.array(v) for v in states.values()], names=list(states))
+        else:
+            state = pa.array([_dumps(self.environment.agent_state(a)) for a in self.ids], pa.string())
+        table = pa.table({"agent_id": pa.array(self.ids, pa.string()), "state": state})
+        metrics = self._metrics(0, None)
+        messages = self._messages()
+        if not self.resume:
+            self.store.write_initial(self.run_id, table, metrics, events, messages)
+
+    # --- the run --------------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Run every step; mark the run completed, or failed with its completed steps kept."""
+        started = time.perf_counter()
+        self.store = Store(self.db_path)
+        status, error, first = "running", None, 1
+        failure: Exception | None = None
+        try:
+            if self.resume:
+                row = self.store.run_row(self.run_id)
+                if row is None:
+                    raise RunError(f"no run '{self.run_id}' in {self.db_path}")
+                self.write_from = row["last_step"] + 1
+                self.store.reopen_run(self.run_id)
+            else:
+                self.store.start_run(
+                    run_id=self.run_id, study_id=self.spec.id, kind=self.kind, seed=self.seed,
+                    n_steps=self.n_steps, rounds=self.rounds, time_unit=self.sim_cfg.time_unit,
+                    config=self.spec.resolved(), parameters=dict(self.sim_cfg.parameters),
+                    parent_run_id=self.parent_run_id, fork_step=self.fork_step, note=self.note,
+                    sweep_id=self.sweep_id, n_agents=len(self.ids))
+                self.store.write_edges(self.run_id, self.graph.edges())
+            self.environment.reset(self.seed)
+            self._initial(self.environment.advance_to(0))
+            self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
+            self.sim.process(self._collector())
+            steps = self.sim.process(self._steps(first))
+            if self.manage_gc:
+                gc.collect()
+                gc.freeze()
+                gc.disable()
+            self.sim.run(until=steps)
+            status = "completed"
+        except KeyboardInterrupt:
+            status, error = "interrupted", "interrupted by the user"
+            raise
+        except Exception as e:  # the run is marked failed; completed steps stay in the store
+            status, error, failure = "failed", f"{type(e).__name__}: {e}", e
+        finally:
+            if self.manage_gc:
+                gc.enable()
+                gc.unfreeze()
+            wall = time.perf_counter() - started
+            try:
+                self.store.finish_run(self.run_id, status, error, wall)
+            finally:
+                self.decision.close()
+                self.store.close()
+        if failure is not None:
+            raise RunFailed(self.run_id, error, self.db_path) from failure
+        return RunResult(self.run_id, status, self.db_path, self.n_steps, self.counters["rows_written"],
+                         wall, error, dict(self.counters))
+
+
+def run_study(spec: StudySpec, **kwargs) -> RunResult:
+    """Run ``spec`` once; see :class:`Engine` for the options."""
+    return Engine(spec, **kwargs).run()
+
+

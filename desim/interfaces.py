@@ -1,0 +1,178 @@
+"""What a study implements: an environment, a population, a behaviour model and
+a metric collector, with the names the seed page uses.
+
+Each base class is small on purpose. The engine sets ``self.ctx`` (a
+:class:`RunContext`) on every component before ``reset`` so a component can
+reach the SimPy environment, the clock, the population, the network and its
+own random stream without globals.
+
+Two ways to write a study:
+
+* per agent (the easy path, and the one LLM studies use):
+  ``observe_batch`` returns ``Observation`` objects, ``decide_batch`` returns
+  ``Action`` objects, ``apply`` takes them, ``agent_state`` gives each row;
+* columnar (for large rule-based studies): ``observe_columns``,
+  ``decide_columns``, ``apply_columns`` and ``state_columns`` exchange numpy
+  arrays indexed by agent position. Same engine loop, same store; a round
+  costs the arithmetic, not a Python object per agent.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .schemas import Action, Message, Observation, Persona
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
+    import simpy
+
+    from .clock import Clock
+    from .interventions import Interventions
+    from .rng import Streams
+
+
+@dataclass
+class RunContext:
+    """Everything about the current run that study code may use."""
+
+    sim: "simpy.Environment"
+    clock: "Clock"
+    streams: "Streams"
+    personas: list[Persona]
+    graph: "nx.Graph"
+    interventions: "Interventions"
+    params: dict[str, Any]
+    n_steps: int
+    rounds: int
+    seed: int
+    run_id: str
+    occupy: Callable[[str, Any], None]
+    agent_ids: list[str] = field(init=False)
+    index: dict[str, int] = field(init=False)
+    step: int = 0
+    round_idx: int = 0
+
+    def __post_init__(self) -> None:
+        self.agent_ids = [p.agent_id for p in self.personas]
+        self.index = {a: i for i, a in enumerate(self.agent_ids)}
+
+    def neighbors(self, agent_id: str) -> list[str]:
+        """The agent's neighbours in the study's network (the default ``neighbors_fn``)."""
+        g = self.graph
+        if agent_id not in g:
+            return []
+        return list(g.predecessors(agent_id)) if g.is_directed() else list(g.neighbors(agent_id))
+
+    def persona(self, agent_id: str) -> Persona:
+        return self.personas[self.index[agent_id]]
+
+
+class Component:
+    """Anything the engine builds from a ``ref``: it gets ``ctx`` before ``reset``."""
+
+    ctx: RunContext
+
+
+class EnvironmentProvider(Component):
+    """The world the agents live in: it changes, is observed and is acted on.
+
+    Override ``observe_batch``, ``apply`` and ``agent_state``. The default
+    ``advance_to`` fires the scheduled events and broadcasts of
+    ``environment.json``; call ``super().advance_to(t)`` when overriding it.
+    An environment that lets agents talk owns a message bus in ``self.bus``.
+    """
+
+    bus: Any = None
+
+    def reset(self, seed: int) -> None:
+        """Prepare the step-0 world. Create the bus and start study processes here."""
+
+    def advance_to(self, t: int) -> list[dict[str, Any]]:
+        """Fire step ``t``'s exogenous input, once, before round 0. Returns what fired."""
+        return self.ctx.interventions.fire(t)
+
+    def observe_batch(self, ids: list[str], t: int, round_idx: int) -> list[Observation]:
+        raise NotImplementedError(f"{type(self).__name__} must implement observe_batch")
+
+    def apply(self, actions: list[Action]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement apply")
+
+    def agent_state(self, agent_id: str) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement agent_state")
+
+    def drain_messages(self) -> list[Message]:
+        """Messages posted since the last call, for the ``messages`` table (the collector calls it)."""
+        return self.bus.drain() if self.bus is not None else []
+
+    # --- columnar path (optional) -------------------------------------------
+    def observe_columns(self, idx: np.ndarray, t: int, round_idx: int) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def apply_columns(self, idx: np.ndarray, actions: "ActionColumns") -> None:
+        raise NotImplementedError
+
+    def state_columns(self) -> dict[str, np.ndarray]:
+        """Every agent's state as columns in population order (one panel row each)."""
+        raise NotImplementedError
+
+
+class PopulationProvider(Component):
+    """Builds the personas when ``population.json`` names a provider instead of listing them."""
+
+    def personas(self, rng: np.random.Generator) -> list[Persona]:
+        raise NotImplementedError
+
+
+class DecisionModel(Component):
+    """Maps observations plus memories to actions, one action per observed agent at most."""
+
+    def decide_batch(self, observations: list[Observation], memories: list[list[Action]]) -> list[Action]:
+        raise NotImplementedError(f"{type(self).__name__} must implement decide_batch")
+
+    def decide_columns(self, obs: dict[str, np.ndarray], idx: np.ndarray, t: int,
+                       round_idx: int) -> "ActionColumns":
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the model holds (HTTP clients, caches)."""
+
+
+class MetricCollector(Component):
+    """Produces one row of aggregate figures per step."""
+
+    def collect(self, t: int, environment: EnvironmentProvider,
+                actions: list[Action] | "ActionColumns" | None) -> dict[str, float]:
+        """Figures for step ``t``; ``actions`` are the final round's (``None`` at step 0)."""
+        return {}
+
+
+@dataclass
+class ActionColumns:
+    """A round's actions as columns aligned with the participants' positions.
+
+    ``kind`` is one string for everyone or an array of strings; ``payload`` maps
+    a field name to an array. ``acted`` (optional) marks who acted at all.
+    """
+
+    kind: str | np.ndarray
+    payload: dict[str, np.ndarray] = field(default_factory=dict)
+    acted: np.ndarray | None = None
+    source: str = "rule"
+    idx: np.ndarray | None = None  # set by the engine: the participants' positions
+
+    def __len__(self) -> int:
+        if isinstance(self.kind, np.ndarray):
+            return len(self.kind)
+        for v in self.payload.values():
+            return len(v)
+        return 0 if self.acted is None else len(self.acted)
+
+
+def has_columnar_path(environment: Any, decision: Any) -> bool:
+    """True when both the environment and the decision model implement the columnar methods."""
+    env_cls, dec_cls = type(environment), type(decision)
+    return (env_cls.observe_columns is not EnvironmentProvider.observe_columns
+            and dec_cls.decide_columns is not DecisionModel.decide_columns)

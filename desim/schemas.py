@@ -1,0 +1,132 @@
+"""The records that travel through a step: personas, observations, actions,
+interventions and messages.
+
+These are the bottom layer of desim: nothing here imports from the rest of
+the package. They are pydantic v2 models so that anything a study or a
+decision model hands to the engine can be validated with an error that names
+the field. Hot paths build them with ``model_construct`` only where the
+engine itself produced the data.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ActionSource = Literal["rule", "llm", "fallback", "replay"]
+ACTION_SOURCES = ("rule", "llm", "fallback", "replay")
+
+
+class Strict(BaseModel):
+    """Base for every schema: unknown keys are errors, a typo never passes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Persona(Strict):
+    """One member of the fixed population; ``agent_id`` is the longitudinal key."""
+
+    agent_id: str = Field(min_length=1)
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+
+
+class Observation(Strict):
+    """What one agent sees at step ``step`` in round ``round_idx``.
+
+    The four quadrants cross two axes: physical or information, macro (the
+    same for everyone) or local (this agent's own). ``text`` is an optional
+    rendering for language-model prompts.
+    """
+
+    agent_id: str
+    step: int
+    round_idx: int = 0
+    macro_physical: dict[str, Any] = Field(default_factory=dict)
+    local_physical: dict[str, Any] = Field(default_factory=dict)
+    macro_information: dict[str, Any] = Field(default_factory=dict)
+    local_information: dict[str, Any] = Field(default_factory=dict)
+    text: str | None = None
+
+
+class Action(Strict):
+    """What one agent did. ``source`` says who decided it."""
+
+    agent_id: str
+    step: int
+    kind: str = Field(min_length=1)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    rationale: str = ""
+    source: ActionSource = "rule"
+
+
+Selector = dict[str, Any]
+"""Attribute equality filter: ``{"dorm": "A"}`` or ``{"dorm": ["A", "B"]}``."""
+
+
+class ScheduledEvent(Strict):
+    """A change to a named environment value at a step.
+
+    Without a selector it changes the environment layer ``target``; with one
+    it changes the attribute ``target`` of every agent the selector matches.
+    """
+
+    at_step: int = Field(ge=0)
+    name: str
+    target: str
+    op: Literal["set", "add", "multiply"] = "set"
+    value: Any
+    selector: Selector | None = None
+    note: str = ""
+
+    @field_validator("value")
+    @classmethod
+    def _numeric_for_arithmetic(cls, v: Any, info) -> Any:
+        op = info.data.get("op", "set")
+        if op in ("add", "multiply") and not isinstance(v, (int, float)):
+            raise ValueError(f"op '{op}' needs a number, got {type(v).__name__}")
+        return v
+
+
+class Broadcast(Strict):
+    """Information that reaches everyone (or a selector) from ``at_step`` for
+    ``ttl`` steps (``None``: until the end)."""
+
+    at_step: int = Field(ge=0)
+    name: str
+    channel: str = "broadcast"
+    content: Any
+    ttl: int | None = Field(default=None, ge=1)
+    selector: Selector | None = None
+
+    def active_at(self, step: int) -> bool:
+        if step < self.at_step:
+            return False
+        return self.ttl is None or step < self.at_step + self.ttl
+
+
+class Message(Strict):
+    """A post on the message bus, stamped with the step and round it was posted in."""
+
+    author_id: str
+    step: int
+    round: int
+    content: Any
+    channel: str = "feed"
+    kind: str = "post"
+    audience: str = "neighbors"
+    reply_to: str | None = None
+
+
+def selector_matches(selector: Selector | None, attributes: dict[str, Any]) -> bool:
+    """True when every key of ``selector`` equals (or, for a list, contains) the attribute."""
+    if not selector:
+        return True
+    for key, wanted in selector.items():
+        have = attributes.get(key)
+        if isinstance(wanted, list):
+            if have not in wanted:
+                return False
+        elif have != wanted:
+            return False
+    return True
