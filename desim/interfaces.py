@@ -54,10 +54,28 @@ class RunContext:
     index: dict[str, int] = field(init=False)
     step: int = 0
     round_idx: int = 0
+    _rngs: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.agent_ids = [p.agent_id for p in self.personas]
         self.index = {a: i for i, a in enumerate(self.agent_ids)}
+
+    def rng(self, name: str) -> "np.random.Generator":
+        """A random stream for ``name`` at the current step and round.
+
+        Draw per-step randomness (decisions, observation noise) from here: the
+        stream depends only on (seed, name, step, round), so a branch that
+        replays steps without deciding, or a resumed run, draws exactly what
+        the original run drew from that step on. Repeated calls in the same
+        round return the same generator object, which continues its sequence.
+        """
+        key = (name, self.step, self.round_idx)
+        gen = self._rngs.get(key)
+        if gen is None:
+            if len(self._rngs) > 64:
+                self._rngs.clear()
+            gen = self._rngs[key] = self.streams.numpy(f"{name}/{self.step}/{self.round_idx}")
+        return gen
 
     def neighbors(self, agent_id: str) -> list[str]:
         """The agent's neighbours in the study's network (the default ``neighbors_fn``)."""

@@ -1,7 +1,8 @@
 """Turning a ``ref`` ("model:ClassName" or "package.module:Name") into Python code.
 
-``model:`` means the study's own ``model.py``; anything else is imported by
-its dotted module path, so built-in components (``desim.llm:...``) and a
+``model:`` means the study's own ``model.py`` (any ``name:`` with a
+``name.py`` in the study folder works the same way); anything else is
+imported by its dotted module path, so built-in components (``desim.llm:...``) and a
 user's installed packages work the same way.
 """
 from __future__ import annotations
@@ -20,28 +21,30 @@ class RefError(ValueError):
     """A ref names code that cannot be found or built."""
 
 
-def study_module(root: Path):
-    """Import ``<root>/model.py`` once per process under a name unique to its path."""
-    path = (Path(root) / "model.py").resolve()
-    name = "desim_study_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    if name in sys.modules:
-        return sys.modules[name]
+def study_module(root: Path, name: str = "model"):
+    """Import ``<root>/<name>.py`` once per process under a name unique to its path."""
+    path = (Path(root) / f"{name}.py").resolve()
+    key = "desim_study_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    if key in sys.modules:
+        return sys.modules[key]
     if not path.exists():
-        raise RefError(f"{path}: not found (refs starting with 'model:' need the study's model.py)")
-    spec = importlib.util.spec_from_file_location(name, path)
+        raise RefError(f"{path}: not found (refs starting with '{name}:' need the study's {name}.py)")
+    spec = importlib.util.spec_from_file_location(key, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[key] = module
     try:
         spec.loader.exec_module(module)
     except Exception:
-        del sys.modules[name]
+        del sys.modules[key]
         raise
     return module
 
 
 def resolve(ref: str, root: Path) -> Any:
     module_name, _, attr = ref.partition(":")
-    if module_name == "model":
+    if "." not in module_name and (Path(root) / f"{module_name}.py").exists():
+        module = study_module(root, module_name)
+    elif module_name == "model":
         module = study_module(root)
     else:
         try:
