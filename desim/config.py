@@ -138,10 +138,15 @@ class StudySpec(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     root: Path
+    files: dict[str, Any] = {}
     study: StudyFile
     simulation: SimulationFile
     population: PopulationFile
     environment: EnvironmentFile
+
+    def version_config(self) -> dict[str, Any]:
+        """The study as its files say, before run-time overrides: what a version is made of."""
+        return self.files or self.resolved()
 
     @property
     def id(self) -> str:
@@ -252,9 +257,11 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     if not root.is_dir():
         raise StudyConfigError(root, [("", "study folder not found")])
     loaded: dict[str, Any] = {}
+    files: dict[str, Any] = {}
     for key, (rel, model) in FILES.items():
         path = root / rel
-        loaded[key] = validate_file(path, model, read_json(path))
+        files[key] = read_json(path)
+        loaded[key] = validate_file(path, model, files[key])
 
     sim: SimulationFile = loaded["simulation"]
     sim_path = root / FILES["simulation"][0]
@@ -294,7 +301,7 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     env_path = root / FILES["environment"][0]
     env.provider.args = substitute_parameters(env.provider.args, p, env_path, "provider.args")
     env.layers = substitute_parameters(env.layers, p, env_path, "layers")
-    return StudySpec(root=root, **loaded)
+    return StudySpec(root=root, files=files, **loaded)
 
 
 def coerce_like(value: Any, like: Any) -> Any:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import networkx as nx
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,15 +38,17 @@ import simpy
 from simpy.events import NORMAL, Event
 
 from .clock import Clock
-from .config import StudySpec, read_roster
-from .interfaces import ActionColumns, MetricCollector, RunContext, has_columnar_path
+from .config import StudyConfigError, StudySpec, read_roster
+from .interfaces import ActionColumns, MetricCollector, RunContext, StopRun, has_columnar_path
 from .interventions import Interventions
+from .live import LiveFile
 from .memory import Memory
 from .network import build_graph
 from .refs import build
 from .rng import Streams
 from .schemas import ACTION_SOURCES, Action, Persona
 from .store import PANEL_SCHEMA, Store, store_path
+from .versions import ensure_version, latest_run_of
 
 LATE = NORMAL + 1
 
@@ -81,6 +84,7 @@ class StepRecord:
     metrics: dict[str, float]
     events: list[dict]
     round_actions: pa.Table | None = None
+    llm_calls: pa.Table | None = None
 
 
 @dataclass
@@ -129,8 +133,13 @@ class Engine:
         spec, root = self.spec, self.spec.root
         self.streams = Streams(self.seed)
         self.personas = self._population()
-        self.graph = build_graph(spec.population.interaction, self.personas,
-                                 seed=int(self.streams.numpy("network").integers(2**31)))
+        try:
+            self.graph = build_graph(spec.population.interaction, self.personas,
+                                     seed=int(self.streams.numpy("network").integers(2**31)))
+        except (ValueError, nx.NetworkXException) as e:
+            raise StudyConfigError(root / "population" / "population.json",
+                                   [("interaction", f"cannot build a '{spec.population.interaction.kind}' "
+                                                    f"network over {len(self.personas)} agents: {e}")]) from None
         self.sim = simpy.Environment()
         self.interventions = Interventions(spec.environment.layers, spec.environment.scheduled_events,
                                            spec.environment.broadcasts, self.personas)
@@ -220,8 +229,10 @@ class Engine:
             self.counters["messages"] += len(messages)
             if record.step >= self.write_from:
                 self.store.write_step(self.run_id, record.step, record.panel, record.metrics,
-                                      record.events, messages, record.round_actions)
+                                      record.events, messages, record.round_actions, record.llm_calls)
                 self.counters["rows_written"] += record.panel.num_rows
+            if self.live:
+                self.live.step(record.step, record.metrics)
             if self.on_step:
                 self.on_step(record.step, record.metrics)
 
@@ -291,7 +302,8 @@ class Engine:
         round_rows = pa.concat_tables(self._round_rows) if self._round_rows else None
         self._round_rows = []
         closed, self._step_closed = self._step_closed, self.sim.event()
-        closed.succeed(StepRecord(t, panel, metrics, events or [], round_rows))
+        calls = self.decision.drain_calls() if hasattr(self.decision, "drain_calls") else None
+        closed.succeed(StepRecord(t, panel, metrics, events or [], round_rows, calls))
         if self.manage_gc:
             gc.collect(1)
 
@@ -386,12 +398,16 @@ class Engine:
         messages = self._messages()
         if not self.resume:
             self.store.write_initial(self.run_id, table, metrics, events, messages)
+        if self.live:
+            self.live.step(0, metrics)
 
     # --- the run --------------------------------------------------------------------
     def run(self) -> RunResult:
         """Run every step; mark the run completed, or failed with its completed steps kept."""
         started = time.perf_counter()
         self.store = Store(self.db_path)
+        self.live = (LiveFile(self.db_path, self.run_id, self.spec.id, self.n_steps, self.kind)
+                     if str(self.db_path) != ":memory:" else None)
         status, error, first = "running", None, 1
         failure: Exception | None = None
         try:
@@ -402,12 +418,7 @@ class Engine:
                 self.write_from = row["last_step"] + 1
                 self.store.reopen_run(self.run_id)
             else:
-                self.store.start_run(
-                    run_id=self.run_id, study_id=self.spec.id, kind=self.kind, seed=self.seed,
-                    n_steps=self.n_steps, rounds=self.rounds, time_unit=self.sim_cfg.time_unit,
-                    config=self.spec.resolved(), parameters=dict(self.sim_cfg.parameters),
-                    parent_run_id=self.parent_run_id, fork_step=self.fork_step, note=self.note,
-                    sweep_id=self.sweep_id, n_agents=len(self.ids))
+                self._start_run()
                 self.store.write_edges(self.run_id, self.graph.edges())
             self.environment.reset(self.seed)
             self._initial(self.environment.advance_to(0))
@@ -420,6 +431,8 @@ class Engine:
                 gc.disable()
             self.sim.run(until=steps)
             status = "completed"
+        except StopRun as e:
+            status, error = "interrupted", f"{type(e).__name__}: {e}"
         except KeyboardInterrupt:
             status, error = "interrupted", "interrupted by the user"
             raise
@@ -432,13 +445,39 @@ class Engine:
             wall = time.perf_counter() - started
             try:
                 self.store.finish_run(self.run_id, status, error, wall)
+                if self.live:
+                    self.live.finish(status, error)
             finally:
                 self.decision.close()
                 self.store.close()
         if failure is not None:
             raise RunFailed(self.run_id, error, self.db_path) from failure
-        return RunResult(self.run_id, status, self.db_path, self.n_steps, self.counters["rows_written"],
+        if hasattr(self.decision, "counters"):
+            self.counters["llm"] = dict(self.decision.counters())
+        done = self.ctx.step if status != "completed" else self.n_steps
+        return RunResult(self.run_id, status, self.db_path, done, self.counters["rows_written"],
                          wall, error, dict(self.counters))
+
+    def _start_run(self) -> None:
+        """Record the run (and its version: a new configuration is a new version)."""
+        config = self.spec.resolved()
+        version_id, created = ensure_version(self.store.con, self.spec.id, self.spec.version_config(),
+                                             kind=self.kind,
+                                             parent_run_id=self.parent_run_id, fork_step=self.fork_step,
+                                             note=self.note)
+        kind, parent = self.kind, self.parent_run_id
+        if kind == "run" and created:
+            prev = self.store.con.execute("SELECT parent_version_id FROM versions WHERE version_id=?",
+                                          [version_id]).fetchone()[0]
+            if prev:  # an edited study: a new version, child of the last run of the previous one
+                kind, parent = "version", latest_run_of(self.store.con, prev)
+        self.kind = kind
+        self.store.start_run(
+            run_id=self.run_id, study_id=self.spec.id, kind=kind, seed=self.seed,
+            n_steps=self.n_steps, rounds=self.rounds, time_unit=self.sim_cfg.time_unit,
+            config=config, parameters=dict(self.sim_cfg.parameters), parent_run_id=parent,
+            fork_step=self.fork_step, note=self.note, sweep_id=self.sweep_id, n_agents=len(self.ids),
+            version_id=version_id)
 
 
 def run_study(spec: StudySpec, **kwargs) -> RunResult:

@@ -88,6 +88,12 @@ class RunContext:
         return self.personas[self.index[agent_id]]
 
 
+class StopRun(Exception):
+    """Raised by study code to end a run cleanly at the step boundary (for example
+    an LLM budget is spent). The step in flight is not written; the run is marked
+    ``interrupted`` and can be resumed with ``desim run --resume RUN``."""
+
+
 class Component:
     """Anything the engine builds from a ``ref``: it gets ``ctx`` before ``reset``."""
 

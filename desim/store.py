@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS runs (
     config JSON NOT NULL,
     parameters JSON,
     sweep_id VARCHAR,
+    version_id VARCHAR,
     note VARCHAR,
     started_at TIMESTAMP NOT NULL,
     finished_at TIMESTAMP,
@@ -93,6 +94,7 @@ CREATE TABLE IF NOT EXISTS versions (
     parent_run_id VARCHAR, fork_step INTEGER, kind VARCHAR NOT NULL, note VARCHAR,
     config JSON NOT NULL, config_hash VARCHAR NOT NULL, diff JSON, created_at TIMESTAMP NOT NULL
 );
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS version_id VARCHAR;
 """
 
 PANEL_SCHEMA = pa.schema([
@@ -135,13 +137,14 @@ class Store:
     def start_run(self, *, run_id: str, study_id: str, kind: str, seed: int, n_steps: int,
                   rounds: int, time_unit: str, config: dict, parameters: dict,
                   parent_run_id: str | None = None, fork_step: int | None = None,
-                  note: str | None = None, sweep_id: str | None = None, n_agents: int | None = None) -> None:
+                  note: str | None = None, sweep_id: str | None = None, n_agents: int | None = None,
+                  version_id: str | None = None) -> None:
         self.con.execute(
             "INSERT INTO runs (run_id, study_id, kind, parent_run_id, fork_step, seed, n_steps, "
-            "interaction_rounds, time_unit, config, parameters, sweep_id, note, started_at, status, "
-            "n_agents, desim_version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,'running',?,?)",
+            "interaction_rounds, time_unit, config, parameters, sweep_id, version_id, note, started_at, "
+            "status, n_agents, desim_version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'running',?,?)",
             [run_id, study_id, kind, parent_run_id, fork_step, seed, n_steps, rounds, time_unit,
-             json.dumps(config), json.dumps(parameters, sort_keys=True), sweep_id, note, now(),
+             json.dumps(config), json.dumps(parameters, sort_keys=True), sweep_id, version_id, note, now(),
              n_agents, __version__])
 
     def reopen_run(self, run_id: str) -> None:
@@ -204,7 +207,9 @@ class Store:
                              f"{_json_expr(round_actions, 'action_payload')}, action_source, "
                              f"action_rationale FROM {{src}}", [run_id, step])
             if llm_calls is not None and llm_calls.num_rows:
-                self._insert("llm_calls", llm_calls, "SELECT ?, * FROM {src}", [run_id])
+                self._insert("llm_calls", llm_calls,
+                             "SELECT ?, step, round, agent_id, model, prompt_hash, tokens_in, tokens_out, "
+                             "latency_ms, cached, outcome, attempts FROM {src}", [run_id])
             self.con.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", [step, run_id])
             self.con.commit()
         except BaseException:

@@ -1,0 +1,391 @@
+"""The dashboard's read side: every query it runs against a study's files and store.
+
+Each function opens the study's DuckDB store read-only for the duration of
+one call (:func:`reading`) and closes it before returning: the dashboard
+never holds a connection, because any open connection - even a read-only
+one - stops a ``desim run`` process from opening the file for writing.
+
+While a run writes, the store cannot be opened at all (DuckDB allows one
+process per file when one of them writes). :func:`reading` then raises
+:class:`~desim.store.StoreBusyError` after a few short retries, and the
+caller falls back to the run's live progress file (:func:`live_runs`), which
+the engine rewrites atomically after every committed step.
+
+Every value from a request reaches SQL as a bound parameter; the only text
+spliced into a query is fixed fragments chosen here.
+"""
+from __future__ import annotations
+
+import json
+import math
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+
+from ..config import StudyConfigError, load_study, read_json
+from ..store import StoreBusyError, fetch_dicts, read_only, store_path
+from .safety import NotFound
+
+SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
+MAX_NODES = 1500           # nodes drawn by the built-in diffusion player
+MESSAGES_PER_ROUND = 200   # messages listed per round (the count is always exact)
+
+
+class NoStore(LookupError):
+    """The study has no database yet (never run) or it is not a DuckDB file."""
+
+
+# --- studies and the store ------------------------------------------------------
+
+def study_dirs(studies_dir: Path) -> list[Path]:
+    """Folders of ``studies_dir`` that contain a ``study.json``, by name."""
+    return sorted(p for p in studies_dir.iterdir() if p.is_dir() and (p / "study.json").is_file())
+
+
+@contextmanager
+def reading(root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection held only for one query batch.
+
+    Few, short retries: a dashboard request should answer "run in progress"
+    within a fraction of a second rather than wait for a run to finish.
+    """
+    db = store_path(root)
+    if not db.is_file():
+        raise NoStore(f"no store yet: {db.relative_to(root.parent)} does not exist (run the study first)")
+    try:
+        con = read_only(db, attempts=4, wait=0.05)
+    except duckdb.Error as e:
+        raise NoStore(f"{db.name} cannot be opened as a DuckDB database: {e}") from None
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def live_runs(root: Path) -> list[dict[str, Any]]:
+    """The progress files of ``<study>/runs/live``, oldest update first.
+
+    The engine replaces each file atomically, so a file is either the old or
+    the new version; one that still fails to parse (written by hand, or by a
+    crashed tool) is skipped rather than breaking the page.
+    """
+    folder = root / "runs" / "live"
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in folder.glob("*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("run_id"), str):
+            out.append(data)
+    return sorted(out, key=lambda d: str(d.get("updated_at", "")))
+
+
+def live_summary(run: dict[str, Any]) -> dict[str, Any]:
+    """A live file without its metric series."""
+    return {k: run.get(k) for k in ("run_id", "study_id", "kind", "status", "step", "n_steps", "error",
+                                    "updated_at")}
+
+
+def study_summary(root: Path) -> dict[str, Any]:
+    """One entry of the study list: id, title, last run status, or the error that stops it."""
+    entry: dict[str, Any] = {"id": root.name, "title": "", "status": None, "error": None, "last_run": None}
+    try:
+        study = read_json(root / "study.json")
+        entry["title"] = str(study.get("title", "")) if isinstance(study, dict) else ""
+        load_study(root)
+    except StudyConfigError as e:
+        entry["error"] = str(e).replace(str(root.parent) + "/", "")
+        return entry
+    live = live_runs(root)
+    running = [r for r in live if r.get("status") == "running"]
+    if running:
+        entry["last_run"], entry["status"] = live_summary(running[-1]), "running"
+        return entry
+    try:
+        with reading(root) as con:
+            rows = fetch_dicts(con, "SELECT run_id, kind, status, last_step, n_steps, started_at "
+                                    "FROM runs ORDER BY started_at DESC LIMIT 1")
+    except StoreBusyError:
+        entry["status"] = "running"
+        entry["last_run"] = live_summary(live[-1]) if live else None
+        return entry
+    except (NoStore, duckdb.Error) as e:
+        entry["error"] = str(e)
+        return entry
+    if rows:
+        entry["last_run"], entry["status"] = rows[0], rows[0]["status"]
+    else:
+        entry["status"] = "no runs"
+    return entry
+
+
+# --- the study page ---------------------------------------------------------------
+
+def study_config(root: Path) -> dict[str, Any]:
+    """What the study files say: title, population, interventions, cheap lint warnings."""
+    from ..lint import validate
+    report = validate(root, probe=False)
+    spec = report.spec
+    pop, env, sim = spec.population, spec.environment, spec.simulation
+    personas = None
+    if pop.personas is not None:
+        personas = [p.attributes for p in pop.personas]
+    return {
+        "study": spec.study.model_dump(mode="json"),
+        "simulation": {"n_steps": sim.n_steps, "time_unit": sim.time_unit, "interaction_rounds": sim.interaction_rounds,
+                       "seed": sim.seed, "parameters": sim.parameters, "decision": sim.decision.ref},
+        "population": {"interaction": pop.interaction.kind, "propagation": pop.propagation,
+                       "source": "personas" if pop.personas is not None else "roster" if pop.roster else "provider",
+                       "size": len(personas) if personas is not None else None},
+        "interventions": {
+            "scheduled_events": [e.model_dump(mode="json") for e in env.scheduled_events],
+            "broadcasts": [b.model_dump(mode="json") for b in env.broadcasts]},
+        "warnings": list(report.warnings) + config_warnings(spec),
+        "_personas": personas,
+    }
+
+
+def config_warnings(spec) -> list[str]:
+    """Checks that need no run: labels that contradict the wiring, interventions that never fire."""
+    out = []
+    pop, sim, env = spec.population, spec.simulation, spec.environment
+    if pop.propagation in ("contagion", "broadcast_then_local") and pop.interaction.kind == "none":
+        out.append(f"propagation is '{pop.propagation}' but interaction.kind is 'none': "
+                   "no agent has neighbours to hear from")
+    if pop.propagation == "independent" and pop.interaction.kind != "none":
+        out.append(f"propagation is 'independent' but a '{pop.interaction.kind}' network is declared: "
+                   "is the network used?")
+    if pop.propagation == "broadcast_then_local" and not env.broadcasts and not env.scheduled_events:
+        out.append("propagation is 'broadcast_then_local' but environment.json has no broadcasts or events")
+    for kind, items in (("scheduled event", env.scheduled_events), ("broadcast", env.broadcasts)):
+        for item in items:
+            if item.at_step > sim.n_steps:
+                out.append(f"{kind} '{item.name}' is at step {item.at_step}, after the last step "
+                           f"({sim.n_steps}): it never fires")
+    return out
+
+
+def distributions(states: list[dict[str, Any]], bins: int = 12) -> list[dict[str, Any]]:
+    """Per attribute: a histogram (numbers) or the most frequent values (anything else)."""
+    keys: list[str] = []
+    for s in states:
+        for k in s:
+            if k not in keys:
+                keys.append(k)
+    out = []
+    for key in keys[:12]:
+        values = [s.get(key) for s in states if s.get(key) is not None]
+        numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and math.isfinite(v)]
+        if values and len(numbers) == len(values):
+            lo, hi = min(numbers), max(numbers)
+            width = (hi - lo) / bins or 1.0
+            counts = [0] * bins
+            for v in numbers:
+                counts[min(bins - 1, int((v - lo) / width))] += 1
+            out.append({"name": key, "kind": "numeric", "n": len(numbers), "min": lo, "max": hi,
+                        "mean": sum(numbers) / len(numbers), "counts": counts})
+        else:
+            freq: dict[str, int] = {}
+            for v in values:
+                label = json.dumps(v) if not isinstance(v, str) else v
+                freq[label] = freq.get(label, 0) + 1
+            top = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+            out.append({"name": key, "kind": "categorical", "n": len(values),
+                        "values": [{"value": k, "count": c} for k, c in top], "distinct": len(freq)})
+    return out
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def study_store(root: Path) -> dict[str, Any]:
+    """What the store says: runs (with the versions tree), population figures, fired events."""
+    with reading(root) as con:
+        runs = fetch_dicts(con, "SELECT * EXCLUDE (config) FROM runs ORDER BY started_at")
+        versions = fetch_dicts(con, "SELECT version_id, parent_version_id, parent_run_id, fork_step, kind, note, "
+                                    "config_hash, diff, created_at FROM versions ORDER BY created_at")
+        metric_names = [r[0] for r in con.execute("SELECT DISTINCT name FROM metrics ORDER BY name").fetchall()]
+        latest = next((r for r in reversed(runs) if r["status"] == "completed"), runs[-1] if runs else None)
+        population: dict[str, Any] = {}
+        events: list[dict[str, Any]] = []
+        if latest:
+            rid = latest["run_id"]
+            population["size"] = con.execute("SELECT count(*) FROM initial_states WHERE run_id = ?",
+                                             [rid]).fetchone()[0]
+            states = [_json(r[0]) for r in con.execute(
+                "SELECT state FROM initial_states WHERE run_id = ? ORDER BY agent_id LIMIT ?",
+                [rid, SAMPLE_ROWS]).fetchall()]
+            population["distributions"] = distributions([s for s in states if isinstance(s, dict)])
+            population["sampled"] = len(states)
+            population["run_id"] = rid
+            population["n_edges"] = con.execute("SELECT count(*) FROM edges WHERE run_id = ?", [rid]).fetchone()[0]
+            events = fetch_dicts(con, "SELECT step, kind, name, detail FROM events WHERE run_id = ? "
+                                      "ORDER BY step, name LIMIT 1000", [rid])
+    for r in runs:
+        r["parameters"] = _json(r.get("parameters"))
+        # the writer holds the lock for its whole run: if we could read, nobody is writing
+        r["stalled"] = r["status"] == "running"
+    for v in versions:
+        v["diff"] = _json(v.get("diff"))
+    for e in events:
+        e["detail"] = _json(e.get("detail"))
+    return {"runs": runs, "versions": versions, "metric_names": metric_names,
+            "population": population, "events": events, "events_run": latest["run_id"] if latest else None}
+
+
+def run_events(root: Path, run_id: str) -> list[dict[str, Any]]:
+    with reading(root) as con:
+        rows = fetch_dicts(con, "SELECT step, kind, name, detail FROM events WHERE run_id = ? "
+                                "ORDER BY step, name LIMIT 1000", [run_id])
+    for e in rows:
+        e["detail"] = _json(e.get("detail"))
+    return rows
+
+
+def _require_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
+    rows = fetch_dicts(con, "SELECT run_id, status, n_steps, last_step FROM runs WHERE run_id = ?", [run_id])
+    if not rows:
+        raise NotFound(f"no run '{run_id}' in this study")
+    return rows[0]
+
+
+# --- metrics, panel, agents, messages --------------------------------------------------
+
+def metrics(root: Path, run_ids: list[str]) -> dict[str, dict[str, list[list[float]]]]:
+    """``{run_id: {metric: [[step, value], ...]}}`` for the given runs, steps in order."""
+    with reading(root) as con:
+        rows = con.execute("SELECT run_id, name, step, value FROM metrics "
+                           "WHERE list_contains(?::VARCHAR[], run_id) ORDER BY run_id, name, step",
+                           [run_ids]).fetchall()
+    out: dict[str, dict[str, list[list[float]]]] = {r: {} for r in run_ids}
+    for run_id, name, step, value in rows:
+        out[run_id].setdefault(name, []).append([step, value])
+    return out
+
+
+def live_metrics(run: dict[str, Any]) -> dict[str, list[list[float]]]:
+    """A live file's series in the same shape as :func:`metrics` (steps with no value skipped)."""
+    out = {}
+    for name, series in (run.get("metrics") or {}).items():
+        if isinstance(series, list):
+            out[name] = [[i, v] for i, v in enumerate(series) if isinstance(v, (int, float))]
+    return out
+
+
+def panel_page(root: Path, run_id: str, *, step: int | None, agent_id: str | None, action_kind: str | None,
+               page: int, page_size: int) -> dict[str, Any]:
+    """One page of a run's panel, filtered by step, agent and action kind."""
+    where, params = ["run_id = ?"], [run_id]
+    if step is not None:
+        where.append("step = ?")
+        params.append(step)
+    if agent_id is not None:
+        where.append("agent_id = ?")
+        params.append(agent_id)
+    if action_kind is not None:
+        where.append("action_kind = ?")
+        params.append(action_kind)
+    clause = " AND ".join(where)
+    with reading(root) as con:
+        run = _require_run(con, run_id)
+        total = con.execute(f"SELECT count(*) FROM panel WHERE {clause}", params).fetchone()[0]
+        rows = fetch_dicts(con, f"SELECT step, agent_id, state, action_kind, action_payload, action_source, "
+                                f"action_rationale FROM panel WHERE {clause} ORDER BY step, agent_id "
+                                f"LIMIT ? OFFSET ?", params + [page_size, page * page_size])
+        kinds = [r[0] for r in con.execute("SELECT DISTINCT action_kind FROM panel WHERE run_id = ? AND "
+                                           "action_kind IS NOT NULL ORDER BY 1 LIMIT 50", [run_id]).fetchall()]
+    for r in rows:
+        r["state"], r["action_payload"] = _json(r["state"]), _json(r["action_payload"])
+    return {"run": run, "total": total, "page": page, "page_size": page_size, "rows": rows,
+            "action_kinds": kinds}
+
+
+def agent_trajectory(root: Path, run_id: str, agent_id: str) -> dict[str, Any]:
+    """One agent in one run: its initial state, its state and action per step, its messages."""
+    with reading(root) as con:
+        run = _require_run(con, run_id)
+        initial = con.execute("SELECT state FROM initial_states WHERE run_id = ? AND agent_id = ?",
+                              [run_id, agent_id]).fetchone()
+        steps = fetch_dicts(con, "SELECT step, state, action_kind, action_payload, action_source, action_rationale "
+                                 "FROM panel WHERE run_id = ? AND agent_id = ? ORDER BY step", [run_id, agent_id])
+        messages = fetch_dicts(con, "SELECT step, round, channel, kind, content, audience, reply_to FROM messages "
+                                    "WHERE run_id = ? AND author_id = ? ORDER BY step, round LIMIT 2000",
+                               [run_id, agent_id])
+    if initial is None and not steps:
+        raise NotFound(f"no agent '{agent_id}' in run '{run_id}'")
+    for r in steps:
+        r["state"], r["action_payload"] = _json(r["state"]), _json(r["action_payload"])
+    for m in messages:
+        m["content"] = _json(m["content"])
+    return {"run": run, "agent_id": agent_id, "initial": _json(initial[0]) if initial else None,
+            "steps": steps, "messages": messages}
+
+
+def step_messages(root: Path, run_id: str, step: int) -> dict[str, Any]:
+    """The messages posted in one step, grouped by round, with exact counts per round."""
+    with reading(root) as con:
+        run = _require_run(con, run_id)
+        counts = dict(con.execute("SELECT round, count(*) FROM messages WHERE run_id = ? AND step = ? "
+                                  "GROUP BY round ORDER BY round", [run_id, step]).fetchall())
+        rows = fetch_dicts(con, "SELECT round, author_id, channel, kind, content, audience, reply_to FROM messages "
+                                "WHERE run_id = ? AND step = ? "
+                                "QUALIFY row_number() OVER (PARTITION BY round ORDER BY author_id) <= ? "
+                                "ORDER BY round, author_id", [run_id, step, MESSAGES_PER_ROUND])
+    rounds: dict[int, dict[str, Any]] = {r: {"round": r, "count": c, "messages": []} for r, c in counts.items()}
+    for m in rows:
+        m["content"] = _json(m["content"])
+        rounds[m.pop("round")]["messages"].append(m)
+    return {"run": run, "step": step, "rounds": [rounds[r] for r in sorted(rounds)]}
+
+
+# --- the built-in network diffusion player -----------------------------------------------
+
+def network(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
+    """Nodes with a layout, edges, and one numeric state per node and step (step 0 = initial).
+
+    Booleans count as 0/1; other non-numbers are null. At most
+    :data:`MAX_NODES` nodes (the first ids in order) are drawn.
+    """
+    import networkx as nx
+    path = f"$.{state_key}"
+    value = ("CASE WHEN json_extract_string(state, ?) IN ('true', 'false') "
+             "THEN CAST(json_extract_string(state, ?) = 'true' AS DOUBLE) "
+             "ELSE TRY_CAST(json_extract_string(state, ?) AS DOUBLE) END")
+    with reading(root) as con:
+        run = _require_run(con, run_id)
+        ids = [r[0] for r in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? ORDER BY agent_id "
+                                         "LIMIT ?", [run_id, MAX_NODES + 1]).fetchall()]
+        truncated = len(ids) > MAX_NODES
+        ids = ids[:MAX_NODES]
+        last = ids[-1] if ids else ""
+        edges = con.execute("SELECT source, target FROM edges WHERE run_id = ? AND source <= ? AND target <= ?",
+                            [run_id, last, last]).fetchall()
+        initial = con.execute(f"SELECT agent_id, {value} FROM initial_states WHERE run_id = ? AND agent_id <= ?",
+                              [path, path, path, run_id, last]).fetchall()
+        rows = con.execute(f"SELECT step, agent_id, {value} FROM panel WHERE run_id = ? AND agent_id <= ? "
+                           "ORDER BY step", [path, path, path, run_id, last]).fetchall()
+    index = {a: i for i, a in enumerate(ids)}
+    graph = nx.Graph()
+    graph.add_nodes_from(range(len(ids)))
+    links = [[index[s], index[t]] for s, t in edges if s in index and t in index]
+    graph.add_edges_from(links)
+    layout = (nx.spring_layout(graph, seed=7, iterations=40) if 0 < len(ids) <= 600
+              else nx.circular_layout(graph))
+    n_steps = max([r[0] for r in rows], default=0)
+    values: list[list[float | None]] = [[None] * len(ids) for _ in range(n_steps + 1)]
+    for agent, v in initial:
+        if agent in index:
+            values[0][index[agent]] = v
+    for step, agent, v in rows:
+        if agent in index:
+            values[step][index[agent]] = v
+    return {"run": run, "state": state_key, "ids": ids, "truncated": truncated,
+            "xy": [[round(float(layout[i][0]), 4), round(float(layout[i][1]), 4)] for i in range(len(ids))],
+            "edges": links, "values": values}

@@ -1,0 +1,85 @@
+"""Input checks for the dashboard: every id, number and file path a request
+carries passes through here before it reaches the disk or a SQL query.
+
+Values are only ever bound as SQL parameters; these checks exist so that a
+malformed request gets a clear 400 instead of an empty result, and so that
+file paths cannot leave the folder they are served from.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ID = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
+STATE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# percent-escapes that decode to '.', '/', '\' or NUL: a path that needs them is an attack
+ENCODED = re.compile(rb"%(2e|2f|5c|00|25)", re.IGNORECASE)
+
+
+class BadRequest(ValueError):
+    """A request parameter is malformed (HTTP 400)."""
+
+
+class NotFound(LookupError):
+    """The study, run, agent or file does not exist (HTTP 404)."""
+
+
+def check_id(value: str | None, name: str) -> str:
+    if value is None or not ID.match(value):
+        raise BadRequest(f"{name} must match ^[A-Za-z0-9_-]+$ (1-128 characters), got {value!r:.80}")
+    return value
+
+
+def optional_id(value: str | None, name: str) -> str | None:
+    return None if value in (None, "") else check_id(value, name)
+
+
+def check_state_key(value: str | None, name: str = "state") -> str:
+    if value is None or not STATE_KEY.match(value):
+        raise BadRequest(f"{name} must be an identifier (letters, digits, _), got {value!r:.80}")
+    return value
+
+
+def int_param(value: str | None, name: str, lo: int, hi: int, default: int | None = None) -> int | None:
+    """An integer query parameter within ``[lo, hi]``; ``default`` when absent or empty."""
+    if value is None or value == "":
+        return default
+    if not re.fullmatch(r"-?[0-9]{1,9}", value):
+        raise BadRequest(f"{name} must be an integer, got {value!r:.80}")
+    number = int(value)
+    if not lo <= number <= hi:
+        raise BadRequest(f"{name} must be between {lo} and {hi}, got {number}")
+    return number
+
+
+def raw_path_suspicious(raw_path: bytes) -> bool:
+    """True for a request path with encoded dots/slashes or ``..`` segments.
+
+    The router sees the decoded path, so ``%2e%2e%2f`` would otherwise become
+    ``../`` after the checks that look at the raw text.
+    """
+    if ENCODED.search(raw_path) or b"\\" in raw_path:
+        return True
+    return any(seg in (b"..", b".") for seg in raw_path.split(b"/"))
+
+
+def safe_file(base: Path, relative: str) -> Path:
+    """``base / relative`` if it is an existing file inside ``base``; otherwise an error.
+
+    Rejects absolute paths, ``..`` and ``.`` segments, backslashes, NUL and
+    left-over percent signs (double encoding), then resolves symlinks and
+    checks the result is still under ``base``.
+    """
+    if (not relative or relative.startswith(("/", "~")) or "\\" in relative or "\x00" in relative
+            or "%" in relative or ":" in relative):
+        raise BadRequest(f"bad file path {relative!r:.80}")
+    parts = relative.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise BadRequest(f"bad file path {relative!r:.80}")
+    root = base.resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root):
+        raise BadRequest(f"bad file path {relative!r:.80}")
+    if not target.is_file():
+        raise NotFound(f"no file {relative}")
+    return target

@@ -1,0 +1,48 @@
+"""Live progress files: how a run in progress is seen without touching its database.
+
+DuckDB lets one process hold a database file open for writing, and while it
+does no other process can open the file, not even read-only. A run holds its
+study's store for its whole duration, so a dashboard cannot read the store
+while the run goes. Instead, after each committed step the engine rewrites a
+small JSON file ``<study>/runs/live/<run_id>.json`` (status, step, metrics so
+far), atomically (write a temporary file, then ``os.replace``), so a reader
+never sees a half-written file. The file is written only after the step's
+transaction commits, so it never claims more than the store holds.
+"""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+class LiveFile:
+    """Progress of one run, mirrored to ``<runs dir>/live/<run_id>.json``."""
+
+    def __init__(self, db_path: Path, run_id: str, study_id: str, n_steps: int, kind: str):
+        self.path = Path(db_path).parent / "live" / f"{run_id}.json"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.data = {"run_id": run_id, "study_id": study_id, "kind": kind, "status": "running",
+                     "step": -1, "n_steps": n_steps, "metrics": {}, "error": None}
+
+    def step(self, step: int, metrics: dict[str, float]) -> None:
+        for name, value in metrics.items():
+            series = self.data["metrics"].setdefault(name, [])
+            series.extend([None] * (step - len(series)))   # a metric first reported late
+            if len(series) > step:
+                series[step] = value
+            else:
+                series.append(value)
+        self.data["step"] = step
+        self._write()
+
+    def finish(self, status: str, error: str | None) -> None:
+        self.data["status"], self.data["error"] = status, error
+        self._write()
+
+    def _write(self) -> None:
+        self.data["updated_at"] = datetime.now(timezone.utc).isoformat()
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.data), encoding="utf-8")
+        os.replace(tmp, self.path)

@@ -1,0 +1,113 @@
+"""Turning reply text into a study's reply object, and making up replies.
+
+``parse_reply`` is tolerant on purpose: servers without structured output
+wrap JSON in Markdown fences or prose, so it takes the first balanced
+``{...}`` it finds and validates that against the study's reply model. A
+reply that still does not fit is *unusable*: the decision model replaces it
+with the study's rule (``source = fallback``).
+
+``fake_reply`` builds a value that satisfies a JSON schema from a seed. The
+stub server uses it (seeded by a hash of the prompt, so the same prompt
+always gets the same reply) and scripted mode uses it for studies that do
+not script their own replies.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+def first_json_object(text: str) -> str | None:
+    """The first balanced ``{...}`` in ``text`` (string-aware), or ``None``."""
+    start = text.find("{")
+    while start != -1:
+        depth, in_string, escaped = 0, False, False
+        for i in range(start, len(text)):
+            c = text[i]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif c == "\\":
+                    escaped = True
+                elif c == '"':
+                    in_string = False
+            elif c == '"':
+                in_string = True
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start:i + 1]
+        start = text.find("{", start + 1)
+    return None
+
+
+def parse_reply(text: str | None, model: type[BaseModel]) -> tuple[BaseModel | None, str]:
+    """``(reply, "")`` when ``text`` holds a JSON object valid for ``model``, else ``(None, why)``."""
+    if not text:
+        return None, "empty reply"
+    candidate = first_json_object(text)
+    if candidate is None:
+        return None, "no JSON object in the reply"
+    try:
+        data = json.loads(candidate)
+    except json.JSONDecodeError as e:
+        return None, f"malformed JSON: {e.msg}"
+    try:
+        return model.model_validate(data), ""
+    except ValidationError as e:
+        first = e.errors()[0]
+        return None, f"{'.'.join(str(p) for p in first['loc']) or 'reply'}: {first['msg']}"
+
+
+def seed_from(*parts: Any) -> int:
+    """A stable integer seed from text parts (sha256, so it is the same on every machine)."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+_WORDS = ("agree", "doubt", "prefer", "neighbours", "evidence", "cost", "group", "change", "keep",
+          "listen", "trust", "risk", "time", "price", "friends", "convinced", "unsure", "better")
+
+
+def fake_reply(schema: dict[str, Any], seed: int) -> Any:
+    """A value valid for ``schema`` (objects, numbers with bounds, enums, strings, arrays, ``$ref``)."""
+    return _fake(schema, random.Random(seed), schema.get("$defs", {}), 0)
+
+
+def _fake(schema: dict[str, Any], rng: random.Random, defs: dict[str, Any], depth: int) -> Any:
+    if "$ref" in schema:
+        return _fake(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), rng, defs, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [s for s in schema[key] if s.get("type") != "null"] or schema[key]
+            return _fake(options[0], rng, defs, depth + 1)
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {name: _fake(sub, rng, defs, depth + 1) for name, sub in props.items()} if depth < 8 else {}
+    if kind in ("number", "integer"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", lo + 10))
+        return rng.randint(int(lo), int(hi)) if kind == "integer" else round(rng.uniform(lo, hi), 4)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "array":
+        n = max(int(schema.get("minItems", 1)), 1)
+        return [_fake(schema.get("items", {}), rng, defs, depth + 1) for _ in range(n)]
+    if kind == "null":
+        return None
+    words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
+    limit = schema.get("maxLength")
+    return words[:limit] if limit else words

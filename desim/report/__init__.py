@@ -1,0 +1,69 @@
+"""Reports and the network diffusion player, from a study's store.
+
+Two calls, for the command line and for notebooks alike:
+
+* :func:`write_report` writes ``report.html`` (self-contained) and
+  ``report.md`` (with the PNG figures beside it) for one run, or for a run
+  compared with another (treatment minus control); a branch is compared
+  with its parent run by default;
+* :func:`diffusion_player` draws the run's network coloured by a state
+  field, one frame per step: ``diffusion.html`` (slider and play button,
+  offline) and ``diffusion.png`` (small multiples).
+
+Both read the store read-only and return the paths they wrote; outputs go
+under ``<study>/runs/reports/<run_id>/`` unless ``out_dir`` says otherwise.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import content, data, html, markdown
+from .data import ReportError
+from .diffusion import diffusion_player
+
+__all__ = ["ReportError", "diffusion_player", "reports_dir", "write_report"]
+
+
+def reports_dir(study_root: str | Path, name: str) -> Path:
+    return Path(study_root) / "runs" / "reports" / name
+
+
+def write_report(study_root: str | Path, run_id: str | None = None, compare: str | None = None,
+                 out_dir: str | Path | None = None) -> dict[str, Path]:
+    """Write the report of ``run_id`` (default: the latest completed run).
+
+    ``compare`` names a control run: the report then shows treatment (``run_id``)
+    minus control per step and per agent. A branch run is compared with its
+    parent unless ``compare`` is given. Returns ``{"html", "markdown", "dir"}``
+    plus one entry per figure (its PNG file).
+    """
+    con = data.connect(study_root)
+    try:
+        run = data.resolve_run(con, run_id)
+        control_row = None
+        if compare is not None:
+            control_row = data.resolve_run(con, compare)
+            if control_row["run_id"] == run["run_id"]:
+                raise ReportError(f"--compare names the report's own run {run['run_id']}")
+        elif run["kind"] == "branch" and run.get("parent_run_id"):
+            control_row = data.resolve_run(con, run["parent_run_id"])
+        rd = data.load_run(con, run)
+        control = data.load_run(con, control_row) if control_row else None
+        fork = data.fork_step(run, control_row) if control_row else None
+        report = content.build(con, rd, control, fork)
+    finally:
+        con.close()
+    name = rd.run_id if compare is None else f"{rd.run_id}-vs-{control.run_id}"
+    out = Path(out_dir) if out_dir else reports_dir(study_root, name)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {"dir": out}
+    files: dict[str, str] = {}
+    for fig in report.figures():
+        files[fig.name] = f"{fig.name}.png"
+        paths[fig.name] = out / files[fig.name]
+        paths[fig.name].write_bytes(fig.png)
+    paths["html"] = out / "report.html"
+    paths["html"].write_text(html.render(report), encoding="utf-8")
+    paths["markdown"] = out / "report.md"
+    paths["markdown"].write_text(markdown.render(report, files), encoding="utf-8")
+    return paths

@@ -1,0 +1,218 @@
+"""The report as plain sections (text, tables, figures), before any format.
+
+``build`` decides what a reader sees; ``html`` and ``markdown`` only lay it
+out, so the two files always say the same thing.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from . import data, figures
+from .data import RunData
+
+MAX_TABLE_ROWS = 100
+
+
+@dataclass
+class Figure:
+    name: str      # file stem, e.g. "metrics"
+    title: str
+    png: bytes
+    caption: str = ""
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    subtitle: str
+    sections: list[Section]
+
+    def figures(self) -> list[Figure]:
+        return [f for s in self.sections for f in s.figures]
+
+
+def fmt(v: Any) -> str:
+    """Numbers to 6 significant digits, the rest as text."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _steps_shown(steps: list[int]) -> list[int]:
+    """All steps, or about ``MAX_TABLE_ROWS`` evenly spaced ones (always the first and last)."""
+    if len(steps) <= MAX_TABLE_ROWS:
+        return steps
+    every = -(-len(steps) // MAX_TABLE_ROWS)
+    shown = steps[::every]
+    return shown if shown[-1] == steps[-1] else shown + [steps[-1]]
+
+
+def study_card(rd: RunData) -> Section:
+    run, cfg = rd.run, rd.config
+    interaction = cfg.get("population", {}).get("interaction", {})
+    rows = [
+        ["study", f"{rd.study.get('id', run['study_id'])}: {rd.study.get('title', '')}".rstrip(": ")],
+        ["question", rd.study.get("question", "")],
+        ["population size", fmt(run.get("n_agents"))],
+        ["network", f"{interaction.get('kind', 'none')} ({rd.n_edges} edges)"],
+        ["propagation", cfg.get("population", {}).get("propagation", "")],
+        ["steps", f"{max(run['last_step'], 0)} of {run['n_steps']} ({run['time_unit']})"],
+        ["time unit", run["time_unit"]],
+        ["interaction rounds", fmt(run["interaction_rounds"])],
+        ["seed", fmt(run["seed"])],
+        ["parameters", _compact(run.get("parameters"))],
+        ["run", f"{run['run_id']} ({run['kind']})"],
+        ["status", run["status"] + (f": {run['error']}" if run.get("error") else "")],
+        ["duration", f"{run['wall_seconds']:.2f} s" if run.get("wall_seconds") is not None else ""],
+        ["started / finished", f"{run['started_at']} / {run.get('finished_at') or ''}"],
+    ]
+    if run.get("parent_run_id"):
+        rows.append(["parent run", f"{run['parent_run_id']} (fork at step {run.get('fork_step')})"])
+    if rd.llm:
+        llm = rd.llm
+        outcomes = ", ".join(f"{k} {v}" for k, v in llm["outcomes"].items())
+        rows.append(["LLM calls", f"{llm['calls']} ({llm['cached']} cached; {outcomes}); tokens in "
+                                  f"{llm['tokens_in']}, out {llm['tokens_out']}"])
+        rows.append(["fallbacks", f"{llm['fallback_actions']} panel actions decided by the rule fallback"])
+    paragraphs = [rd.study["description"]] if rd.study.get("description") else []
+    return Section("Study card", paragraphs, [Table(["", "value"], rows)])
+
+
+def _compact(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def metrics_section(rd: RunData, control: RunData | None = None, fork: int | None = None) -> Section:
+    names = rd.metric_names()
+    time_unit = rd.run["time_unit"]
+    png = figures.metric_trajectories(rd.metrics, names, rd.event_steps(), time_unit,
+                                      control.metrics if control else None,
+                                      (rd.run_id, control.run_id if control else ""), fork)
+    marks = ", ".join(f"step {s}: {', '.join(n)}" for s, n in sorted(rd.event_steps().items())) or "none"
+    fig = Figure("metrics", "Metric trajectories", png,
+                 f"Dotted lines mark interventions ({marks}).")
+    values = {n: dict(rd.metrics.get(n, [])) for n in names}
+    steps = sorted({s for n in names for s, _ in rd.metrics.get(n, [])})
+    shown = _steps_shown(steps)
+    rows = [[str(s)] + [fmt(values[n].get(s)) for n in names] for s in shown]
+    note = "" if len(shown) == len(steps) else f"{len(shown)} of {len(steps)} steps shown."
+    return Section("Metrics over time", [f"Intervention steps: {marks}."],
+                   [Table(["step"] + names, rows, note)], [fig])
+
+
+def states_section(con: duckdb.DuckDBPyConnection, rd: RunData) -> Section | None:
+    names = rd.study.get("display_states", [])
+    if not names:
+        return None
+    section = Section("State distributions over time")
+    for name in names:
+        kind = data.field_kind(con, rd.run_id, name)
+        if kind == "numeric":
+            png = figures.numeric_distribution(name, data.quantile_bands(con, rd.run_id, name),
+                                               rd.event_steps(), rd.run["time_unit"])
+            caption = f"'{name}': median, mean and quantile bands across agents at each step."
+        else:
+            counts = data.category_counts(con, rd.run_id, name)
+            png = figures.categorical_shares(name, counts, rd.event_steps(), rd.run["time_unit"])
+            caption = f"'{name}': share of agents in each category at each step."
+            last = counts["steps"][-1] if counts["steps"] else None
+            if last is not None:
+                section.paragraphs.append(f"'{name}' at step {last}: " + ", ".join(
+                    f"{c} {counts['counts'][c][-1]}" for c in counts["categories"]) + " agents.")
+        section.figures.append(Figure(f"state_{_safe(name)}", f"Distribution of {name}", png, caption))
+    return section
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+
+
+def events_section(rd: RunData) -> Section:
+    rows = [[str(e["step"]), e["kind"], e["name"], _compact(e["detail"])[:160]] for e in rd.events]
+    text = [] if rows else ["No interventions fired in this run."]
+    return Section("Events", text, [Table(["step", "kind", "name", "detail"], rows)] if rows else [])
+
+
+def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: RunData,
+                       fork: int | None) -> Section:
+    time_unit = treat.run["time_unit"]
+    diffs = data.metric_differences(treat, control)
+    how = (f"{treat.run_id} is a branch of {control.run_id} forked at step {fork}" if fork is not None
+           else f"{treat.run_id} (treatment) compared with {control.run_id} (control)")
+    section = Section("Treatment minus control", [how + "."])
+    png = figures.metric_differences(diffs, treat.event_steps(), fork, time_unit,
+                                     f"Treatment minus control per step ({treat.run_id} - {control.run_id})")
+    section.figures.append(Figure("difference_metrics", "Treatment minus control", png,
+                                  "Bars: treatment minus control per step"
+                                  + (f"; the red line is the fork step {fork}." if fork is not None else ".")))
+    names = list(diffs)
+    t_vals = {n: dict(treat.metrics[n]) for n in names}
+    c_vals = {n: dict(control.metrics[n]) for n in names}
+    steps = sorted({s for n in names for s, _ in diffs[n]})
+    cols = ["step"]
+    for n in names:
+        cols += [f"{n} treatment", f"{n} control", f"{n} diff"]
+    rows = []
+    for s in _steps_shown(steps):
+        row = [str(s)]
+        for n in names:
+            t, c = t_vals[n].get(s), c_vals[n].get(s)
+            row += [fmt(t), fmt(c), fmt(t - c if t is not None and c is not None else None)]
+        rows.append(row)
+    section.tables.append(Table(cols, rows))
+    for name in treat.study.get("display_states", []):
+        kind = data.field_kind(con, treat.run_id, name)
+        pairs = data.paired_differences(con, treat.run_id, control.run_id, name, kind)
+        png = figures.paired_differences(name, kind, pairs, fork, time_unit)
+        section.figures.append(Figure(f"paired_{_safe(name)}", f"Per-agent differences in {name}", png,
+                                      "Panel rows of both runs joined on step and agent_id."))
+        if pairs["steps"]:
+            last = len(pairs["steps"]) - 1
+            summary = (f"mean per-agent difference {fmt(pairs['mean'][last])}" if kind == "numeric"
+                       else f"{fmt(pairs['changed_share'][last])} of agents differ")
+            section.paragraphs.append(f"'{name}' at step {pairs['steps'][last]}: {summary} "
+                                      f"({pairs['pairs'][last]} agent pairs).")
+    return section
+
+
+def build(con: duckdb.DuckDBPyConnection, rd: RunData, control: RunData | None, fork: int | None) -> Report:
+    sections = [study_card(rd), metrics_section(rd, control, fork)]
+    states = states_section(con, rd)
+    if states:
+        sections.append(states)
+    sections.append(events_section(rd))
+    if control is not None:
+        sections.append(comparison_section(con, rd, control, fork))
+    title = rd.study.get("title") or rd.run["study_id"]
+    subtitle = f"run {rd.run_id}" + (f" compared with {control.run_id}" if control else "")
+    return Report(title, subtitle, sections)

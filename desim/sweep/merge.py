@@ -1,0 +1,138 @@
+"""Merging a worker's DuckDB file into the study's database, and recording sweeps.
+
+Only the parent process writes the study's database. For each finished run
+it attaches the worker's file read-only and copies that run's rows of every
+run-keyed table of the store's schema, in one transaction, after deleting
+any rows the study already holds for that ``run_id``: merging is idempotent,
+so a failed run that ``--resume`` reruns replaces its partial rows instead
+of adding to them, and a reader never sees half a run.
+
+The study's database is opened only for the length of one merge, so a
+dashboard or ``desim sql`` can read between merges.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..config import StudySpec
+from ..store import SCHEMA, Store, StoreBusyError, fetch_dicts, now
+from .plan import PlannedRun, SweepPlan
+
+TABLES = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
+
+SWEEPS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweeps (
+    sweep_id VARCHAR PRIMARY KEY,
+    study_id VARCHAR NOT NULL,
+    created_at TIMESTAMP NOT NULL,
+    base_seed BIGINT NOT NULL,
+    replicates INTEGER NOT NULL,
+    n_steps INTEGER,
+    grid JSON NOT NULL,
+    plan JSON NOT NULL
+)
+"""
+
+
+def open_store(path: str | Path, timeout: float = 30.0) -> Store:
+    """The study's database for writing, waiting up to ``timeout`` s for a reader to let go."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            store = Store(path)
+            store.con.execute(SWEEPS_SCHEMA)
+            return store
+        except StoreBusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _run_keyed_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """Each schema table that has a ``run_id`` column, with its columns in order."""
+    out = {}
+    for table in TABLES:
+        cols = [r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_catalog = current_database() "
+            "AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()]
+        if "run_id" in cols:
+            out[table] = cols
+    return out
+
+
+def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str) -> None:
+    """Replace the study's rows of ``run_id`` by the worker file's, in one transaction."""
+    with open_store(study_db) as store:
+        con = store.con
+        tables = _run_keyed_tables(con)
+        quoted = str(Path(worker_file).resolve()).replace("'", "''")
+        con.execute(f"ATTACH '{quoted}' AS w (READ_ONLY)")
+        try:
+            present = {r[0] for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall()}
+            if "runs" not in present or not con.execute(
+                    "SELECT count(*) FROM w.runs WHERE run_id = ?", [run_id]).fetchone()[0]:
+                raise ValueError(f"{worker_file} holds no run '{run_id}'")
+            con.begin()
+            try:
+                for table, cols in tables.items():
+                    con.execute(f"DELETE FROM main.{table} WHERE run_id = ?", [run_id])
+                    if table in present:
+                        names = ", ".join(cols)
+                        con.execute(f"INSERT INTO main.{table} ({names}) SELECT {names} FROM w.{table} "
+                                    "WHERE run_id = ?", [run_id])
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+        finally:
+            con.execute("DETACH w")
+
+
+def record_failure(study_db: str | Path, spec: StudySpec, plan: SweepPlan, run: PlannedRun,
+                   error: str) -> None:
+    """A run whose worker left nothing usable: drop any rows it had, store it as ``failed``."""
+    with open_store(study_db) as store:
+        con = store.con
+        con.begin()
+        try:
+            for table in _run_keyed_tables(con):
+                con.execute(f"DELETE FROM main.{table} WHERE run_id = ?", [run.run_id])
+            store.start_run(run_id=run.run_id, study_id=spec.id, kind="run", seed=run.seed,
+                            n_steps=spec.simulation.n_steps, rounds=spec.rounds,
+                            time_unit=spec.simulation.time_unit, config=spec.resolved(),
+                            parameters=run.parameters, sweep_id=plan.sweep_id)
+            store.finish_run(run.run_id, "failed", error)
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+
+
+def record_plan(study_db: str | Path, plan: SweepPlan) -> None:
+    with open_store(study_db) as store:
+        store.con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          [plan.sweep_id, plan.study_id, now(), plan.base_seed, plan.replicates,
+                           plan.n_steps, json.dumps(plan.grid), plan.to_json()])
+
+
+def load_plan(con: duckdb.DuckDBPyConnection, sweep_id: str) -> SweepPlan | None:
+    """The plan recorded for ``sweep_id``, or None (also when the study has no sweeps yet)."""
+    has = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                      "AND table_name = 'sweeps'").fetchone()[0]
+    if not has:
+        return None
+    row = con.execute("SELECT plan FROM sweeps WHERE sweep_id = ?", [sweep_id]).fetchone()
+    return SweepPlan.from_json(row[0]) if row else None
+
+
+def run_statuses(con: duckdb.DuckDBPyConnection, sweep_id: str) -> dict[str, dict[str, Any]]:
+    """``run_id -> {status, error}`` for the runs of a sweep already in the study's database."""
+    return {r["run_id"]: r for r in fetch_dicts(
+        con, "SELECT run_id, status, error FROM runs WHERE sweep_id = ?", [sweep_id])}

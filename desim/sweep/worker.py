@@ -1,0 +1,136 @@
+"""What runs inside a worker: one planned run, written to its own DuckDB file.
+
+DuckDB allows one writing process per file, so a worker never touches the
+study's database; the parent merges the worker's file when the run ends.
+A run whose study code raises ends ``failed`` inside its file (its completed
+steps kept, as for ``desim run``); a worker process that dies returns
+nothing, and the executor reports the run as crashed.
+
+For Ray the study travels as a :class:`StudyBundle` (its files, without
+``runs/``), because a node of a cluster need not see the driver's disk; the
+worker unpacks it once per node and sends its run's file back as bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import load_study
+from ..engine import Engine, RunFailed
+
+SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints"}
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One run for a worker: the study, the run's identity, seed and parameters, and its file."""
+
+    study_root: str
+    sweep_id: str
+    run_id: str
+    seed: int
+    parameters: dict[str, Any]
+    steps: int | None
+    db_path: str
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended, seen from the parent.
+
+    ``status`` is ``completed``, ``failed`` (the study raised; the worker file
+    holds the failed run and its completed steps, when it got that far) or
+    ``crashed`` (the worker process or its node died; no usable file).
+    """
+
+    run_id: str
+    status: str
+    error: str | None = None
+    worker_file: str | None = None
+    wall_seconds: float = 0.0
+    file_bytes: bytes | None = None
+
+
+def remove_db(path: str | Path) -> None:
+    """Delete a DuckDB file and its write-ahead log, if present."""
+    for p in (Path(path), Path(f"{path}.wal")):
+        p.unlink(missing_ok=True)
+
+
+def execute_run(task: RunTask) -> RunOutcome:
+    """Run one planned run into ``task.db_path`` (replacing any leftover from a crashed attempt)."""
+    started = time.perf_counter()
+    remove_db(task.db_path)
+    try:
+        spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
+        Engine(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id).run()
+    except RunFailed as e:
+        return RunOutcome(task.run_id, "failed", e.error, task.db_path, time.perf_counter() - started)
+    except Exception as e:  # the study could not even be built: no run row in the file
+        remove_db(task.db_path)
+        return RunOutcome(task.run_id, "failed", f"{type(e).__name__}: {e}", None,
+                          time.perf_counter() - started)
+    return RunOutcome(task.run_id, "completed", None, task.db_path, time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class StudyBundle:
+    """A study's files (except its runs) as bytes, named by a digest of their content."""
+
+    name: str
+    files: dict[str, bytes]
+    digest: str
+
+    @classmethod
+    def from_folder(cls, root: str | Path) -> "StudyBundle":
+        root = Path(root)
+        files: dict[str, bytes] = {}
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                files[path.relative_to(root).as_posix()] = path.read_bytes()
+        h = hashlib.sha256()
+        for rel, data in sorted(files.items()):
+            h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+        return cls(root.resolve().name, files, h.hexdigest()[:16])
+
+    def unpack(self) -> Path:
+        """The study folder on this node, written once per content digest (safe under concurrency)."""
+        base = Path(tempfile.gettempdir()) / "desim-sweep-studies" / self.digest
+        dest = base / self.name
+        if dest.is_dir():
+            return dest
+        base.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=base, prefix=".unpack-"))
+        for rel, data in self.files.items():
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        try:
+            staging.rename(dest)
+        except OSError:  # another worker on this node unpacked it first
+            shutil.rmtree(staging, ignore_errors=True)
+        return dest
+
+
+def execute_bundled(bundle: StudyBundle, task: RunTask) -> RunOutcome:
+    """Run ``task`` on a node that may not share the driver's disk; the file comes back as bytes."""
+    root = bundle.unpack()
+    scratch = Path(tempfile.mkdtemp(prefix="desim-run-"))
+    try:
+        local = RunTask(str(root), task.sweep_id, task.run_id, task.seed, task.parameters, task.steps,
+                        str(scratch / f"{task.run_id}.duckdb"))
+        outcome = execute_run(local)
+        if outcome.worker_file is not None:
+            outcome.file_bytes = Path(outcome.worker_file).read_bytes()
+            outcome.worker_file = None
+        return outcome
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

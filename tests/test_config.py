@@ -1,0 +1,143 @@
+"""Loading a study: every bad file gives an error naming the file and the field."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import desim
+from desim.cli import main
+from desim.clock import Clock
+from desim.interventions import Interventions
+from desim.schemas import Broadcast, Persona, ScheduledEvent
+
+
+def edit(path, fn):
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def test_malformed_json_names_file_and_line(study_copy):
+    root = study_copy("opinion_diffusion")
+    path = root / "simulation" / "simulation.json"
+    path.write_text('{"n_steps": 12,\n "seed": }')
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    msg = str(info.value)
+    assert "simulation/simulation.json" in msg and "malformed JSON at line 2" in msg
+
+
+def test_unknown_key_is_an_error(study_copy):
+    root = study_copy("opinion_diffusion")
+    edit(root / "simulation" / "simulation.json", lambda d: d.update(n_step=3))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    assert "simulation.json: n_step: unknown key" in str(info.value)
+
+
+def test_nested_unknown_key_names_the_path(study_copy):
+    root = study_copy("opinion_diffusion")
+    edit(root / "environment" / "environment.json", lambda d: d["scheduled_events"][0].update(atstep=3))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    assert "environment/environment.json: scheduled_events[0].atstep: unknown key" in str(info.value)
+
+
+def test_wrong_type_names_field_and_expectation(study_copy):
+    root = study_copy("opinion_diffusion")
+    edit(root / "simulation" / "simulation.json", lambda d: d.update(n_steps="twelve"))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    msg = str(info.value)
+    assert "simulation.json: n_steps:" in msg and "integer" in msg and "twelve" in msg
+
+
+def test_duplicate_agent_id(tmp_path, study_copy):
+    root = study_copy("opinion_diffusion")
+    edit(root / "population" / "population.json", lambda d: (d.pop("provider"), d.update(personas=[
+        {"agent_id": "x1"}, {"agent_id": "x2"}, {"agent_id": "x1"}])))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    assert "population/population.json: personas[2].agent_id: duplicate agent_id 'x1' (first at personas[0])" \
+        in str(info.value)
+
+
+def test_population_needs_exactly_one_source(study_copy):
+    root = study_copy("opinion_diffusion")
+    edit(root / "population" / "population.json", lambda d: d.update(roster="people.json"))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    assert "exactly one of personas, roster, provider" in str(info.value)
+
+
+def test_roster_csv_and_unknown_parameter(study_copy):
+    root = study_copy("opinion_diffusion")
+    rows = "".join(f"u{i},0.{i},0.5\n" for i in range(1, 7))
+    (root / "population" / "people.csv").write_text("agent_id,opinion,media_trust\n" + rows)
+    edit(root / "population" / "population.json", lambda d: (d.pop("provider"), d.update(roster="people.csv")))
+    result = desim.run_study(desim.load_study(root, steps=2))
+    assert result.status == "completed" and result.rows_written == 12
+    # a network that cannot be built over this population is a config error, not a traceback
+    edit(root / "population" / "population.json", lambda d: d["interaction"].update(k=10))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.run_study(desim.load_study(root, steps=2))
+    assert "population/population.json: interaction: cannot build a 'watts_strogatz' network over 6" \
+        in str(info.value)
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root, params={"n_agent": 5})
+    assert "unknown parameter(s) ['n_agent']" in str(info.value)
+
+
+def test_interventions_ops_selectors_and_ttl():
+    people = [Persona(agent_id="a", attributes={"dorm": "A", "budget": 10}),
+              Persona(agent_id="b", attributes={"dorm": "B", "budget": 10})]
+    iv = Interventions({"price": 4.0},
+                       [ScheduledEvent(at_step=0, name="open", target="price", op="add", value=1),
+                        ScheduledEvent(at_step=2, name="rise", target="price", op="multiply", value=1.5),
+                        ScheduledEvent(at_step=2, name="grant", target="budget", op="add", value=5,
+                                       selector={"dorm": ["B"]})],
+                       [Broadcast(at_step=0, name="welcome", content="hi", ttl=1),
+                        Broadcast(at_step=2, name="dorm_b_news", content="b only", ttl=2, selector={"dorm": "B"})],
+                       people)
+    fired0 = iv.fire(0)
+    assert [f["name"] for f in fired0] == ["open", "welcome"] and iv.value("price") == 5.0
+    assert [b["name"] for b in iv.active_broadcasts("a")] == ["welcome"]
+    iv.fire(1)
+    assert iv.active_broadcasts("a") == []
+    iv.fire(2)
+    assert iv.value("price") == 7.5
+    assert iv.attribute("a", "budget") == 10 and iv.attribute("b", "budget") == 15
+    assert [b["name"] for b in iv.active_broadcasts("b")] == ["dorm_b_news"]
+    assert iv.active_broadcasts("a") == [] and iv.active_broadcasts() == []
+    iv.fire(3)
+    assert [b["name"] for b in iv.active_broadcasts("b")] == ["dorm_b_news"]
+    iv.fire(4)
+    assert iv.active_broadcasts("b") == []
+
+
+def test_arithmetic_event_needs_a_number():
+    with pytest.raises(ValueError, match="needs a number"):
+        ScheduledEvent(at_step=1, name="x", target="price", op="add", value="lots")
+
+
+def test_clock_converts_durations_to_steps():
+    day = Clock("day")
+    assert day.minutes(45) == pytest.approx(45 / 1440)
+    assert day.duration(2, "day") == 2.0
+    assert Clock("week").days(7) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        Clock("step").minutes(3)
+
+
+def test_cli_new_then_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "my_study"]) == 0
+    assert main(["validate", "studies/my_study"]) == 0
+    assert main(["run", "studies/my_study", "--steps", "3", "--set", "n_agents=30"]) == 0
+    out = capsys.readouterr().out
+    assert "completed" in out and "panel rows written 90" in out
+    assert main(["sql", "studies/my_study", "SELECT count(*) AS n FROM panel"]) == 0
+    assert "90" in capsys.readouterr().out
+    assert main(["run", "studies/my_study", "--set", "nope=1"]) == 2
+    assert "unknown parameter" in capsys.readouterr().err
