@@ -16,6 +16,7 @@ from .config import StudyConfigError
 
 COMMANDS = [
     "desim.commands.core",
+    "desim.commands.sweep",
 ]
 
 

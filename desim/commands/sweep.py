@@ -1,0 +1,78 @@
+"""``desim sweep``: a grid of parameter values x replicates, on a local process pool or Ray."""
+from __future__ import annotations
+
+import sys
+
+from .core import add_study_arg, parse_sets, print_table
+
+
+class RunsProgress:
+    """A progress bar over runs on stderr; one line per run when stderr is not a terminal."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.failed = 0
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, outcome, done: int, total: int) -> None:
+        if outcome.status != "completed":
+            self.failed += 1
+        if self.tty:
+            bar = int(30 * done / max(1, total))
+            sys.stderr.write(f"\r{self.label} [{'#' * bar}{'.' * (30 - bar)}] run {done}/{total}"
+                             f"{f', {self.failed} failed' if self.failed else ''}")
+            if outcome.status != "completed":
+                sys.stderr.write(f"\n  {outcome.run_id} failed: {outcome.error}\n")
+            if done == total:
+                sys.stderr.write("\n")
+        else:
+            note = f": {outcome.error}" if outcome.error else ""
+            sys.stderr.write(f"{self.label} run {done}/{total} {outcome.run_id} "
+                             f"{'completed' if outcome.status == 'completed' else 'failed'} "
+                             f"({outcome.wall_seconds:.2f} s){note}\n")
+        sys.stderr.flush()
+
+
+def cmd_sweep(args) -> int:
+    from ..cli import UserError
+    from ..sweep import SweepError, parse_grid, run_sweep
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    try:
+        grid = parse_grid(parse_sets(args.set))
+        if not args.resume and not grid:
+            raise SweepError("give the grid with --set name=v1,v2,... (or --resume SWEEP_ID)")
+        result = run_sweep(args.study, grid, args.replicates, args.workers, args.backend, args.address,
+                           metrics, steps=args.steps, seed=args.seed, resume=args.resume,
+                           on_run=RunsProgress(args.study.rstrip("/").split("/")[-1]))
+    except SweepError as e:
+        raise UserError(str(e)) from None
+    if result.table:
+        columns = list(result.table[0])
+        print_table(columns, [tuple(row[c] for c in columns) for row in result.table], limit=10_000)
+    failed = result.failed
+    print(f"sweep {result.sweep_id}: {result.completed} of {len(result.plan.runs)} runs completed "
+          f"({len(result.ran)} executed now), {len(failed)} failed, wall time {result.wall_seconds:.1f} s")
+    print("  (mean, sd and 95 % interval of the mean across replicates, at each run's final step)")
+    if failed:
+        print(f"  failed: {', '.join(failed)}")
+        print(f"  rerun them: desim sweep {args.study} --resume {result.sweep_id}")
+        return 1
+    print(f"  try: desim sql {args.study} \"SELECT parameters, seed, status FROM runs "
+          f"WHERE sweep_id = '{result.sweep_id}'\"")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="run a study over a grid of parameters x replicates (local pool or Ray)")
+    add_study_arg(p)
+    p.add_argument("--set", action="append", metavar="NAME=V1,V2,...",
+                   help="a study parameter and its values (repeat for a grid)")
+    p.add_argument("--replicates", type=int, default=1, help="runs per combination, each with its own seed")
+    p.add_argument("--workers", type=int, help="parallel runs (default: the CPUs of the machine or cluster)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local")
+    p.add_argument("--address", help="a Ray cluster to join (ray backend), e.g. ray://head:10001 or auto")
+    p.add_argument("--metrics", help="comma-separated metrics to summarise (default: study.json display_metrics)")
+    p.add_argument("--steps", type=int, help="override n_steps for every run")
+    p.add_argument("--seed", type=int, help="override the study seed the runs' seeds derive from")
+    p.add_argument("--resume", metavar="SWEEP_ID", help="rerun only the missing or failed runs of a sweep")
+    p.set_defaults(func=cmd_sweep)

@@ -1,0 +1,137 @@
+"""Running a sweep: plan it, hand its runs to an executor, merge each finished
+run into the study's database, and summarise the chosen metrics.
+
+Layout on disk: the plan is a row of the study database's ``sweeps`` table;
+workers write ``<study>/runs/sweeps/<sweep_id>/<run_id>.duckdb``, which the
+parent merges into ``<study>/runs/desim.duckdb`` and then deletes.
+
+A run that fails or whose worker dies is stored as ``failed`` and the sweep
+carries on. ``resume=<sweep_id>`` reruns only the planned runs that are
+missing or not ``completed``, with their planned seeds, so no run is
+duplicated and a resumed sweep ends with the panels an uninterrupted one
+would have.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..config import load_study
+from ..store import read_only, store_path
+from .executors import make_executor
+from .merge import load_plan, merge_run, record_failure, record_plan, run_statuses
+from .plan import PlannedRun, SweepError, SweepPlan, make_plan
+from .summary import sweep_table
+from .worker import RunOutcome, RunTask, remove_db
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did: its plan, how each run ended, and the summary table."""
+
+    sweep_id: str
+    study_root: Path
+    plan: SweepPlan
+    statuses: dict[str, str]
+    errors: dict[str, str]
+    ran: list[str]
+    table: list[dict[str, Any]]
+    wall_seconds: float
+    metrics: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> int:
+        return sum(1 for s in self.statuses.values() if s == "completed")
+
+    @property
+    def failed(self) -> list[str]:
+        return [r for r, s in self.statuses.items() if s != "completed"]
+
+
+ProgressFn = Callable[[RunOutcome, int, int], None]
+
+
+def sweep_dir(study_root: str | Path, sweep_id: str) -> Path:
+    return Path(study_root) / "runs" / "sweeps" / sweep_id
+
+
+def _resume_plan(study_root: Path, sweep_id: str) -> tuple[SweepPlan, dict[str, dict]]:
+    db = store_path(study_root)
+    if not db.exists():
+        raise SweepError(f"cannot resume '{sweep_id}': {db} does not exist")
+    con = read_only(db)
+    try:
+        plan = load_plan(con, sweep_id)
+        if plan is None:
+            raise SweepError(f"cannot resume: no sweep '{sweep_id}' in {db}")
+        return plan, run_statuses(con, sweep_id)
+    finally:
+        con.close()
+
+
+def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, replicates: int = 1,
+              workers: int | None = None, backend: str = "local", address: str | None = None,
+              metrics: list[str] | None = None, *, steps: int | None = None, seed: int | None = None,
+              resume: str | None = None, on_run: ProgressFn | None = None) -> SweepResult:
+    """Run every combination of ``grid`` x ``replicates`` (or the unfinished runs of sweep
+    ``resume``) on ``backend`` with ``workers`` processes, merging each run as it ends.
+
+    ``grid`` maps a declared study parameter to its values (strings are coerced
+    to the parameter's type). ``on_run(outcome, done, total)`` is called after
+    each run is merged. Returns the runs' statuses and :func:`sweep_table`.
+    """
+    started = time.perf_counter()
+    root = Path(study_root)
+    db = store_path(root)
+    if resume:
+        if grid:
+            raise SweepError("--resume reruns a recorded sweep with its own grid; do not give --set too")
+        plan, known = _resume_plan(root, resume)
+        todo = [r for r in plan.runs if known.get(r.run_id, {}).get("status") != "completed"]
+    else:
+        plan = make_plan(root, grid or {}, replicates, seed=seed, steps=steps)
+        todo = list(plan.runs)
+    executor = make_executor(backend, root, workers, address)
+    folder = sweep_dir(root, plan.sweep_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        record_plan(db, plan)
+    by_id = {r.run_id: r for r in plan.runs}
+    statuses: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    tasks = [RunTask(str(root.resolve()), plan.sweep_id, r.run_id, r.seed, r.parameters, plan.n_steps,
+                     str((folder / f"{r.run_id}.duckdb").resolve())) for r in todo]
+    with executor:
+        for done, outcome in enumerate(executor.run(tasks), 1):
+            _store_outcome(root, db, plan, by_id[outcome.run_id], outcome)
+            statuses[outcome.run_id] = "completed" if outcome.status == "completed" else "failed"
+            if outcome.error:
+                errors[outcome.run_id] = outcome.error
+            if on_run:
+                on_run(outcome, done, len(tasks))
+    shutil.rmtree(folder, ignore_errors=True)
+    final = _resume_plan(root, plan.sweep_id)[1]
+    all_statuses = {r.run_id: final.get(r.run_id, {}).get("status", "missing") for r in plan.runs}
+    table = sweep_table(root, plan.sweep_id, metrics)
+    chosen = list(dict.fromkeys(row["metric"] for row in table))
+    return SweepResult(plan.sweep_id, root, plan, all_statuses, errors, [t.run_id for t in tasks], table,
+                       time.perf_counter() - started, chosen)
+
+
+def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outcome: RunOutcome) -> None:
+    """Merge a finished run's file, or store the run as failed when its worker left none."""
+    try:
+        if outcome.worker_file and Path(outcome.worker_file).exists():
+            merge_run(db, outcome.worker_file, run.run_id)
+        else:
+            try:
+                spec = load_study(root, steps=plan.n_steps, seed=run.seed, params=run.parameters)
+            except Exception:  # the run's own settings broke the study: record it with the defaults
+                spec = load_study(root, steps=plan.n_steps)
+            record_failure(db, spec, plan, run, outcome.error or "the run left no output")
+    finally:
+        if outcome.worker_file:
+            remove_db(outcome.worker_file)
