@@ -12,11 +12,15 @@ import importlib
 import sys
 
 from . import __version__
+from .commands import UserError
 from .config import StudyConfigError
 
 COMMANDS = [
     "desim.commands.core",
+    "desim.commands.branch",
+    "desim.commands.llm",
     "desim.commands.sweep",
+    "desim.commands.dashboard",
 ]
 
 
@@ -28,10 +32,6 @@ def parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
     return p
-
-
-class UserError(Exception):
-    """An error the user can act on; printed without a traceback."""
 
 
 def main(argv: list[str] | None = None) -> int:

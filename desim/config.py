@@ -358,3 +358,11 @@ def _csv_value(v: str) -> Any:
         except ValueError:
             pass
     return v
+
+
+def spec_from_config(root: str | Path, config: dict[str, Any], where: str = "stored run config") -> StudySpec:
+    """Rebuild a study from the resolved configuration stored with a run (for resume and branches)."""
+    loaded = {}
+    for key, (_, model) in FILES.items():
+        loaded[key] = validate_file(Path(f"{where}:{key}"), model, config[key])
+    return StudySpec(root=Path(root), **loaded)

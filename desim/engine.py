@@ -109,7 +109,7 @@ class Engine:
     def __init__(self, spec: StudySpec, *, db_path: str | Path | None = None, kind: str = "run",
                  run_id: str | None = None, parent_run_id: str | None = None,
                  fork_step: int | None = None, note: str | None = None, sweep_id: str | None = None,
-                 replay: dict[int, list[Action]] | None = None, resume: bool = False,
+                 replay: dict[int, list] | None = None, resume: bool = False,
                  on_step: Callable[[int, dict[str, float]], None] | None = None, manage_gc: bool = True):
         self.spec = spec
         self.sim_cfg = spec.simulation
@@ -285,10 +285,16 @@ class Engine:
             seen.add(a.agent_id)
         return actions
 
-    def _replay_step(self, t: int) -> list[Action]:
-        """A warm start: the parent's stored actions, applied without observing or deciding."""
-        actions = [a.model_copy(update={"source": "replay"}) for a in self.replay[t]]
-        self.environment.apply(actions)
+    def _replay_step(self, t: int):
+        """A warm start: the parent's stored actions, round by round, applied without
+        observing or deciding (``replay[t]`` holds one list of actions per round)."""
+        actions = None
+        for r, actions in enumerate(self.replay[t]):
+            self.ctx.round_idx = r
+            if self.columnar:
+                self.environment.apply_columns(actions.idx, actions)
+            else:
+                self.environment.apply(actions)
         return actions
 
     # --- closing a step -------------------------------------------------------------
@@ -415,7 +421,8 @@ class Engine:
                 row = self.store.run_row(self.run_id)
                 if row is None:
                     raise RunError(f"no run '{self.run_id}' in {self.db_path}")
-                self.write_from = row["last_step"] + 1
+                self.write_from = max(1, row["last_step"] + 1)
+                self.resume = row["last_step"] >= 0    # nothing stored yet: write step 0 too
                 self.store.reopen_run(self.run_id)
             else:
                 self._start_run()

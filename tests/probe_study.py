@@ -6,8 +6,14 @@ import json
 from pathlib import Path
 
 MODEL = '''
+import os
+from pathlib import Path
+
 import simpy
 from desim import (Action, DecisionModel, EnvironmentProvider, MetricCollector, Observation)
+from desim.interfaces import StopRun
+
+MARKER = Path(__file__).parent / "once.marker"
 
 LOG = []
 
@@ -71,15 +77,27 @@ class Decide(DecisionModel):
     def __init__(self, mode="ok", fail_step=None):
         self.mode, self.fail_step = mode, fail_step
 
+    def _once(self):
+        """True the first time only (a marker file beside model.py remembers)."""
+        if MARKER.exists():
+            return False
+        MARKER.write_text("done")
+        return True
+
     def decide_batch(self, observations, memories):
         t, r = observations[0].step, observations[0].round_idx
         LOG.append(("decide", t, r, [len(m) for m in memories],
                     [o.macro_physical["counter"] for o in observations][:1]))
         if t == self.fail_step:
-            raise ValueError("the model broke at step %d" % t)
+            if self.mode == "sigkill_once" and self._once():
+                os.kill(os.getpid(), 9)
+            elif self.mode == "stop_once" and self._once():
+                raise StopRun("budget spent")
+            elif self.mode == "ok":
+                raise ValueError("the model broke at step %d" % t)
         rng = self.ctx.rng("decide")
         out = [Action(agent_id=o.agent_id, step=t, kind="set",
-                      payload={"v": round(float(rng.random()), 9), "round": r,
+                      payload={"v": round(float(rng.random()) * o.macro_physical["level"], 9), "round": r,
                                "counter": o.macro_physical["counter"]})
                for o in observations]
         if self.mode == "unknown_agent" and t == 2:

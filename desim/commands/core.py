@@ -17,7 +17,7 @@ REFERENCE_STUDIES = Path(__file__).resolve().parent.parent.parent / "studies"
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
     """``--set name=value`` pairs into a dict (values stay text until coerced)."""
-    from ..cli import UserError
+    from . import UserError
     out: dict[str, str] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
@@ -35,7 +35,7 @@ class Progress:
         self.tty = sys.stderr.isatty()
 
     def __call__(self, step: int, metrics: dict) -> None:
-        if not self.tty or step < 1:
+        if not self.tty or step < 1 or not self.total:
             return
         done = int(30 * step / self.total)
         rate = step / max(1e-9, time.perf_counter() - self.t0)
@@ -47,7 +47,7 @@ class Progress:
 
 
 def cmd_new(args) -> int:
-    from ..cli import UserError
+    from . import UserError
     dest = Path(args.dir) / args.id
     if dest.exists():
         raise UserError(f"{dest} already exists")
@@ -85,18 +85,42 @@ def cmd_validate(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from ..branch import branch, resume
+    from . import UserError
     from ..engine import Engine
-    params = parse_sets(args.set)
-    spec = load_study(args.study, steps=args.steps, seed=args.seed, rounds=args.rounds, params=params)
-    if spec.simulation.interaction_rounds < 1:
-        print(f"warning: interaction_rounds {spec.simulation.interaction_rounds} is clamped to 1", file=sys.stderr)
-    engine = Engine(spec, run_id=args.resume, resume=bool(args.resume),
-                    on_step=Progress(spec.simulation.n_steps, spec.id))
-    result = engine.run()
+    if args.resume:
+        if args.steps or args.seed is not None or args.rounds or args.set:
+            raise UserError("--resume continues a run with its stored configuration; drop the overrides")
+        try:
+            result = resume(args.study, args.resume, on_step=Progress(0, "resume"))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        spec = load_study(args.study)
+    else:
+        params = parse_sets(args.set)
+        spec = load_study(args.study, steps=args.steps, seed=args.seed, rounds=args.rounds, params=params)
+        if spec.simulation.interaction_rounds < 1:
+            print(f"warning: interaction_rounds {spec.simulation.interaction_rounds} is clamped to 1",
+                  file=sys.stderr)
+        progress = Progress(spec.simulation.n_steps, spec.id)
+        warm = spec.simulation.warm_start
+        if warm:
+            try:
+                result = branch(spec.root, warm.from_run, warm.at_step, spec=spec, on_step=progress,
+                                note="warm start")
+            except ValueError as e:
+                raise UserError(str(e)) from None
+        else:
+            result = Engine(spec, on_step=progress).run()
     db = result.store_path
-    print(f"run {result.run_id}: {result.status}")
-    print(f"  steps {result.steps_done}, agents {len(engine.ids)}, panel rows written {result.rows_written}, "
+    print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
+    print(f"  steps {result.steps_done}, panel rows written {result.rows_written}, "
           f"messages {result.counters['messages']}, wall time {result.wall_seconds:.2f} s")
+    llm = result.counters.get("llm")
+    if llm:
+        print("  llm: " + ", ".join(f"{k} {v}" for k, v in llm.items()))
+    if result.status == "interrupted":
+        print(f"  resume with: desim run {spec.root} --resume {result.run_id}")
     print(f"  store: {db}")
     print(f"  try:   desim sql {spec.root} \"SELECT step, name, value FROM metrics "
           f"WHERE run_id = '{result.run_id}' ORDER BY step, name\"")
@@ -151,7 +175,7 @@ def print_table(columns: list[str], rows: list[tuple], limit: int = 200) -> None
 
 
 def cmd_sql(args) -> int:
-    from ..cli import UserError
+    from . import UserError
     import duckdb
     db = store_path(args.study)
     if not db.exists():

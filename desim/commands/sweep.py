@@ -34,7 +34,7 @@ class RunsProgress:
 
 
 def cmd_sweep(args) -> int:
-    from ..cli import UserError
+    from . import UserError
     from ..sweep import SweepError, parse_grid, run_sweep
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:

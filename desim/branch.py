@@ -1,0 +1,188 @@
+"""Counterfactual branches and resumed runs.
+
+A branch answers "what if the campaign had started at step 4?" cheaply and
+exactly: it replays its parent run's stored actions for steps ``1..T-1``
+through ``advance_to`` and ``apply`` only (no observation, no decision, the
+actions tagged ``replay``), then decides from step ``T`` on. Its rows for
+steps before ``T`` therefore equal the parent's, and parent and branch pair
+up agent by agent as control and treatment.
+
+The seed page's rule is enforced before anything is decided or written: a
+multi-round study cannot be replayed from its panel, which keeps only each
+step's final-round actions. It can be replayed exactly only from recorded
+rounds (``record_rounds: true`` in the parent run).
+
+A resumed run re-executes its steps from the start without writing the ones
+already stored, then writes the rest. Rule-based studies are deterministic,
+so the result equals an uninterrupted run; LLM studies replay their cached
+replies, so no paid call is repeated.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import StudySpec, load_study, spec_from_config
+from .engine import Engine, RunResult
+from .interfaces import ActionColumns
+from .schemas import Action
+from .store import fetch_dicts, read_only, store_path
+from .versions import diff_configs
+
+
+class BranchRefused(ValueError):
+    """A branch or resume that cannot be exact; nothing was decided or written."""
+
+
+def _parent_row(con, run_id: str) -> dict[str, Any]:
+    rows = fetch_dicts(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])
+    if not rows:
+        raise BranchRefused(f"no run '{run_id}' in this study's store")
+    return rows[0]
+
+
+def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> list[str]:
+    """What a branch at ``at_step`` changes that it may not (empty when the branch is valid).
+
+    Allowed: interventions (scheduled events and broadcasts) at steps >= ``at_step``,
+    ``n_steps`` (the branch may run longer), and the study card (title, description).
+    """
+    new = spec.resolved()
+    problems: list[str] = []
+    sim_old = {k: v for k, v in parent_config["simulation"].items() if k not in ("n_steps", "warm_start")}
+    sim_new = {k: v for k, v in new["simulation"].items() if k not in ("n_steps", "warm_start")}
+    for d in diff_configs(sim_old, sim_new):
+        problems.append(f"simulation.{d['path']} changed ({d['old']!r} -> {d['new']!r})")
+    if new["simulation"]["n_steps"] < at_step:
+        problems.append(f"n_steps {new['simulation']['n_steps']} ends before the fork step {at_step}")
+    for d in diff_configs(parent_config["population"], new["population"]):
+        problems.append(f"population.{d['path']} changed: the population must stay the same")
+    env_old, env_new = parent_config["environment"], new["environment"]
+    for key in ("provider", "layers"):
+        for d in diff_configs(env_old.get(key), env_new.get(key)):
+            problems.append(f"environment.{key}{'.' + d['path'] if d['path'] else ''} changed")
+    for key in ("scheduled_events", "broadcasts"):
+        def early(items):
+            return sorted((json.dumps(i, sort_keys=True) for i in items if i["at_step"] < at_step))
+        before_old, before_new = early(env_old.get(key, [])), early(env_new.get(key, []))
+        if before_old != before_new:
+            removed = sorted(set(before_old) - set(before_new))
+            added = sorted(set(before_new) - set(before_old))
+            names = [json.loads(x)["name"] for x in removed + added]
+            problems.append(f"environment.{key} before step {at_step} changed ({', '.join(names)}): "
+                            f"a branch may only add or change interventions at steps >= {at_step}")
+    return problems
+
+
+def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: list[str] | None) -> dict[int, list]:
+    """The parent's actions for steps 1..until, one list per round, tagged ``replay``."""
+    if rounds == 1:
+        rows = con.execute("SELECT step, 0 AS round, agent_id, action_kind, action_payload, action_rationale "
+                           "FROM panel WHERE run_id = ? AND step <= ? AND action_kind IS NOT NULL "
+                           "ORDER BY step, agent_id", [parent["run_id"], until]).fetchall()
+    else:
+        rows = con.execute("SELECT step, round, agent_id, action_kind, action_payload, action_rationale "
+                           "FROM round_actions WHERE run_id = ? AND step <= ? ORDER BY step, round, agent_id",
+                           [parent["run_id"], until]).fetchall()
+    by_round: dict[int, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    for step, r, agent_id, kind, payload, rationale in rows:
+        by_round[step][r].append((agent_id, kind, json.loads(payload) if payload else {}, rationale or ""))
+    replay: dict[int, list] = {}
+    index = {a: i for i, a in enumerate(columnar_ids or [])}
+    for step in range(1, until + 1):
+        per_round = []
+        for r in range(rounds):
+            items = by_round.get(step, {}).get(r, [])
+            if columnar_ids is None:
+                per_round.append([Action(agent_id=a, step=step, kind=k, payload=p, rationale=why, source="replay")
+                                  for a, k, p, why in items])
+            else:
+                per_round.append(_columns(items, index))
+        replay[step] = per_round
+    return replay
+
+
+def _columns(items: list, index: dict[str, int]) -> ActionColumns:
+    idx = np.array([index[a] for a, *_ in items], dtype=np.int64)
+    order = np.argsort(idx, kind="stable")
+    items = [items[i] for i in order]
+    fields = sorted({f for _, _, p, _ in items for f in p})
+    payload = {f: np.array([p.get(f) for _, _, p, _ in items]) for f in fields}
+    acts = ActionColumns(kind=np.array([k for _, k, _, _ in items], dtype=object), payload=payload,
+                         source="replay")
+    acts.idx = idx[order]
+    return acts
+
+
+def branch(study_root: str | Path, from_run: str, at_step: int, *, note: str | None = None,
+           spec: StudySpec | None = None, **engine_args) -> RunResult:
+    """Run the study as it is now as a branch of ``from_run`` forking at ``at_step``.
+
+    Refuses (``BranchRefused``, before anything is decided or written) when the
+    study changed anything but interventions at steps >= ``at_step``, when the
+    parent is not complete up to ``at_step - 1``, or when the study has more than
+    one round per step and the parent did not record its rounds.
+    """
+    root = Path(study_root)
+    spec = spec or load_study(root)
+    if at_step < 1:
+        raise BranchRefused("--at-step must be 1 or more")
+    db = store_path(root)
+    if not db.exists():
+        raise BranchRefused(f"{db} does not exist: run the study before branching it")
+    con = read_only(db)
+    try:
+        parent = _parent_row(con, from_run)
+        parent_config = json.loads(parent["config"])
+        rounds = max(1, parent["interaction_rounds"])
+        if rounds != 1 or spec.rounds != 1:
+            recorded = con.execute("SELECT count(DISTINCT step) FROM round_actions WHERE run_id = ? AND step < ?",
+                                   [from_run, at_step]).fetchone()[0]
+            if not (parent_config["simulation"].get("record_rounds") and recorded == at_step - 1):
+                raise BranchRefused(
+                    f"interaction_rounds is {max(rounds, spec.rounds)}: a branch replays stored actions, but the "
+                    "panel keeps only each step's final-round actions, so a multi-round step cannot be "
+                    "reproduced from it. Re-run the study from step 0, or run the parent with "
+                    "record_rounds: true so that every round is stored and can be replayed.")
+        if parent["last_step"] < at_step - 1:
+            raise BranchRefused(f"parent run {from_run} is {parent['status']} and complete only up to step "
+                                f"{max(parent['last_step'], 0)}; a branch at step {at_step} needs steps 1..{at_step - 1}")
+        problems = check_branch_changes(parent_config, spec, at_step)
+        if problems:
+            raise BranchRefused(f"a branch at step {at_step} may only add or change interventions at steps >= "
+                                f"{at_step}; this one changes:\n  - " + "\n  - ".join(problems))
+        engine = Engine(spec, kind="branch", parent_run_id=from_run, fork_step=at_step, note=note,
+                        **engine_args)
+        engine.replay = _replay_actions(con, parent, at_step - 1, rounds,
+                                        engine.ids if engine.columnar else None)
+    finally:
+        con.close()
+    return engine.run()
+
+
+def resume(study_root: str | Path, run_id: str, **engine_args) -> RunResult:
+    """Continue an interrupted, failed or killed run from its last complete step."""
+    root = Path(study_root)
+    db = store_path(root)
+    if not db.exists():
+        raise BranchRefused(f"{db} does not exist")
+    con = read_only(db)
+    try:
+        row = _parent_row(con, run_id)
+        if row["status"] == "completed":
+            raise BranchRefused(f"run {run_id} is already completed")
+        spec = spec_from_config(root, json.loads(row["config"]), where=f"runs.config of {run_id}")
+        engine = Engine(spec, run_id=run_id, resume=True, kind=row["kind"], parent_run_id=row["parent_run_id"],
+                        fork_step=row["fork_step"], **engine_args)
+        if row["kind"] == "branch":
+            parent = _parent_row(con, row["parent_run_id"])
+            engine.replay = _replay_actions(con, parent, row["fork_step"] - 1,
+                                            max(1, parent["interaction_rounds"]),
+                                            engine.ids if engine.columnar else None)
+    finally:
+        con.close()
+    return engine.run()

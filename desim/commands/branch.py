@@ -1,0 +1,66 @@
+"""Branches and comparisons: ``desim branch`` and ``desim compare``."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .core import Progress, add_study_arg, print_table
+
+
+def cmd_branch(args) -> int:
+    from ..branch import branch
+    from . import UserError
+    from ..config import load_study
+    spec = load_study(args.study)
+    try:
+        result = branch(args.study, args.from_run, args.at_step, note=args.note, spec=spec,
+                        on_step=Progress(spec.simulation.n_steps, f"{spec.id} (branch)"))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    print(f"branch {result.run_id} of {args.from_run} at step {args.at_step}: {result.status}")
+    print(f"  steps 1..{args.at_step - 1} replayed from the parent, {args.at_step}..{spec.simulation.n_steps} "
+          f"decided; wall time {result.wall_seconds:.2f} s")
+    print(f"  compare: desim compare {spec.root} {args.from_run} {result.run_id}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from . import UserError
+    from ..compare import compare
+    try:
+        data = compare(args.study, args.control, args.treatment,
+                       states=args.state.split(",") if args.state else None)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    fork = f" (branch forked at step {data['fork_step']})" if data["fork_step"] else ""
+    print(f"treatment {args.treatment} minus control {args.control}{fork}\n")
+    print_table(["metric", "step", "control", "treatment", "diff"],
+                [(m["name"], m["step"], m["control"], m["treatment"], m["diff"]) for m in data["metrics"]],
+                limit=10_000)
+    if data["paired"]:
+        print("\nper-agent paired differences (treatment - control)\n")
+        print_table(["field", "step", "n", "mean_diff", "sd_diff", "min_diff", "max_diff"],
+                    [(p["field"], p["step"], p["n"], p["mean_diff"], p["sd_diff"], p["min_diff"], p["max_diff"])
+                     for p in data["paired"]], limit=10_000)
+    if args.out:
+        Path(args.out).write_text(json.dumps(data, indent=1, default=str))
+        print(f"\ndata written to {args.out}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("branch", help="run the study as a counterfactual branch of an earlier run")
+    add_study_arg(p)
+    p.add_argument("--from-run", required=True, metavar="RUN")
+    p.add_argument("--at-step", required=True, type=int, metavar="T",
+                   help="first step that is decided anew; steps before it are replayed")
+    p.add_argument("--note", default=None)
+    p.set_defaults(func=cmd_branch)
+
+    p = sub.add_parser("compare", help="treatment minus control, per step and per agent")
+    add_study_arg(p)
+    p.add_argument("control", metavar="RUN_A", help="control run (e.g. the parent)")
+    p.add_argument("treatment", metavar="RUN_B", help="treatment run (e.g. the branch)")
+    p.add_argument("--state", help="comma-separated state fields to pair (default: display_states)")
+    p.add_argument("--out", help="write the comparison as JSON for plotting")
+    p.set_defaults(func=cmd_compare)

@@ -1,0 +1,172 @@
+"""Branches, versions, resume and compare, on real stores and a real killed process."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+import desim
+from desim.branch import BranchRefused, branch, resume
+from desim.cli import main
+from desim.compare import compare
+from desim.store import store_path
+from probe_study import log_of, write_probe_study
+
+EVENT7 = {"at_step": 7, "name": "level_up", "target": "level", "op": "set", "value": 3.0}
+
+
+def rows(db, sql, params=()):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+def panel(db, run_id, until=10**6):
+    return rows(db, "SELECT step, agent_id, state::VARCHAR, action_kind, action_payload::VARCHAR, action_rationale "
+                    "FROM panel WHERE run_id=? AND step<=? ORDER BY step, agent_id", [run_id, until])
+
+
+def set_env(root, fn):
+    path = root / "environment" / "environment.json"
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def test_branch_replays_then_diverges(tmp_path):
+    root = write_probe_study(tmp_path / "probe", n_agents=6, n_steps=12)
+    parent = desim.run_study(desim.load_study(root))
+    set_env(root, lambda d: d["scheduled_events"].append(EVENT7))
+    child = branch(root, parent.run_id, 7, note="level rises at step 7")
+    db = store_path(root)
+    assert child.status == "completed"
+    # decide_batch only for steps 7..12
+    assert [e[1] for e in log_of(root) if e[0] == "decide"] == list(range(7, 13))
+    # initial states and steps 1..6 identical
+    assert rows(db, "SELECT agent_id, state::VARCHAR FROM initial_states WHERE run_id=? ORDER BY 1", [child.run_id]) \
+        == rows(db, "SELECT agent_id, state::VARCHAR FROM initial_states WHERE run_id=? ORDER BY 1", [parent.run_id])
+    assert panel(db, child.run_id, 6) == panel(db, parent.run_id, 6)
+    assert set(rows(db, "SELECT DISTINCT action_source FROM panel WHERE run_id=? AND step<7", [child.run_id])) \
+        == {("replay",)}
+    assert set(rows(db, "SELECT DISTINCT action_source FROM panel WHERE run_id=? AND step>=7", [child.run_id])) \
+        == {("rule",)}
+    metric = "SELECT step, value FROM metrics WHERE run_id=? AND name='mean_value' ORDER BY step"
+    pm, cm = dict(rows(db, metric, [parent.run_id])), dict(rows(db, metric, [child.run_id]))
+    assert all(pm[s] == cm[s] for s in range(0, 7))
+    assert all(pm[s] != cm[s] for s in range(7, 13))
+    assert rows(db, "SELECT kind, parent_run_id, fork_step, note FROM runs WHERE run_id=?", [child.run_id]) == \
+        [("branch", parent.run_id, 7, "level rises at step 7")]
+    # compare: zero before the fork, not after
+    data = compare(root, parent.run_id, child.run_id, states=["value"])
+    assert data["fork_step"] == 7
+    diffs = {(m["name"], m["step"]): m["diff"] for m in data["metrics"]}
+    assert diffs[("mean_value", 6)] == 0 and diffs[("mean_value", 9)] == cm[9] - pm[9]
+    paired = {p["step"]: p for p in data["paired"]}
+    assert paired[3]["mean_diff"] == 0 and paired[8]["n"] == 6 and paired[8]["max_diff"] != 0
+
+
+def test_branch_without_change_reproduces_parent(tmp_path, capsys):
+    root = write_probe_study(tmp_path / "probe", n_agents=5, n_steps=8, rounds=1)
+    parent = desim.run_study(desim.load_study(root))
+    assert main(["branch", str(root), "--from-run", parent.run_id, "--at-step", "4", "--note", "no change"]) == 0
+    child_id = rows(store_path(root), "SELECT run_id FROM runs WHERE kind='branch'")[0][0]
+    assert panel(store_path(root), child_id) == panel(store_path(root), parent.run_id)
+    assert main(["runs", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"└ {child_id}  branch from step 4" in out
+
+
+def test_multi_round_branch_refused_unless_rounds_recorded(tmp_path):
+    root = write_probe_study(tmp_path / "probe", n_steps=6, rounds=3)
+    parent = desim.run_study(desim.load_study(root))
+    db = store_path(root)
+    before = rows(db, "SELECT count(*) FROM runs")[0][0], rows(db, "SELECT count(*) FROM panel")[0][0]
+    with pytest.raises(BranchRefused, match="interaction_rounds is 3") as info:
+        branch(root, parent.run_id, 4)
+    assert "final-round actions" in str(info.value)
+    assert (rows(db, "SELECT count(*) FROM runs")[0][0], rows(db, "SELECT count(*) FROM panel")[0][0]) == before
+    assert [e for e in log_of(root) if e[0] == "decide" and e[1] < 4] != []  # from the parent only
+
+    recorded_root = write_probe_study(tmp_path / "recorded", n_steps=6, rounds=3, record_rounds=True)
+    parent = desim.run_study(desim.load_study(recorded_root))
+    child = branch(recorded_root, parent.run_id, 4)
+    assert panel(store_path(recorded_root), child.run_id) == panel(store_path(recorded_root), parent.run_id)
+
+
+def test_branch_refuses_other_changes_and_says_which(tmp_path):
+    root = write_probe_study(tmp_path / "probe", n_steps=8)
+    parent = desim.run_study(desim.load_study(root))
+    set_env(root, lambda d: d["scheduled_events"].append({**EVENT7, "at_step": 2, "name": "early"}))
+    with pytest.raises(BranchRefused, match=r"scheduled_events before step 5 changed \(early\)"):
+        branch(root, parent.run_id, 5)
+    set_env(root, lambda d: d["scheduled_events"].clear())
+    pop = root / "population" / "population.json"
+    data = json.loads(pop.read_text())
+    data["personas"][0]["attributes"]["group"] = "z"
+    pop.write_text(json.dumps(data))
+    with pytest.raises(BranchRefused, match=r"population\.personas\[0\]\.attributes\.group changed"):
+        branch(root, parent.run_id, 5)
+    with pytest.raises(BranchRefused, match="simulation.seed changed"):
+        branch(root, parent.run_id, 5, spec=desim.load_study(root, seed=99))
+
+
+def test_branch_of_incomplete_parent_refused(tmp_path):
+    root = write_probe_study(tmp_path / "probe", n_steps=8, decision_args={"fail_step": 4})
+    with pytest.raises(desim.RunFailed) as info:
+        desim.run_study(desim.load_study(root))
+    with pytest.raises(BranchRefused, match="complete only up to step 3"):
+        branch(root, info.value.run_id, 6)
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
+    root = write_probe_study(tmp_path / "probe", n_agents=7, n_steps=10, rounds=2,
+                             decision_args={"mode": "sigkill_once", "fail_step": 6},
+                             env_args={"tick_every": 0.25})
+    proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == -9
+    db = store_path(root)
+    (run_id, status, last), = rows(db, "SELECT run_id, status, last_step FROM runs")
+    assert (status, last) == ("running", 5)
+    assert rows(db, "SELECT max(step) FROM panel")[0][0] == 5
+    proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--resume", run_id],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert rows(db, "SELECT status, last_step FROM runs WHERE run_id=?", [run_id]) == [("completed", 10)]
+    fresh = desim.run_study(desim.load_study(root))  # the marker exists now: runs straight through
+    assert panel(db, run_id) == panel(db, fresh.run_id)
+    assert rows(db, "SELECT count(*) FROM panel WHERE run_id=?", [run_id])[0][0] == 70
+    metric = "SELECT step, name, value FROM metrics WHERE run_id=? ORDER BY step, name"
+    assert rows(db, metric, [run_id]) == rows(db, metric, [fresh.run_id])
+
+
+def test_stop_run_interrupts_cleanly_and_resumes(tmp_path):
+    root = write_probe_study(tmp_path / "probe", n_steps=6, decision_args={"mode": "stop_once", "fail_step": 4})
+    first = desim.run_study(desim.load_study(root))
+    db = store_path(root)
+    assert first.status == "interrupted" and "budget spent" in first.error
+    assert rows(db, "SELECT status, last_step FROM runs") == [("interrupted", 3)]
+    done = resume(root, first.run_id)
+    assert done.status == "completed" and done.rows_written == 3 * 5
+    fresh = desim.run_study(desim.load_study(root))
+    assert panel(db, first.run_id) == panel(db, fresh.run_id)
+
+
+def test_edits_become_versions_with_a_diff(tmp_path):
+    root = write_probe_study(tmp_path / "probe", n_steps=3)
+    a = desim.run_study(desim.load_study(root))
+    b = desim.run_study(desim.load_study(root, seed=3))  # a run-time override is not an edit
+    set_env(root, lambda d: d["layers"].update(level=2.0))
+    c = desim.run_study(desim.load_study(root))
+    db = store_path(root)
+    kinds = dict(rows(db, "SELECT run_id, kind FROM runs"))
+    assert kinds == {a.run_id: "run", b.run_id: "run", c.run_id: "version"}
+    assert rows(db, "SELECT parent_run_id FROM runs WHERE run_id=?", [c.run_id]) == [(b.run_id,)]
+    (diff,), = rows(db, "SELECT diff FROM versions WHERE kind='version'")
+    assert json.loads(diff) == [{"path": "environment.layers.level", "old": 1.0, "new": 2.0}]
