@@ -117,7 +117,8 @@ def metrics_section(rd: RunData, control: RunData | None = None, fork: int | Non
     time_unit = rd.run["time_unit"]
     png = figures.metric_trajectories(rd.metrics, names, rd.event_steps(), time_unit,
                                       control.metrics if control else None,
-                                      (rd.run_id, control.run_id if control else ""), fork)
+                                      (f"{rd.run_id} (treatment)" if control else rd.run_id,
+                                       f"{control.run_id} (control)" if control else ""), fork)
     marks = ", ".join(f"step {s}: {', '.join(n)}" for s, n in sorted(rd.event_steps().items())) or "none"
     fig = Figure("metrics", "Metric trajectories", png,
                  f"Dotted lines mark interventions ({marks}).")

@@ -45,7 +45,8 @@ def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label
         if label:
             ax.annotate(", ".join(names), xy=(step, 1.0), xycoords=("data", "axes fraction"),
                         xytext=(3, -3), textcoords="offset points", va="top", ha="left",
-                        fontsize=7.5, color="tab:orange", rotation=0)
+                        fontsize=7.5, color="tab:orange",
+                        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
     if fork is not None:
         ax.axvline(fork, color="tab:red", linewidth=1.4, zorder=0)
         ax.annotate(f"fork at step {fork}", xy=(fork, 0.0), xycoords=("data", "axes fraction"),
@@ -68,7 +69,7 @@ def metric_trajectories(metrics: dict[str, list[tuple[int, float]]], names: list
         ax.grid(alpha=0.3)
         mark_events(ax, events, fork)
     if control:
-        axes[0].legend(fontsize=8, loc="lower right")
+        axes[0].legend(fontsize=8, loc="best")
     axes[-1].set_xlabel(f"step ({time_unit})")
     fig.suptitle("Metric trajectories", fontsize=11)
     fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.45 / fig.get_figheight(), bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)

@@ -1,0 +1,334 @@
+"""The network diffusion player: a run's network, nodes coloured by a state
+field, one frame per step (step 0 is the initial state).
+
+Two outputs from the same frames:
+
+* ``diffusion.html``: a self-contained player (canvas, slider, play button,
+  inline script, no CDN). The frames are embedded as JSON in
+  ``<script type="application/json" id="desim-diffusion-data">`` so a test
+  or a notebook can read exactly what is drawn;
+* ``diffusion.png``: small multiples of up to 12 evenly spaced frames.
+
+The layout is computed once per run and is stable: a spring layout started
+from the agents on a circle in id order, with a fixed seed. A spring layout
+costs O(n²) per iteration, so the number of iterations shrinks as the graph
+grows. Graphs above ``max_nodes`` agents are drawn as a breadth-first
+neighbourhood of ``max_nodes`` agents around a seeded start; the figure
+and the player say so, and give the whole population's counts too.
+Messages per step light the edges of the agents who posted in that step.
+"""
+from __future__ import annotations
+
+import json
+from collections import deque
+from html import escape
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import networkx as nx  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
+
+from . import data  # noqa: E402
+from .figures import category_colors, png  # noqa: E402
+
+MAX_NODES = 5000
+NUMERIC_BINS = 32
+LAYOUT_BUDGET = 5.5e7  # node pairs x iterations: about 5 s of spring layout on this machine
+MISSING = "#cccccc"
+
+
+def _hex(rgba) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*(int(round(255 * c)) for c in rgba[:3]))
+
+
+def sample_nodes(graph: nx.Graph, ids: list[str], limit: int, seed: int) -> list[str]:
+    """``limit`` agents reached breadth-first from a seeded start (restarting in unvisited parts)."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(ids))
+    seen: set[str] = set()
+    picked: list[str] = []
+    for start in order:
+        root = ids[start]
+        if root in seen:
+            continue
+        queue = deque([root])
+        seen.add(root)
+        while queue and len(picked) < limit:
+            node = queue.popleft()
+            picked.append(node)
+            for nb in graph.neighbors(node):
+                if nb not in seen:
+                    seen.add(nb)
+                    queue.append(nb)
+        if len(picked) >= limit:
+            break
+    return picked
+
+
+def layout(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
+    """Stable 2-D positions in [0, 1] for ``nodes`` (in that order)."""
+    n = len(nodes)
+    if n == 0:
+        return np.zeros((0, 2))
+    start = {a: (np.cos(2 * np.pi * i / n), np.sin(2 * np.pi * i / n)) for i, a in enumerate(nodes)}
+    iterations = int(min(50, max(5, LAYOUT_BUDGET / max(1, n * n))))
+    pos = nx.spring_layout(graph, pos=start, seed=seed, iterations=iterations) if n > 1 else start
+    xy = np.array([pos[a] for a in nodes], dtype=float)
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    span = np.where(hi - lo > 0, hi - lo, 1.0)
+    return (xy - lo) / span
+
+
+def _frames(con, run_id: str, field: str, kind: str, nodes: list[str]) -> tuple[list[int], dict]:
+    """Per step, each node's value of ``field`` (initial states as step 0)."""
+    rows = con.execute(
+        f"SELECT step, agent_id, v FROM ({data._FIELD_ROWS}) WHERE agent_id IN (SELECT unnest($ids)) "
+        "ORDER BY step", {"field": field, "run": run_id, "ids": nodes}).fetchall()
+    index = {a: i for i, a in enumerate(nodes)}
+    steps: list[int] = []
+    values: dict[int, list] = {}
+    for step, agent, v in rows:
+        if step not in values:
+            steps.append(step)
+            values[step] = [None] * len(nodes)
+        values[step][index[agent]] = v
+    return steps, values
+
+
+def _posters(con, run_id: str, nodes: list[str]) -> dict[int, list[int]]:
+    """Per step, the positions (in ``nodes``) of the agents who posted a message."""
+    index = {a: i for i, a in enumerate(nodes)}
+    out: dict[int, list[int]] = {}
+    for step, author in con.execute(
+            "SELECT DISTINCT step, author_id FROM messages WHERE run_id = $run "
+            "AND author_id IN (SELECT unnest($ids)) ORDER BY step, author_id",
+            {"run": run_id, "ids": nodes}).fetchall():
+        out.setdefault(step, []).append(index[author])
+    return out
+
+
+def _encode(kind: str, steps: list[int], values: dict[int, list], population_counts: dict | None):
+    """Colour codes per node per frame, the palette, and per-frame counts by category."""
+    if kind == "categorical":
+        cats = sorted({"null" if v is None else v for s in steps for v in values[s]})
+        palette = category_colors(cats)
+        code = {c: i for i, c in enumerate(cats)}
+        frames = []
+        for s in steps:
+            codes = [code["null" if v is None else v] for v in values[s]]
+            counts = {c: 0 for c in cats}
+            for v in values[s]:
+                counts["null" if v is None else v] += 1
+            frame = {"step": s, "codes": codes, "counts": counts}
+            if population_counts:
+                i = population_counts["steps"].index(s)
+                frame["population_counts"] = {c: population_counts["counts"][c][i]
+                                              for c in population_counts["categories"]}
+            frames.append(frame)
+        return {"categories": cats, "palette": palette}, frames
+    nums = [[None if v is None else float(v) for v in values[s]] for s in steps]
+    flat = [v for row in nums for v in row if v is not None]
+    lo, hi = (min(flat), max(flat)) if flat else (0.0, 1.0)
+    span = (hi - lo) or 1.0
+    cmap = plt.get_cmap("viridis", NUMERIC_BINS)
+    palette = [_hex(cmap(i)) for i in range(NUMERIC_BINS)] + [MISSING]
+    frames = []
+    for s, row in zip(steps, nums):
+        codes = [NUMERIC_BINS if v is None else min(NUMERIC_BINS - 1, int((v - lo) / span * NUMERIC_BINS))
+                 for v in row]
+        present = [v for v in row if v is not None]
+        frames.append({"step": s, "codes": codes, "mean": (sum(present) / len(present)) if present else None})
+    return {"range": [lo, hi], "palette": palette}, frames
+
+
+def diffusion_player(study_root: str | Path, state: str, run_id: str | None = None,
+                     max_nodes: int = MAX_NODES, out_dir: str | Path | None = None,
+                     max_panels: int = 12) -> dict[str, Path]:
+    """Write ``diffusion.html`` and ``diffusion.png`` for ``state`` in one run; returns their paths."""
+    con = data.connect(study_root)
+    try:
+        run = data.resolve_run(con, run_id)
+        rid = run["run_id"]
+        ids = [a for (a,) in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? ORDER BY agent_id",
+                                         [rid]).fetchall()]
+        graph = nx.Graph()
+        graph.add_nodes_from(ids)
+        graph.add_edges_from(con.execute("SELECT source, target FROM edges WHERE run_id = ?", [rid]).fetchall())
+        kind = data.field_kind(con, rid, state)
+        sampled = len(ids) > max_nodes
+        nodes = sample_nodes(graph, ids, max_nodes, run["seed"]) if sampled else ids
+        steps, values = _frames(con, rid, state, kind, nodes)
+        posters = _posters(con, rid, nodes)
+        population = data.category_counts(con, rid, state) if sampled and kind == "categorical" else None
+    finally:
+        con.close()
+    sub = graph.subgraph(nodes)
+    xy = layout(sub, nodes, seed=int(run["seed"]) & 0x7FFFFFFF)
+    index = {a: i for i, a in enumerate(nodes)}
+    edges = [(index[a], index[b]) for a, b in sub.edges()]
+    colouring, frames = _encode(kind, steps, values, population)
+    for f in frames:
+        f["posters"] = posters.get(f["step"], [])
+    note = (f"Sampled view: {len(nodes):,} of {len(ids):,} agents, a breadth-first neighbourhood of the "
+            f"network (only edges among them). Counts are over the sample; the whole population's are "
+            f"given beside them." if sampled else "")
+    payload = {"study": run["study_id"], "run_id": rid, "field": state, "kind": kind,
+               "time_unit": run["time_unit"], "n_agents": len(ids), "sampled": sampled, "note": note,
+               "nodes": nodes, "x": [round(float(v), 4) for v in xy[:, 0]],
+               "y": [round(float(v), 4) for v in xy[:, 1]], "edges": [v for e in edges for v in e],
+               **colouring, "frames": frames}
+    out = Path(out_dir) if out_dir else Path(study_root) / "runs" / "reports" / rid
+    out.mkdir(parents=True, exist_ok=True)
+    html_path = out / f"diffusion_{state}.html"
+    html_path.write_text(player_html(payload), encoding="utf-8")
+    png_path = out / f"diffusion_{state}.png"
+    png_path.write_bytes(small_multiples(payload, xy, edges, max_panels))
+    return {"html": html_path, "png": png_path, "dir": out}
+
+
+def _panel_steps(frames: list[dict], max_panels: int) -> list[int]:
+    n = len(frames)
+    if n <= max_panels:
+        return list(range(n))
+    return sorted({int(round(i * (n - 1) / (max_panels - 1))) for i in range(max_panels)})
+
+
+def small_multiples(payload: dict, xy: np.ndarray, edges: list[tuple[int, int]], max_panels: int) -> bytes:
+    frames = payload["frames"]
+    chosen = _panel_steps(frames, max_panels)
+    cols = min(4, max(1, len(chosen)))
+    rows = -(-len(chosen) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3 * rows + 0.9), squeeze=False)
+    palette = np.array(payload["palette"])
+    segments = [[xy[a], xy[b]] for a, b in edges]
+    size = max(1.0, min(30.0, 6000 / max(1, len(xy))))
+    for ax in axes.flat:
+        ax.set_axis_off()
+    for ax, i in zip(axes.flat, chosen):
+        f = frames[i]
+        if segments:
+            ax.add_collection(LineCollection(segments, colors="0.6", linewidths=0.3, alpha=0.35, zorder=1))
+        ax.scatter(xy[:, 0], xy[:, 1], c=palette[f["codes"]] if len(xy) else [], s=size, linewidths=0, zorder=2)
+        label = "initial" if f["step"] == 0 else f"{payload['time_unit']} {f['step']}"
+        if payload["kind"] == "categorical":
+            label += "\n" + ", ".join(f"{c} {n}" for c, n in f["counts"].items())
+        elif f.get("mean") is not None:
+            label += f"\nmean {f['mean']:.3f}"
+        ax.set_title(label, fontsize=8)
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_aspect("equal")
+    title = f"{payload['study']}: '{payload['field']}' on the network, run {payload['run_id']}"
+    if payload["sampled"]:
+        title += f"\nSAMPLED VIEW: {len(xy):,} of {payload['n_agents']:,} agents (breadth-first neighbourhood)"
+    fig.suptitle(title, fontsize=10)
+    if payload["kind"] == "categorical":
+        handles = [plt.Line2D([], [], marker="o", linestyle="", color=c, label=n)
+                   for n, c in zip(payload["categories"], payload["palette"])]
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    else:
+        lo, hi = payload["range"]
+        sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
+        fig.colorbar(sm, ax=axes.ravel().tolist(), orientation="horizontal", fraction=0.03, pad=0.02,
+                     label=payload["field"])
+    return png(fig)
+
+
+PLAYER_JS = r"""
+(function () {
+  const D = JSON.parse(document.getElementById('desim-diffusion-data').textContent);
+  const canvas = document.getElementById('net'), ctx = canvas.getContext('2d');
+  const slider = document.getElementById('step'), label = document.getElementById('label');
+  const play = document.getElementById('play'), counts = document.getElementById('counts');
+  const W = canvas.width, H = canvas.height, pad = 12, n = D.nodes.length;
+  const px = i => pad + D.x[i] * (W - 2 * pad), py = i => pad + (1 - D.y[i]) * (H - 2 * pad);
+  const r = Math.max(1.2, Math.min(6, 180 / Math.sqrt(Math.max(1, n))));
+  slider.max = D.frames.length - 1;
+  function draw(k) {
+    const f = D.frames[k];
+    ctx.clearRect(0, 0, W, H);
+    ctx.strokeStyle = 'rgba(150,150,150,0.25)'; ctx.lineWidth = 0.5; ctx.beginPath();
+    for (let e = 0; e < D.edges.length; e += 2) {
+      ctx.moveTo(px(D.edges[e]), py(D.edges[e])); ctx.lineTo(px(D.edges[e + 1]), py(D.edges[e + 1]));
+    }
+    ctx.stroke();
+    if (f.posters.length) {
+      const lit = new Uint8Array(n); f.posters.forEach(i => { lit[i] = 1; });
+      ctx.strokeStyle = 'rgba(255,140,0,0.55)'; ctx.lineWidth = 0.9; ctx.beginPath();
+      for (let e = 0; e < D.edges.length; e += 2) {
+        const a = D.edges[e], b = D.edges[e + 1];
+        if (lit[a] || lit[b]) { ctx.moveTo(px(a), py(a)); ctx.lineTo(px(b), py(b)); }
+      }
+      ctx.stroke();
+    }
+    for (let i = 0; i < n; i++) {
+      ctx.fillStyle = D.palette[f.codes[i]];
+      ctx.beginPath(); ctx.arc(px(i), py(i), r, 0, 2 * Math.PI); ctx.fill();
+    }
+    label.textContent = (f.step === 0 ? 'initial state' : D.time_unit + ' ' + f.step) +
+      ' (frame ' + (k + 1) + ' of ' + D.frames.length + '), ' + f.posters.length + ' agents posted';
+    if (D.kind === 'categorical') {
+      counts.textContent = D.categories.map(c => c + ': ' + f.counts[c] +
+        (f.population_counts ? ' (population ' + f.population_counts[c] + ')' : '')).join(' \u00b7 ');
+    } else {
+      counts.textContent = 'mean ' + (f.mean === null ? 'n/a' : f.mean.toFixed(3));
+    }
+  }
+  let timer = null;
+  function stop() { clearInterval(timer); timer = null; play.textContent = '\u25b6 play'; }
+  play.addEventListener('click', () => {
+    if (timer) { stop(); return; }
+    if (+slider.value >= D.frames.length - 1) slider.value = 0;
+    play.textContent = '\u275a\u275a pause';
+    timer = setInterval(() => {
+      if (+slider.value >= D.frames.length - 1) { stop(); return; }
+      slider.value = +slider.value + 1; draw(+slider.value);
+    }, 700);
+  });
+  slider.addEventListener('input', () => draw(+slider.value));
+  draw(0);
+})();
+"""
+
+
+def _legend_html(payload: dict) -> str:
+    if payload["kind"] == "categorical":
+        return " ".join(f'<span class="key"><i style="background:{c}"></i>{escape(str(n))}</span>'
+                        for n, c in zip(payload["categories"], payload["palette"]))
+    lo, hi = payload["range"]
+    stops = ", ".join(payload["palette"][:-1])
+    return (f'<span class="key">{lo:.3g} <b class="ramp" style="background:linear-gradient(to right, {stops})">'
+            f"</b> {hi:.3g}</span>")
+
+
+def player_html(payload: dict) -> str:
+    blob = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+    note = f'<p class="note">{escape(payload["note"])}</p>' if payload["note"] else ""
+    title = f"{payload['study']}: {payload['field']} over the network (run {payload['run_id']})"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
+canvas {{ border: 1px solid #ddd; max-width: 100%; }}
+.controls {{ margin: 0.6em 0; display: flex; gap: 0.8em; align-items: center; }}
+#step {{ width: 420px; }} .note {{ color: #a33; font-weight: bold; }}
+.key {{ margin-right: 1em; }} .key i {{ display: inline-block; width: 0.8em; height: 0.8em;
+  border-radius: 50%; margin-right: 0.3em; }}
+.ramp {{ display: inline-block; width: 160px; height: 0.8em; vertical-align: middle; }}
+</style></head><body>
+<h1>{escape(title)}</h1>
+{note}
+<div class="controls"><button id="play">&#9654; play</button>
+<input id="step" type="range" min="0" max="0" value="0"><span id="label"></span></div>
+<div id="legend">{_legend_html(payload)}</div>
+<p id="counts"></p>
+<canvas id="net" width="760" height="760"></canvas>
+<p class="note-small">Edges lit in orange: the agent posted a message in that step.</p>
+<script type="application/json" id="desim-diffusion-data">{blob}</script>
+<script>{PLAYER_JS}</script>
+</body></html>
+"""
