@@ -17,6 +17,7 @@ from .config import StudyConfigError
 
 COMMANDS = [
     "desim.commands.core",
+    "desim.commands.report",
     "desim.commands.branch",
     "desim.commands.llm",
     "desim.commands.sweep",

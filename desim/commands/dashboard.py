@@ -1,0 +1,44 @@
+"""``desim dashboard``: serve the research dashboard over a studies folder.
+
+The server binds 127.0.0.1 by default: the dashboard shows study data and
+has no authentication, so exposing it on a network is an explicit choice
+(``--host 0.0.0.0``). ``--port 0`` picks a free port; the first line printed
+is always the URL, so scripts and tests can read it.
+"""
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+
+def cmd_dashboard(args) -> int:
+    import uvicorn
+    from . import UserError
+    from ..dashboard.app import create_app
+    studies = Path(args.studies_dir)
+    if not studies.is_dir():
+        raise UserError(f"{studies} is not a folder of studies")
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as e:
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {e}") from None
+    port = sock.getsockname()[1]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"desim dashboard on http://{host}:{port}/ serving {studies.resolve()}", flush=True)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: listening on {args.host}: anyone who can reach this address sees the studies",
+              file=sys.stderr)
+    server = uvicorn.Server(uvicorn.Config(create_app(studies), log_level="warning", access_log=False))
+    server.run(sockets=[sock])
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("dashboard", help="serve the research dashboard over a studies folder")
+    p.add_argument("studies_dir", nargs="?", default="studies", help="folder of studies (default: studies)")
+    p.add_argument("--port", type=int, default=8787, help="port (default 8787; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.set_defaults(func=cmd_dashboard)

@@ -1,0 +1,354 @@
+"""The research dashboard: a Starlette app serving a one-page app and a JSON API over ``studies/``.
+
+How it stays out of a running study's way
+-----------------------------------------
+DuckDB lets one process open a database file for writing, and while it does,
+no other process can open that file at all, not even read-only. A ``desim
+run`` holds its study's store for the whole run. So the dashboard
+
+* opens a store read-only for each request and closes it before answering
+  (``data.reading``), never keeping a connection: an idle dashboard can
+  therefore never stop a run from starting;
+* gives up after a few 50 ms retries when the store is locked, and then
+  answers from what it can read without the database: the run's live
+  progress file ``<study>/runs/live/<run_id>.json`` (status, step and metrics
+  so far, replaced atomically by the engine after every committed step) and
+  the last answer it read from that store before the lock (kept in memory),
+  marked ``busy`` so the page says "run in progress" instead of an error;
+* polls only those live files while a run goes (``/api/live``,
+  ``/api/studies/{id}/live``): the curves of a running study grow step by
+  step without a single DuckDB open. When a live file says the run ended,
+  the page reloads from the store.
+
+Nothing here writes to a store. The one write the dashboard can cause is the
+diffusion player of ``desim.report.diffusion`` (an HTML file under the
+study's ``runs/``), and only when someone asks for it.
+
+Safety: files are served only from the package's ``static`` folder and from
+inside the studies folder (``safety.safe_file``); paths with encoded dots or
+slashes are refused before routing; every id and number from a request is
+validated (``safety``) and bound as a SQL parameter.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable
+
+import duckdb
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from ..config import StudyConfigError
+from ..store import StoreBusyError
+from . import data
+from .safety import (BadRequest, NotFound, check_id, check_state_key, int_param, optional_id,
+                     raw_path_suspicious, safe_file)
+
+STATIC = Path(__file__).resolve().parent / "static"
+RUN_IN_PROGRESS = ("run in progress: a desim run is writing this study's store, which cannot be read "
+                   "until it finishes; live progress comes from its progress file")
+MAX_STEP = 10_000_000
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become null (browsers reject them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return json.dumps(_clean(content), default=str, separators=(",", ":")).encode("utf-8")
+
+    def __init__(self, content: Any, status_code: int = 200):
+        super().__init__(content, status_code, headers={"Cache-Control": "no-store"})
+
+
+def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
+    """Turn a handler's exceptions into JSON errors with the right status."""
+
+    def endpoint(request: Request) -> Response:
+        try:
+            return JSON(fn(request))
+        except BadRequest as e:
+            return JSON({"error": str(e)}, 400)
+        except (NotFound, data.NoStore) as e:
+            return JSON({"error": str(e)}, 404)
+        except StoreBusyError:
+            return JSON({"busy": True, "message": RUN_IN_PROGRESS})
+        except StudyConfigError as e:
+            return JSON({"error": str(e)}, 422)
+        except duckdb.Error as e:
+            return JSON({"error": f"store query failed: {e}"}, 500)
+
+    endpoint.__name__ = fn.__name__
+    return endpoint
+
+
+class RejectEncodedPaths:
+    """ASGI middleware: 400 for request paths with ``%2e``, ``%2f``, ``..`` and the like."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            raw = scope.get("raw_path") or scope["path"].encode()
+            if raw_path_suspicious(raw.split(b"?")[0]):
+                await JSON({"error": "path refused"}, 400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class LastGood:
+    """The last answers read from each store, served (marked stale) while a run locks it."""
+
+    def __init__(self, size: int = 256):
+        self.size = size
+        self.items: OrderedDict[tuple, Any] = OrderedDict()
+
+    def put(self, key: tuple, value: Any) -> None:
+        self.items[key] = value
+        self.items.move_to_end(key)
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
+
+    def get(self, key: tuple) -> Any:
+        return self.items.get(key)
+
+
+class Dashboard:
+    """The handlers, bound to one studies folder."""
+
+    def __init__(self, studies_dir: str | Path):
+        self.studies_dir = Path(studies_dir).resolve()
+        self.last_good = LastGood()
+
+    # --- helpers ------------------------------------------------------------------
+    def study_root(self, request: Request) -> Path:
+        sid = check_id(request.path_params["study"], "study id")
+        root = self.studies_dir / sid
+        if not (root / "study.json").is_file():
+            raise NotFound(f"no study '{sid}' in {self.studies_dir.name}/")
+        return root
+
+    @staticmethod
+    def run_param(request: Request) -> str:
+        return check_id(request.query_params.get("run"), "run")
+
+    # --- list ---------------------------------------------------------------------
+    def studies(self, request: Request) -> dict:
+        return {"studies_dir": str(self.studies_dir), "studies": [data.study_summary(root) for root in
+                                                                   data.study_dirs(self.studies_dir)]}
+
+    def live_all(self, request: Request) -> dict:
+        return {"live": {root.name: [data.live_summary(r) for r in data.live_runs(root)
+                                     if r.get("status") == "running"]
+                         for root in data.study_dirs(self.studies_dir)}}
+
+    # --- one study ----------------------------------------------------------------
+    def study(self, request: Request) -> dict:
+        """The study page: config (always), store (or its last good copy while a run writes), live runs."""
+        root = self.study_root(request)
+        out: dict[str, Any] = {"id": root.name, "error": None, "store_error": None, "busy": False, "stale": False}
+        try:
+            config = data.study_config(root)
+        except StudyConfigError as e:
+            out["error"] = str(e).replace(str(self.studies_dir) + "/", "")
+            return out
+        personas = config.pop("_personas")
+        out.update(config)
+        live = data.live_runs(root)
+        try:
+            store = data.study_store(root)
+            self.last_good.put((root.name, "store"), store)
+        except StoreBusyError:
+            out["busy"], out["stale"] = True, True
+            store = self.last_good.get((root.name, "store"))
+        except (data.NoStore, duckdb.Error) as e:
+            out["store_error"] = str(e)
+            store = None
+        store = dict(store or {"runs": [], "versions": [], "metric_names": [], "population": {}, "events": [],
+                               "events_run": None})
+        store["runs"] = merge_live_runs(store["runs"], live, busy=out["busy"])
+        out["store"] = store
+        out["live"] = [data.live_summary(r) for r in live]
+        out["diffusion_player"] = diffusion_player_fn() is not None
+        card = out["population"]
+        stored = store["population"]
+        card["size"] = stored.get("size") or card["size"]
+        card["n_edges"] = stored.get("n_edges")
+        if stored.get("distributions"):
+            card["distributions"], card["distributions_from"] = stored["distributions"], \
+                f"initial states of run {stored['run_id']} ({stored['sampled']} agents)"
+        elif personas:
+            card["distributions"], card["distributions_from"] = data.distributions(personas), "personas"
+        else:
+            card["distributions"], card["distributions_from"] = [], None
+        missing = [m for m in out["study"].get("display_metrics", []) if store["metric_names"]
+                   and m not in store["metric_names"]]
+        if missing:
+            out["warnings"].append(f"display_metrics {missing} are not produced by the collector "
+                                   f"(stored metrics: {store['metric_names']})")
+        return out
+
+    def study_live(self, request: Request) -> dict:
+        """Live files of one study; running ones with their metric series so far."""
+        root = self.study_root(request)
+        runs = []
+        for r in data.live_runs(root):
+            item = data.live_summary(r)
+            if r.get("status") == "running":
+                item["metrics"] = data.live_metrics(r)
+            runs.append(item)
+        return {"runs": runs}
+
+    def metrics(self, request: Request) -> dict:
+        root = self.study_root(request)
+        run_ids = [check_id(r, "run") for r in request.query_params.getlist("run")]
+        if not run_ids or len(run_ids) > 20:
+            raise BadRequest("give 1 to 20 run parameters")
+        live = {r["run_id"]: r for r in data.live_runs(root)}
+        busy = False
+        try:
+            series = data.metrics(root, run_ids)
+            for rid in run_ids:
+                self.last_good.put((root.name, "metrics", rid), series[rid])
+        except StoreBusyError:
+            busy = True
+            series = {rid: self.last_good.get((root.name, "metrics", rid)) or {} for rid in run_ids}
+        sources = {}
+        for rid in run_ids:
+            sources[rid] = "store"
+            if rid in live and (busy or not series[rid]):
+                series[rid], sources[rid] = data.live_metrics(live[rid]), "live"
+        return {"series": series, "sources": sources, "busy": busy}
+
+    def events(self, request: Request) -> dict:
+        root = self.study_root(request)
+        return {"events": data.run_events(root, self.run_param(request))}
+
+    def panel(self, request: Request) -> dict:
+        root = self.study_root(request)
+        q = request.query_params
+        return data.panel_page(
+            root, self.run_param(request),
+            step=int_param(q.get("step"), "step", 0, MAX_STEP),
+            agent_id=optional_id(q.get("agent_id"), "agent_id"),
+            action_kind=optional_id(q.get("action_kind"), "action_kind"),
+            page=int_param(q.get("page"), "page", 0, 1_000_000, 0),
+            page_size=int_param(q.get("page_size"), "page_size", 1, 500, 50))
+
+    def agent(self, request: Request) -> dict:
+        root = self.study_root(request)
+        agent_id = check_id(request.path_params["agent"], "agent_id")
+        return data.agent_trajectory(root, self.run_param(request), agent_id)
+
+    def messages(self, request: Request) -> dict:
+        root = self.study_root(request)
+        step = int_param(request.query_params.get("step"), "step", 0, MAX_STEP)
+        if step is None:
+            raise BadRequest("step is required")
+        return data.step_messages(root, self.run_param(request), step)
+
+    def network(self, request: Request) -> dict:
+        root = self.study_root(request)
+        return data.network(root, self.run_param(request), check_state_key(request.query_params.get("state")))
+
+    def diffusion(self, request: Request) -> dict:
+        """The full diffusion player of ``desim.report.diffusion``, when that module is installed."""
+        root = self.study_root(request)
+        run_id = self.run_param(request)
+        state = check_state_key(request.query_params.get("state"))
+        player = diffusion_player_fn()
+        if player is None:
+            raise NotFound("desim.report.diffusion is not available; use the built-in player")
+        result = player(root, state, run_id=run_id)
+        paths = result if isinstance(result, (list, tuple)) else [result]
+        html = next((Path(p) for p in paths if str(p).endswith(".html")), None)
+        if html is None:
+            raise NotFound("the diffusion player produced no HTML file")
+        rel = html.resolve().relative_to(root.resolve()).as_posix()
+        return {"url": f"/files/{root.name}/{rel}"}
+
+    # --- files --------------------------------------------------------------------
+    def study_file(self, request: Request) -> Response:
+        try:
+            root = self.study_root(request)
+            return FileResponse(safe_file(root, request.path_params["path"]))
+        except BadRequest as e:
+            return JSON({"error": str(e)}, 400)
+        except NotFound as e:
+            return JSON({"error": str(e)}, 404)
+
+    def static(self, request: Request) -> Response:
+        try:
+            path = safe_file(STATIC, request.path_params["path"])
+        except BadRequest as e:
+            return JSON({"error": str(e)}, 400)
+        except NotFound as e:
+            return JSON({"error": str(e)}, 404)
+        return FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+    def index(self, request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+def diffusion_player_fn() -> Callable | None:
+    """``desim.report.diffusion.diffusion_player`` if that module imports cleanly, else None.
+
+    The report package is optional for the dashboard: if it is missing or
+    broken, the page falls back to its own simple player.
+    """
+    try:
+        from ..report.diffusion import diffusion_player
+    except Exception:  # noqa: BLE001 - any import failure means "not available"
+        return None
+    return diffusion_player
+
+
+def merge_live_runs(runs: list[dict], live: list[dict], *, busy: bool) -> list[dict]:
+    """Store runs, updated from live files while the store is locked, plus live runs it lacks."""
+    by_id = {r["run_id"]: dict(r) for r in runs}
+    for lv in live:
+        rid = lv["run_id"]
+        if rid not in by_id:
+            by_id[rid] = {"run_id": rid, "kind": lv.get("kind") or "run", "status": lv.get("status"),
+                          "last_step": lv.get("step"), "n_steps": lv.get("n_steps"), "parent_run_id": None,
+                          "fork_step": None, "started_at": None, "live": True, "stalled": False}
+        elif busy:
+            by_id[rid].update(status=lv.get("status"), last_step=lv.get("step"), live=True, stalled=False)
+    return list(by_id.values())
+
+
+def create_app(studies_dir: str | Path) -> Starlette:
+    d = Dashboard(studies_dir)
+    routes = [
+        Route("/", d.index),
+        Route("/static/{path:path}", d.static),
+        Route("/files/{study}/{path:path}", d.study_file),
+        Route("/api/studies", api(d.studies)),
+        Route("/api/live", api(d.live_all)),
+        Route("/api/studies/{study}", api(d.study)),
+        Route("/api/studies/{study}/live", api(d.study_live)),
+        Route("/api/studies/{study}/metrics", api(d.metrics)),
+        Route("/api/studies/{study}/events", api(d.events)),
+        Route("/api/studies/{study}/panel", api(d.panel)),
+        Route("/api/studies/{study}/agents/{agent}", api(d.agent)),
+        Route("/api/studies/{study}/messages", api(d.messages)),
+        Route("/api/studies/{study}/network", api(d.network)),
+        Route("/api/studies/{study}/diffusion", api(d.diffusion)),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(RejectEncodedPaths)
+    return app

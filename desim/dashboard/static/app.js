@@ -1,0 +1,563 @@
+/* desim dashboard: a one-page app over the JSON API of desim/dashboard/app.py.
+ *
+ * Views are chosen by the URL hash (#/, #/study/<id>, #/study/<id>/agent/<run>/<agent>,
+ * #/study/<id>/messages/<run>/<step>). Everything from the server is put into the page
+ * with textContent or SVG attributes, never as HTML, so study text cannot inject markup.
+ * Charts are plain SVG drawn here. While a run is going the page polls only the live
+ * progress endpoints (files, never the database), so it never blocks the run's writes.
+ */
+"use strict";
+
+const SVGNS = "http://www.w3.org/2000/svg";
+const COLORS = ["#2f6fdf", "#d92d20", "#079455", "#dc6803", "#6941c6", "#0e9384", "#c11574", "#475467"];
+const POLL_MS = 1000;
+let timers = [];          // intervals and timeouts of the current view, cleared on navigation
+let viewToken = 0;        // bumps on navigation so late answers of an old view are dropped
+
+// --- small DOM helpers -----------------------------------------------------------------
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "text") el.textContent = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) el.setAttribute(k, v);
+  for (const c of children.flat()) if (c !== null && c !== undefined) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+/* replaceChildren would print "null" for absent parts; this drops them */
+function fill(el, ...children) { el.replaceChildren(...children.flat().filter(c => c !== null && c !== undefined)); }
+function card(title, ...children) { return h("section", {class: "card"}, title ? h("h2", {text: title}) : null, ...children); }
+function errorCard(message, title) { return h("div", {class: "card error-card", role: "alert"}, title ? h("strong", {text: title + ": "}) : null, message); }
+function infoCard(message) { return h("div", {class: "card info-card"}, message); }
+function badge(status) { return h("span", {class: "badge status-" + (status || "none"), "data-status": status || ""}, status || "no runs"); }
+function short(value, n = 140) {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text === undefined ? "" : (text.length > n ? text.slice(0, n) + "…" : text);
+}
+function fmt(x) {
+  if (x === null || x === undefined) return "–";
+  if (typeof x !== "number") return String(x);
+  return Math.abs(x) >= 1000 || Number.isInteger(x) ? String(x) : x.toPrecision(4);
+}
+function enc(x) { return encodeURIComponent(x); }
+function later(fn, ms) { timers.push(setTimeout(fn, ms)); }
+function every(fn, ms) { timers.push(setInterval(fn, ms)); }
+
+async function getJSON(url) {
+  const res = await fetch(url, {cache: "no-store"});
+  let body;
+  try { body = await res.json(); } catch (e) { body = {error: `${res.status} ${res.statusText}`}; }
+  if (!res.ok) { const err = new Error(body.error || res.statusText); err.status = res.status; throw err; }
+  return body;
+}
+
+// --- charts ---------------------------------------------------------------------------------
+/* A line chart of one metric: series [{run, color, points: [[step, value]], live}], vertical
+   markers at intervention steps, broadcast spans shaded. Each point is a circle.pt carrying
+   data-run and data-step, so tests (and people with devtools) can count them. */
+function lineChart({title, metric, series, xmax, markers = [], spans = [], width = 420, height = 210}) {
+  const m = {l: 46, r: 10, t: 18, b: 24};
+  const W = width - m.l - m.r, H = height - m.t - m.b;
+  const ys = series.flatMap(se => se.points.map(p => p[1])).filter(v => v !== null && Number.isFinite(v));
+  let lo = ys.length ? Math.min(...ys) : 0, hi = ys.length ? Math.max(...ys) : 1;
+  if (hi - lo < 1e-12) { lo -= 0.5; hi += 0.5; }
+  const pad = (hi - lo) * 0.06; lo -= pad; hi += pad;
+  xmax = Math.max(1, xmax);
+  const X = v => m.l + (v / xmax) * W, Y = v => m.t + H - ((v - lo) / (hi - lo)) * H;
+  const svg = s("svg", {class: "metric-chart", "data-metric": metric, viewBox: `0 0 ${width} ${height}`, width, height, role: "img"});
+  svg.append(s("text", {x: m.l, y: 12, class: "chart-title"}, title));
+  for (let i = 0; i <= 4; i++) {
+    const v = lo + (hi - lo) * i / 4;
+    svg.append(s("line", {x1: m.l, x2: m.l + W, y1: Y(v), y2: Y(v), class: "grid-line"}));
+    svg.append(s("text", {x: m.l - 4, y: Y(v) + 3, "text-anchor": "end"}, fmt(+v.toPrecision(3))));
+  }
+  for (let v = 0, every = Math.ceil(xmax / 10); v <= xmax; v += every) {
+    svg.append(s("text", {x: X(v), y: m.t + H + 14, "text-anchor": "middle"}, v));
+  }
+  svg.append(s("line", {x1: m.l, x2: m.l, y1: m.t, y2: m.t + H, class: "axis"}));
+  svg.append(s("line", {x1: m.l, x2: m.l + W, y1: m.t + H, y2: m.t + H, class: "axis"}));
+  for (const sp of spans) {
+    const x0 = X(Math.min(sp.from, xmax)), x1 = X(Math.min(sp.to, xmax));
+    svg.append(s("rect", {x: x0, y: m.t, width: Math.max(2, x1 - x0), height: H, class: "broadcast"}, s("title", {}, sp.label)));
+  }
+  for (const mk of markers) {
+    if (mk.step > xmax) continue;
+    svg.append(s("line", {x1: X(mk.step), x2: X(mk.step), y1: m.t, y2: m.t + H, class: "marker", "data-step": mk.step}, s("title", {}, mk.label)));
+  }
+  for (const se of series) {
+    const pts = se.points.filter(p => p[1] !== null && Number.isFinite(p[1]));
+    svg.append(s("polyline", {points: pts.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none",
+      stroke: se.color, "stroke-width": 1.6, class: se.live ? "live-line" : null, "data-run": se.run}));
+    const r = pts.length > 120 ? 1.2 : 2.4;
+    for (const p of pts) {
+      svg.append(s("circle", {cx: X(p[0]), cy: Y(p[1]), r, fill: se.color, class: "pt", "data-run": se.run, "data-step": p[0]},
+        s("title", {}, `${se.run} step ${p[0]}: ${fmt(p[1])}`)));
+    }
+  }
+  return svg;
+}
+
+function histogram(dist, width = 260, height = 110) {
+  const svg = s("svg", {class: "dist", "data-attr": dist.name, viewBox: `0 0 ${width} ${height}`, width, height});
+  svg.append(s("text", {x: 0, y: 11, class: "chart-title"}, dist.name));
+  const m = {l: 4, t: 16, b: 16}, H = height - m.t - m.b, W = width - m.l * 2;
+  if (dist.kind === "numeric") {
+    const max = Math.max(1, ...dist.counts), bw = W / dist.counts.length;
+    dist.counts.forEach((c, i) => svg.append(s("rect", {x: m.l + i * bw + 1, y: m.t + H - (c / max) * H, width: bw - 2,
+      height: (c / max) * H, fill: "#7aa2ea", class: "bar"}, s("title", {}, String(c)))));
+    svg.append(s("text", {x: m.l, y: height - 3}, fmt(dist.min)));
+    svg.append(s("text", {x: width - m.l, y: height - 3, "text-anchor": "end"}, fmt(dist.max)));
+    svg.append(s("text", {x: width / 2, y: height - 3, "text-anchor": "middle"}, "mean " + fmt(dist.mean)));
+  } else {
+    const max = Math.max(1, ...dist.values.map(v => v.count)), bh = H / Math.max(1, dist.values.length);
+    dist.values.forEach((v, i) => {
+      svg.append(s("rect", {x: 90, y: m.t + i * bh + 1, width: (v.count / max) * (W - 120), height: Math.max(1, bh - 2), fill: "#7aa2ea", class: "bar"}));
+      svg.append(s("text", {x: 86, y: m.t + i * bh + bh / 2 + 3, "text-anchor": "end"}, short(v.value, 14)));
+      svg.append(s("text", {x: 94 + (v.count / max) * (W - 120), y: m.t + i * bh + bh / 2 + 3}, v.count));
+    });
+  }
+  return svg;
+}
+
+// --- routing ---------------------------------------------------------------------------------
+function crumbs(...parts) {
+  const nav = document.getElementById("crumbs");
+  fill(nav, ...parts.map(p => p.href ? h("a", {href: p.href, text: p.text}) : h("span", {text: p.text})));
+}
+function route() {
+  timers.forEach(t => { clearTimeout(t); clearInterval(t); });
+  timers = [];
+  viewToken += 1;
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const view = document.getElementById("view");
+  fill(view, h("p", {class: "muted"}, "Loading…"));
+  if (parts[0] === "study" && parts[1]) {
+    if (parts[2] === "agent" && parts[3] && parts[4]) return agentView(view, parts[1], parts[3], parts[4]);
+    if (parts[2] === "messages" && parts[3] && parts[4] !== undefined) return messagesView(view, parts[1], parts[3], parts[4]);
+    return studyView(view, parts[1]);
+  }
+  return listView(view);
+}
+window.addEventListener("hashchange", route);
+window.addEventListener("DOMContentLoaded", route);
+
+// --- the study list ----------------------------------------------------------------------------
+async function listView(view) {
+  const token = viewToken;
+  crumbs({text: "studies"});
+  let body;
+  try { body = await getJSON("/api/studies"); } catch (e) { fill(view, errorCard(e.message, "cannot list studies")); return; }
+  if (token !== viewToken) return;
+  const grid = h("div", {class: "grid", id: "study-list"});
+  for (const st of body.studies) {
+    const status = st.error ? "error" : st.status;
+    const el = h("section", {class: "card study-card" + (st.error ? " error-card" : ""), "data-study": st.id},
+      h("h2", {}, h("a", {href: "#/study/" + enc(st.id), text: st.id})),
+      st.title ? h("div", {text: st.title}) : null,
+      h("div", {}, badge(status), " ", st.last_run ? h("span", {class: "muted run-id", text: st.last_run.run_id}) : null,
+        st.last_run && st.last_run.n_steps ? h("span", {class: "muted progress", text: ` step ${Math.max(0, st.last_run.last_step ?? st.last_run.step ?? 0)}/${st.last_run.n_steps}`}) : null),
+      st.error ? h("pre", {class: "error-text", text: st.error}) : null);
+    grid.append(el);
+  }
+  fill(view, h("h1", {text: "Studies"}), h("p", {class: "muted", text: body.studies_dir}),
+    body.studies.length ? grid : infoCard("No study folders (with a study.json) here."));
+  // running studies are picked up from the live files only
+  every(async () => {
+    let live;
+    try { live = await getJSON("/api/live"); } catch (e) { return; }
+    if (token !== viewToken) return;
+    for (const [sid, runs] of Object.entries(live.live)) {
+      const el = grid.querySelector(`[data-study="${CSS.escape(sid)}"]`);
+      if (!el || !runs.length) continue;
+      const r = runs[runs.length - 1];
+      el.querySelector(".badge")?.replaceWith(badge("running"));
+      const prog = el.querySelector(".progress");
+      const text = ` ${r.run_id} step ${Math.max(0, r.step)}/${r.n_steps}`;
+      if (prog) prog.textContent = text; else el.append(h("span", {class: "muted progress", text}));
+    }
+  }, POLL_MS * 2);
+}
+
+// --- one study --------------------------------------------------------------------------------
+async function studyView(view, sid) {
+  const token = viewToken;
+  crumbs({text: "studies", href: "#/"}, {text: sid});
+  let st;
+  try { st = await getJSON("/api/studies/" + enc(sid)); } catch (e) { fill(view, errorCard(e.message, sid)); return; }
+  if (token !== viewToken) return;
+  if (st.error) { fill(view, h("h1", {id: "study-title", text: sid}), errorCard(st.error, "this study cannot be loaded")); return; }
+  const S = {sid, st, runs: st.store.runs.slice(), selected: new Set(), series: {}, live: {}, liveStatus: {}, token};
+  const done = S.runs.filter(r => r.status === "completed");
+  if (done.length) S.selected.add(done[done.length - 1].run_id);
+  for (const r of S.runs) if (r.status === "running" && r.live) { S.selected.add(r.run_id); S.liveStatus[r.run_id] = "running"; }
+
+  const study = st.study;
+  const els = {
+    banner: h("div", {id: "live-banner"}),
+    runs: h("div", {id: "runs-tree"}),
+    charts: h("div", {id: "metric-charts", class: "grid"}),
+    legend: h("div", {class: "legend", id: "legend"}),
+  };
+  fill(view, 
+    h("h1", {id: "study-title", text: study.title || study.id}),
+    study.question ? h("p", {class: "question"}, h("strong", {text: "Question: "}), study.question) : null,
+    study.description ? h("p", {class: "muted", text: study.description}) : null,
+    els.banner,
+    st.store_error ? errorCard(st.store_error, "store") : null,
+    h("div", {class: "row"}, populationCard(st), card("Runs", h("p", {class: "muted", text: "Tick runs to overlay them in the charts."}), els.runs)),
+    interventionsCard(st),
+    card("Metrics", els.legend, els.charts),
+    panelCard(S),
+    networkCard(S));
+  S.els = els;
+  renderBanner(S);
+  renderRuns(S);
+  await loadMetrics(S);
+  if (st.busy) later(() => { if (token === viewToken) route(); }, 2500);
+  every(() => pollLive(S), POLL_MS);
+}
+
+function populationCard(st) {
+  const p = st.population;
+  const facts = h("dl", {class: "facts"},
+    h("dt", {text: "agents"}), h("dd", {class: "pop-size", text: p.size ?? "unknown until the first run"}),
+    h("dt", {text: "interaction"}), h("dd", {class: "pop-interaction", text: p.interaction + (p.n_edges != null ? ` (${p.n_edges} edges)` : "")}),
+    h("dt", {text: "propagation"}), h("dd", {class: "pop-propagation", text: p.propagation}),
+    h("dt", {text: "personas from"}), h("dd", {text: p.source}),
+    h("dt", {text: "steps"}), h("dd", {text: `${st.simulation.n_steps} × ${st.simulation.time_unit}, ${st.simulation.interaction_rounds} round(s)/step`}),
+    h("dt", {text: "decision"}), h("dd", {text: st.simulation.decision}));
+  const warnings = st.warnings.length
+    ? h("ul", {class: "warnings"}, st.warnings.map(w => h("li", {text: "⚠ " + w})))
+    : h("p", {class: "muted no-warnings", text: "No lint warnings."});
+  const dists = h("div", {class: "row dists"}, (p.distributions || []).map(d => histogram(d)));
+  return h("section", {class: "card", id: "population-card"}, h("h2", {text: "Population"}), facts, warnings,
+    p.distributions_from ? h("p", {class: "muted", text: "Distributions: " + p.distributions_from}) : null, dists);
+}
+
+function interventionMarks(st) {
+  const iv = st.interventions;
+  const markers = iv.scheduled_events.map(e => ({step: e.at_step, label: `${e.name}: ${e.op} ${e.target} = ${short(e.value, 40)}`}));
+  const spans = iv.broadcasts.map(b => ({from: b.at_step, to: b.ttl ? b.at_step + b.ttl : st.simulation.n_steps, label: `${b.name} (${b.channel})`}));
+  for (const b of iv.broadcasts) markers.push({step: b.at_step, label: `broadcast ${b.name}`});
+  return {markers, spans};
+}
+
+function interventionsCard(st) {
+  const iv = st.interventions, n = st.simulation.n_steps;
+  const width = 900, m = {l: 20, r: 20}, W = width - m.l - m.r, X = v => m.l + (v / Math.max(1, n)) * W;
+  const rows = iv.scheduled_events.length + iv.broadcasts.length + 1;
+  const height = 40 + rows * 22;
+  const svg = s("svg", {id: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", height});
+  svg.append(s("line", {x1: m.l, x2: m.l + W, y1: height - 20, y2: height - 20, class: "axis"}));
+  for (let t = 0; t <= n; t += Math.max(1, Math.ceil(n / 20))) svg.append(s("text", {x: X(t), y: height - 6, "text-anchor": "middle"}, t));
+  let y = 16;
+  for (const e of iv.scheduled_events) {
+    svg.append(s("circle", {cx: X(e.at_step), cy: y, r: 5, fill: "#d92d20", class: "tl-event", "data-step": e.at_step}));
+    svg.append(s("text", {x: X(e.at_step) + 9, y: y + 4}, `${e.name}: ${e.op} ${e.target} → ${short(e.value, 30)}${e.selector ? " (selected agents)" : ""}`));
+    y += 22;
+  }
+  for (const b of iv.broadcasts) {
+    const to = b.ttl ? Math.min(n, b.at_step + b.ttl) : n;
+    svg.append(s("rect", {x: X(b.at_step), y: y - 6, width: Math.max(4, X(to) - X(b.at_step)), height: 12, fill: "#fdb022", class: "tl-broadcast"}));
+    svg.append(s("text", {x: X(to) + 6, y: y + 4}, `${b.name} on ${b.channel} for ${b.ttl ?? "all"} step(s): ${short(b.content, 50)}`));
+    y += 22;
+  }
+  const fired = st.store.events || [];
+  for (const e of fired) svg.append(s("line", {x1: X(e.step), x2: X(e.step), y1: y - 8, y2: y + 6, stroke: "#475467", "stroke-width": 2, class: "tl-fired"}, s("title", {}, `${e.kind} ${e.name} fired at step ${e.step}`)));
+  svg.append(s("text", {x: m.l, y: y - 10}, fired.length ? `fired in run ${st.store.events_run}:` : "no fired events recorded"));
+  const list = h("ul", {class: "muted"}, fired.slice(0, 20).map(e => h("li", {text: `step ${e.step}: ${e.kind} ${e.name} ${e.detail ? short(e.detail, 100) : ""}`})));
+  return h("section", {class: "card", id: "interventions"}, h("h2", {text: "Environment and interventions"}),
+    Object.keys(st.interventions).length ? svg : null, list);
+}
+
+function runColor(S, rid) {
+  const ids = S.runs.map(r => r.run_id);
+  return COLORS[Math.max(0, ids.indexOf(rid)) % COLORS.length];
+}
+
+function renderRuns(S) {
+  const ids = new Set(S.runs.map(r => r.run_id));
+  const children = {};
+  for (const r of S.runs) {
+    const parent = r.parent_run_id && ids.has(r.parent_run_id) ? r.parent_run_id : "";
+    (children[parent] = children[parent] || []).push(r);
+  }
+  const versions = {};
+  for (const v of S.st.store.versions || []) versions[v.version_id] = v;
+  const tree = (parent, depth) => h("ul", {class: "runs" + (depth ? "" : " root")}, (children[parent] || []).map(r => {
+    const box = h("input", {type: "checkbox", class: "overlay", "data-run": r.run_id, checked: S.selected.has(r.run_id),
+      onchange: async ev => { if (ev.target.checked) S.selected.add(r.run_id); else S.selected.delete(r.run_id); await loadMetrics(S); }});
+    const v = r.version_id && versions[r.version_id];
+    const progress = r.n_steps ? ` step ${Math.max(0, r.last_step ?? 0)}/${r.n_steps}` : "";
+    return h("li", {"data-run": r.run_id},
+      h("label", {}, box, h("span", {class: "swatch", style: `background:${runColor(S, r.run_id)}`}),
+        h("span", {class: "run-id", text: r.run_id})), " ",
+      h("span", {class: "muted", text: r.kind + (r.fork_step ? ` from step ${r.fork_step}` : "")}), " ",
+      badge(r.stalled ? "interrupted" : r.status), h("span", {class: "muted", text: progress}),
+      r.stalled ? h("span", {class: "muted", text: " (marked running, but no process writes the store)"}) : null,
+      r.seed !== undefined ? h("span", {class: "muted", text: ` seed ${r.seed}`}) : null,
+      r.note ? h("em", {text: ` “${r.note}”`}) : null,
+      v && v.diff && v.diff.length ? h("div", {class: "muted", text: "changed: " + v.diff.map(d => `${d.path}: ${short(d.old, 20)} → ${short(d.new, 20)}`).join("; ")}) : null,
+      tree(r.run_id, depth + 1));
+  }));
+  fill(S.els.runs, S.runs.length ? tree("", 0) : h("p", {class: "muted", text: "No runs yet."}));
+}
+
+function renderBanner(S) {
+  const running = S.runs.filter(r => S.liveStatus[r.run_id] === "running");
+  const indicator = document.getElementById("live-indicator");
+  if (!running.length && !S.st.busy) { fill(S.els.banner); indicator.hidden = true; return; }
+  const lines = running.map(r => {
+    const lv = S.live[r.run_id];
+    const step = lv ? lv.step : r.last_step;
+    return h("div", {class: "live-run", "data-run": r.run_id, text: `run in progress: ${r.run_id} at step ${Math.max(0, step ?? 0)} of ${r.n_steps}`});
+  });
+  if (S.st.busy) lines.push(h("div", {text: "The store is locked by a running desim process; runs, panel and messages show the last data read before it started."}));
+  fill(S.els.banner, infoCard(lines));
+  indicator.hidden = !running.length;
+  indicator.textContent = running.length ? `${running.length} run(s) live` : "";
+}
+
+async function loadMetrics(S) {
+  const stored = [...S.selected].filter(rid => S.liveStatus[rid] !== "running");
+  if (stored.length) {
+    try {
+      const body = await getJSON(`/api/studies/${enc(S.sid)}/metrics?` + stored.map(r => "run=" + enc(r)).join("&"));
+      Object.assign(S.series, body.series);
+    } catch (e) { fill(S.els.charts, errorCard(e.message, "metrics")); return; }
+  }
+  if (S.token === viewToken) renderCharts(S);
+}
+
+function renderCharts(S) {
+  const names = [...(S.st.study.display_metrics || [])];
+  const add = n => { if (!names.includes(n)) names.push(n); };
+  (S.st.store.metric_names || []).forEach(add);
+  for (const rid of S.selected) Object.keys(S.series[rid] || {}).forEach(add);
+  for (const rid of S.selected) Object.keys((S.live[rid] || {}).metrics || {}).forEach(add);
+  const {markers, spans} = interventionMarks(S.st);
+  const selected = S.runs.filter(r => S.selected.has(r.run_id));
+  const xmax = Math.max(1, ...selected.map(r => r.n_steps || 0), S.st.simulation.n_steps);
+  fill(S.els.legend, ...selected.map(r => h("span", {}, h("span", {class: "swatch", style: `background:${runColor(S, r.run_id)}`}),
+    r.run_id + (S.liveStatus[r.run_id] === "running" ? " (live)" : ""))));
+  if (!names.length) { fill(S.els.charts, h("p", {class: "muted", text: "No metrics yet."})); return; }
+  fill(S.els.charts, ...names.map(name => lineChart({title: name, metric: name, xmax, markers, spans,
+    series: selected.map(r => {
+      const live = S.liveStatus[r.run_id] === "running";
+      const src = live ? (S.live[r.run_id] || {}).metrics : S.series[r.run_id];
+      return {run: r.run_id, color: runColor(S, r.run_id), live, points: (src || {})[name] || []};
+    })})));
+}
+
+async function pollLive(S) {
+  let body;
+  try { body = await getJSON(`/api/studies/${enc(S.sid)}/live`); } catch (e) { return; }
+  if (S.token !== viewToken) return;
+  let ended = false, changed = false;
+  for (const lv of body.runs) {
+    const before = S.liveStatus[lv.run_id];
+    if (lv.status === "running") {
+      if (!S.runs.some(r => r.run_id === lv.run_id)) {
+        S.runs.push({run_id: lv.run_id, kind: lv.kind || "run", status: "running", n_steps: lv.n_steps, last_step: lv.step, live: true});
+        S.selected.add(lv.run_id);
+        changed = true;
+      }
+      const run = S.runs.find(r => r.run_id === lv.run_id);
+      run.last_step = lv.step; run.n_steps = lv.n_steps; run.status = "running";
+      S.live[lv.run_id] = lv;
+      S.liveStatus[lv.run_id] = "running";
+      changed = true;
+    } else if (before === "running") {
+      ended = true;
+    }
+  }
+  if (ended) { route(); return; }   // the run finished: reload everything from the store
+  if (changed) { renderRuns(S); renderBanner(S); renderCharts(S); }
+}
+
+// --- the panel table ------------------------------------------------------------------------------
+function panelCard(S) {
+  const runs = S.runs.filter(r => r.status !== "running" || r.stalled);
+  const form = h("form", {class: "filters", id: "panel-filters"},
+    h("label", {}, "run", h("select", {id: "f-run"}, runs.slice().reverse().map(r => h("option", {value: r.run_id, text: `${r.run_id} (${r.status})`})))),
+    h("label", {}, "step", h("input", {id: "f-step", name: "step", size: 5, inputmode: "numeric"})),
+    h("label", {}, "agent_id", h("input", {id: "f-agent", name: "agent_id", size: 12})),
+    h("label", {}, "action_kind", h("select", {id: "f-kind"}, h("option", {value: "", text: "any"}))),
+    h("button", {type: "submit", class: "primary", text: "Filter"}));
+  const out = h("div", {id: "panel-table"});
+  const pager = h("div", {class: "pager"});
+  let page = 0;
+  const load = async () => {
+    const q = new URLSearchParams({run: form.querySelector("#f-run").value, page, page_size: 25});
+    const step = form.querySelector("#f-step").value.trim(), agent = form.querySelector("#f-agent").value.trim(), kind = form.querySelector("#f-kind").value;
+    if (step) q.set("step", step);
+    if (agent) q.set("agent_id", agent);
+    if (kind) q.set("action_kind", kind);
+    let body;
+    try { body = await getJSON(`/api/studies/${enc(S.sid)}/panel?${q}`); } catch (e) { fill(out, errorCard(e.message, "panel")); fill(pager); return; }
+    if (body.busy) { fill(out, infoCard(body.message)); return; }
+    const kindSel = form.querySelector("#f-kind");
+    if (kindSel.options.length === 1) body.action_kinds.forEach(k => kindSel.append(h("option", {value: k, text: k})));
+    const rid = body.run.run_id;
+    fill(out, h("p", {class: "muted", id: "panel-total", "data-total": body.total, text: `${body.total} rows`}),
+      h("table", {}, h("thead", {}, h("tr", {}, ["step", "agent_id", "state", "action", "payload", "source", "rationale"].map(c => h("th", {text: c})))),
+        h("tbody", {}, body.rows.map(r => h("tr", {},
+          h("td", {}, h("a", {href: `#/study/${enc(S.sid)}/messages/${enc(rid)}/${r.step}`, text: r.step, title: "messages of this step"})),
+          h("td", {}, h("a", {href: `#/study/${enc(S.sid)}/agent/${enc(rid)}/${enc(r.agent_id)}`, text: r.agent_id, class: "agent-link"})),
+          h("td", {class: "json", text: short(r.state)}), h("td", {text: r.action_kind ?? "–"}),
+          h("td", {class: "json", text: r.action_payload == null ? "–" : short(r.action_payload)}),
+          h("td", {text: r.action_source ?? ""}), h("td", {text: r.action_rationale ?? ""}))))));
+    const pages = Math.max(1, Math.ceil(body.total / body.page_size));
+    fill(pager, 
+      h("button", {type: "button", disabled: page === 0, onclick: () => { page -= 1; load(); }, text: "← previous"}),
+      h("span", {id: "panel-page", text: `page ${page + 1} of ${pages}`}),
+      h("button", {type: "button", disabled: page + 1 >= pages, onclick: () => { page += 1; load(); }, text: "next →"}));
+  };
+  form.addEventListener("submit", ev => { ev.preventDefault(); page = 0; load(); });
+  form.querySelector("#f-run").addEventListener("change", () => { page = 0; load(); });
+  if (runs.length) load(); else out.append(h("p", {class: "muted", text: "No finished runs to show."}));
+  return h("section", {class: "card", id: "panel"}, h("h2", {text: "Panel"}), form, out, pager);
+}
+
+// --- the network diffusion player --------------------------------------------------------------------
+function networkCard(S) {
+  const runs = S.runs.filter(r => r.status !== "running" || r.stalled);
+  const dists = S.st.population.distributions || [];
+  const keys = [...new Set([...(S.st.study.display_states || []), ...dists.filter(d => d.kind === "numeric").map(d => d.name), ...dists.map(d => d.name)])];
+  const runSel = h("select", {id: "net-run"}, runs.slice().reverse().map(r => h("option", {value: r.run_id, text: r.run_id})));
+  const keySel = h("select", {id: "net-state"}, keys.map(k => h("option", {value: k, text: k})));
+  const stage = h("div", {id: "net-stage"});
+  const external = h("span", {});
+  const load = async () => {
+    fill(stage, h("p", {class: "muted", text: "Loading network…"}));
+    let net;
+    try { net = await getJSON(`/api/studies/${enc(S.sid)}/network?run=${enc(runSel.value)}&state=${enc(keySel.value)}`); }
+    catch (e) { fill(stage, errorCard(e.message, "network")); return; }
+    if (net.busy) { fill(stage, infoCard(net.message)); return; }
+    fill(stage, diffusionPlayer(net));
+  };
+  const openFull = async () => {
+    fill(external, h("span", {class: "muted", text: " building…"}));
+    try {
+      const r = await getJSON(`/api/studies/${enc(S.sid)}/diffusion?run=${enc(runSel.value)}&state=${enc(keySel.value)}`);
+      fill(external, " ", h("a", {href: r.url, target: "_blank", rel: "noopener", text: "open the diffusion player"}));
+    } catch (e) { fill(external, errorCard(e.message)); }
+  };
+  const controls = h("div", {class: "filters"}, "run ", runSel, " state ", keySel, " ",
+    h("button", {type: "button", class: "primary", onclick: load, text: "Show network"}),
+    S.st.diffusion_player ? h("button", {type: "button", onclick: openFull, text: "Full diffusion player (report)"}) : null, external);
+  return h("section", {class: "card", id: "network"}, h("h2", {text: "Network diffusion"}),
+    runs.length && keys.length ? controls : h("p", {class: "muted", text: "Needs a finished run with numeric states."}), stage);
+}
+
+function diffusionPlayer(net) {
+  const size = 460, pad = 14;
+  const xs = net.xy.map(p => p[0]), ys = net.xy.map(p => p[1]);
+  const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+  const X = v => pad + ((v - x0) / ((x1 - x0) || 1)) * (size - 2 * pad), Y = v => pad + ((v - y0) / ((y1 - y0) || 1)) * (size - 2 * pad);
+  const all = net.values.flat().filter(v => v !== null);
+  const lo = all.length ? Math.min(...all) : 0, hi = all.length ? Math.max(...all) : 1;
+  const color = v => {
+    if (v === null || v === undefined) return "#c0c6d0";
+    const t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+    return `rgb(${Math.round(40 + 200 * t)},${Math.round(90 + 40 * (1 - Math.abs(t - 0.5) * 2))},${Math.round(230 - 190 * t)})`;
+  };
+  const svg = s("svg", {id: "net-svg", viewBox: `0 0 ${size} ${size}`, width: size, height: size});
+  const edges = s("g", {stroke: "#cfd4dc", "stroke-width": 0.6});
+  for (const [a, b] of net.edges.slice(0, 6000)) edges.append(s("line", {x1: X(net.xy[a][0]), y1: Y(net.xy[a][1]), x2: X(net.xy[b][0]), y2: Y(net.xy[b][1])}));
+  svg.append(edges);
+  const r = net.ids.length > 400 ? 2.5 : 5;
+  const nodes = net.ids.map((id, i) => { const c = s("circle", {cx: X(net.xy[i][0]), cy: Y(net.xy[i][1]), r, class: "node"}, s("title", {}, id)); svg.append(c); return c; });
+  const last = net.values.length - 1;
+  const slider = h("input", {type: "range", id: "net-step", min: 0, max: last, value: 0});
+  const label = h("span", {id: "net-step-label"});
+  const show = t => {
+    nodes.forEach((c, i) => c.setAttribute("fill", color(net.values[t][i])));
+    const vals = net.values[t].filter(v => v !== null);
+    label.textContent = ` step ${t}/${last}` + (vals.length ? `, mean ${net.state} ${fmt(vals.reduce((a, b) => a + b, 0) / vals.length)}` : "");
+  };
+  slider.addEventListener("input", () => show(+slider.value));
+  let playing = null;
+  const play = h("button", {type: "button", text: "▶ play", onclick: () => {
+    if (playing) { clearInterval(playing); playing = null; play.textContent = "▶ play"; return; }
+    play.textContent = "❚❚ pause";
+    playing = setInterval(() => {
+      const t = (+slider.value + 1) % (last + 1); slider.value = t; show(t);
+      if (t === last) { clearInterval(playing); playing = null; play.textContent = "▶ play"; }
+    }, 450);
+    timers.push(playing);
+  }});
+  show(0);
+  return h("div", {}, h("div", {}, play, " ", slider, label),
+    h("p", {class: "muted", text: `${net.ids.length} agents${net.truncated ? " (first agents only)" : ""}, ${net.edges.length} edges; colour: ${net.state} from ${fmt(lo)} (blue) to ${fmt(hi)} (red)`}), svg);
+}
+
+// --- one agent ----------------------------------------------------------------------------------------
+async function agentView(view, sid, rid, aid) {
+  const token = viewToken;
+  crumbs({text: "studies", href: "#/"}, {text: sid, href: "#/study/" + enc(sid)}, {text: `run ${rid}`}, {text: `agent ${aid}`});
+  let a;
+  try { a = await getJSON(`/api/studies/${enc(sid)}/agents/${enc(aid)}?run=${enc(rid)}`); }
+  catch (e) { fill(view, errorCard(e.message, "agent")); return; }
+  if (token !== viewToken) return;
+  if (a.busy) { fill(view, infoCard(a.message)); return; }
+  const numeric = {};
+  const take = (step, state) => {
+    for (const [k, v] of Object.entries(state || {})) {
+      const x = typeof v === "boolean" ? +v : v;
+      if (typeof x === "number") (numeric[k] = numeric[k] || []).push([step, x]);
+    }
+  };
+  take(0, a.initial);
+  a.steps.forEach(r => take(r.step, r.state));
+  const charts = h("div", {class: "grid"}, Object.entries(numeric).map(([k, pts]) =>
+    lineChart({title: k, metric: k, xmax: a.run.n_steps, series: [{run: rid, color: COLORS[0], points: pts}]})));
+  const rows = [h("tr", {class: "initial"}, h("td", {text: "0 (initial)"}), h("td", {class: "json", text: short(a.initial, 300)}), h("td", {}), h("td", {}), h("td", {}), h("td", {}))];
+  for (const r of a.steps) rows.push(h("tr", {"data-step": r.step},
+    h("td", {}, h("a", {href: `#/study/${enc(sid)}/messages/${enc(rid)}/${r.step}`, text: r.step})),
+    h("td", {class: "json", text: short(r.state, 300)}), h("td", {text: r.action_kind ?? "–"}),
+    h("td", {class: "json", text: r.action_payload == null ? "–" : short(r.action_payload, 300)}),
+    h("td", {text: r.action_source ?? ""}), h("td", {text: r.action_rationale ?? ""})));
+  fill(view, h("div", {id: "agent-view"},
+    h("h1", {text: `Agent ${aid}`}), h("p", {class: "muted", text: `run ${rid} (${a.run.status}), ${a.steps.length} steps`}),
+    card("State over time", charts),
+    card("Trajectory", h("table", {id: "trajectory"}, h("thead", {}, h("tr", {}, ["step", "state", "action", "payload", "source", "rationale"].map(c => h("th", {text: c})))), h("tbody", {}, rows))),
+    h("section", {class: "card", id: "agent-messages"}, h("h2", {text: `Messages posted (${a.messages.length})`}),
+      a.messages.length ? h("table", {}, h("thead", {}, h("tr", {}, ["step", "round", "channel", "kind", "content"].map(c => h("th", {text: c})))),
+        h("tbody", {}, a.messages.map(m => h("tr", {}, h("td", {text: m.step}), h("td", {text: m.round}), h("td", {text: m.channel ?? ""}),
+          h("td", {text: m.kind ?? ""}), h("td", {class: "json", text: short(m.content, 200)})))))
+        : h("p", {class: "muted", text: "This agent posted nothing."}))));
+}
+
+// --- the messages of one step --------------------------------------------------------------------------
+async function messagesView(view, sid, rid, step) {
+  const token = viewToken;
+  crumbs({text: "studies", href: "#/"}, {text: sid, href: "#/study/" + enc(sid)}, {text: `run ${rid}`}, {text: `messages of step ${step}`});
+  let body;
+  try { body = await getJSON(`/api/studies/${enc(sid)}/messages?run=${enc(rid)}&step=${enc(step)}`); }
+  catch (e) { fill(view, errorCard(e.message, "messages")); return; }
+  if (token !== viewToken) return;
+  if (body.busy) { fill(view, infoCard(body.message)); return; }
+  const n = +step, last = body.run.n_steps;
+  const nav = h("div", {class: "pager"},
+    n > 0 ? h("a", {href: `#/study/${enc(sid)}/messages/${enc(rid)}/${n - 1}`, text: "← step " + (n - 1)}) : null,
+    n < last ? h("a", {href: `#/study/${enc(sid)}/messages/${enc(rid)}/${n + 1}`, text: "step " + (n + 1) + " →"}) : null);
+  fill(view, h("div", {id: "messages-view"}, h("h1", {text: `Messages of step ${step}`}), nav,
+    body.rounds.length ? body.rounds.map(r => h("section", {class: "card round", "data-round": r.round},
+      h("h2", {text: `Round ${r.round}: ${r.count} message(s)` + (r.count > r.messages.length ? `, first ${r.messages.length} shown` : "")}),
+      r.messages.map(m => h("div", {class: "message"},
+        h("a", {class: "author", href: `#/study/${enc(sid)}/agent/${enc(rid)}/${enc(m.author_id)}`, text: m.author_id}),
+        h("span", {class: "muted", text: `${m.channel ?? ""} ${m.kind ?? ""} → ${m.audience ?? ""} `}), h("span", {class: "json", text: short(m.content, 300)})))))
+      : infoCard("No messages in this step.")));
+}
