@@ -1,0 +1,46 @@
+"""``desim report`` and ``desim viz diffusion``: figures of what happened in a run."""
+from __future__ import annotations
+
+from ..report import ReportError, diffusion_player, write_report
+from . import UserError
+
+
+def cmd_report(args) -> int:
+    try:
+        paths = write_report(args.study, run_id=args.run, compare=args.compare, out_dir=args.out)
+    except ReportError as e:
+        raise UserError(str(e)) from None
+    print(f"report: {paths['html']}")
+    print(f"markdown: {paths['markdown']} (figures beside it)")
+    return 0
+
+
+def cmd_viz_diffusion(args) -> int:
+    try:
+        paths = diffusion_player(args.study, args.state, run_id=args.run, max_nodes=args.max_nodes,
+                                 out_dir=args.out)
+    except ReportError as e:
+        raise UserError(str(e)) from None
+    print(f"player: {paths['html']}")
+    print(f"small multiples: {paths['png']}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="write an HTML + Markdown report of a run (or a comparison of two)")
+    p.add_argument("study", help="the study folder, e.g. studies/opinion_diffusion")
+    p.add_argument("--run", help="the run to report (default: the latest completed run)")
+    p.add_argument("--compare", metavar="RUN_B", help="a control run: show this run minus RUN_B")
+    p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
+    p.set_defaults(func=cmd_report)
+
+    viz = sub.add_parser("viz", help="visualisations of a run")
+    kinds = viz.add_subparsers(dest="viz_kind", metavar="KIND")
+    p = kinds.add_parser("diffusion", help="the network coloured by a state field, one frame per step")
+    p.add_argument("study", help="the study folder")
+    p.add_argument("--run", help="the run to draw (default: the latest completed run)")
+    p.add_argument("--state", required=True, help="the state field that colours the nodes")
+    p.add_argument("--max-nodes", type=int, default=5000,
+                   help="above this many agents, draw a sampled neighbourhood (default 5000)")
+    p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
+    p.set_defaults(func=cmd_viz_diffusion)
