@@ -1,0 +1,119 @@
+"""``desim validate`` warnings: the ``propagation`` label against the wiring,
+and posts that no agent can ever read. Silent on every shipped study."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from desim.cli import main
+from desim.lint import validate
+
+STUDIES = Path(__file__).resolve().parent.parent / "studies"
+SHIPPED = sorted(p.parent.name for p in STUDIES.glob("*/study.json"))
+
+MODEL = '''
+from desim import Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, NeighborFeed, Observation, neighbors_fn
+
+
+class Env(EnvironmentProvider):
+    def __init__(self, bus=True, carry=False):
+        self.with_bus, self.carry = bus, carry
+
+    def reset(self, seed):
+        if self.with_bus:
+            self.bus = InMemoryMessageBus(carry_previous_step=self.carry)
+            self.feed = NeighborFeed(neighbors_fn(self.ctx.graph), self.bus)
+
+    def observe_batch(self, ids, t, r):
+        return [Observation(agent_id=a, step=t, round_idx=r) for a in ids]
+
+    def apply(self, actions):
+        if self.with_bus:
+            self.feed.ingest(actions, self.ctx.step, self.ctx.round_idx)
+
+    def agent_state(self, agent_id):
+        return {}
+
+
+class Speak(DecisionModel):
+    def __init__(self, kind="post"):
+        self.kind = kind
+
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind=self.kind, payload={"content": "hi"})
+                for o in observations]
+'''
+
+
+def make_study(root: Path, *, propagation: str, bus: bool, carry: bool = False, rounds: int = 1,
+               kind: str = "post", interaction: dict | None = None) -> Path:
+    for sub in ("environment", "population", "simulation"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(MODEL)
+    (root / "study.json").write_text(json.dumps({"id": root.name}))
+    (root / "environment" / "environment.json").write_text(json.dumps(
+        {"provider": {"ref": "model:Env", "args": {"bus": bus, "carry": carry}}}))
+    (root / "population" / "population.json").write_text(json.dumps({
+        "personas": [{"agent_id": f"a{i}"} for i in range(6)],
+        "interaction": interaction or {"kind": "ring", "k": 2}, "propagation": propagation}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps({
+        "n_steps": 3, "interaction_rounds": rounds, "decision": {"ref": "model:Speak", "args": {"kind": kind}}}))
+    return root
+
+
+def test_contagion_without_a_bus_warns(tmp_path):
+    report = validate(make_study(tmp_path / "mute", propagation="contagion", bus=False, kind="choose"))
+    assert len(report.warnings) == 1
+    assert "'contagion' but the environment wires no message bus" in report.warnings[0]
+
+
+def test_independent_with_a_bus_warns(tmp_path):
+    report = validate(make_study(tmp_path / "chatty", propagation="independent", bus=True, rounds=2))
+    assert len(report.warnings) == 1
+    assert "'independent' but the environment wires a message bus" in report.warnings[0]
+
+
+def test_posts_with_one_round_and_no_carry_warn(tmp_path):
+    report = validate(make_study(tmp_path / "delayed", propagation="contagion", bus=True, rounds=1))
+    assert report.messages_in_probe == 6
+    assert len(report.warnings) == 1
+    assert "interaction_rounds: 1 and carry_previous_step off" in report.warnings[0]
+
+
+@pytest.mark.parametrize("rounds,carry", [(1, True), (3, False)])
+def test_a_real_conversation_or_a_deliberate_delay_is_silent(tmp_path, rounds, carry):
+    report = validate(make_study(tmp_path / "fine", propagation="contagion", bus=True, rounds=rounds, carry=carry))
+    assert report.warnings == []
+    assert report.messages_in_probe == 6 * rounds
+
+
+def test_one_round_without_posts_is_silent(tmp_path):
+    report = validate(make_study(tmp_path / "quiet", propagation="contagion", bus=True, kind="move"))
+    assert report.messages_in_probe == 0
+    assert report.warnings == []
+
+
+def test_bus_without_neighbours_warns(tmp_path):
+    report = validate(make_study(tmp_path / "alone", propagation="contagion", bus=True, rounds=2,
+                                 interaction={"kind": "none"}))
+    assert any("interaction.kind is 'none'" in w for w in report.warnings)
+
+
+def test_cli_strict_exits_1_on_warnings(tmp_path, capsys):
+    root = make_study(tmp_path / "mute", propagation="contagion", bus=False, kind="choose")
+    assert main(["validate", str(root)]) == 0
+    assert main(["validate", "--strict", str(root)]) == 1
+    assert "warning: propagation is 'contagion'" in capsys.readouterr().out
+
+
+def test_every_shipped_study_is_found():
+    assert {"opinion_diffusion", "dorm_deliberation"} <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_studies_are_silent(name):
+    report = validate(STUDIES / name)
+    assert report.warnings == [], report.warnings
+    assert report.n_agents > 0
