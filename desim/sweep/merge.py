@@ -7,6 +7,10 @@ any rows the study already holds for that ``run_id``: merging is idempotent,
 so a failed run that ``--resume`` reruns replaces its partial rows instead
 of adding to them, and a reader never sees half a run.
 
+A worker's file is fresh, so the engine there files its run under a version
+of its own; the merged run joins the study's version of the same files
+instead (:func:`study_version`), so a sweep adds at most one version.
+
 The study's database is opened only for the length of one merge, so a
 dashboard or ``desim sql`` can read between merges.
 """
@@ -22,6 +26,7 @@ import duckdb
 
 from ..config import StudySpec
 from ..store import SCHEMA, Store, StoreBusyError, fetch_dicts, now
+from ..versions import ensure_version
 from .plan import PlannedRun, SweepPlan
 
 TABLES = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
@@ -66,8 +71,15 @@ def _run_keyed_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     return out
 
 
-def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str) -> None:
-    """Replace the study's rows of ``run_id`` by the worker file's, in one transaction."""
+def study_version(study_db: str | Path, spec: StudySpec) -> str:
+    """The study's version id for its files as they are now (created if they are new)."""
+    with open_store(study_db) as store:
+        return ensure_version(store.con, spec.id, spec.version_config(), kind="run")[0]
+
+
+def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str, version_id: str) -> None:
+    """Replace the study's rows of ``run_id`` by the worker file's, in one transaction;
+    the run joins the study's version ``version_id``."""
     with open_store(study_db) as store:
         con = store.con
         tables = _run_keyed_tables(con)
@@ -87,6 +99,7 @@ def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str) -> Non
                         names = ", ".join(cols)
                         con.execute(f"INSERT INTO main.{table} ({names}) SELECT {names} FROM w.{table} "
                                     "WHERE run_id = ?", [run_id])
+                con.execute("UPDATE main.runs SET version_id = ? WHERE run_id = ?", [version_id, run_id])
                 con.commit()
             except BaseException:
                 con.rollback()
@@ -96,7 +109,7 @@ def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str) -> Non
 
 
 def record_failure(study_db: str | Path, spec: StudySpec, plan: SweepPlan, run: PlannedRun,
-                   error: str) -> None:
+                   error: str, version_id: str) -> None:
     """A run whose worker left nothing usable: drop any rows it had, store it as ``failed``."""
     with open_store(study_db) as store:
         con = store.con
@@ -107,7 +120,7 @@ def record_failure(study_db: str | Path, spec: StudySpec, plan: SweepPlan, run: 
             store.start_run(run_id=run.run_id, study_id=spec.id, kind="run", seed=run.seed,
                             n_steps=spec.simulation.n_steps, rounds=spec.rounds,
                             time_unit=spec.simulation.time_unit, config=spec.resolved(),
-                            parameters=run.parameters, sweep_id=plan.sweep_id)
+                            parameters=run.parameters, sweep_id=plan.sweep_id, version_id=version_id)
             store.finish_run(run.run_id, "failed", error)
             con.commit()
         except BaseException:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from ..config import load_study
 from ..store import read_only, store_path
 from .executors import make_executor
-from .merge import load_plan, merge_run, record_failure, record_plan, run_statuses
+from .merge import load_plan, merge_run, record_failure, record_plan, run_statuses, study_version
 from .plan import PlannedRun, SweepError, SweepPlan, make_plan
 from .summary import sweep_table
 from .worker import RunOutcome, RunTask, remove_db
@@ -99,6 +99,7 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     folder.mkdir(parents=True, exist_ok=True)
     if not resume:
         record_plan(db, plan)
+    version_id = study_version(db, load_study(root))
     by_id = {r.run_id: r for r in plan.runs}
     statuses: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -106,13 +107,17 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
                      str((folder / f"{r.run_id}.duckdb").resolve())) for r in todo]
     with executor:
         for done, outcome in enumerate(executor.run(tasks), 1):
-            _store_outcome(root, db, plan, by_id[outcome.run_id], outcome)
+            _store_outcome(root, db, plan, by_id[outcome.run_id], outcome, version_id)
             statuses[outcome.run_id] = "completed" if outcome.status == "completed" else "failed"
             if outcome.error:
                 errors[outcome.run_id] = outcome.error
             if on_run:
                 on_run(outcome, done, len(tasks))
     shutil.rmtree(folder, ignore_errors=True)
+    try:
+        folder.parent.rmdir()   # runs/sweeps, once no sweep is in progress
+    except OSError:
+        pass
     final = _resume_plan(root, plan.sweep_id)[1]
     all_statuses = {r.run_id: final.get(r.run_id, {}).get("status", "missing") for r in plan.runs}
     table = sweep_table(root, plan.sweep_id, metrics)
@@ -121,17 +126,18 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
                        time.perf_counter() - started, chosen)
 
 
-def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outcome: RunOutcome) -> None:
+def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outcome: RunOutcome,
+                   version_id: str) -> None:
     """Merge a finished run's file, or store the run as failed when its worker left none."""
     try:
         if outcome.worker_file and Path(outcome.worker_file).exists():
-            merge_run(db, outcome.worker_file, run.run_id)
+            merge_run(db, outcome.worker_file, run.run_id, version_id)
         else:
             try:
                 spec = load_study(root, steps=plan.n_steps, seed=run.seed, params=run.parameters)
             except Exception:  # the run's own settings broke the study: record it with the defaults
                 spec = load_study(root, steps=plan.n_steps)
-            record_failure(db, spec, plan, run, outcome.error or "the run left no output")
+            record_failure(db, spec, plan, run, outcome.error or "the run left no output", version_id)
     finally:
         if outcome.worker_file:
             remove_db(outcome.worker_file)
