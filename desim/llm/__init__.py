@@ -1,0 +1,21 @@
+"""The LLM decision layer: OpenAI-compatible chat completions for a study's agents.
+
+* ``config``: the ``llm`` block of ``simulation.json`` (:class:`LLMConfig`) and the
+  ``DESIM_LLM_*`` environment variables;
+* ``prompts``: :class:`PromptTemplate`, persona + four quadrants + memory as messages;
+* ``client``: async HTTP with bounded concurrency, retries and back-off;
+* ``cache``: replies keyed by a hash of the request, in a DuckDB file of the study;
+* ``accounting``: the ``llm_calls`` rows and the run's counters;
+* ``decision``: :class:`LLMDecision`, the base a study subclasses (``llm_kind``
+  ``openai`` or ``scripted``), with budgets (:class:`BudgetExhausted`);
+* ``stub``: a loopback server speaking the same API (``desim stub-llm``).
+
+See ``docs/llm.md``.
+"""
+from .config import LLMConfig, load_llm_config
+from .decision import LLMDecision
+from .errors import BudgetExhausted, LLMError, LLMRequestRejected, LLMUnavailable
+from .prompts import PromptTemplate
+
+__all__ = ["BudgetExhausted", "LLMConfig", "LLMDecision", "LLMError", "LLMRequestRejected",
+           "LLMUnavailable", "PromptTemplate", "load_llm_config"]

@@ -1,0 +1,241 @@
+"""``LLMDecision``: a behaviour model that asks a language model, one prompt per agent.
+
+A study subclasses it and says four things: where the study lives
+(``study_root = Path(__file__).parent``, for the ``llm`` block of
+``simulation.json`` and the reply cache), the reply's pydantic model
+(``reply_model``), how agents are prompted (``template``) and how a reply
+becomes an action (``to_action``). It passes its rule model to the
+constructor: the rule decides for every agent whose reply is unusable
+(``source = fallback``, counted).
+
+One round, for N agents, in ``decide_batch``:
+
+1. render each agent's messages and hash the request (the cache key);
+2. look every key up in the cache in one query; the misses are the calls;
+3. check the budget: if the misses would exceed ``max_calls`` or
+   ``max_tokens_budget``, raise :class:`BudgetExhausted` before sending any;
+4. send the misses, ``concurrency`` at a time, on the model's private event
+   loop, and store the replies in the cache (even if the round then fails);
+5. parse every reply; the unusable ones go to the rule; actions come back in
+   the order of the observations, never in order of arrival.
+
+``llm_kind: scripted`` replaces steps 2-4 by ``scripted_reply`` (by default a
+reply made up from the schema and the prompt's hash): the whole prompt ->
+reply -> parse path runs, free and reproducible, with no server.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from ..config import StudyConfigError, read_json
+from ..interfaces import DecisionModel
+from ..schemas import Action, Observation
+from .accounting import CallLog
+from .cache import ReplyCache, request_key
+from .client import ChatClient, LoopThread, Reply, estimate_tokens
+from .config import SIMULATION_FILE, LLMConfig, api_key, load_llm_config
+from .errors import BudgetExhausted, LLMError
+from .prompts import PromptTemplate
+from .replies import fake_reply, parse_reply, seed_from
+
+LLM_KINDS = ("openai", "scripted")
+
+
+class LLMDecision(DecisionModel):
+    """Base class of a study's LLM behaviour model (see the module docstring)."""
+
+    study_root: Path | None = None
+    reply_model: type[BaseModel]
+    template: PromptTemplate
+
+    def __init__(self, llm_kind: str = "scripted", rule: DecisionModel | None = None):
+        if llm_kind not in LLM_KINDS:
+            raise StudyConfigError(SIMULATION_FILE, [("decision.args.llm_kind",
+                                                      f"expected one of {', '.join(LLM_KINDS)}, got '{llm_kind}'")])
+        if rule is None:
+            raise TypeError(f"{type(self).__name__} needs the study's rule model for fallbacks")
+        self.llm_kind = llm_kind
+        self.rule = rule
+        self.cfg: LLMConfig = load_llm_config(self._llm_block())
+        self.model_name = self.cfg.model if llm_kind == "openai" else "scripted"
+        self.schema = self.reply_model.model_json_schema()
+        self.log = CallLog()
+        self._params = self._request_params()
+        self._cache: ReplyCache | None = None
+        self._client: ChatClient | None = None
+        self._loop: LoopThread | None = None
+
+    # --- what a study provides ---------------------------------------------------
+    def to_action(self, obs: Observation, reply: BaseModel) -> Action:
+        """Turn a valid reply into the agent's action (``source="llm"``); ValueError makes it a fallback."""
+        raise NotImplementedError(f"{type(self).__name__} must implement to_action")
+
+    def scripted_reply(self, obs: Observation, memory: list[Action], prompt_hash: str) -> Any:
+        """The fake reply of scripted mode: a dict (sent as JSON) or raw text."""
+        return fake_reply(self.schema, seed_from(prompt_hash))
+
+    # --- the public side -------------------------------------------------------------
+    def decide_batch(self, observations: list[Observation], memories: list[list[Action]]) -> list[Action]:
+        ctx = self.ctx
+        self.rule.ctx = ctx
+        step, round_idx = ctx.step, ctx.round_idx
+        requests = [self._request(obs, mem) for obs, mem in zip(observations, memories)]
+        keys = [key for key, _ in requests]
+        if self.llm_kind == "scripted":
+            replies, cached = self._scripted(observations, memories, requests), set()
+        else:
+            replies, cached = self._served(observations, requests, step, round_idx)
+        actions: list[Action | None] = []
+        unusable: dict[int, str] = {}
+        for i, (obs, reply) in enumerate(zip(observations, replies)):
+            action, why = self._parse(obs, reply.content)
+            actions.append(action)
+            if action is None:
+                unusable[i] = why
+            self.log.add(step=step, round_idx=round_idx, agent_id=obs.agent_id, model=self.model_name,
+                         prompt_hash=keys[i], tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
+                         latency_ms=reply.latency_ms, cached=keys[i] in cached,
+                         outcome="fallback" if action is None else "ok", attempts=reply.attempts)
+        if unusable:
+            self._fall_back(actions, unusable, observations, memories)
+        return actions
+
+    def drain_calls(self) -> pa.Table:
+        """``llm_calls`` rows since the last drain (columns of ``CALLS_SCHEMA``)."""
+        return self.log.drain()
+
+    def counters(self) -> dict[str, int]:
+        """Run totals: calls, tokens_in, tokens_out (uncached only), cache_hits, fallbacks, retries."""
+        totals = dict(self.log.totals)
+        totals["retries"] = self._client.retries if self._client else 0
+        return totals
+
+    def close(self) -> None:
+        if self._loop is not None:
+            if self._client is not None:
+                try:
+                    self._loop.run(self._client.aclose())
+                except Exception:  # noqa: BLE001 - closing a dead connection must not mask the run's outcome
+                    pass
+            self._loop.close()
+            self._loop = self._client = None
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+    # --- inside a round ---------------------------------------------------------------
+    def _llm_block(self) -> dict[str, Any] | None:
+        if self.study_root is None:
+            return None
+        data = read_json(Path(self.study_root) / SIMULATION_FILE)
+        return data.get("llm") if isinstance(data, dict) else None
+
+    def _request_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens}
+        if self.cfg.response_format == "json_schema":
+            params["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": self.reply_model.__name__, "schema": self.schema}}
+        elif self.cfg.response_format == "json_object":
+            params["response_format"] = {"type": "json_object"}
+        return params
+
+    def _sampling_seed(self, obs: Observation) -> int | None:
+        seed = self.cfg.sampling_seed
+        if seed == "run":
+            return seed_from(self.ctx.seed, obs.step, obs.round_idx, obs.agent_id) & 0x7FFFFFFF
+        return seed
+
+    def _request(self, obs: Observation, memory: list[Action]) -> tuple[str, dict[str, Any]]:
+        messages = self.template.messages(self.ctx.persona(obs.agent_id), obs, memory, self.schema,
+                                          self.ctx.rounds)
+        seed = self._sampling_seed(obs)
+        body = {"model": self.model_name, "messages": messages, **self._params}
+        if seed is not None:
+            body["seed"] = seed
+        return request_key(self.model_name, messages, self._params, seed), body
+
+    def _scripted(self, observations, memories, requests) -> list[Reply]:
+        out = []
+        for obs, mem, (key, body) in zip(observations, memories, requests):
+            reply = self.scripted_reply(obs, mem, key)
+            text = reply if isinstance(reply, str) else json.dumps(reply, sort_keys=True)
+            tokens_in = sum(estimate_tokens(m["content"]) for m in body["messages"])
+            out.append(Reply(text, tokens_in, estimate_tokens(text), 0.0, 0))
+        self._check_budget(len(out), sum(r.tokens_in for r in out))
+        return out
+
+    def _served(self, observations, requests, step: int, round_idx: int) -> tuple[list[Reply], set[str]]:
+        keys = [key for key, _ in requests]
+        if self._cache is None and self.cfg.cache:
+            self._cache = ReplyCache(self.cfg.cache_file(self._root()))
+        hits = self._cache.get_many(keys) if self._cache else {}
+        todo = [i for i, key in enumerate(keys) if key not in hits]
+        self._check_budget(len(todo), sum(estimate_tokens(m["content"])
+                                          for i in todo for m in requests[i][1]["messages"]))
+        fresh: dict[int, Reply] = {}
+        failure: Exception | None = None
+        if todo:
+            if self._client is None:
+                self._loop, self._client = LoopThread(), ChatClient(self.cfg, api_key())
+            labels = [f"step {step} round {round_idx} agent {observations[i].agent_id}" for i in todo]
+            results = self._loop.run(self._client.complete_many([requests[i][1] for i in todo], labels))
+            for i, result in zip(todo, results):
+                if isinstance(result, Reply):
+                    fresh[i] = result
+                elif failure is None:
+                    failure = result
+            if self._cache:
+                self._cache.put_many([(keys[i], self.model_name, r.content, r.tokens_in, r.tokens_out)
+                                      for i, r in fresh.items()])
+        if failure is not None:
+            if isinstance(failure, LLMError):
+                raise type(failure)(f"{failure}; the {len(fresh)} replies received this round are cached, "
+                                    "completed steps are kept: fix the server and resume the run") from None
+            raise failure
+        replies = [fresh[i] if i in fresh else Reply(hits[k].content, hits[k].tokens_in, hits[k].tokens_out, 0.0, 0)
+                   for i, k in enumerate(keys)]
+        return replies, set(hits)
+
+    def _check_budget(self, calls: int, prompt_tokens: int) -> None:
+        """Raise before a round that would go over ``max_calls`` or ``max_tokens_budget``."""
+        t, cfg, ctx = self.log.totals, self.cfg, self.ctx
+        if cfg.max_calls is not None and t["calls"] + calls > cfg.max_calls:
+            raise BudgetExhausted("max_calls", t["calls"], calls, cfg.max_calls, ctx.step, ctx.round_idx)
+        if cfg.max_tokens_budget is not None and calls:
+            spent = t["tokens_in"] + t["tokens_out"]
+            worst = prompt_tokens + calls * cfg.max_tokens
+            if spent + worst > cfg.max_tokens_budget:
+                raise BudgetExhausted("max_tokens_budget", spent, worst, cfg.max_tokens_budget,
+                                      ctx.step, ctx.round_idx)
+
+    def _parse(self, obs: Observation, content: str | None) -> tuple[Action | None, str]:
+        reply, why = parse_reply(content, self.reply_model)
+        if reply is None:
+            return None, why
+        try:
+            return self.to_action(obs, reply), ""
+        except ValueError as e:
+            return None, str(e)
+
+    def _fall_back(self, actions: list[Action | None], unusable: dict[int, str],
+                   observations: list[Observation], memories: list[list[Action]]) -> None:
+        order = sorted(unusable)
+        ruled = self.rule.decide_batch([observations[i] for i in order], [memories[i] for i in order])
+        by_agent = {a.agent_id: a for a in ruled}
+        for i in order:
+            a = by_agent.get(observations[i].agent_id)
+            if a is not None:
+                why = f"LLM reply unusable ({unusable[i]}); rule: {a.rationale}"
+                actions[i] = a.model_copy(update={"source": "fallback", "rationale": why[:500]})
+        actions[:] = [a for a in actions if a is not None]
+
+    def _root(self) -> Path:
+        if self.study_root is None:
+            raise LLMError(f"{type(self).__name__}.study_root is not set: the reply cache lives in the study "
+                           "folder (set study_root = Path(__file__).parent in the study's model.py)")
+        return Path(self.study_root)

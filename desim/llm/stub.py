@@ -1,0 +1,205 @@
+"""A loopback stub of an OpenAI-compatible server, for tests, benchmarks and dry runs.
+
+It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` on 127.0.0.1
+and answers every request after ``latency_ms`` (plus up to ``jitter_ms``)
+with a reply derived from a hash of the prompt: the same prompt always gets
+the same reply, so a study run against the stub is reproducible. The reply
+is a JSON object valid for the schema the request asks for (its
+``response_format`` json_schema, or the schema written after ``JSON schema:``
+in the system message); at ``garbage_rate`` the reply is unusable text
+instead (also decided by the prompt's hash, so a re-run meets the same
+garbage). At ``error_rate`` a request fails with HTTP 429 (with
+``Retry-After``) or 500; whether the k-th sending of a prompt fails depends
+on (prompt, k), not on arrival order, so retries eventually get through.
+``GET /stub/stats`` reports what it did.
+
+Run it with ``desim stub-llm --port 8000``, or in-process with
+``with running_stub(latency_ms=100) as stub: ... stub.base_url``.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import socket
+import threading
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .client import estimate_tokens
+from .prompts import SCHEMA_MARKER
+from .replies import fake_reply, first_json_object, seed_from
+
+GARBAGE = (
+    "I would rather talk about this over dinner.",
+    '{"opinion": 0.4, "argument": "I am not sure yet',
+    "```\nnot json at all\n```",
+    '{"unexpected": true}',
+)
+
+
+@dataclass
+class StubSettings:
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    error_rate: float = 0.0
+    garbage_rate: float = 0.0
+    retry_after_s: float = 0.0
+    seed: int = 0
+
+
+@dataclass
+class StubStats:
+    """What the stub did; ``sends`` counts how often each prompt hash was sent."""
+
+    requests: int = 0
+    replies: int = 0
+    errors: int = 0
+    garbage: int = 0
+    authorized: int = 0
+    key_hashes: set[str] = field(default_factory=set)
+    sends: Counter = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "replies": self.replies, "errors": self.errors,
+                "garbage": self.garbage, "authorized": self.authorized, "key_hashes": sorted(self.key_hashes),
+                "distinct_prompts": len(self.sends)}
+
+
+def _unit(*parts: Any) -> float:
+    return seed_from(*parts) / 2.0**64
+
+
+def request_schema(body: dict[str, Any]) -> dict[str, Any]:
+    """The reply schema a request asks for: structured output first, then the system message."""
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        if isinstance(schema, dict):
+            return schema
+    for m in body.get("messages", []):
+        content = m.get("content") if isinstance(m, dict) else None
+        if m.get("role") == "system" and isinstance(content, str) and SCHEMA_MARKER in content:
+            found = first_json_object(content.split(SCHEMA_MARKER, 1)[1])
+            if found:
+                try:
+                    return json.loads(found)
+                except json.JSONDecodeError:
+                    pass
+    return {"type": "object", "properties": {"reply": {"type": "string"}}}
+
+
+def build_app(settings: StubSettings, stats: StubStats) -> Starlette:
+    jitter = random.Random(settings.seed)
+
+    async def chat(request: Request) -> JSONResponse:
+        stats.requests += 1
+        auth = request.headers.get("authorization", "")
+        if auth.startswith("Bearer "):
+            stats.authorized += 1
+            stats.key_hashes.add(hashlib.sha256(auth[7:].encode()).hexdigest()[:16])
+        try:
+            body = await request.json()
+            messages = body["messages"]
+            prompt = json.dumps([body.get("model"), messages, body.get("seed")], sort_keys=True)
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse({"error": {"message": "expected a JSON body with messages"}}, status_code=400)
+        digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+        stats.sends[digest] += 1
+        delay = settings.latency_ms + (jitter.uniform(0, settings.jitter_ms) if settings.jitter_ms else 0.0)
+        if delay > 0:
+            await asyncio.sleep(delay / 1000.0)
+        if _unit(settings.seed, digest, stats.sends[digest], "error") < settings.error_rate:
+            stats.errors += 1
+            if stats.sends[digest] % 2:
+                return JSONResponse({"error": {"message": "rate limited (stub)", "type": "rate_limit"}},
+                                    status_code=429, headers={"Retry-After": f"{settings.retry_after_s:g}"})
+            return JSONResponse({"error": {"message": "internal error (stub)"}}, status_code=500)
+        if _unit(settings.seed, digest, "garbage") < settings.garbage_rate:
+            stats.garbage += 1
+            content = GARBAGE[seed_from(settings.seed, digest, "which") % len(GARBAGE)]
+        else:
+            content = json.dumps(fake_reply(request_schema(body), seed_from(settings.seed, digest)))
+        stats.replies += 1
+        tokens_in = sum(estimate_tokens(str(m.get("content", ""))) for m in messages)
+        tokens_out = estimate_tokens(content)
+        return JSONResponse({
+            "id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": 0,
+            "model": body.get("model", "stub"),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                      "total_tokens": tokens_in + tokens_out}})
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "desim"}]})
+
+    async def stub_stats(request: Request) -> JSONResponse:
+        return JSONResponse(stats.as_dict())
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
+                             Route("/v1/models", models, methods=["GET"]),
+                             Route("/stub/stats", stub_stats, methods=["GET"])])
+
+
+def bind(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """A listening socket (``port=0``: any free port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    return sock
+
+
+def make_server(settings: StubSettings, stats: StubStats) -> uvicorn.Server:
+    config = uvicorn.Config(build_app(settings, stats), log_level="warning", access_log=False,
+                            lifespan="off", backlog=1024, timeout_graceful_shutdown=1)
+    return uvicorn.Server(config)
+
+
+@dataclass
+class RunningStub:
+    """A stub serving on a thread of this process."""
+
+    base_url: str
+    port: int
+    stats: StubStats
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        """Stop at once: in-flight requests are dropped, as when a server dies."""
+        self.server.should_exit = True
+        self.server.force_exit = True
+        self.thread.join(timeout=10)
+
+
+@contextmanager
+def running_stub(port: int = 0, **settings: Any) -> Iterator[RunningStub]:
+    """Serve the stub on 127.0.0.1 (an ephemeral port by default) for the ``with`` block."""
+    sock = bind(port)
+    stats = StubStats()
+    server = make_server(StubSettings(**settings), stats)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="desim-stub", daemon=True)
+    thread.start()
+    port = sock.getsockname()[1]
+    stub = RunningStub(f"http://127.0.0.1:{port}/v1", port, stats, server, thread)
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the stub server did not start")
+            time.sleep(0.01)
+        yield stub
+    finally:
+        stub.stop()
+        sock.close()
