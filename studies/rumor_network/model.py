@@ -1,0 +1,158 @@
+"""rumor_network: a rumour on a Watts-Strogatz small-world network.
+
+States: ``ignorant``, ``spreader``, ``stifler`` (Maki-Thompson style: only
+the spreader who meets someone already informed changes; Daley-Kendall's
+pairwise rule, where two spreaders meeting both stop, is not used).
+
+A week (one step) has three rounds, so the rumour can travel several hops
+a week. The wiring, per round ``r``:
+
+* spreaders post the rumour (an action of kind ``post``, routed to the
+  message bus by ``NeighborFeed.ingest`` in ``apply``);
+* every agent reads the posts its neighbours made in the round before
+  (``NeighborFeed.local_for``; the bus carries the previous step, so round 0
+  reads the previous week's last round): an ignorant who reads posts from
+  ``n`` spreading neighbours believes with probability
+  ``1 - (1 - p_believe)^n`` and starts spreading (its first ``post``), or
+  just notes that it has heard (kind ``hear``);
+* a spreader addresses one neighbour at random; if that neighbour already
+  knows the rumour, the spreader stops with probability ``p_stop`` (kind
+  ``stop``).
+
+From the step of the ``official_correction`` broadcast on, spreaders also
+stop with probability ``correction_stop`` per round and ignorants believe
+with ``p_believe * (1 - correction_doubt)``.
+
+The state changes only through ``apply``, and every draw comes from
+``ctx.rng`` (per step and round), so a branch that replays stored rounds
+reproduces the parent exactly up to its fork.
+"""
+from __future__ import annotations
+
+from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector,
+                   NeighborFeed, Observation, Persona, PopulationProvider, neighbors_fn)
+
+IGNORANT, SPREADER, STIFLER = "ignorant", "spreader", "stifler"
+CORRECTION_CHANNEL = "official"
+
+
+class Population(PopulationProvider):
+    def __init__(self, n: int = 1000):
+        self.n = int(n)
+
+    def personas(self, rng):
+        width = len(str(self.n - 1))
+        return [Persona(agent_id=f"p{i:0{width}d}") for i in range(self.n)]
+
+
+class RumorEnvironment(EnvironmentProvider):
+    """Who knows the rumour, who heard it, and the feed the rumour travels on."""
+
+    def __init__(self, n_seeds: int = 5):
+        self.n_seeds = int(n_seeds)
+
+    def reset(self, seed):
+        ctx = self.ctx
+        self.neighbors = neighbors_fn(ctx.graph)
+        self.state = {a: IGNORANT for a in ctx.agent_ids}
+        self.heard: set[str] = set()
+        self.new_spreaders = 0
+        self.bus = InMemoryMessageBus(carry_previous_step=True)
+        self.feed = NeighborFeed(self.neighbors, self.bus)
+        picks = ctx.streams.numpy("seeds").choice(len(ctx.agent_ids), size=min(self.n_seeds, len(ctx.agent_ids)),
+                                                  replace=False)
+        seeds = [ctx.agent_ids[i] for i in sorted(picks)]
+        for a in seeds:
+            self.state[a] = SPREADER
+            self.heard.add(a)
+        # the seed spreaders' first posts, read in round 0 of week 1
+        self.feed.ingest([Action(agent_id=a, step=0, kind="post", payload={"rumor": True}) for a in seeds],
+                         step=0, round_idx=ctx.rounds - 1)
+
+    def advance_to(self, t):
+        self.new_spreaders = 0
+        return super().advance_to(t)
+
+    def correction_on_air(self) -> bool:
+        return any(b["channel"] == CORRECTION_CHANNEL for b in self.ctx.interventions.active_broadcasts())
+
+    def observe_batch(self, ids, t, round_idx):
+        # posts of the round before: this step's previous round, or last step's final round
+        src_step, src_round = (t, round_idx - 1) if round_idx > 0 else (t - 1, self.ctx.rounds - 1)
+        macro = {"correction": self.correction_on_air()}
+        out = []
+        for a in ids:
+            posters = sorted({m.author_id for m in self.feed.local_for(a, t, round_idx)
+                              if m.step == src_step and m.round == src_round})
+            nbrs = self.neighbors(a)
+            informed = sum(1 for b in nbrs if self.state[b] != IGNORANT)
+            out.append(Observation.model_construct(
+                agent_id=a, step=t, round_idx=round_idx, macro_physical={}, macro_information=macro,
+                local_physical={"rumor_state": self.state[a], "degree": len(nbrs), "informed_neighbours": informed},
+                local_information={"posts_from": posters}, text=None))
+        return out
+
+    def apply(self, actions):
+        for a in actions:
+            who = a.agent_id
+            if a.kind == "post":
+                if self.state[who] == IGNORANT:
+                    self.state[who] = SPREADER
+                    self.new_spreaders += 1
+                self.heard.add(who)
+            elif a.kind == "hear":
+                self.heard.add(who)
+            elif a.kind == "stop":
+                self.state[who] = STIFLER
+        self.feed.ingest(actions, self.ctx.step, self.ctx.round_idx)
+
+    def agent_state(self, agent_id):
+        return {"rumor_state": self.state[agent_id], "heard": agent_id in self.heard}
+
+
+class MakiThompson(DecisionModel):
+    """Believe, spread or stop, from the posts read and one addressed neighbour."""
+
+    def __init__(self, p_believe: float = 0.1, p_stop: float = 0.2, correction_stop: float = 0.25,
+                 correction_doubt: float = 0.5):
+        self.p_believe, self.p_stop = float(p_believe), float(p_stop)
+        self.correction_stop, self.correction_doubt = float(correction_stop), float(correction_doubt)
+
+    def decide_batch(self, observations, memories):
+        rng = self.ctx.rng("decisions")
+        draws = rng.random((len(observations), 4))  # the same four draws for every agent, whatever its state
+        actions = []
+        for obs, (u_believe, u_contact, u_stop, u_correction) in zip(observations, draws):
+            state = obs.local_physical["rumor_state"]
+            correction = obs.macro_information["correction"]
+            act = None
+            if state == IGNORANT:
+                n = len(obs.local_information["posts_from"])
+                if n:
+                    p = self.p_believe * ((1 - self.correction_doubt) if correction else 1.0)
+                    if u_believe < 1 - (1 - p) ** n:
+                        act = ("post", {"rumor": True}, f"believed it from {n} neighbour(s)")
+                    else:
+                        act = ("hear", {}, f"heard it from {n} neighbour(s), not convinced")
+            elif state == SPREADER:
+                degree = obs.local_physical["degree"]
+                share = obs.local_physical["informed_neighbours"] / degree if degree else 1.0
+                if correction and u_correction < self.correction_stop:
+                    act = ("stop", {}, "the official correction")
+                elif u_contact < share and u_stop < self.p_stop:
+                    act = ("stop", {}, "told someone who already knew")
+                else:
+                    act = ("post", {"rumor": True}, "passing it on")
+            if act:
+                actions.append(Action.model_construct(agent_id=obs.agent_id, step=obs.step, kind=act[0],
+                                                      payload=act[1], rationale=act[2], source="rule"))
+        return actions
+
+
+class RumorMetrics(MetricCollector):
+    def collect(self, t, environment, actions):
+        states = list(environment.state.values())
+        n = len(states) or 1
+        return {"share_ignorant": states.count(IGNORANT) / n, "share_spreader": states.count(SPREADER) / n,
+                "share_stifler": states.count(STIFLER) / n, "reach": len(environment.heard) / n,
+                "new_spreaders": float(environment.new_spreaders)}
