@@ -9,10 +9,18 @@ from .core import add_study_arg, parse_sets, print_table
 class RunsProgress:
     """A progress bar over runs on stderr; one line per run when stderr is not a terminal."""
 
-    def __init__(self, label: str):
-        self.label = label
+    def __init__(self, label: str, study: str, backend: str, workers: int | None):
+        self.label, self.study, self.backend, self.workers = label, study, backend, workers
         self.failed = 0
         self.tty = sys.stderr.isatty()
+
+    def start(self, plan, n_to_run: int) -> None:
+        sizes = " x ".join(str(len(v)) for v in plan.grid.values())
+        workers = f", {self.workers} workers" if self.workers else ""
+        sys.stderr.write(f"sweep {plan.sweep_id}: {sizes} combinations x {plan.replicates} replicates, "
+                         f"{n_to_run} runs to go on {self.backend}{workers} "
+                         f"(if interrupted: desim sweep {self.study} --resume {plan.sweep_id})\n")
+        sys.stderr.flush()
 
     def __call__(self, outcome, done: int, total: int) -> None:
         if outcome.status != "completed":
@@ -37,13 +45,14 @@ def cmd_sweep(args) -> int:
     from . import UserError
     from ..sweep import SweepError, parse_grid, run_sweep
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    progress = RunsProgress(args.study.rstrip("/").split("/")[-1], args.study, args.backend, args.workers)
     try:
         grid = parse_grid(parse_sets(args.set))
         if not args.resume and not grid:
             raise SweepError("give the grid with --set name=v1,v2,... (or --resume SWEEP_ID)")
         result = run_sweep(args.study, grid, args.replicates, args.workers, args.backend, args.address,
                            metrics, steps=args.steps, seed=args.seed, resume=args.resume,
-                           on_run=RunsProgress(args.study.rstrip("/").split("/")[-1]))
+                           on_start=progress.start, on_run=progress)
     except SweepError as e:
         raise UserError(str(e)) from None
     if result.table:

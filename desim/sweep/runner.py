@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import duckdb
+
 from ..config import load_study
 from ..store import read_only, store_path
 from .executors import make_executor
@@ -51,6 +53,7 @@ class SweepResult:
         return [r for r, s in self.statuses.items() if s != "completed"]
 
 
+StartFn = Callable[[SweepPlan, int], None]
 ProgressFn = Callable[[RunOutcome, int, int], None]
 
 
@@ -75,13 +78,16 @@ def _resume_plan(study_root: Path, sweep_id: str) -> tuple[SweepPlan, dict[str, 
 def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, replicates: int = 1,
               workers: int | None = None, backend: str = "local", address: str | None = None,
               metrics: list[str] | None = None, *, steps: int | None = None, seed: int | None = None,
-              resume: str | None = None, on_run: ProgressFn | None = None) -> SweepResult:
+              resume: str | None = None, on_start: StartFn | None = None,
+              on_run: ProgressFn | None = None) -> SweepResult:
     """Run every combination of ``grid`` x ``replicates`` (or the unfinished runs of sweep
     ``resume``) on ``backend`` with ``workers`` processes, merging each run as it ends.
 
     ``grid`` maps a declared study parameter to its values (strings are coerced
-    to the parameter's type). ``on_run(outcome, done, total)`` is called after
-    each run is merged. Returns the runs' statuses and :func:`sweep_table`.
+    to the parameter's type). ``on_start(plan, n_to_run)`` is called once the
+    plan is recorded (from then on the sweep can be resumed by its id), and
+    ``on_run(outcome, done, n_to_run)`` after each run is merged. Returns the
+    runs' statuses and :func:`sweep_table` of ``metrics``.
     """
     started = time.perf_counter()
     root = Path(study_root)
@@ -94,21 +100,19 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     else:
         plan = make_plan(root, grid or {}, replicates, seed=seed, steps=steps)
         todo = list(plan.runs)
-    executor = make_executor(backend, root, workers, address)
-    folder = sweep_dir(root, plan.sweep_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    if not resume:
         record_plan(db, plan)
     version_id = study_version(db, load_study(root))
-    by_id = {r.run_id: r for r in plan.runs}
-    statuses: dict[str, str] = {}
-    errors: dict[str, str] = {}
+    folder = sweep_dir(root, plan.sweep_id)
+    folder.mkdir(parents=True, exist_ok=True)
     tasks = [RunTask(str(root.resolve()), plan.sweep_id, r.run_id, r.seed, r.parameters, plan.n_steps,
                      str((folder / f"{r.run_id}.duckdb").resolve())) for r in todo]
-    with executor:
+    if on_start:
+        on_start(plan, len(tasks))
+    by_id = {r.run_id: r for r in plan.runs}
+    errors: dict[str, str] = {}
+    with make_executor(backend, root, workers, address) as executor:
         for done, outcome in enumerate(executor.run(tasks), 1):
             _store_outcome(root, db, plan, by_id[outcome.run_id], outcome, version_id)
-            statuses[outcome.run_id] = "completed" if outcome.status == "completed" else "failed"
             if outcome.error:
                 errors[outcome.run_id] = outcome.error
             if on_run:
@@ -119,25 +123,29 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     except OSError:
         pass
     final = _resume_plan(root, plan.sweep_id)[1]
-    all_statuses = {r.run_id: final.get(r.run_id, {}).get("status", "missing") for r in plan.runs}
+    statuses = {r.run_id: final.get(r.run_id, {}).get("status", "missing") for r in plan.runs}
     table = sweep_table(root, plan.sweep_id, metrics)
     chosen = list(dict.fromkeys(row["metric"] for row in table))
-    return SweepResult(plan.sweep_id, root, plan, all_statuses, errors, [t.run_id for t in tasks], table,
+    return SweepResult(plan.sweep_id, root, plan, statuses, errors, [t.run_id for t in tasks], table,
                        time.perf_counter() - started, chosen)
 
 
 def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outcome: RunOutcome,
                    version_id: str) -> None:
-    """Merge a finished run's file, or store the run as failed when its worker left none."""
+    """Merge a finished run's file, or store the run as failed when its worker left none
+    (or a file that cannot be read: that fails the run, not the sweep)."""
     try:
         if outcome.worker_file and Path(outcome.worker_file).exists():
-            merge_run(db, outcome.worker_file, run.run_id, version_id)
-        else:
             try:
-                spec = load_study(root, steps=plan.n_steps, seed=run.seed, params=run.parameters)
-            except Exception:  # the run's own settings broke the study: record it with the defaults
-                spec = load_study(root, steps=plan.n_steps)
-            record_failure(db, spec, plan, run, outcome.error or "the run left no output", version_id)
+                merge_run(db, outcome.worker_file, run.run_id, version_id)
+                return
+            except (duckdb.Error, ValueError) as e:
+                outcome.status, outcome.error = "failed", f"could not merge the worker's file: {e}"
+        try:
+            spec = load_study(root, steps=plan.n_steps, seed=run.seed, params=run.parameters)
+        except Exception:  # the run's own settings broke the study: record it with the defaults
+            spec = load_study(root, steps=plan.n_steps)
+        record_failure(db, spec, plan, run, outcome.error or "the run left no output", version_id)
     finally:
         if outcome.worker_file:
             remove_db(outcome.worker_file)
