@@ -273,10 +273,14 @@ class Dashboard:
         player = diffusion_player_fn()
         if player is None:
             raise NotFound("desim.report.diffusion is not available; use the built-in player")
-        result = player(root, state, run_id=run_id)
-        paths = result if isinstance(result, (list, tuple)) else [result]
-        html = next((Path(p) for p in paths if str(p).endswith(".html")), None)
-        if html is None:
+        try:
+            result = player(root, state, run_id=run_id)
+        except StoreBusyError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the report's own errors name the problem
+            raise BadRequest(f"the diffusion player could not be built: {e}") from None
+        html = Path(result["html"]) if isinstance(result, dict) else None
+        if html is None or not html.is_file():
             raise NotFound("the diffusion player produced no HTML file")
         rel = html.resolve().relative_to(root.resolve()).as_posix()
         return {"url": f"/files/{root.name}/{rel}"}

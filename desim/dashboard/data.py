@@ -54,6 +54,10 @@ def reading(root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     db = store_path(root)
     if not db.is_file():
         raise NoStore(f"no store yet: {db.relative_to(root.parent)} does not exist (run the study first)")
+    with db.open("rb") as fh:
+        # DuckDB reports a foreign file with the same IOException as a lock; the magic bytes tell them apart
+        if fh.read(12)[8:12] != b"DUCK":
+            raise NoStore(f"{db.relative_to(root.parent)} cannot be opened: it is not a DuckDB database")
     try:
         con = read_only(db, attempts=4, wait=0.05)
     except duckdb.Error as e:

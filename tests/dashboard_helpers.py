@@ -1,0 +1,131 @@
+"""Shared set-up for the dashboard tests: a folder of real studies with real
+runs, a broken study and a never-run study, and a real uvicorn server on an
+ephemeral port."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import uvicorn
+
+from desim.config import load_study
+from desim.dashboard.app import create_app
+from desim.engine import run_study
+from desim.store import store_path
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDIES = ROOT / "studies"
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def copy_study(studies_dir: Path, name: str, dest_name: str) -> Path:
+    """A fresh copy of a reference study, without runs (the ``study_copy`` fixture's pattern)."""
+    dest = studies_dir / dest_name
+    shutil.copytree(STUDIES / name, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    study = json.loads((dest / "study.json").read_text())
+    study["id"] = dest_name
+    (dest / "study.json").write_text(json.dumps(study, indent=2))
+    return dest
+
+
+def make_studies(studies_dir: Path) -> dict[str, Path]:
+    """``opinion_diffusion`` run twice (two seeds), ``broken`` with a corrupt
+    simulation.json, ``norun`` valid but never run, with a broadcast scheduled
+    after its last step (a lint warning the dashboard must show)."""
+    studies_dir.mkdir(parents=True, exist_ok=True)
+    good = copy_study(studies_dir, "opinion_diffusion", "opinion_diffusion")
+    run_study(load_study(good))
+    run_study(load_study(good, seed=7))
+    broken = copy_study(studies_dir, "opinion_diffusion", "broken")
+    (broken / "simulation" / "simulation.json").write_text('{"n_steps": 12, "seed": ')
+    norun = copy_study(studies_dir, "opinion_diffusion", "norun")
+    env_path = norun / "environment" / "environment.json"
+    env = json.loads(env_path.read_text())
+    env["broadcasts"].append({"at_step": 99, "name": "too_late", "content": "never seen"})
+    env_path.write_text(json.dumps(env))
+    return {"good": good, "broken": broken, "norun": norun}
+
+
+def sql(study: Path, query: str, params: list | None = None) -> list[tuple]:
+    con = duckdb.connect(str(store_path(study)), read_only=True)
+    try:
+        return con.execute(query, params or []).fetchall()
+    finally:
+        con.close()
+
+
+@contextmanager
+def server_thread(studies_dir: Path):
+    """The dashboard app on a real uvicorn server in a thread; yields its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(studies_dir), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the dashboard server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@contextmanager
+def server_process(studies_dir: Path):
+    """``desim dashboard <dir> --port 0`` as a subprocess; yields the URL it prints."""
+    proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "dashboard", str(studies_dir), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = proc.stdout.readline()
+        if "http://" not in line:
+            raise RuntimeError(f"desim dashboard did not start: {line}{proc.stderr.read()}")
+        yield line.split()[3].rstrip("/")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextmanager
+def write_lock(study: Path):
+    """Another process holding the study's store open for writing, as ``desim run`` does."""
+    code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1]); print('locked', flush=True); "
+            "sys.stdin.read(); con.close()")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store_path(study))], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        yield proc
+    finally:
+        proc.stdin.close()
+        proc.wait(10)
+
+
+def write_live_file(study: Path, run_id: str, step: int, n_steps: int, metrics: dict[str, list[float]],
+                    status: str = "running") -> Path:
+    """A progress file in the engine's format, written atomically like the engine does."""
+    folder = study / "runs" / "live"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"run_id": run_id, "study_id": study.name, "kind": "run", "status": status, "step": step,
+            "n_steps": n_steps, "metrics": metrics, "error": None,
+            "updated_at": datetime.now(timezone.utc).isoformat()}
+    tmp = folder / f"{run_id}.json.tmp"
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, folder / f"{run_id}.json")
+    return folder / f"{run_id}.json"

@@ -1,0 +1,290 @@
+"""The dashboard's JSON API over a real uvicorn server, real studies and real runs."""
+from __future__ import annotations
+
+import http.client
+import json
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from dashboard_helpers import make_studies, server_thread, sql, write_live_file, write_lock
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    studies_dir = tmp_path_factory.mktemp("dash") / "studies"
+    studies = make_studies(studies_dir)
+    with server_thread(studies_dir) as url:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            yield {"url": url, "client": client, "dir": studies_dir, **studies}
+
+
+def runs_of(study):
+    return [r[0] for r in sql(study, "SELECT run_id FROM runs ORDER BY started_at")]
+
+
+def raw_get(url: str, path: str) -> tuple[int, bytes]:
+    """A GET that sends ``path`` byte for byte (httpx would normalise ``..``)."""
+    parts = urlsplit(url)
+    con = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        con.putrequest("GET", path, skip_accept_encoding=True)
+        con.endheaders()
+        res = con.getresponse()
+        return res.status, res.read()
+    finally:
+        con.close()
+
+
+def test_study_list_shows_status_and_error_cards(site):
+    body = site["client"].get("/api/studies").json()
+    by_id = {s["id"]: s for s in body["studies"]}
+    assert set(by_id) == {"opinion_diffusion", "broken", "norun"}
+    good = by_id["opinion_diffusion"]
+    latest = sql(site["good"], "SELECT run_id, status FROM runs ORDER BY started_at DESC LIMIT 1")[0]
+    assert good["error"] is None and good["status"] == "completed"
+    assert good["last_run"]["run_id"] == latest[0]
+    assert "simulation/simulation.json" in by_id["broken"]["error"]
+    assert "malformed JSON" in by_id["broken"]["error"]
+    assert "no store" in by_id["norun"]["error"]
+
+
+def test_broken_study_page_is_an_error_while_others_work(site):
+    broken = site["client"].get("/api/studies/broken")
+    assert broken.status_code == 200 and "simulation.json" in broken.json()["error"]
+    norun = site["client"].get("/api/studies/norun").json()
+    assert norun["error"] is None and "does not exist" in norun["store_error"]
+    assert any("too_late" in w and "never fires" in w for w in norun["warnings"])
+    assert norun["population"]["interaction"] == "watts_strogatz"
+    good = site["client"].get("/api/studies/opinion_diffusion")
+    assert good.status_code == 200 and good.json()["error"] is None
+    assert site["client"].get("/api/studies/nothere").status_code == 404
+
+
+def test_study_page_population_interventions_and_runs(site):
+    st = site["client"].get("/api/studies/opinion_diffusion").json()
+    good = site["good"]
+    latest = sql(good, "SELECT run_id FROM runs WHERE status='completed' ORDER BY started_at DESC LIMIT 1")[0][0]
+    n_agents = sql(good, "SELECT count(*) FROM initial_states WHERE run_id = ?", [latest])[0][0]
+    card = st["population"]
+    assert card["size"] == n_agents
+    assert (card["interaction"], card["propagation"]) == ("watts_strogatz", "broadcast_then_local")
+    assert card["n_edges"] == sql(good, "SELECT count(*) FROM edges WHERE run_id = ?", [latest])[0][0]
+    opinion = next(d for d in card["distributions"] if d["name"] == "opinion")
+    assert sum(opinion["counts"]) == n_agents
+    lo, hi = sql(good, "SELECT min(CAST(state->>'opinion' AS DOUBLE)), max(CAST(state->>'opinion' AS DOUBLE)) "
+                       "FROM initial_states WHERE run_id = ?", [latest])[0]
+    assert opinion["min"] == pytest.approx(lo) and opinion["max"] == pytest.approx(hi)
+    assert [e["name"] for e in st["interventions"]["scheduled_events"]] == ["campaign_starts"]
+    assert [b["ttl"] for b in st["interventions"]["broadcasts"]] == [2]
+    fired = sql(good, "SELECT step, name FROM events WHERE run_id = ? ORDER BY step, name", [latest])
+    assert [(e["step"], e["name"]) for e in st["store"]["events"]] == fired
+    assert [r["run_id"] for r in st["store"]["runs"]] == runs_of(good)
+    assert all(r["status"] == "completed" for r in st["store"]["runs"])
+    assert st["busy"] is False
+
+
+def test_metrics_of_two_runs_match_sql(site):
+    ids = runs_of(site["good"])
+    body = site["client"].get("/api/studies/opinion_diffusion/metrics", params=[("run", i) for i in ids]).json()
+    for rid in ids:
+        rows = sql(site["good"], "SELECT name, step, value FROM metrics WHERE run_id = ? ORDER BY name, step", [rid])
+        got = [(name, step, value) for name, pts in sorted(body["series"][rid].items()) for step, value in pts]
+        assert got == rows
+        assert body["sources"][rid] == "store"
+    # the two seeds give different curves: overlaying them shows two lines
+    assert body["series"][ids[0]]["mean_opinion"] != body["series"][ids[1]]["mean_opinion"]
+
+
+def test_panel_filters_and_pages(site):
+    rid = runs_of(site["good"])[0]
+    get = lambda **q: site["client"].get("/api/studies/opinion_diffusion/panel", params={"run": rid, **q}).json()
+    step3 = get(step=3, page_size=500)
+    expected = sql(site["good"], "SELECT agent_id, state FROM panel WHERE run_id=? AND step=3 ORDER BY agent_id", [rid])
+    assert step3["total"] == len(expected)
+    assert [(r["agent_id"], r["state"]) for r in step3["rows"]] == [(a, json.loads(s)) for a, s in expected]
+    one = get(agent_id="a03", page_size=500)
+    assert [r["step"] for r in one["rows"]] == list(range(1, 13))
+    assert get(action_kind="post")["total"] == sql(site["good"], "SELECT count(*) FROM panel WHERE run_id=? AND "
+                                                                 "action_kind='post'", [rid])[0][0]
+    assert get(action_kind="nothing")["total"] == 0
+    p0, p1 = get(page=0, page_size=7), get(page=1, page_size=7)
+    keys = sql(site["good"], "SELECT step, agent_id FROM panel WHERE run_id=? ORDER BY step, agent_id LIMIT 14", [rid])
+    assert [(r["step"], r["agent_id"]) for r in p0["rows"] + p1["rows"]] == keys
+
+
+def test_agent_trajectory_and_messages(site):
+    rid = runs_of(site["good"])[1]
+    a = site["client"].get("/api/studies/opinion_diffusion/agents/a05", params={"run": rid}).json()
+    rows = sql(site["good"], "SELECT step, state, action_kind FROM panel WHERE run_id=? AND agent_id='a05' "
+                             "ORDER BY step", [rid])
+    assert [(s["step"], s["state"], s["action_kind"]) for s in a["steps"]] == [(t, json.loads(s), k) for t, s, k in rows]
+    assert a["initial"] == json.loads(sql(site["good"], "SELECT state FROM initial_states WHERE run_id=? AND "
+                                                        "agent_id='a05'", [rid])[0][0])
+    posted = sql(site["good"], "SELECT step, round FROM messages WHERE run_id=? AND author_id='a05' ORDER BY step", [rid])
+    assert [(m["step"], m["round"]) for m in a["messages"]] == posted
+    assert site["client"].get("/api/studies/opinion_diffusion/agents/zz9", params={"run": rid}).status_code == 404
+
+    m = site["client"].get("/api/studies/opinion_diffusion/messages", params={"run": rid, "step": 4}).json()
+    counts = sql(site["good"], "SELECT round, count(*) FROM messages WHERE run_id=? AND step=4 GROUP BY round "
+                               "ORDER BY round", [rid])
+    assert [(r["round"], r["count"], len(r["messages"])) for r in m["rounds"]] == [(r, c, c) for r, c in counts]
+
+
+def test_network_player_data(site):
+    rid = runs_of(site["good"])[0]
+    net = site["client"].get("/api/studies/opinion_diffusion/network", params={"run": rid, "state": "opinion"}).json()
+    n = sql(site["good"], "SELECT count(*) FROM initial_states WHERE run_id=?", [rid])[0][0]
+    assert len(net["ids"]) == n and len(net["xy"]) == n
+    assert len(net["edges"]) == sql(site["good"], "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
+    assert len(net["values"]) == 13
+    at5 = dict(sql(site["good"], "SELECT agent_id, CAST(state->>'opinion' AS DOUBLE) FROM panel "
+                                 "WHERE run_id=? AND step=5", [rid]))
+    assert net["values"][5] == [at5[a] for a in net["ids"]]
+
+
+def test_report_diffusion_player_is_linked_and_served(site):
+    rid = runs_of(site["good"])[0]
+    st = site["client"].get("/api/studies/opinion_diffusion").json()
+    assert st["diffusion_player"] is True
+    res = site["client"].get("/api/studies/opinion_diffusion/diffusion", params={"run": rid, "state": "opinion"})
+    assert res.status_code == 200, res.text
+    url = res.json()["url"]
+    assert url.startswith("/files/opinion_diffusion/runs/")
+    page = site["client"].get(url)
+    assert page.status_code == 200 and "<html" in page.text.lower()
+
+
+BAD_QUERIES = [
+    ("panel", {"run": "x' OR '1'='1"}),
+    ("panel", {"run": "{rid}", "agent_id": "a00' OR 1=1 --"}),
+    ("panel", {"run": "{rid}", "step": "1; DROP TABLE panel"}),
+    ("panel", {"run": "{rid}", "step": "-1"}),
+    ("panel", {"run": "{rid}", "step": "1e3"}),
+    ("panel", {"run": "{rid}", "action_kind": "post'; DELETE FROM runs; --"}),
+    ("panel", {"run": "{rid}", "page_size": "100000"}),
+    ("panel", {"run": "{rid}", "page": "0x10"}),
+    ("metrics", {"run": "r1) OR (1=1"}),
+    ("messages", {"run": "{rid}", "step": "2 OR 1=1"}),
+    ("messages", {"run": "{rid}"}),
+    ("network", {"run": "{rid}", "state": "opinion') FROM runs; --"}),
+    ("network", {"run": "{rid}", "state": "$.opinion"}),
+    ("events", {"run": "../../etc"}),
+]
+
+
+@pytest.mark.parametrize("route,params", BAD_QUERIES)
+def test_sql_shaped_and_out_of_range_input_is_rejected(site, route, params):
+    rid = runs_of(site["good"])[0]
+    before = sql(site["good"], "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM panel), "
+                               "(SELECT count(*) FROM metrics)")
+    res = site["client"].get(f"/api/studies/opinion_diffusion/{route}",
+                             params={k: v.replace("{rid}", rid) for k, v in params.items()})
+    assert res.status_code == 400, res.text
+    assert "error" in res.json()
+    assert sql(site["good"], "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM panel), "
+                             "(SELECT count(*) FROM metrics)") == before
+
+
+def test_sql_shaped_agent_id_in_path_is_rejected(site):
+    rid = runs_of(site["good"])[0]
+    res = site["client"].get("/api/studies/opinion_diffusion/agents/a00'%20OR%201=1", params={"run": rid})
+    assert res.status_code == 400
+
+
+TRAVERSALS = [
+    "/static/../app.py",
+    "/static/%2e%2e/app.py",
+    "/static/..%2fdata.py",
+    "/static/%2E%2E%2Fdata.py",
+    "/static/%252e%252e/app.py",
+    "/static/..\\app.py",
+    "/files/opinion_diffusion/../../../../etc/passwd",
+    "/files/opinion_diffusion/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+    "/files/opinion_diffusion/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+    "/files/opinion_diffusion//etc/passwd",
+    "/files/opinion_diffusion/%2fetc%2fpasswd",
+    "/files/..%2f..%2fetc/passwd",
+    "/files/opinion_diffusion/./study.json",
+    "/files/opinion_diffusion/runs/..%5c..%5cstudy.json",
+    "/files/opinion_diffusion/escape/outside.txt",
+    "/api/studies/..%2fnorun",
+    "/api/studies/%2e%2e",
+]
+
+
+@pytest.mark.parametrize("path", TRAVERSALS)
+def test_path_traversal_is_rejected(site, path):
+    outside = site["dir"].parent / "outside.txt"
+    outside.write_text("SECRET outside the studies folder")
+    link = site["good"] / "escape"
+    if not link.exists():
+        link.symlink_to(site["dir"].parent, target_is_directory=True)
+    status, body = raw_get(site["url"], path)
+    assert status in (400, 404), (status, body[:200])
+    assert b"SECRET" not in body and b"root:" not in body and b"def " not in body and b'"id"' not in body
+
+
+def test_files_inside_the_study_and_static_assets_are_served(site):
+    status, body = raw_get(site["url"], "/files/opinion_diffusion/study.json")
+    assert status == 200 and json.loads(body)["id"] == "opinion_diffusion"
+    for asset in ("/", "/static/app.js", "/static/app.css"):
+        assert raw_get(site["url"], asset)[0] == 200
+    assert raw_get(site["url"], "/static/nothere.js")[0] == 404
+
+
+def test_locked_store_serves_last_good_data_and_live_progress(site, tmp_path):
+    good, client = site["good"], site["client"]
+    stored = runs_of(good)
+    client.get("/api/studies/opinion_diffusion").raise_for_status()        # read once before the lock
+    series = {"mean_opinion": [0.5, 0.52, 0.55], "support_share": [0.4, 0.45, 0.5]}
+    live = write_live_file(good, "rlive01", step=2, n_steps=10, metrics=series)
+    try:
+        with write_lock(good):
+            listing = {s["id"]: s for s in client.get("/api/studies").json()["studies"]}
+            assert listing["opinion_diffusion"]["status"] == "running"
+            assert listing["opinion_diffusion"]["last_run"]["run_id"] == "rlive01"
+            assert listing["norun"]["error"] and listing["broken"]["error"]     # the others still answer
+
+            st = client.get("/api/studies/opinion_diffusion").json()
+            assert st["busy"] is True and st["error"] is None
+            runs = {r["run_id"]: r for r in st["store"]["runs"]}
+            assert set(runs) == set(stored) | {"rlive01"}                       # last good copy + live run
+            assert runs["rlive01"]["status"] == "running" and runs["rlive01"]["last_step"] == 2
+
+            m = client.get("/api/studies/opinion_diffusion/metrics",
+                           params=[("run", "rlive01"), ("run", stored[0])]).json()
+            assert m["busy"] is True and m["sources"]["rlive01"] == "live"
+            assert m["series"]["rlive01"]["mean_opinion"] == [[0, 0.5], [1, 0.52], [2, 0.55]]
+
+            panel = client.get("/api/studies/opinion_diffusion/panel", params={"run": stored[0]})
+            assert panel.status_code == 200 and panel.json()["busy"] is True
+            assert "run in progress" in panel.json()["message"]
+
+            write_live_file(good, "rlive01", step=3, n_steps=10, metrics={k: v + [0.6] for k, v in series.items()})
+            lv = client.get("/api/studies/opinion_diffusion/live").json()["runs"]
+            assert next(r for r in lv if r["run_id"] == "rlive01")["metrics"]["mean_opinion"][-1] == [3, 0.6]
+        st = client.get("/api/studies/opinion_diffusion").json()
+        assert st["busy"] is False
+    finally:
+        live.unlink()
+    assert runs_of(good) == stored
+
+
+def test_half_written_live_file_and_corrupt_store_do_not_break_the_page(site):
+    norun = site["norun"]
+    (norun / "runs" / "live").mkdir(parents=True)
+    (norun / "runs" / "live" / "rhalf.json").write_text('{"run_id": "rhalf", "status": "runn')
+    (norun / "runs" / "desim.duckdb").write_bytes(b"this is not a duckdb file" * 100)
+    try:
+        st = site["client"].get("/api/studies/norun")
+        assert st.status_code == 200
+        assert "cannot be opened" in st.json()["store_error"]
+        assert site["client"].get("/api/studies/norun/live").json() == {"runs": []}
+        listing = {s["id"]: s for s in site["client"].get("/api/studies").json()["studies"]}
+        assert "cannot be opened" in listing["norun"]["error"]
+        assert listing["opinion_diffusion"]["status"] == "completed"
+    finally:
+        (norun / "runs" / "desim.duckdb").unlink()
+        (norun / "runs" / "live" / "rhalf.json").unlink()
