@@ -93,6 +93,10 @@ def test_only_post_and_reply_become_messages():
     posted = f.ingest(actions, step=1, round_idx=0)
     assert [(m.author_id, m.kind, m.content) for m in posted] == [("c", "post", "hello"), ("d", "reply", "hi")]
     assert posted[1].reply_to == "c"
+    # the feed builds messages without validation; they are nonetheless valid, complete messages
+    for m in posted:
+        assert Message.model_validate(m.model_dump()) == m
+    assert posted[0].model_dump() == Message(author_id="c", step=1, round=0, content="hello").model_dump()
     assert [a.model_dump() for a in actions] == before          # passed through untouched
     drained = f.bus.drain()
     assert [m.author_id for m in drained] == ["c", "d"]
