@@ -1,0 +1,148 @@
+"""The columnar (batch) path end to end, through the two reference studies that use it.
+
+What must hold is what holds on the per-agent path: one panel row per agent
+per step, each agent's own action in its own row, the same seed giving the
+same panel bit for bit, and study code that misbehaves stopping the run with
+an error naming the step or the agent while the completed steps stay stored.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import duckdb
+import pytest
+
+import desim
+from desim.interfaces import has_columnar_path
+from desim.refs import study_module
+from desim.store import store_path
+
+SMALL = {"width": 12, "height": 12, "homophily": 0.5}   # 115 agents
+N_SMALL = round(0.8 * 144)
+
+
+def query(db, sql, params=()):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+def panel_hash(db, run_id) -> str:
+    rows = query(db, "SELECT step, agent_id, state::VARCHAR, action_kind, action_payload::VARCHAR, action_source "
+                     "FROM panel WHERE run_id=? ORDER BY step, agent_id", [run_id])
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+def run(root, seed=3, steps=6, rounds=None, params=SMALL):
+    result = desim.run_study(desim.load_study(root, seed=seed, steps=steps, rounds=rounds, params=params))
+    return store_path(root), result.run_id
+
+
+@pytest.mark.parametrize("name", ["schelling", "sugarscape"])
+def test_reference_studies_take_the_columnar_path(study_copy, name):
+    root = study_copy(name)
+    model = study_module(root)
+    spec = desim.load_study(root)
+    env = getattr(model, spec.environment.provider.ref.split(":")[1])
+    dec = getattr(model, spec.simulation.decision.ref.split(":")[1])
+    assert has_columnar_path(env(), dec())
+    assert desim.Engine(spec, db_path=root / "unused.duckdb").columnar
+
+
+def test_one_row_per_agent_per_step_with_state_columns_as_json(study_copy):
+    root = study_copy("schelling")
+    db, run_id = run(root, steps=7)
+    assert query(db, "SELECT count(*), count(DISTINCT agent_id), count(DISTINCT step), min(step), max(step) "
+                     "FROM panel WHERE run_id=?", [run_id])[0] == (N_SMALL * 7, N_SMALL, 7, 1, 7)
+    assert query(db, "SELECT count(*) FROM initial_states WHERE run_id=?", [run_id])[0][0] == N_SMALL
+    state, payload, source = query(db, "SELECT state::VARCHAR, action_payload::VARCHAR, action_source FROM panel "
+                                       "WHERE run_id=? AND step=1 ORDER BY agent_id LIMIT 1", [run_id])[0]
+    assert set(json.loads(state)) == {"x", "y", "type", "happy"}
+    assert set(json.loads(payload)) == {"to_x", "to_y"} and source == "rule"
+    ids = [r[0] for r in query(db, "SELECT DISTINCT agent_id FROM panel WHERE run_id=? ORDER BY 1", [run_id])]
+    assert ids[0] == "s000000" and ids[-1] == f"s{N_SMALL - 1:06d}"
+
+
+def test_each_action_lands_in_its_own_agents_row(study_copy):
+    """A mover's row holds its new cell, which is its payload's destination; a stayer's cell is unchanged."""
+    root = study_copy("schelling")
+    db, run_id = run(root, steps=5)
+    rows = query(db, """
+        WITH pos AS (SELECT agent_id, step, state FROM panel WHERE run_id=$1
+                     UNION ALL SELECT agent_id, 0, state FROM initial_states WHERE run_id=$1)
+        SELECT p.action_kind, p.state->>'x', p.state->>'y', p.action_payload->>'to_x', p.action_payload->>'to_y',
+               b.state->>'x', b.state->>'y'
+        FROM panel p JOIN pos b ON b.agent_id = p.agent_id AND b.step = p.step - 1
+        WHERE p.run_id=$1""", [run_id])
+    assert len(rows) == N_SMALL * 5
+    kinds = [r[0] for r in rows]
+    assert kinds.count("move") > 10 and kinds.count("stay") > 10
+    for kind, x, y, to_x, to_y, x0, y0 in rows:
+        assert (x, y) == (to_x, to_y)
+        assert ((x, y) != (x0, y0)) == (kind == "move")
+
+
+def test_several_rounds_still_write_one_row_per_agent_per_step(study_copy):
+    root = study_copy("schelling")
+    db, run_id = run(root, steps=4, rounds=3)
+    assert query(db, "SELECT count(*) FROM panel WHERE run_id=?", [run_id])[0][0] == N_SMALL * 4
+    assert query(db, "SELECT interaction_rounds FROM runs WHERE run_id=?", [run_id])[0][0] == 3
+
+
+@pytest.mark.parametrize("name, params", [("schelling", SMALL), ("sugarscape", {"n_agents": 120})])
+def test_same_seed_same_panel_other_seed_other_panel(study_copy, name, params):
+    root = study_copy(name)
+    db, first = run(root, seed=8, steps=8, params=params)
+    _, again = run(root, seed=8, steps=8, params=params)
+    _, other = run(root, seed=9, steps=8, params=params)
+    assert panel_hash(db, first) == panel_hash(db, again)
+    assert panel_hash(db, first) != panel_hash(db, other)
+    metrics = "SELECT step, name, value FROM metrics WHERE run_id=? ORDER BY step, name"
+    assert query(db, metrics, [first]) == query(db, metrics, [again])
+
+
+BAD_MODELS = '''
+
+class ShortAnswer(Relocation):
+    """Answers for one agent too few from step 3 on."""
+
+    def decide_columns(self, obs, idx, t, round_idx):
+        acts = super().decide_columns(obs, idx, t, round_idx)
+        if t >= 3:
+            acts.kind, acts.payload = acts.kind[1:], {k: v[1:] for k, v in acts.payload.items()}
+        return acts
+
+
+class Crowding(Relocation):
+    """Sends every agent to the same cell at step 2."""
+
+    def decide_columns(self, obs, idx, t, round_idx):
+        acts = super().decide_columns(obs, idx, t, round_idx)
+        if t == 2:
+            acts.kind = np.full(len(idx), "move")
+            acts.payload = {"to_x": np.zeros(len(idx), np.int32), "to_y": np.zeros(len(idx), np.int32)}
+        return acts
+'''
+
+
+@pytest.mark.parametrize("decision, message, steps_kept", [
+    ("ShortAnswer", r"step 3 round 0: decide_columns must return ActionColumns with 115 entries", 2),
+    ("Crowding", r"agents \['s0000\d\d', 's0000\d\d'.*share cell x=0, y=0", 1),
+])
+def test_misbehaving_study_code_fails_the_run_and_keeps_completed_steps(study_copy, decision, message,
+                                                                        steps_kept):
+    root = study_copy("schelling")
+    with open(root / "model.py", "a", encoding="utf-8") as f:
+        f.write(BAD_MODELS)
+    sim = root / "simulation" / "simulation.json"
+    sim.write_text(sim.read_text().replace("model:Relocation", f"model:{decision}"))
+    with pytest.raises(desim.RunFailed, match=message) as err:
+        run(root, steps=6)
+    db = store_path(root)
+    run_id = err.value.run_id
+    assert query(db, "SELECT status FROM runs WHERE run_id=?", [run_id])[0][0] == "failed"
+    assert query(db, "SELECT count(*), max(step) FROM panel WHERE run_id=?", [run_id])[0] == (
+        N_SMALL * steps_kept, steps_kept)
