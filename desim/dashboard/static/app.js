@@ -451,7 +451,8 @@ function networkCard(S) {
     fill(external, h("span", {class: "muted", text: " building…"}));
     try {
       const r = await getJSON(`/api/studies/${enc(S.sid)}/diffusion?run=${enc(runSel.value)}&state=${enc(keySel.value)}`);
-      fill(external, " ", h("a", {href: r.url, target: "_blank", rel: "noopener", text: "open the diffusion player"}));
+      fill(external, " ", h("a", {href: r.url, target: "_blank", rel: "noopener", text: "open in a new tab"}));
+      fill(stage, h("iframe", {id: "report-player", src: r.url, title: "diffusion player", style: "width:100%;height:640px;border:1px solid #d9dee7"}));
     } catch (e) { fill(external, errorCard(e.message)); }
   };
   const controls = h("div", {class: "filters"}, "run ", runSel, " state ", keySel, " ",
