@@ -56,11 +56,11 @@ class RunData:
         return wanted or sorted(self.metrics)
 
     def event_steps(self) -> dict[int, list[str]]:
-        """Intervention labels by step, for the markers on trajectories."""
+        """Intervention names by step (sorted), for the markers on trajectories."""
         out: dict[int, list[str]] = {}
         for e in self.events:
             out.setdefault(e["step"], []).append(e["name"])
-        return out
+        return {step: sorted(names) for step, names in out.items()}
 
 
 def connect(study_root: str | Path) -> duckdb.DuckDBPyConnection:

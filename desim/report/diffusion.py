@@ -37,7 +37,7 @@ from .figures import category_colors, png  # noqa: E402
 
 MAX_NODES = 5000
 NUMERIC_BINS = 32
-LAYOUT_BUDGET = 5.5e7  # node pairs x iterations: about 5 s of spring layout on this machine
+LAYOUT_BUDGET = 3e7  # node pairs x iterations: about 3 s of spring layout on this machine
 MISSING = "#cccccc"
 
 
@@ -246,7 +246,7 @@ PLAYER_JS = r"""
   const play = document.getElementById('play'), counts = document.getElementById('counts');
   const W = canvas.width, H = canvas.height, pad = 12, n = D.nodes.length;
   const px = i => pad + D.x[i] * (W - 2 * pad), py = i => pad + (1 - D.y[i]) * (H - 2 * pad);
-  const r = Math.max(1.2, Math.min(6, 180 / Math.sqrt(Math.max(1, n))));
+  const r = Math.max(1.2, Math.min(6, 120 / Math.sqrt(Math.max(1, n))));
   slider.max = D.frames.length - 1;
   function draw(k) {
     const f = D.frames[k];

@@ -1,0 +1,235 @@
+"""Reports from real runs: valid self-contained HTML, the expected figures,
+the intervention steps named, and numbers that match the store."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from html.parser import HTMLParser
+
+import duckdb
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+
+import desim
+from desim.branch import branch
+from desim.cli import main
+from desim.report import write_report
+from desim.store import store_path
+
+N_AGENTS = 40
+VOID = {"meta", "img", "br", "input", "hr", "link"}
+
+
+class Page(HTMLParser):
+    """Collects images, headings, paragraphs and table rows; checks that tags nest properly."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.images, self.h2, self.text, self.rows = [], [], [], [], []
+        self._row = None
+        self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs)["src"])
+        if tag not in VOID:
+            self.stack.append(tag)
+        if tag == "tr":
+            self._row = []
+        if tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1] if self.stack else None}>"
+        self.stack.pop()
+        if tag in ("td", "th"):
+            self._row.append(self._cell)
+            self._cell = None
+        if tag == "tr":
+            self.rows.append(self._row)
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell += data
+        if self.stack and self.stack[-1] == "h2":
+            self.h2.append(data)
+
+
+def parse(path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    assert page.stack == [], f"unclosed tags {page.stack}"
+    return page
+
+
+def decode(src: str) -> np.ndarray:
+    assert src.startswith("data:image/png;base64,")
+    return mpimg.imread(io.BytesIO(base64.b64decode(src.split(",", 1)[1])), format="png")
+
+
+def assert_real_image(img: np.ndarray, width: int, height: int) -> None:
+    assert img.shape[1] == width and img.shape[0] == height
+    rgb = img[..., :3]
+    assert rgb.std() > 0.05, "the figure is (nearly) blank"
+    assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 20
+
+
+def metric_table(page: Page, name: str) -> dict[int, float]:
+    """step -> value of ``name`` from the metrics table (header row starts with 'step')."""
+    for i, row in enumerate(page.rows):
+        if row and row[0] == "step" and name in row:
+            col = row.index(name)
+            out = {}
+            for r in page.rows[i + 1:]:
+                if not r or not r[0].isdigit():
+                    break
+                out[int(r[0])] = float(r[col])
+            return out
+    raise AssertionError(f"no metrics table with {name}")
+
+
+@pytest.fixture
+def opinion(study_copy):
+    root = study_copy("opinion_diffusion")
+    run = desim.run_study(desim.load_study(root, params={"n_agents": N_AGENTS}))
+    return root, run.run_id
+
+
+def sql(root, query, params=()):
+    con = duckdb.connect(str(store_path(root)), read_only=True)
+    try:
+        return con.execute(query, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+def test_report_of_one_run(opinion):
+    root, run_id = opinion
+    paths = write_report(root)  # the latest completed run
+    assert paths["dir"] == root / "runs" / "reports" / run_id
+    page = parse(paths["html"])
+    # study card, metrics, states, events: 1 metrics figure + 1 per display state
+    assert page.h2 == ["Study card", "Metrics over time", "State distributions over time", "Events"]
+    assert len(page.images) == 2
+    metrics_img = decode(page.images[0])
+    assert_real_image(metrics_img, 900, int(100 * (0.7 + 2.3 * 3)))  # three display metrics
+    assert_real_image(decode(page.images[1]), 900, int(100 * (0.7 + 2.3)))
+    # self-contained: nothing fetched from elsewhere
+    html = paths["html"].read_text()
+    assert not re.search(r'(src|href)="(http|//|[^d#])', html)
+    text = " ".join(page.text)
+    assert "step 2: campaign_starts, tv_campaign" in text
+    card = {r[0]: r[1] for r in page.rows if len(r) == 2}
+    assert card["population size"] == str(N_AGENTS)
+    assert card["seed"] == "42" and card["propagation"] == "broadcast_then_local"
+    assert card["network"].startswith("watts_strogatz (")
+    assert card["status"] == "completed"
+    (edges,) = sql(root, "SELECT count(*) FROM edges WHERE run_id = ?", [run_id])[0]
+    assert card["network"] == f"watts_strogatz ({edges} edges)"
+    assert "LLM calls" not in card
+    for name in ("mean_opinion", "support_share"):
+        shown = metric_table(page, name)
+        stored = dict(sql(root, "SELECT step, value FROM metrics WHERE run_id = ? AND name = ?", [run_id, name]))
+        assert sorted(shown) == list(range(13))
+        for step, value in stored.items():
+            assert shown[step] == pytest.approx(value, rel=1e-5, abs=1e-9)
+    # the events table names both interventions at step 2
+    events = [r for r in page.rows if len(r) == 4 and r[1] in ("event", "broadcast")]
+    assert {(r[0], r[1], r[2]) for r in events} == {("2", "event", "campaign_starts"), ("2", "broadcast", "tv_campaign")}
+    # the Markdown twin points at PNG files that exist and match the embedded ones
+    md = paths["markdown"].read_text()
+    files = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert files == ["metrics.png", "state_opinion.png"]
+    for f in files:
+        img = mpimg.imread(paths["dir"] / f)
+        assert img.shape[1] == 900
+    assert "| step | mean_opinion | support_share | opinion_sd |" in md
+    assert "campaign_starts" in md
+
+
+def test_report_compares_two_runs(opinion):
+    root, control = opinion
+    treat = desim.run_study(desim.load_study(root, params={"n_agents": N_AGENTS, "campaign_weight": 0.9})).run_id
+    paths = write_report(root, run_id=treat, compare=control)
+    assert paths["dir"].name == f"{treat}-vs-{control}"
+    page = parse(paths["html"])
+    assert "Treatment minus control" in page.h2
+    # metrics (both runs), opinion bands, metric differences, paired per-agent differences
+    assert len(page.images) == 4
+    for src in page.images:
+        assert_real_image(decode(src), 900, decode(src).shape[0])
+    header = next(r for r in page.rows if r and r[0] == "step" and "mean_opinion diff" in r)
+    i = page.rows.index(header)
+    col = header.index("mean_opinion diff")
+    diffs = dict(sql(root, "SELECT t.step, t.value - c.value FROM metrics t JOIN metrics c "
+                           "ON t.step = c.step AND t.name = c.name WHERE t.run_id = ? AND c.run_id = ? "
+                           "AND t.name = 'mean_opinion'", [treat, control]))
+    shown = {int(r[0]): float(r[col]) for r in page.rows[i + 1:i + 14]}
+    assert shown.keys() == diffs.keys()
+    for step, d in diffs.items():
+        assert shown[step] == pytest.approx(d, rel=1e-4, abs=1e-6)
+    assert max(abs(d) for d in diffs.values()) > 0.001  # the campaign weight matters
+    # per-agent paired difference at the last step, against SQL over the joined panels
+    (mean_diff,) = sql(root, "SELECT avg(CAST(t.state->>'opinion' AS DOUBLE) - CAST(c.state->>'opinion' AS DOUBLE)) "
+                             "FROM panel t JOIN panel c ON t.step = c.step AND t.agent_id = c.agent_id "
+                             "WHERE t.run_id = ? AND c.run_id = ? AND t.step = 12", [treat, control])[0]
+    para = next(t for t in page.text if t.startswith("'opinion' at step 12: mean per-agent difference"))
+    assert float(re.search(r"difference (\S+) \(", para).group(1)) == pytest.approx(mean_diff, rel=1e-4)
+    assert f"({N_AGENTS} agent pairs)" in para
+
+
+def test_branch_report_marks_the_fork(opinion):
+    root, parent = opinion
+    env_file = root / "environment" / "environment.json"
+    env = json.loads(env_file.read_text())
+    env["scheduled_events"][0]["at_step"] = 6   # the campaign starts later in the branch
+    env["broadcasts"][0]["at_step"] = 6
+    env_file.write_text(json.dumps(env))
+    # the parent fired its campaign at step 2; a branch may only change steps >= the fork, so fork at 2
+    child = branch(root, parent, 2, spec=desim.load_study(root, params={"n_agents": N_AGENTS})).run_id
+    paths = write_report(root, run_id=child)  # a branch is compared with its parent by default
+    assert paths["dir"].name == child
+    page = parse(paths["html"])
+    text = " ".join(page.text)
+    assert f"{child} is a branch of {parent} forked at step 2" in text
+    assert "step 6: campaign_starts, tv_campaign" in text
+    assert len(page.images) == 4
+    card = {r[0]: r[1] for r in page.rows if len(r) == 2}
+    assert card["parent run"] == f"{parent} (fork at step 2)"
+    # before the fork the branch replays the parent: zero difference; afterwards the delay shows
+    diffs = dict(sql(root, "SELECT t.step, t.value - c.value FROM metrics t JOIN metrics c "
+                           "ON t.step = c.step AND t.name = c.name WHERE t.run_id = ? AND c.run_id = ? "
+                           "AND t.name = 'mean_opinion'", [child, parent]))
+    assert diffs[1] == 0
+    assert abs(diffs[3]) > 1e-4
+
+
+def test_llm_calls_appear_on_the_card(opinion):
+    root, run_id = opinion
+    con = duckdb.connect(str(store_path(root)))
+    con.execute("INSERT INTO llm_calls VALUES (?, 1, 0, 'a00', 'm', 'h1', 100, 20, 5.0, false, 'ok', 1), "
+                "(?, 1, 0, 'a01', 'm', 'h2', 120, 0, 9.0, false, 'fallback', 3), "
+                "(?, 2, 0, 'a00', 'm', 'h1', 100, 20, 0.1, true, 'ok', 1)", [run_id] * 3)
+    con.execute("UPDATE panel SET action_source = 'fallback' WHERE run_id = ? AND step = 1 AND agent_id = 'a01'",
+                [run_id])
+    con.close()
+    page = parse(write_report(root, run_id=run_id)["html"])
+    card = {r[0]: r[1] for r in page.rows if len(r) == 2}
+    assert card["LLM calls"] == "3 (1 cached; fallback 1, ok 2); tokens in 320, out 40"
+    assert card["fallbacks"].startswith("1 panel actions")
+
+
+def test_cli_report_and_errors(opinion, capsys):
+    root, run_id = opinion
+    out = root / "elsewhere"
+    assert main(["report", str(root), "--run", run_id, "--out", str(out)]) == 0
+    assert (out / "report.html").exists() and (out / "report.md").exists()
+    assert str(out / "report.html") in capsys.readouterr().out
+    assert main(["report", str(root), "--run", "nope"]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
+    assert main(["report", str(root), "--compare", run_id, "--run", run_id]) == 2
