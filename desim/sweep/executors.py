@@ -85,25 +85,32 @@ class LocalExecutor(Executor):
                 proc.terminate()
                 proc.join()
 
+    def _fill(self, queue: deque, free: list[int], running: dict) -> None:
+        """Give every free lane its next task."""
+        while queue and free:
+            lane = free.pop()
+            task = queue.popleft()
+            running[self._lane(lane).submit(execute_run, task)] = (lane, task)
+
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
         queue = deque(tasks)
         running: dict[Future, tuple[int, RunTask]] = {}
         free = list(range(self.workers))
-        while queue or running:
-            while queue and free:
-                lane = free.pop()
-                task = queue.popleft()
-                running[self._lane(lane).submit(execute_run, task)] = (lane, task)
+        self._fill(queue, free, running)
+        while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
+            finished = []
             for fut in done:
                 lane, task = running.pop(fut)
                 free.append(lane)
                 try:
-                    yield fut.result()
+                    finished.append(fut.result())
                 except BrokenProcessPool:
                     self._drop_lane(lane)
-                    yield RunOutcome(task.run_id, "crashed", "the worker process died while running it "
-                                     "(killed, out of memory, or a crash in native code)")
+                    finished.append(RunOutcome(task.run_id, "crashed", "the worker process died while "
+                                               "running it (killed, out of memory, or a crash in native code)"))
+            self._fill(queue, free, running)   # keep the lanes busy while the parent merges
+            yield from finished
 
     def close(self) -> None:
         for i in range(self.workers):
@@ -111,7 +118,8 @@ class LocalExecutor(Executor):
 
 
 class RayExecutor(Executor):
-    """Ray tasks, one CPU each, on the cluster at ``address`` or on a local Ray instance.
+    """Ray tasks, one CPU each: on the Ray this process already joined, else on the
+    cluster at ``address``, else on a Ray instance started here (and shut down by ``close``).
 
     The study's files travel with the tasks (a :class:`StudyBundle`) and each
     run's DuckDB file comes back as bytes, written to ``Path(task.db_path)``
@@ -142,24 +150,32 @@ class RayExecutor(Executor):
         ray = self.ray
         queue = deque(tasks)
         running: dict = {}
-        while queue or running:
+
+        def fill() -> None:
             while queue and len(running) < self.in_flight:
                 task = queue.popleft()
                 running[self._remote.remote(self._bundle, task)] = task
+
+        fill()
+        while running:
             done, _ = ray.wait(list(running), num_returns=1)
-            for ref in done:
-                task = running.pop(ref)
-                try:
-                    outcome: RunOutcome = ray.get(ref)
-                except ray.exceptions.RayError as e:
-                    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                    yield RunOutcome(task.run_id, "crashed", f"{type(e).__name__}: {first}")
-                    continue
-                if outcome.file_bytes is not None:
-                    Path(task.db_path).parent.mkdir(parents=True, exist_ok=True)
-                    Path(task.db_path).write_bytes(outcome.file_bytes)
-                    outcome.file_bytes, outcome.worker_file = None, task.db_path
-                yield outcome
+            finished = [(running.pop(ref), ref) for ref in done]
+            fill()   # keep the cluster busy while the parent merges
+            for task, ref in finished:
+                yield self._outcome(task, ref)
+
+    def _outcome(self, task: RunTask, ref) -> RunOutcome:
+        """The task's outcome, its file written where the parent merges from; a dead worker is a crash."""
+        try:
+            outcome: RunOutcome = self.ray.get(ref)
+        except self.ray.exceptions.RayError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            return RunOutcome(task.run_id, "crashed", f"{type(e).__name__}: {first}")
+        if outcome.file_bytes is not None:
+            Path(task.db_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(task.db_path).write_bytes(outcome.file_bytes)
+            outcome.file_bytes, outcome.worker_file = None, task.db_path
+        return outcome
 
     def close(self) -> None:
         if self.started_here:

@@ -1,0 +1,102 @@
+"""Sweep throughput: one grid x replicates on the local pool (1 and 2 workers)
+and on a local Ray instance, against the same runs done in-process.
+
+    python benchmarks/bench_sweep.py                       # Schelling 50x50, 5 x 20 x 200 steps
+    python benchmarks/bench_sweep.py --replicates 4        # a quicker look
+
+Each configuration sweeps a fresh copy of the study (its own database). The
+baseline is ``--baseline-runs`` runs of the same study done one after the other
+in this process with ``Engine`` (their own store file each, as a worker does);
+the overhead per run is ``wall x workers / runs`` minus that baseline: process
+start-up, shipping, merging into the study's database and waiting, per run
+and per core used.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from desim.config import load_study
+from desim.engine import Engine
+from desim.sweep import make_plan, parse_grid, run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fresh_copy(study: Path, where: Path, name: str) -> Path:
+    dest = where / name / study.name
+    shutil.copytree(study, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    return dest
+
+
+def baseline(study: Path, grid: dict, replicates: int, steps: int | None, n: int, where: Path) -> float:
+    """Mean wall time of ``n`` planned runs done in this process, each into its own file."""
+    plan = make_plan(study, grid, replicates, steps=steps)
+    picks = plan.runs[:: max(1, len(plan.runs) // n)][:n]
+    times = []
+    for run in picks:
+        spec = load_study(study, steps=steps, seed=run.seed, params=run.parameters)
+        t0 = time.perf_counter()
+        Engine(spec, db_path=where / f"{run.run_id}.duckdb", run_id=run.run_id).run()
+        times.append(time.perf_counter() - t0)
+    return statistics.fmean(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--study", default=str(ROOT / "studies" / "schelling"))
+    ap.add_argument("--set", default="homophily=0.3,0.4,0.5,0.6,0.7")
+    ap.add_argument("--replicates", type=int, default=20)
+    ap.add_argument("--steps", type=int, help="override n_steps (default: the study's)")
+    ap.add_argument("--baseline-runs", type=int, default=3)
+    ap.add_argument("--configs", default="local1,local2,ray2", help="local<W> and ray<W>, comma-separated")
+    ap.add_argument("--metric", default="mean_same_share")
+    args = ap.parse_args()
+    study = Path(args.study)
+    name, _, values = args.set.partition("=")
+    grid = parse_grid({name: values})
+    n_runs = len(grid[name]) * args.replicates
+    work = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    try:
+        base = baseline(study, grid, args.replicates, args.steps, args.baseline_runs, work)
+        print(f"study {study.name}: {n_runs} runs ({name} x {len(grid[name])} values x {args.replicates} "
+              f"replicates), steps {args.steps or load_study(study).simulation.n_steps}")
+        print(f"baseline: one run in-process {base:.2f} s (mean of {args.baseline_runs})")
+        print(f"{'config':8} {'wall s':>8} {'runs/s':>7} {'s/run/core':>11} {'overhead/run':>13} "
+              f"{'in-worker s':>12}")
+        for config in args.configs.split(","):
+            backend, workers = ("ray", int(config[3:])) if config.startswith("ray") else ("local", int(config[5:]))
+            root = fresh_copy(study, work, config)
+            started_ray = 0.0
+            if backend == "ray":
+                import ray
+                t0 = time.perf_counter()
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+                started_ray = time.perf_counter() - t0
+            in_worker: list[float] = []
+            try:
+                result = run_sweep(root, grid, args.replicates, workers, backend, steps=args.steps,
+                                   metrics=[args.metric], on_run=lambda o, d, t: in_worker.append(o.wall_seconds))
+            finally:
+                if backend == "ray":
+                    ray.shutdown()
+            wall = result.wall_seconds
+            per_core = wall * workers / n_runs
+            print(f"{config:8} {wall:8.1f} {n_runs / wall:7.2f} {per_core:11.2f} {per_core - base:13.2f} "
+                  f"{statistics.fmean(in_worker):12.2f}"
+                  + (f"   (ray.init {started_ray:.1f} s, not in wall)" if started_ray else "")
+                  + ("" if result.completed == n_runs else f"   {n_runs - result.completed} runs FAILED"))
+            shutil.rmtree(root.parent, ignore_errors=True)
+        means = ", ".join(f"{r[name]}: {r['mean']:.3f}" + (f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+                                                            if r["n"] > 1 else "") for r in result.table)
+        print(f"{args.metric} by {name} (last sweep, mean [95% CI]): {means}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
