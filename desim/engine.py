@@ -23,7 +23,6 @@ The engine never touches the message bus: it only passes ``round_idx`` down.
 from __future__ import annotations
 
 import gc
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import Any, Callable
 
 import networkx as nx
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import simpy
@@ -99,8 +99,19 @@ class RunResult:
     counters: dict[str, Any] = field(default_factory=dict)
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays as plain Python; anything else unknown as text."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+_JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    """Canonical JSON (sorted keys), fast: a panel row's state and payload."""
+    return orjson.dumps(value, default=_plain, option=_JSON_OPTIONS).decode()
 
 
 class Engine:

@@ -46,7 +46,7 @@ class OpinionEnvironment(EnvironmentProvider):
         out = []
         for a in ids:
             feed = [m.content["opinion"] for m in self.feed.local_for(a, t, round_idx)]
-            out.append(Observation.model_construct(
+            out.append(Observation(
                 agent_id=a, step=t, round_idx=round_idx, macro_physical={}, macro_information=macro,
                 local_physical={"opinion": self.opinion[a], "media_trust": iv.attribute(a, "media_trust")},
                 local_information={"neighbour_opinions": feed}, text=None))
@@ -76,7 +76,7 @@ class BoundedConfidence(DecisionModel):
                 if abs(target - new) < 1.5 * self.epsilon:
                     new += self.campaign_weight * obs.local_physical["media_trust"] * (target - new)
             new = round(min(1.0, max(0.0, new)), 9)
-            actions.append(Action.model_construct(
+            actions.append(Action(
                 agent_id=obs.agent_id, step=obs.step, kind="post", payload={"opinion": new},
                 rationale=f"{len(close)} neighbours within reach", source="rule"))
         return actions
