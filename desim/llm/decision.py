@@ -111,9 +111,7 @@ class LLMDecision(DecisionModel):
 
     def counters(self) -> dict[str, int]:
         """Run totals: calls, tokens_in, tokens_out (uncached only), cache_hits, fallbacks, retries."""
-        totals = dict(self.log.totals)
-        totals["retries"] = self._client.retries if self._client else 0
-        return totals
+        return dict(self.log.totals)
 
     def close(self) -> None:
         if self._loop is not None:
@@ -184,6 +182,7 @@ class LLMDecision(DecisionModel):
                 self._loop, self._client = LoopThread(), ChatClient(self.cfg, api_key())
             labels = [f"step {step} round {round_idx} agent {observations[i].agent_id}" for i in todo]
             results = self._loop.run(self._client.complete_many([requests[i][1] for i in todo], labels))
+            self.log.totals["retries"] = self._client.retries
             for i, result in zip(todo, results):
                 if isinstance(result, Reply):
                     fresh[i] = result

@@ -11,10 +11,13 @@ instead (also decided by the prompt's hash, so a re-run meets the same
 garbage). At ``error_rate`` a request fails with HTTP 429 (with
 ``Retry-After``) or 500; whether the k-th sending of a prompt fails depends
 on (prompt, k), not on arrival order, so retries eventually get through.
-``GET /stub/stats`` reports what it did.
+``GET /stub/stats`` reports what it did (requests, errors, garbage, the most
+requests it had in flight at once, hashes of the API keys it was sent).
 
-Run it with ``desim stub-llm --port 8000``, or in-process with
-``with running_stub(latency_ms=100) as stub: ... stub.base_url``.
+Run it with ``desim stub-llm --port 8000``; in-process with
+``with running_stub(latency_ms=100) as stub: ... stub.base_url``; or as a
+separate process (no GIL shared with the run: what benchmarks use, and what
+a test that kills the server needs) with ``with stub_process(...) as stub``.
 """
 from __future__ import annotations
 
@@ -22,7 +25,10 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -30,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -67,12 +74,14 @@ class StubStats:
     errors: int = 0
     garbage: int = 0
     authorized: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
     key_hashes: set[str] = field(default_factory=set)
     sends: Counter = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "replies": self.replies, "errors": self.errors,
-                "garbage": self.garbage, "authorized": self.authorized, "key_hashes": sorted(self.key_hashes),
+                "garbage": self.garbage, "authorized": self.authorized, "max_in_flight": self.max_in_flight, "key_hashes": sorted(self.key_hashes),
                 "distinct_prompts": len(self.sends)}
 
 
@@ -104,6 +113,14 @@ def build_app(settings: StubSettings, stats: StubStats) -> Starlette:
 
     async def chat(request: Request) -> JSONResponse:
         stats.requests += 1
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        try:
+            return await answer(request)
+        finally:
+            stats.in_flight -= 1
+
+    async def answer(request: Request) -> JSONResponse:
         auth = request.headers.get("authorization", "")
         if auth.startswith("Bearer "):
             stats.authorized += 1
@@ -203,3 +220,40 @@ def running_stub(port: int = 0, **settings: Any) -> Iterator[RunningStub]:
     finally:
         stub.stop()
         sock.close()
+
+
+@dataclass
+class StubProcess:
+    """A stub serving from its own ``desim stub-llm`` process."""
+
+    base_url: str
+    process: subprocess.Popen
+
+    def stats(self) -> dict[str, Any]:
+        return httpx.get(self.base_url[:-len("/v1")] + "/stub/stats", timeout=10).json()
+
+    def kill(self) -> None:
+        """Kill the server outright (SIGKILL), as when it crashes."""
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+
+@contextmanager
+def stub_process(**settings: Any) -> Iterator[StubProcess]:
+    """Start ``desim stub-llm --port 0`` with ``settings`` (``StubSettings`` names) for the ``with`` block."""
+    flags = {"latency_ms": "--latency-ms", "jitter_ms": "--jitter-ms", "error_rate": "--error-rate",
+             "garbage_rate": "--garbage-rate", "retry_after_s": "--retry-after", "seed": "--seed"}
+    args = [sys.executable, "-m", "desim.cli", "stub-llm", "--port", "0"]
+    for name, value in settings.items():
+        args += [flags[name], str(value)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        found = re.search(r"listening on (\S+/v1)", proc.stdout.readline())
+        if not found:
+            raise RuntimeError(f"desim stub-llm did not start (exit status {proc.wait(timeout=10)})")
+        yield StubProcess(found.group(1), proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        proc.stdout.close()

@@ -1,0 +1,134 @@
+"""The LLM layer without a server: configuration, prompts, reply parsing, the
+stub's reply maker, and scripted mode running a real study through
+prompt -> reply -> parse."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, Field
+
+from desim import Observation, Persona, StudyConfigError, load_study, run_study
+from desim.engine import Engine
+from desim.llm import LLMConfig, PromptTemplate, load_llm_config
+from desim.llm.config import api_key
+from desim.llm.replies import fake_reply, parse_reply
+from desim.llm.stub import request_schema
+from desim.store import read_only
+
+
+class Vote(BaseModel):
+    choice: str = Field(json_schema_extra={"enum": ["canteen", "delivery", "cook"]})
+    certainty: float = Field(ge=0, le=1)
+    reason: str = Field(max_length=80)
+
+
+def llm_study(study_copy, **llm):
+    """A fresh copy of opinion_diffusion_llm (with its base study beside it), ``llm`` merged into its block."""
+    study_copy("opinion_diffusion")
+    root = study_copy("opinion_diffusion_llm")
+    path = root / "simulation" / "simulation.json"
+    data = json.loads(path.read_text())
+    data["llm"].update(llm)
+    path.write_text(json.dumps(data))
+    return root
+
+
+def test_llm_block_errors_name_the_file_and_field(study_copy):
+    root = llm_study(study_copy, concurrency=0, modle="gpt")
+    spec = load_study(root)
+    with pytest.raises(StudyConfigError) as e:
+        Engine(spec, db_path=root / "runs" / "x.duckdb")
+    text = str(e.value)
+    assert "simulation/simulation.json: llm.concurrency:" in text
+    assert "simulation/simulation.json: llm.modle: unknown key" in text
+
+
+def test_bad_llm_kind_is_named(study_copy):
+    root = llm_study(study_copy)
+    with pytest.raises(StudyConfigError, match="decision.args.llm_kind"):
+        Engine(load_study(root, params={"llm_kind": "gpt"}), db_path=root / "runs" / "x.duckdb")
+
+
+def test_environment_overrides_url_and_model_and_holds_the_key():
+    env = {"DESIM_LLM_BASE_URL": "http://10.0.0.5:9000/v1", "DESIM_LLM_MODEL": "llama",
+           "DESIM_LLM_API_KEY": "sk-secret"}
+    cfg = load_llm_config({"model": "qwen", "base_url": "http://127.0.0.1:1/v1", "temperature": 0.3}, env)
+    assert (cfg.model, cfg.base_url, cfg.temperature) == ("llama", "http://10.0.0.5:9000/v1", 0.3)
+    assert api_key(env) == "sk-secret"
+    assert "sk-secret" not in cfg.model_dump_json()
+    assert load_llm_config(None, {}).model == LLMConfig().model
+    with pytest.raises(StudyConfigError, match="llm.api_key: unknown key"):
+        load_llm_config({"api_key": "sk-secret"}, {})
+
+
+def test_parse_reply_is_tolerant_but_checks_the_schema():
+    reply, why = parse_reply('Sure! ```json\n{"choice": "cook", "certainty": 0.8, "reason": "cheap {really}"}\n```',
+                             Vote)
+    assert why == "" and reply.choice == "cook" and reply.reason == "cheap {really}"
+    assert parse_reply('{"choice": "cook", "certainty": 0.8, "reason": "cut', Vote)[0] is None
+    assert "certainty" in parse_reply('{"choice": "cook", "certainty": 7, "reason": "x"}', Vote)[1]
+    assert parse_reply("I would rather not say.", Vote) == (None, "no JSON object in the reply")
+    assert parse_reply(None, Vote)[0] is None
+
+
+def test_fake_replies_fit_the_schema_and_depend_on_the_seed():
+    schema = Vote.model_json_schema()
+    replies = [fake_reply(schema, seed) for seed in range(40)]
+    for r in replies:
+        Vote.model_validate(r)
+    assert fake_reply(schema, 7) == fake_reply(schema, 7)
+    assert len({json.dumps(r, sort_keys=True) for r in replies}) > 30
+    assert {r["choice"] for r in replies} == {"canteen", "delivery", "cook"}
+
+
+def test_prompt_rounds_quadrants_memory_and_schema():
+    template = PromptTemplate(role="You are a student.", peers_key="posts", hide=("secret",))
+    persona = Persona(agent_id="s1", attributes={"dorm": "A", "budget": 300}, description="A second-year.")
+    quadrants = dict(macro_physical={"price": 12}, local_physical={"queue_min": 4, "secret": 1},
+                     macro_information={"news": "prices up"})
+    opening = Observation(agent_id="s1", step=2, round_idx=0, local_information={"posts": []}, **quadrants)
+    later = Observation(agent_id="s1", step=2, round_idx=1, **quadrants,
+                        local_information={"posts": [{"from": "s2", "choice": "cook"}], "rumour": "x"})
+    schema = Vote.model_json_schema()
+    first = template.messages(persona, opening, [], schema, rounds=3)
+    second = template.messages(persona, later, [], schema, rounds=3)
+    user0, user1 = first[1]["content"], second[1]["content"]
+    assert "opening round" in user0 and "neighbours' posts" not in user0.lower()
+    assert "revise" in user1 and '"from": "s2"' in user1 and "Your neighbours' posts" in user1
+    for text in ("The world around everyone", "- price: 12", "Your own situation", "- queue_min: 4",
+                 "News everyone has heard", "What you have heard yourself", "- rumour: x", "A second-year.",
+                 "- budget: 300", "round 2 of 3"):
+        assert text in user1
+    assert "secret" not in user1
+    assert template.messages(persona, later, [], schema, 3) == second          # deterministic
+    assert request_schema({"messages": second}) == schema                      # the stub reads it back
+    assert request_schema({"messages": [], "response_format": {
+        "type": "json_schema", "json_schema": {"schema": {"type": "integer"}}}}) == {"type": "integer"}
+
+
+def test_scripted_mode_runs_prompt_reply_parse_and_reproduces_the_rule(study_copy):
+    """Scripted replies carry the rule's decision through JSON: the opinions must equal the rule study's."""
+    root = llm_study(study_copy)
+    rule_root = root.parent / "opinion_diffusion"
+    llm_run = run_study(load_study(root, steps=4))
+    rule_run = run_study(load_study(rule_root, steps=4, rounds=3))
+    assert llm_run.status == rule_run.status == "completed"
+    assert llm_run.counters["llm"]["calls"] == 12 * 4 * 3
+    assert llm_run.counters["llm"]["fallbacks"] == 0
+    con = read_only(root / "runs" / "desim.duckdb")
+    panel = con.execute("SELECT step, agent_id, CAST(json_extract(state, '$.opinion') AS DOUBLE), action_source "
+                        "FROM panel ORDER BY step, agent_id").fetchall()
+    calls = con.execute("SELECT count(*), count(DISTINCT prompt_hash), min(model), bool_and(NOT cached) "
+                        "FROM llm_calls").fetchone()
+    posts = con.execute("SELECT count(*) FROM messages WHERE step = 2 AND round = 1 "
+                        "AND json_extract_string(content, '$.argument') LIKE 'I stay open%'").fetchone()[0]
+    con.close()
+    con = read_only(rule_root / "runs" / "desim.duckdb")
+    rule_panel = con.execute("SELECT step, agent_id, CAST(json_extract(state, '$.opinion') AS DOUBLE) "
+                             "FROM panel ORDER BY step, agent_id").fetchall()
+    con.close()
+    assert [row[:3] for row in panel] == rule_panel
+    assert {row[3] for row in panel} == {"llm"}
+    assert calls == (144, 144, "scripted", True)
+    assert posts == 12
