@@ -16,7 +16,7 @@ from dashboard_helpers import ARTIFACTS, make_studies, server_process, sql
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
-LIVE_AGENTS, LIVE_STEPS = 4000, 25     # a run of several seconds on this machine
+LIVE_AGENTS, LIVE_STEPS = 4000, 40     # a run of several seconds (~0.2-0.5 s per step here)
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +152,16 @@ def test_run_started_during_the_test_appears_live_and_grows(site, page):
         assert first < grown <= LIVE_STEPS + 1
         assert page.locator(f'#runs-tree li[data-run="{rid}"] .badge').first.inner_text() == "running"
         shot(page, "live_running")
+        # a page opened while the run holds the store: last good data, live progress, no error
+        second = page.context.new_page()
+        second.goto(site["url"] + "/#/study/opinion_diffusion")
+        banner = second.wait_for_selector(f'#live-banner .live-run[data-run="{rid}"]', timeout=30_000)
+        assert banner.inner_text().startswith(f"run in progress: {rid} at step")
+        assert second.locator(".error-card").count() == 0
+        second.wait_for_selector(pts)                    # its curve so far, from the live file
+        assert second.locator(f'#runs-tree li[data-run="{rid}"]').count() == 1
+        second.screenshot(path=str(ARTIFACTS / "dashboard_live_opened_during_run.png"), full_page=True)
+        second.close()
         out, err = run.communicate(timeout=180)
     finally:
         if run.poll() is None:

@@ -224,6 +224,7 @@ async function studyView(view, sid) {
   renderBanner(S);
   renderRuns(S);
   await loadMetrics(S);
+  await pollLive(S);
   if (st.busy) later(() => { if (token === viewToken) route(); }, 2500);
   every(() => pollLive(S), POLL_MS);
 }
