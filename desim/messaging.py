@@ -180,11 +180,14 @@ class Delivery:
     """What a set of recipients sees, grouped by recipient.
 
     Recipient ``i`` (the ``i``-th entry of the positions asked for) sees rows
-    ``offsets[i]:offsets[i+1]``: ordered by (step, round), then in neighbour
-    order. ``columns`` holds the messages' content fields.
+    ``offsets[i]:offsets[i+1]``, in the order ``InMemoryMessageBus.visible_to``
+    returns them: neighbour by neighbour, each neighbour's posts by (step,
+    round). ``recipient`` gives each row's recipient index, ``columns`` the
+    messages' content fields.
     """
 
     offsets: np.ndarray
+    recipient: np.ndarray
     author: np.ndarray
     step: np.ndarray
     round: np.ndarray
@@ -201,13 +204,9 @@ class Delivery:
             return np.zeros(0)
         raise KeyError(f"delivered messages have no content field '{name}' (fields: {sorted(self.columns)})")
 
-    def recipient(self) -> np.ndarray:
-        """For each delivered message, the index of its recipient."""
-        return np.repeat(np.arange(len(self.offsets) - 1), self.counts())
-
     def sum(self, name: str) -> np.ndarray:
         """Per recipient, the sum of content field ``name`` over what it sees."""
-        return np.bincount(self.recipient(), weights=self.column(name), minlength=len(self.offsets) - 1)
+        return np.bincount(self.recipient, weights=self.column(name), minlength=len(self.offsets) - 1)
 
     def mean(self, name: str, empty: float = np.nan) -> np.ndarray:
         n = self.counts()
@@ -230,34 +229,29 @@ class ColumnarFeed:
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, ids: list[str] | pa.Array,
                  carry_previous_step: bool = False):
         self.indptr = np.asarray(indptr, dtype=np.int64)
-        self.indices = np.asarray(indices, dtype=np.int64)
+        self.indices = np.asarray(indices, dtype=np.int32)
         self.n = len(self.indptr) - 1
         self.ids = ids if isinstance(ids, pa.Array) else pa.array(list(ids), pa.string())
         if len(self.ids) != self.n:
             raise ValueError(f"ColumnarFeed: {len(self.ids)} ids for an adjacency of {self.n} agents")
         self.carry_previous_step = carry_previous_step
-        self._rows_all = np.repeat(np.arange(self.n), np.diff(self.indptr))
+        self._rows_all = np.repeat(np.arange(self.n, dtype=np.int32), np.diff(self.indptr))
         self._batches: list[_Batch] = []
         self._undrained: list[_Batch] = []
 
     @classmethod
     def from_graph(cls, graph: nx.Graph, ids: list[str], carry_previous_step: bool = False) -> "ColumnarFeed":
-        """The CSR of ``graph`` over ``ids`` (population order), self-loops dropped."""
+        """The CSR of ``graph`` over ``ids`` (population order), in ``neighbors_fn``'s neighbour
+        order (predecessors for a directed graph), self-loops dropped."""
         pos = {a: i for i, a in enumerate(ids)}
-        n = len(ids)
-        edges = np.fromiter((v for e in graph.edges() for v in (pos[e[0]], pos[e[1]])),
-                            dtype=np.int64, count=2 * graph.number_of_edges()).reshape(-1, 2)
-        src, dst = edges[:, 0], edges[:, 1]
-        if graph.is_directed():   # an agent hears its predecessors: row = target, column = source
-            rows, cols = dst, src
-        else:
-            rows, cols = np.concatenate([src, dst]), np.concatenate([dst, src])
+        adj = graph.pred if graph.is_directed() else graph.adj
+        lens = np.fromiter((len(adj[a]) for a in ids), dtype=np.int64, count=len(ids))
+        cols = np.fromiter((pos[v] for a in ids for v in adj[a]), dtype=np.int32, count=int(lens.sum()))
+        rows = np.repeat(np.arange(len(ids), dtype=np.int32), lens)
         keep = rows != cols
-        rows, cols = rows[keep], cols[keep]
-        order = np.argsort(rows, kind="stable")
-        indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-        return cls(indptr, cols[order], ids, carry_previous_step)
+        indptr = np.zeros(len(ids) + 1, np.int64)
+        np.cumsum(np.bincount(rows[keep], minlength=len(ids)), out=indptr[1:])
+        return cls(indptr, cols[keep], ids, carry_previous_step)
 
     # --- posting ---------------------------------------------------------------
     def post(self, authors: np.ndarray, step: int, round_idx: int, columns: dict[str, np.ndarray],
@@ -288,7 +282,7 @@ class ColumnarFeed:
             return self._rows_all, self.indices
         starts, ends = self.indptr[recipients], self.indptr[recipients + 1]
         lens = ends - starts
-        rows = np.repeat(np.arange(len(recipients)), lens)
+        rows = np.repeat(np.arange(len(recipients), dtype=np.int32), lens)
         first = np.cumsum(lens) - lens
         flat = np.arange(int(lens.sum())) - np.repeat(first, lens) + np.repeat(starts, lens)
         return rows, self.indices[flat]
@@ -296,48 +290,46 @@ class ColumnarFeed:
     def visible(self, recipients: np.ndarray, step: int, round_idx: int) -> Delivery:
         """What each of ``recipients`` (positions) sees at ``step``, ``round_idx``: the rule of
         :class:`InMemoryMessageBus` (neighbours' posts of earlier rounds of this step, and of the
-        previous step with ``carry_previous_step``)."""
+        previous step with ``carry_previous_step``), in the same order.
+
+        Every (neighbour edge, visible batch) pair is looked up once in a table
+        of shape edges x batches; reading it row by row gives the order
+        recipient, neighbour, (step, round) with no sort.
+        """
         recipients = np.asarray(recipients, dtype=np.int64)
-        batches = [b for b in self._batches
-                   if (b.step == step and b.round < round_idx)
-                   or (self.carry_previous_step and b.step == step - 1)]
-        batches.sort(key=lambda b: (b.step, b.round))
-        names = sorted({k for b in batches for k in b.columns})
         r = len(recipients)
-        if not batches:
-            empty = np.zeros(0, np.int64)
-            return Delivery(np.zeros(r + 1, np.int64), empty, empty, empty,
-                            {k: np.zeros(0) for k in names})
+        batches = sorted((b for b in self._batches
+                          if (b.step == step and b.round < round_idx)
+                          or (self.carry_previous_step and b.step == step - 1)),
+                         key=lambda b: (b.step, b.round))
+        names = sorted({k for b in batches for k in b.columns})
+        if not batches or r == 0:
+            none = np.zeros(0, np.int32)
+            return Delivery(np.zeros(r + 1, np.int64), none, none, none, none, {k: np.zeros(0) for k in names})
         rows, nbrs = self._neighbours_of(recipients)
-        hits = []
-        counts = np.zeros(r, np.int64)
-        for b in batches:
-            msg = b.slot[nbrs]
-            keep = msg >= 0
-            rows_b = rows[keep]
-            c = np.bincount(rows_b, minlength=r)
-            hits.append((b, rows_b, nbrs[keep], msg[keep], c, counts.copy()))
-            counts += c
+        nb = len(batches)
+        hit = np.empty((len(nbrs), nb), np.int64)          # row in the batch, -1: that neighbour did not post
+        for j, b in enumerate(batches):
+            hit[:, j] = b.slot[nbrs]
+        valid = hit >= 0
+        base = np.cumsum([0] + [len(b.authors) for b in batches])[:-1]
+        message = (hit + base)[valid]                      # row in the batches' concatenation
+        shape = (len(nbrs), nb)
+        recipient = np.broadcast_to(rows[:, None], shape)[valid]
+        author = np.broadcast_to(nbrs[:, None], shape)[valid]
+        which = np.broadcast_to(np.arange(nb, dtype=np.int32), shape)[valid]
+        steps = np.array([b.step for b in batches], np.int32)[which]
+        rounds = np.array([b.round for b in batches], np.int32)[which]
         offsets = np.zeros(r + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        total = int(offsets[-1])
-        author = np.empty(total, np.int64)
-        steps = np.empty(total, np.int64)
-        rounds = np.empty(total, np.int64)
-        columns = {k: np.empty(total, dtype=np.result_type(*[b.columns[k].dtype for b in batches
-                                                                if k in b.columns])) for k in names}
-        for b, rows_b, authors_b, msg_b, c, before in hits:
-            # rows_b is non-decreasing: rank within a recipient = index - first index of that recipient
-            first_in_batch = np.cumsum(c) - c
-            pos = offsets[:-1][rows_b] + before[rows_b] + (np.arange(len(rows_b)) - first_in_batch[rows_b])
-            author[pos] = authors_b
-            steps[pos] = b.step
-            rounds[pos] = b.round
-            for k in names:
-                if k not in b.columns:
-                    raise ValueError(f"ColumnarFeed: step {b.step} round {b.round} posts have no field '{k}'")
-                columns[k][pos] = b.columns[k][msg_b]
-        return Delivery(offsets, author, steps, rounds, columns)
+        np.cumsum(np.bincount(recipient, minlength=r), out=offsets[1:])
+        columns = {}
+        for k in names:
+            missing = [b for b in batches if k not in b.columns]
+            if missing:
+                raise ValueError(f"ColumnarFeed: step {missing[0].step} round {missing[0].round} posts "
+                                 f"have no field '{k}'")
+            columns[k] = np.concatenate([b.columns[k] for b in batches])[message]
+        return Delivery(offsets, recipient, author, steps, rounds, columns)
 
     # --- persisting --------------------------------------------------------------
     def drain(self) -> pa.Table:
