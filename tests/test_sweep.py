@@ -137,7 +137,7 @@ def test_seeds_depend_only_on_study_seed_parameter_values_and_replicate():
     assert not set(other_seed.seed for other_seed in other.runs) & set(seeds_a.values())
 
 
-def test_bad_grid_names_the_parameter_and_the_file(tmp_path, capsys):
+def test_bad_grid_names_the_parameter_and_the_file(capsys):
     study = ROOT / "studies" / "opinion_diffusion"
     assert main(["sweep", str(study), "--set", "homophily=0.3,0.4"]) == 2
     err = capsys.readouterr().err
