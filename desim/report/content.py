@@ -115,11 +115,12 @@ def _compact(value: Any) -> str:
 def metrics_section(rd: RunData, control: RunData | None = None, fork: int | None = None) -> Section:
     names = rd.metric_names()
     time_unit = rd.run["time_unit"]
-    png = figures.metric_trajectories(rd.metrics, names, rd.event_steps(), time_unit,
+    events = data.marked_events(rd, control)
+    png = figures.metric_trajectories(rd.metrics, names, events, time_unit,
                                       control.metrics if control else None,
                                       (f"{rd.run_id} (treatment)" if control else rd.run_id,
                                        f"{control.run_id} (control)" if control else ""), fork)
-    marks = ", ".join(f"step {s}: {', '.join(n)}" for s, n in sorted(rd.event_steps().items())) or "none"
+    marks = "; ".join(f"step {s}: {', '.join(n)}" for s, n in sorted(events.items())) or "none"
     fig = Figure("metrics", "Metric trajectories", png,
                  f"Dotted lines mark interventions ({marks}).")
     values = {n: dict(rd.metrics.get(n, [])) for n in names}
@@ -171,7 +172,7 @@ def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: 
     how = (f"{treat.run_id} is a branch of {control.run_id} forked at step {fork}" if fork is not None
            else f"{treat.run_id} (treatment) compared with {control.run_id} (control)")
     section = Section("Treatment minus control", [how + "."])
-    png = figures.metric_differences(diffs, treat.event_steps(), fork, time_unit,
+    png = figures.metric_differences(diffs, data.marked_events(treat, control), fork, time_unit,
                                      f"Treatment minus control per step ({treat.run_id} - {control.run_id})")
     section.figures.append(Figure("difference_metrics", "Treatment minus control", png,
                                   "Bars: treatment minus control per step"

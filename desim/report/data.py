@@ -63,6 +63,21 @@ class RunData:
         return {step: sorted(names) for step, names in out.items()}
 
 
+def marked_events(run: RunData, control: RunData | None = None) -> dict[int, list[str]]:
+    """The run's intervention names by step, plus the control's own ones marked "(control only)".
+
+    In a comparison both runs' interventions explain the curves, e.g. a branch
+    that removes a correction the parent had.
+    """
+    out = {step: list(names) for step, names in run.event_steps().items()}
+    if control is not None:
+        for step, names in control.event_steps().items():
+            for name in names:
+                if name not in out.get(step, []):
+                    out.setdefault(step, []).append(f"{name} (control only)")
+    return out
+
+
 def connect(study_root: str | Path) -> duckdb.DuckDBPyConnection:
     db = store_path(study_root)
     if not db.exists():

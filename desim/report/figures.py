@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 DPI = 100
 WIDTH = 900
@@ -39,7 +40,11 @@ def _subplots(rows: int):
 
 
 def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label: bool = True) -> None:
-    """Dashed lines at intervention steps (named at the top), a red line at the fork step."""
+    """Dotted lines at intervention steps (named at the top), a red line at the fork step.
+
+    Every figure over steps calls this, so it also keeps the step axis on whole numbers.
+    """
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for step, names in sorted(events.items()):
         ax.axvline(step, color="tab:orange", linestyle=":", linewidth=1.3, zorder=0)
         if label:
