@@ -79,6 +79,7 @@ class SimulationFile(Strict):
     memory_window: int = Field(default=5, ge=0)
     warm_start: WarmStart | None = None
     record_rounds: bool = False
+    agent_processes: bool = True
     parameters: dict[str, float | int | str | bool] = Field(default_factory=dict)
     llm: dict[str, Any] | None = None
 

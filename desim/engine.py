@@ -194,6 +194,8 @@ class Engine:
 
     def occupy(self, agent_id: str, errand) -> None:
         """Send an agent on an errand (a SimPy generator); it skips every round until it returns."""
+        if not self._agents:
+            raise RunError("ctx.occupy needs agent processes; this study sets agent_processes: false")
         if agent_id in self._busy:
             raise RunError(f"agent {agent_id} is already busy at t={self.sim.now}")
         self._busy.add(agent_id)
@@ -211,6 +213,8 @@ class Engine:
                 self._busy.discard(agent_id)
 
     def _open_round(self):
+        if not self._agents:            # agent_processes: false -- everyone takes part, same result
+            return self._everyone
         gate, self._gate = self._gate, self.sim.event()
         self._present = []
         gate.succeed()
@@ -321,8 +325,6 @@ class Engine:
         closed, self._step_closed = self._step_closed, self.sim.event()
         calls = self.decision.drain_calls() if hasattr(self.decision, "drain_calls") else None
         closed.succeed(StepRecord(t, panel, metrics, events or [], round_rows, calls))
-        if self.manage_gc:
-            gc.collect(1)
 
     def _metrics(self, t: int, actions) -> dict[str, float]:
         raw = self.collector.collect(t, self.environment, actions) or {}
@@ -440,7 +442,10 @@ class Engine:
                 self.store.write_edges(self.run_id, self.graph.edges())
             self.environment.reset(self.seed)
             self._initial(self.environment.advance_to(0))
-            self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
+            if self.sim_cfg.agent_processes:
+                self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
+            else:
+                self._everyone = list(range(len(self.ids)))
             self.sim.process(self._collector())
             steps = self.sim.process(self._steps(first))
             if self.manage_gc:

@@ -31,7 +31,7 @@ def build_graph(interaction: Interaction, personas: list[Persona], seed: int) ->
     if kind == "groups":
         return _groups(personas, interaction.attribute or "")
     g = _generated(interaction, n, seed)
-    return nx.relabel_nodes(g, dict(enumerate(ids)), copy=False) if n else g
+    return nx.relabel_nodes(g, dict(enumerate(ids)), copy=True) if n else g
 
 
 def _generated(it: Interaction, n: int, seed: int) -> nx.Graph:

@@ -121,7 +121,7 @@ class Metrics(MetricCollector):
 def write_probe_study(root: Path, *, n_agents: int = 5, n_steps: int = 6, rounds: int = 1, seed: int = 7,
                       env_args: dict | None = None, decision_args: dict | None = None,
                       events: list | None = None, broadcasts: list | None = None,
-                      record_rounds: bool = False) -> Path:
+                      record_rounds: bool = False, agent_processes: bool = True) -> Path:
     (root / "simulation").mkdir(parents=True, exist_ok=True)
     (root / "population").mkdir(exist_ok=True)
     (root / "environment").mkdir(exist_ok=True)
@@ -129,7 +129,8 @@ def write_probe_study(root: Path, *, n_agents: int = 5, n_steps: int = 6, rounds
     (root / "simulation" / "simulation.json").write_text(json.dumps({
         "n_steps": n_steps, "time_unit": "day", "interaction_rounds": rounds, "seed": seed,
         "decision": {"ref": "model:Decide", "args": decision_args or {}},
-        "collector": {"ref": "model:Metrics"}, "memory_window": 100, "record_rounds": record_rounds}))
+        "collector": {"ref": "model:Metrics"}, "memory_window": 100, "record_rounds": record_rounds,
+        "agent_processes": agent_processes}))
     (root / "population" / "population.json").write_text(json.dumps({
         "personas": [{"agent_id": f"p{i}", "attributes": {"group": "a" if i % 2 else "b"}}
                      for i in range(n_agents)],

@@ -180,3 +180,15 @@ def test_events_and_broadcasts_fire_at_their_step(tmp_path):
                  "ORDER BY step, name", [result.run_id])
     assert rows == [(0, "event", "baseline", None), (2, "event", "double", None), (2, "broadcast", "news", None),
                     (3, "event", "raise_a", "2")]
+
+
+def test_opting_out_of_agent_processes_gives_the_same_panel(tmp_path):
+    with_procs = write_probe_study(tmp_path / "a", n_steps=4, rounds=2)
+    without = write_probe_study(tmp_path / "b", n_steps=4, rounds=2, agent_processes=False)
+    a = desim.run_study(desim.load_study(with_procs))
+    b = desim.run_study(desim.load_study(without))
+    assert panel_hash(store_path(with_procs), a.run_id) == panel_hash(store_path(without), b.run_id)
+    busy = write_probe_study(tmp_path / "c", n_steps=4, agent_processes=False,
+                             env_args={"busy_agent": "p1", "busy_from_step": 2, "hold_until": 3.5})
+    with pytest.raises(desim.RunFailed, match="ctx.occupy needs agent processes"):
+        desim.run_study(desim.load_study(busy))
