@@ -1,0 +1,98 @@
+"""Engine + DuckDB store on a ring bounded-confidence study (issue 2's benchmark).
+
+Each configuration runs in a fresh interpreter so its peak memory is its own:
+
+    python benchmarks/bench_engine.py            # prints a Markdown table
+    python benchmarks/bench_engine.py --write    # and appends it to benchmarks/RESULTS.md
+
+Configurations: N = 2,000 and 100,000 agents, 12 steps, K = 1 and 3 rounds, on
+* the columnar path (benchmarks/studies/ring_bc), with and without agent
+  processes and with and without desim's GC management;
+* the per-agent path (studies/opinion_diffusion rewired to a ring).
+Decisions per second = agents x steps x rounds / wall time of the run.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def prepare(kind: str, tmp: Path, agent_processes: bool) -> Path:
+    src = ROOT / ("benchmarks/studies/ring_bc" if kind == "columnar" else "studies/opinion_diffusion")
+    dest = tmp / f"{kind}-{agent_processes}"
+    if not dest.exists():
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+        pop = dest / "population" / "population.json"
+        data = json.loads(pop.read_text())
+        data["interaction"] = {"kind": "ring", "k": 2}
+        pop.write_text(json.dumps(data))
+        sim = dest / "simulation" / "simulation.json"
+        data = json.loads(sim.read_text())
+        data["agent_processes"] = agent_processes
+        sim.write_text(json.dumps(data))
+    return dest
+
+
+def one(cfg: dict) -> dict:
+    import desim
+    from desim.engine import Engine
+    spec = desim.load_study(cfg["study"], params={"n_agents": cfg["n"]}, rounds=cfg["k"])
+    t0 = time.perf_counter()
+    engine = Engine(spec, manage_gc=cfg["gc"])
+    result = engine.run()
+    wall = time.perf_counter() - t0
+    return {"wall": wall, "rows": result.rows_written,
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        print(json.dumps(one(json.loads(sys.argv[2]))))
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="desim-bench-"))
+    configs = []
+    for n in (2000, 100_000):
+        for k in (1, 3):
+            configs.append(("columnar", n, k, True, True))
+    configs += [("columnar", 100_000, 3, False, True), ("columnar", 100_000, 3, True, False)]
+    for n, k in ((2000, 1), (2000, 3), (100_000, 1), (100_000, 3)):
+        configs.append(("per-agent", n, k, True, True))
+    configs.append(("per-agent", 100_000, 1, True, False))
+    lines = ["| path | N | K | agent processes | GC managed | wall s | decisions/s | panel rows | peak MiB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for kind, n, k, procs, gc in configs:
+        study = prepare(kind, tmp, procs)
+        cfg = {"study": str(study), "n": n, "k": k, "gc": gc}
+        out = subprocess.run([sys.executable, __file__, "--one", json.dumps(cfg)], capture_output=True, text=True)
+        if out.returncode:
+            print(out.stderr, file=sys.stderr)
+            raise SystemExit(1)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        line = (f"| {kind} | {n:,} | {k} | {'yes' if procs else 'no'} | {'yes' if gc else 'no'} | "
+                f"{r['wall']:.2f} | {n * 12 * k / r['wall']:,.0f} | {r['rows']:,} | {r['peak_mib']:.0f} |")
+        print(line, flush=True)
+        lines.append(line)
+    shutil.rmtree(tmp, ignore_errors=True)
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor())
+    section = (f"\n## Engine + store, ring bounded confidence (issue 2)\n\n"
+               f"Machine: {cpu}, 2 cores, Python {platform.python_version()}; shared and noisy.\n"
+               f"Command: `python benchmarks/bench_engine.py --write`; 12 steps; each row a fresh process.\n\n"
+               + "\n".join(lines) + "\n")
+    if "--write" in sys.argv:
+        with open(ROOT / "benchmarks" / "RESULTS.md", "a", encoding="utf-8") as fh:
+            fh.write(section)
+    print(section)
+
+
+if __name__ == "__main__":
+    main()
