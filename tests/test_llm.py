@@ -132,3 +132,21 @@ def test_scripted_mode_runs_prompt_reply_parse_and_reproduces_the_rule(study_cop
     assert {row[3] for row in panel} == {"llm"}
     assert calls == (144, 144, "scripted", True)
     assert posts == 12
+
+
+def test_scripted_dorm_deliberation_matches_the_rule_study(study_copy):
+    """The dorm variant's scripted dry run goes through prompts and JSON and lands on the rule's choices."""
+    rule_root = study_copy("dorm_deliberation")
+    root = study_copy("dorm_deliberation_llm")
+    llm_run = run_study(load_study(root, steps=3, params={"n_students": 30}))
+    run_study(load_study(rule_root, steps=3, params={"n_students": 30}))
+    sql = ("SELECT step, agent_id, state, action_kind, json_extract_string(action_payload, '$.choice') "
+           "FROM panel ORDER BY step, agent_id")
+    rows = []
+    for r in (root, rule_root):
+        con = read_only(r / "runs" / "desim.duckdb")
+        rows.append(con.execute(sql).fetchall())
+        con.close()
+    assert len(rows[0]) == 90 and rows[0] == rows[1]
+    assert {r[3] for r in rows[0]} == {"choose_meal"}
+    assert llm_run.counters["llm"]["calls"] == 30 * 3 * 3

@@ -44,17 +44,22 @@ class PromptTemplate:
     ``peers_key`` names the ``local_information`` entry holding the feed's
     posts (a list), shown under its own heading; ``hide`` lists observation
     keys that only the rule needs; ``persona_keys`` picks the persona
-    attributes worth showing (``None``: all).
+    attributes worth showing (``None``: all); ``show_text`` adds the
+    observation's own ``text`` rendering, when the environment writes one.
+    ``final``, when given, replaces ``revision`` in the last of several rounds
+    (the round whose answer is the step's decision).
     """
 
     role: str
     peers_key: str | None = None
     hide: tuple[str, ...] = ()
     persona_keys: tuple[str, ...] | None = None
+    show_text: bool = True
     opening: str = ("This is the opening round of this step's discussion: say what you are leaning "
                     "towards and why.")
     revision: str = ("Your neighbours' posts are above. Give your position again: keep it, or revise "
                      "it if they persuaded you, and say why.")
+    final: str | None = None
     answer: str = "Answer with one JSON object only, no other text."
 
     def system(self, schema: dict[str, Any]) -> str:
@@ -79,7 +84,7 @@ class PromptTemplate:
                      if k not in self.hide and k != self.peers_key}
             if items:
                 lines += ["", f"## {title}"] + [f"- {k}: {_text(items[k])}" for k in sorted(items)]
-        if obs.text:
+        if obs.text and self.show_text:
             lines += ["", obs.text]
         if memory:
             lines += ["", "## Your recent decisions"]
@@ -89,5 +94,12 @@ class PromptTemplate:
         posts = obs.local_information.get(self.peers_key) if self.peers_key else None
         if posts:
             lines += ["", "## Your neighbours' posts"] + [f"- {_text(p)}" for p in posts]
-        lines += ["", self.opening if obs.round_idx == 0 else self.revision]
+        lines += ["", self.instruction(obs.round_idx, rounds)]
         return "\n".join(lines)
+
+    def instruction(self, round_idx: int, rounds: int) -> str:
+        if round_idx == 0:
+            return self.opening
+        if self.final and round_idx == rounds - 1:
+            return self.final
+        return self.revision
