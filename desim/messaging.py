@@ -182,16 +182,26 @@ class Delivery:
     Recipient ``i`` (the ``i``-th entry of the positions asked for) sees rows
     ``offsets[i]:offsets[i+1]``, in the order ``InMemoryMessageBus.visible_to``
     returns them: neighbour by neighbour, each neighbour's posts by (step,
-    round). ``recipient`` gives each row's recipient index, ``columns`` the
-    messages' content fields.
+    round). ``recipient`` gives each row's recipient index, ``author`` its
+    author's position, ``batch`` which (step, round) it was posted in (an index
+    into ``batch_steps`` / ``batch_rounds``), ``columns`` the content fields.
     """
 
     offsets: np.ndarray
     recipient: np.ndarray
     author: np.ndarray
-    step: np.ndarray
-    round: np.ndarray
+    batch: np.ndarray
+    batch_steps: np.ndarray
+    batch_rounds: np.ndarray
     columns: dict[str, np.ndarray]
+
+    @property
+    def step(self) -> np.ndarray:
+        return self.batch_steps[self.batch]
+
+    @property
+    def round(self) -> np.ndarray:
+        return self.batch_rounds[self.batch]
 
     def counts(self) -> np.ndarray:
         return np.diff(self.offsets)
@@ -205,8 +215,17 @@ class Delivery:
         raise KeyError(f"delivered messages have no content field '{name}' (fields: {sorted(self.columns)})")
 
     def sum(self, name: str) -> np.ndarray:
-        """Per recipient, the sum of content field ``name`` over what it sees."""
-        return np.bincount(self.recipient, weights=self.column(name), minlength=len(self.offsets) - 1)
+        """Per recipient, the sum of content field ``name`` over what it sees (0 for nothing).
+
+        Rows are contiguous per recipient, so this is one segmented sum, added
+        in delivery order.
+        """
+        values = self.column(name)
+        counts = self.counts()
+        if len(values) == 0:
+            return np.zeros(len(counts))
+        starts = np.minimum(self.offsets[:-1], len(values) - 1)
+        return np.where(counts > 0, np.add.reduceat(values, starts), 0)
 
     def mean(self, name: str, empty: float = np.nan) -> np.ndarray:
         n = self.counts()
@@ -264,8 +283,8 @@ class ColumnarFeed:
         for name, v in cols.items():
             if len(v) != len(authors):
                 raise ValueError(f"ColumnarFeed.post: column '{name}' has {len(v)} values for {len(authors)} authors")
-        slot = np.full(self.n, -1, np.int64)
-        slot[authors] = np.arange(len(authors))
+        slot = np.full(self.n, -1, np.int32)
+        slot[authors] = np.arange(len(authors), dtype=np.int32)
         if len(authors) and not np.array_equal(slot[authors], np.arange(len(authors))):
             raise ValueError(f"ColumnarFeed.post: an author posts twice in step {step} round {round_idx}")
         if self._batches and step > max(b.step for b in self._batches):
@@ -303,23 +322,29 @@ class ColumnarFeed:
                           or (self.carry_previous_step and b.step == step - 1)),
                          key=lambda b: (b.step, b.round))
         names = sorted({k for b in batches for k in b.columns})
+        batch_steps = np.array([b.step for b in batches], np.int32)
+        batch_rounds = np.array([b.round for b in batches], np.int32)
         if not batches or r == 0:
             none = np.zeros(0, np.int32)
-            return Delivery(np.zeros(r + 1, np.int64), none, none, none, none, {k: np.zeros(0) for k in names})
+            return Delivery(np.zeros(r + 1, np.int64), none, none, none, batch_steps, batch_rounds,
+                            {k: np.zeros(0) for k in names})
         rows, nbrs = self._neighbours_of(recipients)
         nb = len(batches)
-        hit = np.empty((len(nbrs), nb), np.int64)          # row in the batch, -1: that neighbour did not post
+        hit = np.empty((len(nbrs), nb), np.int32)          # row in the batch, -1: that neighbour did not post
         for j, b in enumerate(batches):
             hit[:, j] = b.slot[nbrs]
+        base = np.cumsum([0] + [len(b.authors) for b in batches])[:-1].astype(np.int32)
         valid = hit >= 0
-        base = np.cumsum([0] + [len(b.authors) for b in batches])[:-1]
-        message = (hit + base)[valid]                      # row in the batches' concatenation
-        shape = (len(nbrs), nb)
-        recipient = np.broadcast_to(rows[:, None], shape)[valid]
-        author = np.broadcast_to(nbrs[:, None], shape)[valid]
-        which = np.broadcast_to(np.arange(nb, dtype=np.int32), shape)[valid]
-        steps = np.array([b.step for b in batches], np.int32)[which]
-        rounds = np.array([b.round for b in batches], np.int32)[which]
+        if valid.all():                                    # every neighbour posted in every batch
+            message = (hit + base).ravel()
+            recipient, author = np.repeat(rows, nb), np.repeat(nbrs, nb)
+            which = np.tile(np.arange(nb, dtype=np.int32), len(nbrs))
+        else:
+            message = (hit + base)[valid]                  # row in the batches' concatenation
+            shape = (len(nbrs), nb)
+            recipient = np.broadcast_to(rows[:, None], shape)[valid]
+            author = np.broadcast_to(nbrs[:, None], shape)[valid]
+            which = np.broadcast_to(np.arange(nb, dtype=np.int32), shape)[valid]
         offsets = np.zeros(r + 1, np.int64)
         np.cumsum(np.bincount(recipient, minlength=r), out=offsets[1:])
         columns = {}
@@ -329,7 +354,7 @@ class ColumnarFeed:
                 raise ValueError(f"ColumnarFeed: step {missing[0].step} round {missing[0].round} posts "
                                  f"have no field '{k}'")
             columns[k] = np.concatenate([b.columns[k] for b in batches])[message]
-        return Delivery(offsets, recipient, author, steps, rounds, columns)
+        return Delivery(offsets, recipient, author, which, batch_steps, batch_rounds, columns)
 
     # --- persisting --------------------------------------------------------------
     def drain(self) -> pa.Table:
