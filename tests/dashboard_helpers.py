@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import uvicorn
 
+from desim.branch import branch
 from desim.config import load_study
 from desim.dashboard.app import create_app
 from desim.engine import run_study
@@ -39,13 +40,25 @@ def copy_study(studies_dir: Path, name: str, dest_name: str) -> Path:
 
 
 def make_studies(studies_dir: Path) -> dict[str, Path]:
-    """``opinion_diffusion`` run twice (two seeds), ``broken`` with a corrupt
+    """``opinion_diffusion`` run twice (two seeds) plus a branch of the first, ``broken`` with a corrupt
     simulation.json, ``norun`` valid but never run, with a broadcast scheduled
     after its last step (a lint warning the dashboard must show)."""
     studies_dir.mkdir(parents=True, exist_ok=True)
     good = copy_study(studies_dir, "opinion_diffusion", "opinion_diffusion")
-    run_study(load_study(good))
+    first = run_study(load_study(good))
     run_study(load_study(good, seed=7))
+    # a branch of the first run with a counter-campaign from step 6; the study files are then put
+    # back, so only the branch's stored events know about it
+    env_path = good / "environment" / "environment.json"
+    original = env_path.read_text()
+    env = json.loads(original)
+    env["scheduled_events"].append({"at_step": 6, "name": "counter_campaign", "target": "campaign_position",
+                                    "op": "set", "value": 0.1})
+    env["broadcasts"].append({"at_step": 6, "name": "counter_tv", "channel": "tv", "ttl": 2,
+                              "content": "Reject the proposal."})
+    env_path.write_text(json.dumps(env))
+    branch(good, first.run_id, 6, note="counter-campaign at week 6")
+    env_path.write_text(original)
     broken = copy_study(studies_dir, "opinion_diffusion", "broken")
     (broken / "simulation" / "simulation.json").write_text('{"n_steps": 12, "seed": ')
     norun = copy_study(studies_dir, "opinion_diffusion", "norun")

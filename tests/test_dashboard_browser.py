@@ -76,8 +76,13 @@ def test_study_page_population_card_and_metric_chart(site, page):
     # intervention markers at the campaign's step, on the timeline and on the charts
     assert page.locator('svg.metric-chart[data-metric="mean_opinion"] line.marker[data-step="2"]').count() >= 1
     assert page.locator("#timeline .tl-event").count() == 1
+    # the latest run is a branch: nested under its parent, and its own fired events mark the charts
+    parent = sql(good, "SELECT parent_run_id, fork_step FROM runs WHERE run_id=?", [rid])[0]
+    assert parent[1] == 6
+    assert "from step 6" in page.inner_text(f'#runs-tree li[data-run="{parent[0]}"] li[data-run="{rid}"]')
+    page.wait_for_selector('svg.metric-chart[data-metric="mean_opinion"] line.marker[data-step="6"]', state="attached")
     # overlay the other run: its points appear too
-    other = [r for (r,) in sql(good, "SELECT run_id FROM runs ORDER BY started_at") if r != rid][0]
+    other = [r for (r,) in sql(good, "SELECT run_id FROM runs ORDER BY started_at") if r != rid][1]
     page.check(f'input.overlay[data-run="{other}"]')
     page.wait_for_selector(f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{other}"]')
     assert page.locator(f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{other}"]').count() == 13

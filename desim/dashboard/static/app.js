@@ -197,7 +197,7 @@ async function studyView(view, sid) {
   try { st = await getJSON("/api/studies/" + enc(sid)); } catch (e) { fill(view, errorCard(e.message, sid)); return; }
   if (token !== viewToken) return;
   if (st.error) { fill(view, h("h1", {id: "study-title", text: sid}), errorCard(st.error, "this study cannot be loaded")); return; }
-  const S = {sid, st, runs: st.store.runs.slice(), selected: new Set(), series: {}, live: {}, liveStatus: {}, token};
+  const S = {sid, st, runs: st.store.runs.slice(), selected: new Set(), series: {}, events: {}, live: {}, liveStatus: {}, token};
   const done = S.runs.filter(r => r.status === "completed");
   if (done.length) S.selected.add(done[done.length - 1].run_id);
   for (const r of S.runs) if (r.status === "running" && r.live) { S.selected.add(r.run_id); S.liveStatus[r.run_id] = "running"; }
@@ -248,9 +248,9 @@ function populationCard(st) {
 
 function interventionMarks(st) {
   const iv = st.interventions;
-  const markers = iv.scheduled_events.map(e => ({step: e.at_step, label: `${e.name}: ${e.op} ${e.target} = ${short(e.value, 40)}`}));
+  const markers = iv.scheduled_events.map(e => ({step: e.at_step, name: e.name, label: `${e.name}: ${e.op} ${e.target} = ${short(e.value, 40)}`}));
   const spans = iv.broadcasts.map(b => ({from: b.at_step, to: b.ttl ? b.at_step + b.ttl : st.simulation.n_steps, label: `${b.name} (${b.channel})`}));
-  for (const b of iv.broadcasts) markers.push({step: b.at_step, label: `broadcast ${b.name}`});
+  for (const b of iv.broadcasts) markers.push({step: b.at_step, name: b.name, label: `broadcast ${b.name}`});
   return {markers, spans};
 }
 
@@ -309,7 +309,8 @@ function renderRuns(S) {
       r.stalled ? h("span", {class: "muted", text: " (marked running, but no process writes the store)"}) : null,
       r.seed !== undefined ? h("span", {class: "muted", text: ` seed ${r.seed}`}) : null,
       r.note ? h("em", {text: ` “${r.note}”`}) : null,
-      v && v.diff && v.diff.length ? h("div", {class: "muted", text: "changed: " + v.diff.map(d => `${d.path}: ${short(d.old, 20)} → ${short(d.new, 20)}`).join("; ")}) : null,
+      v && v.diff && v.diff.length ? h("div", {class: "muted version-diff", title: v.diff.map(d => `${d.path}: ${short(d.old, 200)} → ${short(d.new, 200)}`).join("\n"),
+        text: `version ${v.version_id} changed: ` + v.diff.map(d => d.path).join(", ")}) : null,
       tree(r.run_id, depth + 1));
   }));
   fill(S.els.runs, S.runs.length ? tree("", 0) : h("p", {class: "muted", text: "No runs yet."}));
@@ -336,6 +337,11 @@ async function loadMetrics(S) {
     try {
       const body = await getJSON(`/api/studies/${enc(S.sid)}/metrics?` + stored.map(r => "run=" + enc(r)).join("&"));
       Object.assign(S.series, body.series);
+      // fired events per run: a branch fires interventions its study files may not list
+      for (const rid of stored.filter(r => !(r in S.events))) {
+        const ev = await getJSON(`/api/studies/${enc(S.sid)}/events?run=${enc(rid)}`);
+        if (!ev.busy) S.events[rid] = ev.events;
+      }
     } catch (e) { fill(S.els.charts, errorCard(e.message, "metrics")); return; }
   }
   if (S.token === viewToken) renderCharts(S);
@@ -349,6 +355,12 @@ function renderCharts(S) {
   for (const rid of S.selected) Object.keys((S.live[rid] || {}).metrics || {}).forEach(add);
   const {markers, spans} = interventionMarks(S.st);
   const selected = S.runs.filter(r => S.selected.has(r.run_id));
+  const seen = new Set(markers.map(mk => mk.step + " " + mk.name));
+  for (const r of selected) for (const e of S.events[r.run_id] || []) {
+    if (seen.has(e.step + " " + e.name)) continue;
+    seen.add(e.step + " " + e.name);
+    markers.push({step: e.step, name: e.name, label: `${e.kind} ${e.name} fired in ${r.run_id}`});
+  }
   const xmax = Math.max(1, ...selected.map(r => r.n_steps || 0), S.st.simulation.n_steps);
   fill(S.els.legend, ...selected.map(r => h("span", {}, h("span", {class: "swatch", style: `background:${runColor(S, r.run_id)}`}),
     r.run_id + (S.liveStatus[r.run_id] === "running" ? " (live)" : ""))));
