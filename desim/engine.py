@@ -31,9 +31,7 @@ from typing import Any, Callable
 
 import networkx as nx
 import numpy as np
-import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import simpy
 from simpy.events import NORMAL, Event
 
@@ -47,7 +45,8 @@ from .network import build_graph
 from .refs import build
 from .rng import Streams
 from .schemas import ACTION_SOURCES, Action, Persona
-from .store import PANEL_SCHEMA, Store, store_path
+from .panel import agent_rows, columnar_round_rows, columnar_rows, dumps, initial_rows, round_rows, struct
+from .store import Store, store_path
 from .versions import ensure_version, latest_run_of
 
 LATE = NORMAL + 1
@@ -97,21 +96,6 @@ class RunResult:
     wall_seconds: float
     error: str | None = None
     counters: dict[str, Any] = field(default_factory=dict)
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars and arrays as plain Python; anything else unknown as text."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return str(value)
-
-
-_JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-
-
-def _dumps(value: Any) -> str:
-    """Canonical JSON (sorted keys), fast: a panel row's state and payload."""
-    return orjson.dumps(value, default=_plain, option=_JSON_OPTIONS).decode()
 
 
 class Engine:
@@ -264,7 +248,7 @@ class Engine:
             actions.idx = idx
             self.environment.apply_columns(idx, actions)
             if self.sim_cfg.record_rounds:
-                self._round_rows.append(self._columns_table(idx, actions, r))
+                self._round_rows.append(columnar_round_rows(self.ids, actions, r))
             return actions
         ids = [self.ids[i] for i in present]
         observations = self.environment.observe_batch(ids, t, r)
@@ -275,7 +259,7 @@ class Engine:
                                 set(ids), t, r)
         self.environment.apply(actions)
         if self.sim_cfg.record_rounds:
-            self._round_rows.append(self._actions_table(actions, r))
+            self._round_rows.append(round_rows(actions, r))
         return actions
 
     def _checked(self, actions: Any, present: set[str], t: int, r: int) -> list[Action]:
@@ -315,10 +299,10 @@ class Engine:
     # --- closing a step -------------------------------------------------------------
     def _close_step(self, t: int, actions, events: list[dict]) -> None:
         if self.columnar:
-            panel = self._columnar_panel(actions.idx, actions)
+            panel = columnar_rows(self.ids, self.environment.state_columns(), actions)
         else:
             self.memory.push(actions)
-            panel = self._panel(actions)
+            panel = agent_rows(self.ids, self.environment.agent_state, actions)
         metrics = self._metrics(t, actions)
         round_rows = pa.concat_tables(self._round_rows) if self._round_rows else None
         self._round_rows = []
@@ -336,83 +320,15 @@ class Engine:
                 raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number") from None
         return out
 
-    def _panel(self, actions: list[Action]) -> pa.Table:
-        by_agent = {a.agent_id: a for a in actions}
-        state = self.environment.agent_state
-        cols: dict[str, list] = {k: [] for k in PANEL_SCHEMA.names}
-        for agent_id in self.ids:
-            a = by_agent.get(agent_id)
-            cols["agent_id"].append(agent_id)
-            cols["state"].append(_dumps(state(agent_id)))
-            cols["action_kind"].append(a.kind if a else None)
-            cols["action_payload"].append(_dumps(a.payload) if a else None)
-            cols["action_source"].append(a.source if a else None)
-            cols["action_rationale"].append(a.rationale if a else None)
-        return pa.table(cols, schema=PANEL_SCHEMA)
-
-    def _actions_table(self, actions: list[Action], r: int) -> pa.Table:
-        return pa.table({
-            "round": pa.array([r] * len(actions), pa.int32()),
-            "agent_id": pa.array([a.agent_id for a in actions], pa.string()),
-            "action_kind": pa.array([a.kind for a in actions], pa.string()),
-            "action_payload": pa.array([_dumps(a.payload) for a in actions], pa.string()),
-            "action_source": pa.array([a.source for a in actions], pa.string()),
-            "action_rationale": pa.array([a.rationale for a in actions], pa.string())})
-
-    def _columns_table(self, idx: np.ndarray, acts: ActionColumns, r: int) -> pa.Table:
-        kind, payload, source = self._action_columns(idx, acts)
-        ids = pa.array(self.ids, pa.string()).take(pa.array(idx))
-        n = len(idx)
-        mask = np.ones(n, bool) if acts.acted is None else np.asarray(acts.acted, bool)
-        keep = pa.array(mask)
-        return pa.table({"round": pa.array(np.full(n, r, np.int32)), "agent_id": ids, "action_kind": kind,
-                         "action_payload": payload, "action_source": source,
-                         "action_rationale": pa.nulls(n, pa.string())}).filter(keep)
-
-    def _action_columns(self, idx: np.ndarray, acts: ActionColumns):
-        n = len(idx)
-        kind = (pa.array(np.full(n, acts.kind, dtype=object), pa.string()) if isinstance(acts.kind, str)
-                else pa.array(acts.kind.astype(object), pa.string()))
-        payload = (pa.StructArray.from_arrays([pa.array(v) for v in acts.payload.values()],
-                                              names=list(acts.payload)) if acts.payload
-                   else pa.nulls(n, pa.string()))
-        source = pa.array(np.full(n, acts.source, dtype=object), pa.string())
-        return kind, payload, source
-
-    def _columnar_panel(self, idx: np.ndarray, acts: ActionColumns) -> pa.Table:
-        """The panel for a columnar step: states as a struct, actions scattered to population order."""
-        n = len(self.ids)
-        states = self.environment.state_columns()
-        state = pa.StructArray.from_arrays([pa.array(v) for v in states.values()], names=list(states))
-        kind, payload, source = self._action_columns(idx, acts)
-        acted = np.zeros(n, bool)
-        acted[idx] = True if acts.acted is None else np.asarray(acts.acted, bool)
-        # position of each agent's action in the round's arrays (-1: none)
-        pos = np.full(n, -1, np.int64)
-        pos[idx] = np.arange(len(idx))
-        take = pa.array(np.where(acted, pos, 0))
-        null = pa.array(~acted)
-
-        def scatter(col: pa.Array) -> pa.Array:
-            if len(col) == 0:
-                return pa.nulls(n, col.type)
-            taken = col.take(take)
-            return pc.if_else(null, pa.scalar(None, col.type), taken)
-
-        return pa.table({"agent_id": pa.array(self.ids, pa.string()), "state": state,
-                         "action_kind": scatter(kind), "action_payload": scatter(payload),
-                         "action_source": scatter(source), "action_rationale": pa.nulls(n, pa.string())})
-
     def _messages(self) -> list[dict]:
         return [m.model_dump() for m in self.environment.drain_messages()]
 
     def _initial(self, events: list[dict]) -> None:
         if self.columnar:
-            states = self.environment.state_columns()
-            state = pa.StructArray.from_arrays([pa.array(v) for v in states.values()], names=list(states))
+            state = struct(self.environment.state_columns())
         else:
-            state = pa.array([_dumps(self.environment.agent_state(a)) for a in self.ids], pa.string())
-        table = pa.table({"agent_id": pa.array(self.ids, pa.string()), "state": state})
+            state = pa.array([dumps(self.environment.agent_state(a)) for a in self.ids], pa.string())
+        table = initial_rows(self.ids, state)
         metrics = self._metrics(0, None)
         messages = self._messages()
         if not self.resume:

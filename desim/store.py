@@ -97,12 +97,6 @@ CREATE TABLE IF NOT EXISTS versions (
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS version_id VARCHAR;
 """
 
-PANEL_SCHEMA = pa.schema([
-    ("agent_id", pa.string()), ("state", pa.string()), ("action_kind", pa.string()),
-    ("action_payload", pa.string()), ("action_source", pa.string()), ("action_rationale", pa.string()),
-])
-
-
 def store_path(study_root: str | Path) -> Path:
     """Where a study's database lives: ``studies/<id>/runs/desim.duckdb``."""
     return Path(study_root) / "runs" / "desim.duckdb"
