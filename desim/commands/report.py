@@ -18,7 +18,7 @@ def cmd_report(args) -> int:
 def cmd_viz_diffusion(args) -> int:
     try:
         paths = diffusion_player(args.study, args.state, run_id=args.run, max_nodes=args.max_nodes,
-                                 out_dir=args.out)
+                                 sample_size=args.sample_size, out_dir=args.out)
     except ReportError as e:
         raise UserError(str(e)) from None
     print(f"player: {paths['html']}")
@@ -42,5 +42,7 @@ def register(sub) -> None:
     p.add_argument("--state", required=True, help="the state field that colours the nodes")
     p.add_argument("--max-nodes", type=int, default=5000,
                    help="above this many agents, draw a sampled neighbourhood (default 5000)")
+    p.add_argument("--sample-size", type=int, default=1000,
+                   help="how many agents a sampled view shows (default 1000)")
     p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
     p.set_defaults(func=cmd_viz_diffusion)

@@ -13,8 +13,9 @@ The layout is computed once per run and is stable: a spring layout started
 from the agents on a circle in id order, with a fixed seed. A spring layout
 costs O(n²) per iteration, so the number of iterations shrinks as the graph
 grows. Graphs above ``max_nodes`` agents are drawn as a breadth-first
-neighbourhood of ``max_nodes`` agents around a seeded start; the figure
-and the player say so, and give the whole population's counts too.
+neighbourhood of ``sample_size`` agents around a seeded start (a thousand
+dots still read as a network, and lay out in seconds); the figure and the
+player say so, and give the whole population's counts too.
 Messages per step light the edges of the agents who posted in that step.
 """
 from __future__ import annotations
@@ -36,6 +37,7 @@ from . import data  # noqa: E402
 from .figures import category_colors, png  # noqa: E402
 
 MAX_NODES = 5000
+SAMPLE_SIZE = 1000
 NUMERIC_BINS = 32
 LAYOUT_BUDGET = 3e7  # node pairs x iterations: about 3 s of spring layout on this machine
 MISSING = "#cccccc"
@@ -75,8 +77,9 @@ def layout(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
     if n == 0:
         return np.zeros((0, 2))
     start = {a: (np.cos(2 * np.pi * i / n), np.sin(2 * np.pi * i / n)) for i, a in enumerate(nodes)}
-    iterations = int(min(50, max(5, LAYOUT_BUDGET / max(1, n * n))))
-    pos = nx.spring_layout(graph, pos=start, seed=seed, iterations=iterations) if n > 1 else start
+    iterations = int(min(50, max(3, LAYOUT_BUDGET / max(1, n * n))))
+    pos = (nx.spring_layout(graph, pos=start, seed=seed, iterations=iterations, method="force")
+           if n > 1 else start)
     xy = np.array([pos[a] for a in nodes], dtype=float)
     lo, hi = xy.min(axis=0), xy.max(axis=0)
     span = np.where(hi - lo > 0, hi - lo, 1.0)
@@ -146,9 +149,12 @@ def _encode(kind: str, steps: list[int], values: dict[int, list], population_cou
 
 
 def diffusion_player(study_root: str | Path, state: str, run_id: str | None = None,
-                     max_nodes: int = MAX_NODES, out_dir: str | Path | None = None,
-                     max_panels: int = 12) -> dict[str, Path]:
-    """Write ``diffusion.html`` and ``diffusion.png`` for ``state`` in one run; returns their paths."""
+                     max_nodes: int = MAX_NODES, sample_size: int = SAMPLE_SIZE,
+                     out_dir: str | Path | None = None, max_panels: int = 12) -> dict[str, Path]:
+    """Write ``diffusion_<state>.html`` and ``diffusion_<state>.png`` for one run; returns their paths.
+
+    Above ``max_nodes`` agents only a neighbourhood of ``min(sample_size, max_nodes)`` is drawn.
+    """
     con = data.connect(study_root)
     try:
         run = data.resolve_run(con, run_id)
@@ -160,7 +166,7 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
         graph.add_edges_from(con.execute("SELECT source, target FROM edges WHERE run_id = ?", [rid]).fetchall())
         kind = data.field_kind(con, rid, state)
         sampled = len(ids) > max_nodes
-        nodes = sample_nodes(graph, ids, max_nodes, run["seed"]) if sampled else ids
+        nodes = sample_nodes(graph, ids, min(sample_size, max_nodes), run["seed"]) if sampled else ids
         steps, values = _frames(con, rid, state, kind, nodes)
         posters = _posters(con, rid, nodes)
         population = data.category_counts(con, rid, state) if sampled and kind == "categorical" else None
