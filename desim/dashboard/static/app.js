@@ -309,6 +309,7 @@ function renderRuns(S) {
       r.stalled ? h("span", {class: "muted", text: " (marked running, but no process writes the store)"}) : null,
       r.seed !== undefined ? h("span", {class: "muted", text: ` seed ${r.seed}`}) : null,
       r.note ? h("em", {text: ` “${r.note}”`}) : null,
+      r.error ? h("div", {class: "run-error", text: r.error}) : null,
       v && v.diff && v.diff.length ? h("div", {class: "muted version-diff", title: v.diff.map(d => `${d.path}: ${short(d.old, 200)} → ${short(d.new, 200)}`).join("\n"),
         text: `version ${v.version_id} changed: ` + v.diff.map(d => d.path).join(", ")}) : null,
       tree(r.run_id, depth + 1));
