@@ -110,13 +110,14 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
         on_start(plan, len(tasks))
     by_id = {r.run_id: r for r in plan.runs}
     errors: dict[str, str] = {}
-    with make_executor(backend, root, workers, address) as executor:
-        for done, outcome in enumerate(executor.run(tasks), 1):
-            _store_outcome(root, db, plan, by_id[outcome.run_id], outcome, version_id)
-            if outcome.error:
-                errors[outcome.run_id] = outcome.error
-            if on_run:
-                on_run(outcome, done, len(tasks))
+    if tasks:   # a resume with nothing left to run starts no workers (nor Ray)
+        with make_executor(backend, root, workers, address) as executor:
+            for done, outcome in enumerate(executor.run(tasks), 1):
+                _store_outcome(root, db, plan, by_id[outcome.run_id], outcome, version_id)
+                if outcome.error:
+                    errors[outcome.run_id] = outcome.error
+                if on_run:
+                    on_run(outcome, done, len(tasks))
     shutil.rmtree(folder, ignore_errors=True)
     try:
         folder.parent.rmdir()   # runs/sweeps, once no sweep is in progress
