@@ -15,6 +15,7 @@ output (and the stub) can still see what is wanted.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +32,16 @@ QUADRANTS = (
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, str):
+    """A value as prompt text: strings as they are, everything else as compact, sorted JSON."""
+    kind = type(value)
+    if kind is str:
         return value
+    if kind is int or (kind is float and math.isfinite(value)):
+        return repr(value)          # what json.dumps writes, without its set-up cost per call
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 

@@ -170,8 +170,13 @@ def build_app(settings: StubSettings, stats: StubStats) -> Starlette:
 
 
 def bind(port: int, host: str = "127.0.0.1") -> socket.socket:
-    """A listening socket (``port=0``: any free port)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """A listening socket (``port=0``: any free port).
+
+    Made with ``IPPROTO_TCP`` so that asyncio sets ``TCP_NODELAY`` on the
+    accepted connections: without it the reply body waits for the client's
+    delayed ACK of the headers, 40 ms per request.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(1024)
