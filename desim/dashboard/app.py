@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
@@ -116,15 +117,18 @@ class LastGood:
     def __init__(self, size: int = 256):
         self.size = size
         self.items: OrderedDict[tuple, Any] = OrderedDict()
+        self.lock = threading.Lock()    # handlers run in a thread pool
 
     def put(self, key: tuple, value: Any) -> None:
-        self.items[key] = value
-        self.items.move_to_end(key)
-        while len(self.items) > self.size:
-            self.items.popitem(last=False)
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
 
     def get(self, key: tuple) -> Any:
-        return self.items.get(key)
+        with self.lock:
+            return self.items.get(key)
 
 
 class Dashboard:
