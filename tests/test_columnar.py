@@ -59,7 +59,7 @@ def test_one_row_per_agent_per_step_with_state_columns_as_json(study_copy):
                      "FROM panel WHERE run_id=?", [run_id])[0] == (N_SMALL * 7, N_SMALL, 7, 1, 7)
     assert query(db, "SELECT count(*) FROM initial_states WHERE run_id=?", [run_id])[0][0] == N_SMALL
     state, payload, source = query(db, "SELECT state::VARCHAR, action_payload::VARCHAR, action_source FROM panel "
-                                       "WHERE run_id=? AND step=1 ORDER BY agent_id LIMIT 1", [run_id])[0]
+                                       "WHERE run_id=? AND step=1 AND action_kind='move' LIMIT 1", [run_id])[0]
     assert set(json.loads(state)) == {"x", "y", "type", "happy"}
     assert set(json.loads(payload)) == {"to_x", "to_y"} and source == "rule"
     ids = [r[0] for r in query(db, "SELECT DISTINCT agent_id FROM panel WHERE run_id=? ORDER BY 1", [run_id])]
@@ -67,7 +67,7 @@ def test_one_row_per_agent_per_step_with_state_columns_as_json(study_copy):
 
 
 def test_each_action_lands_in_its_own_agents_row(study_copy):
-    """A mover's row holds its new cell, which is its payload's destination; a stayer's cell is unchanged."""
+    """A mover's row holds its new cell, which is its payload's destination; a stayer has no action."""
     root = study_copy("schelling")
     db, run_id = run(root, steps=5)
     rows = query(db, """
@@ -79,10 +79,13 @@ def test_each_action_lands_in_its_own_agents_row(study_copy):
         WHERE p.run_id=$1""", [run_id])
     assert len(rows) == N_SMALL * 5
     kinds = [r[0] for r in rows]
-    assert kinds.count("move") > 10 and kinds.count("stay") > 10
+    assert kinds.count("move") > 10 and kinds.count(None) > 10 and set(kinds) == {"move", None}
     for kind, x, y, to_x, to_y, x0, y0 in rows:
-        assert (x, y) == (to_x, to_y)
         assert ((x, y) != (x0, y0)) == (kind == "move")
+        if kind == "move":
+            assert (x, y) == (to_x, to_y)
+        else:
+            assert to_x is None and to_y is None
 
 
 def test_several_rounds_still_write_one_row_per_agent_per_step(study_copy):
@@ -112,7 +115,7 @@ class ShortAnswer(Relocation):
     def decide_columns(self, obs, idx, t, round_idx):
         acts = super().decide_columns(obs, idx, t, round_idx)
         if t >= 3:
-            acts.kind, acts.payload = acts.kind[1:], {k: v[1:] for k, v in acts.payload.items()}
+            acts.acted, acts.payload = acts.acted[1:], {k: v[1:] for k, v in acts.payload.items()}
         return acts
 
 
@@ -122,7 +125,7 @@ class Crowding(Relocation):
     def decide_columns(self, obs, idx, t, round_idx):
         acts = super().decide_columns(obs, idx, t, round_idx)
         if t == 2:
-            acts.kind = np.full(len(idx), "move")
+            acts.acted = np.ones(len(idx), bool)
             acts.payload = {"to_x": np.zeros(len(idx), np.int32), "to_y": np.zeros(len(idx), np.int32)}
         return acts
 '''
@@ -146,3 +149,18 @@ def test_misbehaving_study_code_fails_the_run_and_keeps_completed_steps(study_co
     assert query(db, "SELECT status FROM runs WHERE run_id=?", [run_id])[0][0] == "failed"
     assert query(db, "SELECT count(*), max(step) FROM panel WHERE run_id=?", [run_id])[0] == (
         N_SMALL * steps_kept, steps_kept)
+
+
+@pytest.mark.parametrize("name, params", [("schelling", SMALL), ("sugarscape", {"n_agents": 150})])
+def test_a_branch_replays_columnar_actions_to_the_same_states(study_copy, name, params):
+    """Steps before the fork come from the parent's stored actions through ``apply_columns``."""
+    from desim.branch import branch
+
+    root = study_copy(name)
+    db, parent = run(root, seed=4, steps=8, params=params)
+    child = branch(root, parent, 5, spec=desim.load_study(root, seed=4, steps=8, params=params)).run_id
+    states = "SELECT step, agent_id, state::VARCHAR FROM panel WHERE run_id=? ORDER BY step, agent_id"
+    assert query(db, states, [child]) == query(db, states, [parent])
+    sources = dict(query(db, "SELECT step < 5, string_agg(DISTINCT action_source, ',') FROM panel "
+                             "WHERE run_id=? AND action_kind IS NOT NULL GROUP BY 1", [child]))
+    assert sources == {True: "replay", False: "rule"}

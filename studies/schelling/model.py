@@ -27,7 +27,8 @@ the torus; an agent with no neighbours counts as happy (``0 >= 0``).
 The columnar split: ``Grid.observe_columns`` hands each agent its position
 and neighbour counts plus the shared grid; ``Relocation.decide_columns``
 applies the rule, walking the movers in their turn order on its own copy of
-the free cells, and returns every agent's destination; ``Grid.apply_columns``
+the free cells, and returns the movers' destinations (kind ``move``; the agents that stay
+take no action); ``Grid.apply_columns``
 commits the moves and refuses any two agents ending on one cell.
 """
 from __future__ import annotations
@@ -145,7 +146,7 @@ class Grid(EnvironmentProvider):
                 "occupied": self.occupied[idx], "grid": self.grid}
 
     def apply_columns(self, idx, actions):
-        moving = np.asarray(actions.kind) == "move"
+        moving = np.ones(len(idx), bool) if actions.acted is None else np.asarray(actions.acted, bool)
         who = idx[moving]
         to_x = np.asarray(actions.payload["to_x"])[moving]
         to_y = np.asarray(actions.payload["to_y"])[moving]
@@ -187,8 +188,11 @@ class Relocation(DecisionModel):
         to = y * width + x
         to[order] = dest
         to_x, to_y = to % width, to // width
-        kind = np.where((to_x != x) | (to_y != y), "move", "stay")
-        return ActionColumns(kind=kind, payload={"to_x": to_x.astype(np.int32), "to_y": to_y.astype(np.int32)})
+        # only movers act: a panel row of an agent that stayed carries no action, which keeps the
+        # step's JSON small once the grid has settled
+        moved = (to_x != x) | (to_y != y)
+        return ActionColumns(kind="move", acted=moved,
+                             payload={"to_x": to_x.astype(np.int32), "to_y": to_y.astype(np.int32)})
 
     @staticmethod
     def _random_empty(grid: np.ndarray, src: list[int], rng) -> list[int]:

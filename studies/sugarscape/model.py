@@ -116,7 +116,7 @@ class Landscape(EnvironmentProvider):
                 "sugar": self.sugar, "occupant": self.occupant}
 
     def apply_columns(self, idx, actions):
-        acted = np.asarray(actions.acted, bool)
+        acted = np.ones(len(idx), bool) if actions.acted is None else np.asarray(actions.acted, bool)
         turn = np.asarray(actions.payload["turn"])
         to = np.asarray(actions.payload["to_y"]) * SIZE + np.asarray(actions.payload["to_x"])
         turns = Turns((self.occupant.ravel() < 0).tolist(), self.sugar.ravel().tolist())

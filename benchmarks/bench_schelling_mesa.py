@@ -1,0 +1,122 @@
+"""Schelling 100x100 in desim and in Mesa 3.3.1, same parameters, same script run.
+
+    python benchmarks/bench_schelling_mesa.py [--seeds 5] [--steps 100]
+
+Parameters: 100x100 bounded grid (Mesa's default), density 0.8, minority 0.5,
+homophily 0.4, 100 steps, rule ``classic`` in both (happiness evaluated at
+the start of the step, the unhappy move in random order to random empty
+cells). Mesa runs in its own virtual environment, ``benchmarks/.venv-mesa``
+(created on first use with ``pip install mesa==3.3.1``; git-ignored): Mesa
+is a benchmark-only dependency, never a desim one.
+
+Timing, per seed, the two models interleaved so both see the same machine load:
+
+* Mesa: the step loop only (set-up excluded), no data collection;
+* desim: the whole run (load the study, build the population, every step,
+  the full panel of 8,000 rows per step and the metrics committed to DuckDB
+  step by step);
+* desim with ``agent_processes: false`` (no SimPy process per agent), whose
+  panel must hash identically to the default run's.
+
+Agent-steps per second are agents x steps / seconds, on wall time and on the
+run's own CPU time (the machine is shared; CPU time is the steadier figure).
+A breakdown of one desim run's CPU time by part follows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from desim_probe import breakdown, fresh_copy, metric, panel_hash, run_timed
+
+HERE = Path(__file__).resolve().parent
+VENV = HERE / ".venv-mesa"
+MESA = "3.3.1"
+PARAMS = {"width": 100, "height": 100, "density": 0.8, "minority_share": 0.5, "homophily": 0.4,
+          "torus": False, "rule": "classic"}
+
+
+def mesa_python() -> Path:
+    """The Mesa venv's interpreter, creating the venv on first use."""
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"mesa=={MESA}"], check=True)
+    found = subprocess.run([str(python), "-c", "import mesa; print(mesa.__version__)"],
+                           check=True, capture_output=True, text=True).stdout.strip()
+    if found != MESA:
+        raise SystemExit(f"{VENV} has mesa {found}, expected {MESA}; delete it to rebuild")
+    return python
+
+
+def run_mesa(python: Path, seed: int, steps: int) -> dict:
+    p = PARAMS
+    argv = [str(python), str(HERE / "mesa_models.py"), str(p["width"]), str(p["height"]), str(p["density"]),
+            str(p["minority_share"]), str(p["homophily"]), str(steps), str(seed), "1" if p["torus"] else "0"]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=100)
+    args = ap.parse_args()
+    steps = args.steps
+    python = mesa_python()
+    root = fresh_copy("schelling", "mesa_compare")
+    rows = []
+    for seed in range(1, args.seeds + 1):
+        m = run_mesa(python, seed, steps)
+        d = run_timed(root, seed=seed, steps=steps, params=PARAMS)
+        o = run_timed(root, seed=seed, steps=steps, params=PARAMS, agent_processes=False)
+        n = d["rows"] // steps
+        rows.append({
+            "seed": seed, "mesa_agents": m["agents"], "desim_agents": n,
+            "mesa_wall": m["steps_s"], "mesa_cpu": m["steps_cpu_s"],
+            "desim_wall": d["wall_s"], "desim_cpu": d["cpu_s"], "optout_wall": o["wall_s"], "optout_cpu": o["cpu_s"],
+            "mesa_share": m["mean_same_share"], "desim_share": metric(d["db"], d["run_id"], "mean_same_share", steps),
+            "mesa_happy": m["share_happy"], "desim_happy": metric(d["db"], d["run_id"], "share_happy", steps),
+            "identical_panel": panel_hash(d["db"], d["run_id"]) == panel_hash(o["db"], o["run_id"])})
+        print(json.dumps(rows[-1]), flush=True)
+
+    with breakdown(root, "Grid", "Relocation", "SegregationMetrics") as spent:
+        b = run_timed(root, seed=1, steps=steps, params=PARAMS)
+
+    def rate(agents_key, time_key):
+        return sum(r[agents_key] * steps for r in rows) / sum(r[time_key] for r in rows)
+
+    mean = lambda key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
+    print()
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+          f"{args.seeds} seeds, {steps} steps, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print("| model | agent-steps/s (wall) | agent-steps/s (CPU) | mean same-type share | share happy |")
+    print("|---|---|---|---|---|")
+    print(f"| Mesa {MESA} (steps only, no data collection) | {rate('mesa_agents', 'mesa_wall'):,.0f} | "
+          f"{rate('mesa_agents', 'mesa_cpu'):,.0f} | {mean('mesa_share'):.4f} | {mean('mesa_happy'):.3f} |")
+    print(f"| desim, whole run, full panel in DuckDB | {rate('desim_agents', 'desim_wall'):,.0f} | "
+          f"{rate('desim_agents', 'desim_cpu'):,.0f} | {mean('desim_share'):.4f} | {mean('desim_happy'):.3f} |")
+    print(f"| desim, agent_processes: false | {rate('desim_agents', 'optout_wall'):,.0f} | "
+          f"{rate('desim_agents', 'optout_cpu'):,.0f} | same panel: {all(r['identical_panel'] for r in rows)} | |")
+    print()
+    print(f"ratio desim / Mesa: {rate('desim_agents', 'desim_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x wall, "
+          f"{rate('desim_agents', 'desim_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU; "
+          f"without agent processes {rate('desim_agents', 'optout_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x "
+          f"wall, {rate('desim_agents', 'optout_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU")
+    print(f"mean same-type share difference desim - Mesa: {mean('desim_share') - mean('mesa_share'):+.4f}")
+    print("per seed (desim, Mesa): " + ", ".join(f"{r['desim_share']:.4f}/{r['mesa_share']:.4f}" for r in rows))
+    print()
+    print(f"desim CPU breakdown, seed 1 ({b['cpu_s']:.2f} s CPU, {b['wall_s']:.2f} s wall in all):")
+    for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+        print(f"  {label}: {seconds:.2f} s")
+    print(f"  everything else (set-up, SimPy agent processes and loop, metrics rows, live file): "
+          f"{b['cpu_s'] - sum(spent.values()):.2f} s")
+
+
+if __name__ == "__main__":
+    main()

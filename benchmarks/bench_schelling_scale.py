@@ -1,0 +1,80 @@
+"""Schelling 1000x1000 (800,000 agents), 20 steps, the full panel in DuckDB: wall time and peak memory.
+
+    python benchmarks/bench_schelling_scale.py [--size 1000] [--steps 20]
+
+Targets: under 2 minutes and under 8 GiB. Each variant runs in a fresh child
+process so its peak resident memory (``ru_maxrss``) is its own: the default
+engine (one SimPy process per agent) and ``agent_processes: false``. Each
+child reports the set-up (study load, 800,000 personas, the engine) and the
+run (initial states, every step written to DuckDB) separately; the store is
+deleted afterwards (16 million panel rows).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def child(size: int, steps: int, agent_processes: bool) -> None:
+    import duckdb
+
+    import desim
+    from desim.engine import Engine
+    from desim_probe import fresh_copy
+
+    root = fresh_copy("schelling", f"scale_{'procs' if agent_processes else 'noprocs'}")
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    spec = desim.load_study(root, seed=1, steps=steps,
+                            params={"width": size, "height": size, "density": 0.8, "homophily": 0.4})
+    spec.simulation.agent_processes = agent_processes
+    engine = Engine(spec)
+    built = time.perf_counter()
+    result = engine.run()
+    done = time.perf_counter()
+    con = duckdb.connect(str(result.store_path), read_only=True)
+    rows = con.execute("SELECT count(*) FROM panel WHERE run_id=?", [result.run_id]).fetchone()[0]
+    metrics = dict(con.execute("SELECT name, value FROM metrics WHERE run_id=? AND step=?",
+                               [result.run_id, steps]).fetchall())
+    moves1 = con.execute("SELECT value FROM metrics WHERE run_id=? AND step=1 AND name='moves'",
+                         [result.run_id]).fetchone()[0]
+    con.close()
+    size_mb = os.path.getsize(result.store_path) / 2**20
+    os.remove(result.store_path)
+    print(json.dumps({"agent_processes": agent_processes, "agents": rows // steps, "panel_rows": rows,
+                      "setup_s": built - wall0, "run_s": done - built, "wall_s": done - wall0,
+                      "cpu_s": time.process_time() - cpu0, "db_mb": size_mb, "moves_step1": moves1,
+                      "final": metrics, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--child", choices=["procs", "noprocs"])
+    args = ap.parse_args()
+    if args.child:
+        child(args.size, args.steps, args.child == "procs")
+        return
+    for variant in ("procs", "noprocs"):
+        out = subprocess.run([sys.executable, __file__, "--size", str(args.size), "--steps", str(args.steps),
+                              "--child", variant], check=True, capture_output=True, text=True, cwd=HERE).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        label = "one SimPy process per agent" if r["agent_processes"] else "agent_processes: false"
+        print(f"{label}: {r['agents']:,} agents x {args.steps} steps = {r['panel_rows']:,} panel rows; "
+              f"wall {r['wall_s']:.1f} s (set-up {r['setup_s']:.1f} s, run {r['run_s']:.1f} s), "
+              f"CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_gib']:.2f} GiB, store {r['db_mb']:.0f} MiB; "
+              f"moves at step 1 {r['moves_step1']:,.0f}; final mean same-type share "
+              f"{r['final']['mean_same_share']:.4f}, share happy {r['final']['share_happy']:.4f}", flush=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+
+
+if __name__ == "__main__":
+    main()

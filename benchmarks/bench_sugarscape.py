@@ -1,0 +1,73 @@
+"""Sugarscape G1 + M, 400 agents, 500 steps: agent-steps per second and the carrying-capacity plateau.
+
+    python benchmarks/bench_sugarscape.py [--seeds 3] [--steps 500]
+
+Each seed is a whole desim run of ``studies/sugarscape`` (full panel in
+DuckDB: 400 rows per step, dead agents included). Agent-steps count every
+panel row; living agent-steps count the agents that took a turn. The plateau
+is the mean population over steps 200..500 (Epstein & Axtell: about
+224-230), and the survivors' mean vision and metabolism are shown against
+the founders'.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import duckdb
+
+from desim_probe import breakdown, fresh_copy, run_timed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=500)
+    args = ap.parse_args()
+    steps = args.steps
+    root = fresh_copy("sugarscape", "sugarscape")
+    rows = []
+    for seed in range(1, args.seeds + 1):
+        r = run_timed(root, seed=seed, steps=steps, params={})
+        con = duckdb.connect(str(r["db"]), read_only=True)
+        m = {(step, name): value for step, name, value in con.execute(
+            "SELECT step, name, value FROM metrics WHERE run_id=?", [r["run_id"]]).fetchall()}
+        con.close()
+        pop = [m[(t, "population")] for t in range(steps + 1)]
+        row = {"seed": seed, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "rows": r["rows"],
+               "living_steps": sum(pop[:-1]), "plateau": sum(pop[200:]) / len(pop[200:]),
+               "pop_200": pop[200], "pop_end": pop[-1],
+               "vision": (m[(0, "mean_vision")], m[(steps, "mean_vision")]),
+               "metabolism": (m[(0, "mean_metabolism")], m[(steps, "mean_metabolism")]),
+               "gini_end": m[(steps, "gini")]}
+        rows.append(row)
+        print(row, flush=True)
+    with breakdown(root, "Landscape", "MovementM", "SugarMetrics") as spent:
+        b = run_timed(root, seed=1, steps=steps, params={})
+
+    total = lambda key: sum(r[key] for r in rows)  # noqa: E731
+    mean = lambda key: total(key) / len(rows)  # noqa: E731
+    print()
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.seeds} seeds, "
+          f"{steps} steps, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"agent-steps/s (panel rows): {total('rows') / total('wall_s'):,.0f} wall, "
+          f"{total('rows') / total('cpu_s'):,.0f} CPU; living agent-steps/s: "
+          f"{total('living_steps') / total('wall_s'):,.0f} wall, {total('living_steps') / total('cpu_s'):,.0f} CPU")
+    print(f"wall per run {mean('wall_s'):.1f} s, CPU per run {mean('cpu_s'):.1f} s")
+    print(f"plateau (mean population, steps 200-{steps}): {mean('plateau'):.1f} "
+          f"(per seed: {', '.join(f'{r['plateau']:.1f}' for r in rows)}); population at step 200 "
+          f"{mean('pop_200'):.1f}, at step {steps} {mean('pop_end'):.1f}")
+    print(f"mean vision {sum(r['vision'][0] for r in rows) / len(rows):.2f} -> "
+          f"{sum(r['vision'][1] for r in rows) / len(rows):.2f}; mean metabolism "
+          f"{sum(r['metabolism'][0] for r in rows) / len(rows):.2f} -> "
+          f"{sum(r['metabolism'][1] for r in rows) / len(rows):.2f}; Gini at the end {mean('gini_end'):.3f}")
+    print(f"CPU breakdown, seed 1 ({b['cpu_s']:.2f} s CPU, {b['wall_s']:.2f} s wall in all):")
+    for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+        print(f"  {label}: {seconds:.2f} s")
+    print(f"  everything else (set-up, SimPy agent processes and loop, metrics rows, live file): "
+          f"{b['cpu_s'] - sum(spent.values()):.2f} s")
+
+
+if __name__ == "__main__":
+    main()

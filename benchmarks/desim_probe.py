@@ -1,0 +1,98 @@
+"""Shared by the columnar benchmarks: timed desim runs and a CPU breakdown by part.
+
+``run_timed`` runs a study copy through the real engine (load, build, every
+step, the full panel into DuckDB) and reports wall and CPU time. CPU time is
+reported beside wall time because the benchmark machine is shared: wall time
+moves with the load, the CPU the run itself burns much less.
+``agent_processes=False`` sets the engine's opt-out (``simulation.json``
+``agent_processes: false``): no SimPy process per agent, everyone takes part
+in every round, the same panel.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+import desim
+from desim.engine import Engine
+from desim.refs import study_module
+from desim.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "out"
+
+
+def fresh_copy(name: str, tag: str) -> Path:
+    """A copy of ``studies/<name>`` under benchmarks/out (git-ignored), without runs."""
+    dest = OUT / tag / name
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(ROOT / "studies" / name, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    return dest
+
+
+def run_timed(root: Path, *, seed: int, steps: int, params: dict, agent_processes: bool = True) -> dict:
+    """One run, start to finish, with its wall and CPU seconds and its run id."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    spec = desim.load_study(root, seed=seed, steps=steps, params=params)
+    spec.simulation.agent_processes = agent_processes
+    result = Engine(spec).run()
+    return {"run_id": result.run_id, "rows": result.rows_written, "db": result.store_path,
+            "wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
+
+
+def metric(db: Path, run_id: str, name: str, step: int) -> float:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT value FROM metrics WHERE run_id=? AND name=? AND step=?",
+                           [run_id, name, step]).fetchone()[0]
+    finally:
+        con.close()
+
+
+def panel_hash(db: Path, run_id: str) -> str:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT md5(string_agg(concat_ws('|', step, agent_id, state::VARCHAR, action_kind, "
+                           "action_payload::VARCHAR), chr(10) ORDER BY step, agent_id)) FROM panel "
+                           "WHERE run_id=?", [run_id]).fetchone()
+        return rows[0]
+    finally:
+        con.close()
+
+
+@contextmanager
+def breakdown(root: Path, env_class: str, decision_class: str, collector_class: str):
+    """Accumulate CPU seconds per part of a run: the study's code, the panel build, the DuckDB writes."""
+    spent: dict[str, float] = defaultdict(float)
+    model = study_module(root)
+    engine_module = sys.modules[Engine.__module__]
+    targets = [(getattr(model, env_class), "observe_columns", "study: observe"),
+               (getattr(model, env_class), "apply_columns", "study: apply"),
+               (getattr(model, decision_class), "decide_columns", "study: decide"),
+               (getattr(model, collector_class), "collect", "study: metrics"),
+               (engine_module, "columnar_rows", "engine: panel table"),
+               (getattr(model, env_class), "state_columns", "study: state"),
+               (Store, "write_step", "store: write step (DuckDB)")]
+    saved = []
+    for owner, name, label in targets:
+        original = getattr(owner, name)
+        saved.append((owner, name, original))
+
+        def timed(*args, _original=original, _label=label, **kwargs):
+            t0 = time.process_time()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                spent[_label] += time.process_time() - t0
+        setattr(owner, name, timed)
+    try:
+        yield spent
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
