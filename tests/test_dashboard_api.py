@@ -8,7 +8,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from dashboard_helpers import make_studies, server_thread, sql, write_live_file, write_lock
+from dashboard_helpers import copy_study, make_studies, server_thread, sql, write_live_file, write_lock
+from desim.config import load_study
+from desim.engine import run_study
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,7 @@ def raw_get(url: str, path: str) -> tuple[int, bytes]:
 def test_study_list_shows_status_and_error_cards(site):
     body = site["client"].get("/api/studies").json()
     by_id = {s["id"]: s for s in body["studies"]}
-    assert set(by_id) == {"opinion_diffusion", "broken", "norun"}
+    assert {"opinion_diffusion", "broken", "norun"} <= set(by_id)
     good = by_id["opinion_diffusion"]
     latest = sql(site["good"], "SELECT run_id, status FROM runs ORDER BY started_at DESC LIMIT 1")[0]
     assert good["error"] is None and good["status"] == "completed"
@@ -142,6 +144,18 @@ def test_network_player_data(site):
     at5 = dict(sql(site["good"], "SELECT agent_id, CAST(state->>'opinion' AS DOUBLE) FROM panel "
                                  "WHERE run_id=? AND step=5", [rid]))
     assert net["values"][5] == [at5[a] for a in net["ids"]]
+    assert net["categories"] == [] and len(net["xy"]) == n
+
+
+def test_network_player_with_a_categorical_state(site):
+    rumor = copy_study(site["dir"], "rumor_network", "rumor_network")
+    rid = run_study(load_study(rumor, steps=3)).run_id
+    net = site["client"].get("/api/studies/rumor_network/network", params={"run": rid, "state": "rumor_state"}).json()
+    stored = dict(sql(rumor, "SELECT agent_id, state->>'rumor_state' FROM panel WHERE run_id=? AND step=3", [rid]))
+    cats = {v for (v,) in sql(rumor, "SELECT state->>'rumor_state' FROM panel WHERE run_id=? UNION "
+                                     "SELECT state->>'rumor_state' FROM initial_states WHERE run_id=?", [rid, rid])}
+    assert net["categories"] == sorted(cats) and len(cats) >= 2
+    assert [net["categories"][c] for c in net["values"][3]] == [stored[a] for a in net["ids"]]
 
 
 def test_report_diffusion_player_is_linked_and_served(site):

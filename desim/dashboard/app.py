@@ -112,7 +112,8 @@ class RejectEncodedPaths:
 
 
 class LastGood:
-    """The last answers read from each store, served (marked stale) while a run locks it."""
+    """A small LRU of answers: the last read from each store, served (marked stale) while a
+    run locks it; and network layouts, which never change for a run."""
 
     def __init__(self, size: int = 256):
         self.size = size
@@ -137,6 +138,7 @@ class Dashboard:
     def __init__(self, studies_dir: str | Path):
         self.studies_dir = Path(studies_dir).resolve()
         self.last_good = LastGood()
+        self.layouts = LastGood(32)
 
     # --- helpers ------------------------------------------------------------------
     def study_root(self, request: Request) -> Path:
@@ -267,7 +269,14 @@ class Dashboard:
 
     def network(self, request: Request) -> dict:
         root = self.study_root(request)
-        return data.network(root, self.run_param(request), check_state_key(request.query_params.get("state")))
+        run_id = self.run_param(request)
+        net = data.network(root, run_id, check_state_key(request.query_params.get("state")))
+        key = (root.name, "layout", run_id, len(net["ids"]))
+        xy = self.layouts.get(key)
+        if xy is None:                  # a run's network never changes: lay it out once
+            xy = data.layout(len(net["ids"]), net["edges"])
+            self.layouts.put(key, xy)
+        return {**net, "xy": xy}
 
     def diffusion(self, request: Request) -> dict:
         """The full diffusion player of ``desim.report.diffusion``, when that module is installed."""

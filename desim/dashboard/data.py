@@ -352,16 +352,13 @@ def step_messages(root: Path, run_id: str, step: int) -> dict[str, Any]:
 # --- the built-in network diffusion player -----------------------------------------------
 
 def network(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
-    """Nodes with a layout, edges, and one numeric state per node and step (step 0 = initial).
+    """Nodes, edges, and one state value per node and step (step 0 = the initial states).
 
-    Booleans count as 0/1; other non-numbers are null. At most
-    :data:`MAX_NODES` nodes (the first ids in order) are drawn.
+    Numbers and booleans (as 0/1) are returned as numbers; any other state
+    (``"spreader"``) as the index of its category in ``categories``. At most
+    :data:`MAX_NODES` nodes (the first ids in order) are returned.
     """
-    import networkx as nx
     path = f"$.{state_key}"
-    value = ("CASE WHEN json_extract_string(state, ?) IN ('true', 'false') "
-             "THEN CAST(json_extract_string(state, ?) = 'true' AS DOUBLE) "
-             "ELSE TRY_CAST(json_extract_string(state, ?) AS DOUBLE) END")
     with reading(root) as con:
         run = _require_run(con, run_id)
         ids = [r[0] for r in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? ORDER BY agent_id "
@@ -371,25 +368,48 @@ def network(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
         last = ids[-1] if ids else ""
         edges = con.execute("SELECT source, target FROM edges WHERE run_id = ? AND source <= ? AND target <= ?",
                             [run_id, last, last]).fetchall()
-        initial = con.execute(f"SELECT agent_id, {value} FROM initial_states WHERE run_id = ? AND agent_id <= ?",
-                              [path, path, path, run_id, last]).fetchall()
-        rows = con.execute(f"SELECT step, agent_id, {value} FROM panel WHERE run_id = ? AND agent_id <= ? "
-                           "ORDER BY step", [path, path, path, run_id, last]).fetchall()
+        rows = con.execute("SELECT 0 AS step, agent_id, json_extract_string(state, ?) FROM initial_states "
+                           "WHERE run_id = ? AND agent_id <= ? UNION ALL "
+                           "SELECT step, agent_id, json_extract_string(state, ?) FROM panel "
+                           "WHERE run_id = ? AND agent_id <= ? ORDER BY step",
+                           [path, run_id, last, path, run_id, last]).fetchall()
     index = {a: i for i, a in enumerate(ids)}
-    graph = nx.Graph()
-    graph.add_nodes_from(range(len(ids)))
     links = [[index[s], index[t]] for s, t in edges if s in index and t in index]
-    graph.add_edges_from(links)
-    layout = (nx.spring_layout(graph, seed=7, iterations=40) if 0 < len(ids) <= 600
-              else nx.circular_layout(graph))
+    texts = {v for _, _, v in rows if v is not None}
+    numeric = all(_as_number(v) is not None for v in texts)
+    categories = [] if numeric else sorted(texts)
+    code = {c: i for i, c in enumerate(categories)}
     n_steps = max([r[0] for r in rows], default=0)
     values: list[list[float | None]] = [[None] * len(ids) for _ in range(n_steps + 1)]
-    for agent, v in initial:
-        if agent in index:
-            values[0][index[agent]] = v
     for step, agent, v in rows:
-        if agent in index:
-            values[step][index[agent]] = v
-    return {"run": run, "state": state_key, "ids": ids, "truncated": truncated,
-            "xy": [[round(float(layout[i][0]), 4), round(float(layout[i][1]), 4)] for i in range(len(ids))],
-            "edges": links, "values": values}
+        if agent in index and v is not None:
+            values[step][index[agent]] = _as_number(v) if numeric else code[v]
+    return {"run": run, "state": state_key, "ids": ids, "truncated": truncated, "edges": links,
+            "values": values, "categories": categories}
+
+
+def _as_number(text: str) -> float | None:
+    if text in ("true", "false"):
+        return float(text == "true")
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def layout(n_nodes: int, edges: list[list[int]]) -> list[list[float]]:
+    """2-D positions: a force layout started from a circle, its iterations capped so that
+    about 10^7 node-pair updates are spent whatever the size (the force step is O(n^2))."""
+    import networkx as nx
+    import numpy as np
+    if n_nodes == 0:
+        return []
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n_nodes))
+    graph.add_edges_from(edges)
+    angle = 2 * np.pi * np.arange(n_nodes) / n_nodes
+    start = {i: (float(np.cos(a)), float(np.sin(a))) for i, a in enumerate(angle)}
+    iterations = int(min(50, max(2, 1e7 / n_nodes ** 2)))
+    pos = nx.spring_layout(graph, pos=start, seed=7, iterations=iterations, method="force") if n_nodes > 1 else start
+    return [[round(float(pos[i][0]), 4), round(float(pos[i][1]), 4)] for i in range(n_nodes)]

@@ -481,13 +481,25 @@ function diffusionPlayer(net) {
   const xs = net.xy.map(p => p[0]), ys = net.xy.map(p => p[1]);
   const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
   const X = v => pad + ((v - x0) / ((x1 - x0) || 1)) * (size - 2 * pad), Y = v => pad + ((v - y0) / ((y1 - y0) || 1)) * (size - 2 * pad);
+  const cats = net.categories || [];
   const all = net.values.flat().filter(v => v !== null);
   const lo = all.length ? Math.min(...all) : 0, hi = all.length ? Math.max(...all) : 1;
   const color = v => {
     if (v === null || v === undefined) return "#c0c6d0";
+    if (cats.length) return COLORS[v % COLORS.length];
     const t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
     return `rgb(${Math.round(40 + 200 * t)},${Math.round(90 + 40 * (1 - Math.abs(t - 0.5) * 2))},${Math.round(230 - 190 * t)})`;
   };
+  const summary = vals => {
+    if (!vals.length) return "";
+    if (!cats.length) return `, mean ${net.state} ${fmt(vals.reduce((a, b) => a + b, 0) / vals.length)}`;
+    const counts = cats.map(() => 0);
+    vals.forEach(v => { counts[v] += 1; });
+    return ", " + cats.map((c, i) => `${c} ${counts[i]}`).join(", ");
+  };
+  const scale = cats.length
+    ? h("div", {class: "legend"}, cats.map((c, i) => h("span", {}, h("span", {class: "swatch", style: `background:${COLORS[i % COLORS.length]}`}), c)))
+    : h("p", {class: "muted", text: `colour: ${net.state} from ${fmt(lo)} (blue) to ${fmt(hi)} (red)`});
   const svg = s("svg", {id: "net-svg", viewBox: `0 0 ${size} ${size}`, width: size, height: size});
   const edges = s("g", {stroke: "#cfd4dc", "stroke-width": 0.6});
   for (const [a, b] of net.edges.slice(0, 6000)) edges.append(s("line", {x1: X(net.xy[a][0]), y1: Y(net.xy[a][1]), x2: X(net.xy[b][0]), y2: Y(net.xy[b][1])}));
@@ -500,7 +512,7 @@ function diffusionPlayer(net) {
   const show = t => {
     nodes.forEach((c, i) => c.setAttribute("fill", color(net.values[t][i])));
     const vals = net.values[t].filter(v => v !== null);
-    label.textContent = ` step ${t}/${last}` + (vals.length ? `, mean ${net.state} ${fmt(vals.reduce((a, b) => a + b, 0) / vals.length)}` : "");
+    label.textContent = ` step ${t}/${last}` + summary(vals);
   };
   slider.addEventListener("input", () => show(+slider.value));
   let playing = null;
@@ -515,7 +527,7 @@ function diffusionPlayer(net) {
   }});
   show(0);
   return h("div", {}, h("div", {}, play, " ", slider, label),
-    h("p", {class: "muted", text: `${net.ids.length} agents${net.truncated ? " (first agents only)" : ""}, ${net.edges.length} edges; colour: ${net.state} from ${fmt(lo)} (blue) to ${fmt(hi)} (red)`}), svg);
+    h("p", {class: "muted", text: `${net.ids.length} agents${net.truncated ? " (the first by id only)" : ""}, ${net.edges.length} edges`}), scale, svg);
 }
 
 // --- one agent ----------------------------------------------------------------------------------------
