@@ -98,6 +98,17 @@ def test_errors_are_retried_garbage_falls_back_and_a_rerun_is_free(study_copy, m
     assert panel(root, second.run_id) == rows
 
 
+def test_retries_wait_as_long_as_retry_after_asks(study_copy, monkeypatch):
+    root = llm_study(study_copy, backoff_s=0.001, max_retries=8)
+    with running_stub(error_rate=0.2, retry_after_s=0.3, seed=1) as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        result = run_study(load_study(root, steps=1, params={"n_agents": 20, "llm_kind": "openai"}))
+    assert result.status == "completed" and stub.stats.errors > 0
+    retried = query(root, "SELECT latency_ms FROM llm_calls WHERE attempts > 1")
+    assert len(retried) > 0
+    assert all(ms >= 300 for (ms,) in retried)     # a first failure is a 429 with Retry-After: 0.3
+
+
 def test_budget_stops_at_a_step_boundary_and_resume_pays_nothing_twice(study_copy, monkeypatch):
     root = llm_study(study_copy, max_calls=130)
     fresh = llm_study(study_copy, name="unbudgeted")
@@ -145,7 +156,7 @@ def test_a_request_the_server_refuses_is_not_retried(study_copy, monkeypatch):
 
 
 def test_the_api_key_is_sent_but_never_stored_or_printed(study_copy):
-    root = llm_study(study_copy)
+    root = llm_study(study_copy, max_retries=1, backoff_s=0.05)
     with stub_process() as stub:
         env = {**os.environ, "DESIM_LLM_BASE_URL": stub.base_url, "DESIM_LLM_API_KEY": SECRET}
         ok = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--steps", "2",
