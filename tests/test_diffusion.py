@@ -151,3 +151,22 @@ def test_player_runs_in_a_browser(rumor):
             browser.close()
     assert errors == []
     assert all(u.startswith("file:") for u in fetched)  # nothing from the network
+
+
+def test_separate_groups_do_not_collapse_onto_each_other():
+    """Cliques (dorms, households) get a cell each instead of piling up in the middle."""
+    import networkx as nx
+    from desim.report.diffusion import layout
+    g = nx.Graph()
+    groups = [[f"g{k}a{i}" for i in range(6)] for k in range(4)]
+    for members in groups:
+        g.add_edges_from((a, b) for i, a in enumerate(members) for b in members[i + 1:])
+    nodes = [a for members in groups for a in members]
+    xy = layout(g, nodes, seed=1)
+    boxes = [(xy[6 * k:6 * k + 6].min(axis=0), xy[6 * k:6 * k + 6].max(axis=0)) for k in range(4)]
+    for i in range(4):
+        for j in range(i + 1, 4):
+            (lo1, hi1), (lo2, hi2) = boxes[i], boxes[j]
+            assert (hi1 < lo2).any() or (hi2 < lo1).any(), f"groups {i} and {j} overlap"
+    # members of a group are spread out, not on one spot
+    assert min(float(((xy[0] - xy[k]) ** 2).sum()) for k in range(1, 6)) > 1e-4

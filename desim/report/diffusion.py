@@ -71,19 +71,52 @@ def sample_nodes(graph: nx.Graph, ids: list[str], limit: int, seed: int) -> list
     return picked
 
 
-def layout(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
-    """Stable 2-D positions in [0, 1] for ``nodes`` (in that order)."""
-    n = len(nodes)
-    if n == 0:
-        return np.zeros((0, 2))
-    start = {a: (np.cos(2 * np.pi * i / n), np.sin(2 * np.pi * i / n)) for i, a in enumerate(nodes)}
-    iterations = int(min(50, max(3, LAYOUT_BUDGET / max(1, n * n))))
-    pos = (nx.spring_layout(graph, pos=start, seed=seed, iterations=iterations, method="force")
-           if n > 1 else start)
-    xy = np.array([pos[a] for a in nodes], dtype=float)
+def _unit(xy: np.ndarray) -> np.ndarray:
+    """Scale positions into [0, 1] on each axis."""
     lo, hi = xy.min(axis=0), xy.max(axis=0)
     span = np.where(hi - lo > 0, hi - lo, 1.0)
     return (xy - lo) / span
+
+
+def _spring(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
+    """One connected piece: a spring layout started from a circle in id order."""
+    n = len(nodes)
+    if n == 1:
+        return np.array([[0.5, 0.5]])
+    start = {a: (np.cos(2 * np.pi * i / n), np.sin(2 * np.pi * i / n)) for i, a in enumerate(nodes)}
+    iterations = int(min(50, max(3, LAYOUT_BUDGET / (n * n))))
+    pos = nx.spring_layout(graph.subgraph(nodes), pos=start, seed=seed, iterations=iterations, method="force")
+    return _unit(np.array([pos[a] for a in nodes], dtype=float))
+
+
+def layout(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
+    """Stable 2-D positions in [0, 1] for ``nodes`` (in that order).
+
+    Each connected component is laid out on its own and the components are
+    packed in rows, largest first, in a square cell whose side grows with the
+    square root of its size: otherwise separate groups (dorms, households)
+    collapse onto each other. A graph without edges becomes a grid in id order.
+    """
+    if not nodes:
+        return np.zeros((0, 2))
+    order = {a: i for i, a in enumerate(nodes)}
+    if graph.number_of_edges() == 0:
+        parts = [[a] for a in nodes]
+    else:
+        parts = sorted((sorted(c, key=order.get) for c in nx.connected_components(graph)),
+                       key=lambda c: (-len(c), order[c[0]]))
+    sides = [np.sqrt(len(c)) for c in parts]
+    width = max(max(sides), np.sqrt(sum(side * side for side in sides)) * 1.1)
+    xy = np.zeros((len(nodes), 2))
+    x = y = row = 0.0
+    for part, side in zip(parts, sides):
+        if x + side > width + 1e-9:
+            x, y, row = 0.0, y + row, 0.0
+        inner = _spring(graph, part, seed) if len(part) > 1 else np.array([[0.5, 0.5]])
+        for a, (px, py) in zip(part, inner):
+            xy[order[a]] = (x + side * (0.1 + 0.8 * px), -(y + side * (0.1 + 0.8 * py)))
+        x, row = x + side, max(row, side)
+    return _unit(xy)
 
 
 def _frames(con, run_id: str, field: str, kind: str, nodes: list[str]) -> tuple[list[int], dict]:
@@ -182,6 +215,8 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
     note = (f"Sampled view: {len(nodes):,} of {len(ids):,} agents, a breadth-first neighbourhood of the "
             f"network (only edges among them). Counts are over the sample; the whole population's are "
             f"given beside them." if sampled else "")
+    if not edges:
+        note = (note + " " if note else "") + "The run saved no network edges: agents are laid out on a grid in id order."
     payload = {"study": run["study_id"], "run_id": rid, "field": state, "kind": kind,
                "time_unit": run["time_unit"], "n_agents": len(ids), "sampled": sampled, "note": note,
                "nodes": nodes, "x": [round(float(v), 4) for v in xy[:, 0]],
@@ -231,6 +266,8 @@ def small_multiples(payload: dict, xy: np.ndarray, edges: list[tuple[int, int]],
     title = f"{payload['study']}: '{payload['field']}' on the network, run {payload['run_id']}"
     if payload["sampled"]:
         title += f"\nSAMPLED VIEW: {len(xy):,} of {payload['n_agents']:,} agents (breadth-first neighbourhood)"
+    if not edges:
+        title += "\nno network edges saved with this run: agents on a grid in id order"
     fig.suptitle(title, fontsize=10)
     if payload["kind"] == "categorical":
         handles = [plt.Line2D([], [], marker="o", linestyle="", color=c, label=n)
