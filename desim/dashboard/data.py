@@ -186,7 +186,9 @@ def distributions(states: list[dict[str, Any]], bins: int = 12) -> list[dict[str
         values = [s.get(key) for s in states if s.get(key) is not None]
         numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and math.isfinite(v)]
-        if values and len(numbers) == len(values):
+        if not values:
+            out.append({"name": key, "kind": "empty", "n": 0})
+        elif len(numbers) == len(values):
             lo, hi = min(numbers), max(numbers)
             width = (hi - lo) / bins or 1.0
             counts = [0] * bins

@@ -108,7 +108,8 @@ function lineChart({title, metric, series, xmax, markers = [], spans = [], width
   return svg;
 }
 
-function histogram(dist, width = 260, height = 110) {
+function histogram(dist, width = 260) {
+  const height = dist.kind === "categorical" ? 26 + 15 * dist.values.length : dist.kind === "empty" ? 34 : 110;
   const svg = s("svg", {class: "dist", "data-attr": dist.name, viewBox: `0 0 ${width} ${height}`, width, height});
   svg.append(s("text", {x: 0, y: 11, class: "chart-title"}, dist.name));
   const m = {l: 4, t: 16, b: 16}, H = height - m.t - m.b, W = width - m.l * 2;
@@ -119,6 +120,8 @@ function histogram(dist, width = 260, height = 110) {
     svg.append(s("text", {x: m.l, y: height - 3}, fmt(dist.min)));
     svg.append(s("text", {x: width - m.l, y: height - 3, "text-anchor": "end"}, fmt(dist.max)));
     svg.append(s("text", {x: width / 2, y: height - 3, "text-anchor": "middle"}, "mean " + fmt(dist.mean)));
+  } else if (dist.kind === "empty") {
+    svg.append(s("text", {x: 0, y: 28}, "null for every agent"));
   } else {
     const max = Math.max(1, ...dist.values.map(v => v.count)), bh = H / Math.max(1, dist.values.length);
     dist.values.forEach((v, i) => {
@@ -126,6 +129,7 @@ function histogram(dist, width = 260, height = 110) {
       svg.append(s("text", {x: 86, y: m.t + i * bh + bh / 2 + 3, "text-anchor": "end"}, short(v.value, 14)));
       svg.append(s("text", {x: 94 + (v.count / max) * (W - 120), y: m.t + i * bh + bh / 2 + 3}, v.count));
     });
+    if (dist.distinct > dist.values.length) svg.append(s("text", {x: 0, y: height - 2}, `${dist.distinct - dist.values.length} more values`));
   }
   return svg;
 }
