@@ -97,7 +97,9 @@ def request_schema(body: dict[str, Any]) -> dict[str, Any]:
         if isinstance(schema, dict):
             return schema
     for m in body.get("messages", []):
-        content = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(m, dict):
+            continue
+        content = m.get("content")
         if m.get("role") == "system" and isinstance(content, str) and SCHEMA_MARKER in content:
             found = first_json_object(content.split(SCHEMA_MARKER, 1)[1])
             if found:
@@ -133,12 +135,13 @@ def build_app(settings: StubSettings, stats: StubStats) -> Starlette:
             return JSONResponse({"error": {"message": "expected a JSON body with messages"}}, status_code=400)
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
         stats.sends[digest] += 1
+        sending = stats.sends[digest]
         delay = settings.latency_ms + (jitter.uniform(0, settings.jitter_ms) if settings.jitter_ms else 0.0)
         if delay > 0:
             await asyncio.sleep(delay / 1000.0)
-        if _unit(settings.seed, digest, stats.sends[digest], "error") < settings.error_rate:
+        if _unit(settings.seed, digest, sending, "error") < settings.error_rate:
             stats.errors += 1
-            if stats.sends[digest] % 2:
+            if sending % 2:
                 return JSONResponse({"error": {"message": "rate limited (stub)", "type": "rate_limit"}},
                                     status_code=429, headers={"Retry-After": f"{settings.retry_after_s:g}"})
             return JSONResponse({"error": {"message": "internal error (stub)"}}, status_code=500)
