@@ -162,7 +162,9 @@ def test_report_diffusion_player_is_linked_and_served(site):
     rid = runs_of(site["good"])[0]
     st = site["client"].get("/api/studies/opinion_diffusion").json()
     assert st["diffusion_player"] is True
-    res = site["client"].get("/api/studies/opinion_diffusion/diffusion", params={"run": rid, "state": "opinion"})
+    url = "/api/studies/opinion_diffusion/diffusion"
+    assert site["client"].get(url, params={"run": rid, "state": "opinion"}).status_code == 405   # it writes files
+    res = site["client"].post(url, params={"run": rid, "state": "opinion"})
     assert res.status_code == 200, res.text
     url = res.json()["url"]
     assert url.startswith("/files/opinion_diffusion/runs/")
@@ -238,6 +240,11 @@ def test_path_traversal_is_rejected(site, path):
     status, body = raw_get(site["url"], path)
     assert status in (400, 404), (status, body[:200])
     assert b"SECRET" not in body and b"root:" not in body and b"def " not in body and b'"id"' not in body
+
+
+def test_only_loopback_host_headers_are_answered(site):
+    assert site["client"].get("/api/studies", headers={"Host": "evil.example:80"}).status_code == 400
+    assert site["client"].get("/api/studies", headers={"Host": "localhost"}).status_code == 200
 
 
 def test_files_inside_the_study_and_static_assets_are_served(site):

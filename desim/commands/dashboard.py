@@ -28,10 +28,12 @@ def cmd_dashboard(args) -> int:
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"desim dashboard on http://{host}:{port}/ serving {studies.resolve()}", flush=True)
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    loopback = args.host in ("127.0.0.1", "localhost", "::1")
+    if not loopback:
         print(f"warning: listening on {args.host}: anyone who can reach this address sees the studies",
               file=sys.stderr)
-    server = uvicorn.Server(uvicorn.Config(create_app(studies), log_level="warning", access_log=False))
+    app = create_app(studies, allowed_hosts=None if loopback else ["*"])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[sock])
     return 0
 

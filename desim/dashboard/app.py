@@ -22,12 +22,13 @@ run`` holds its study's store for the whole run. So the dashboard
 
 Nothing here writes to a store. The one write the dashboard can cause is the
 diffusion player of ``desim.report.diffusion`` (an HTML file under the
-study's ``runs/``), and only when someone asks for it.
+study's ``runs/``), and only on a POST from the page's button.
 
 Safety: files are served only from the package's ``static`` folder and from
 inside the studies folder (``safety.safe_file``); paths with encoded dots or
 slashes are refused before routing; every id and number from a request is
-validated (``safety``) and bound as a SQL parameter.
+validated (``safety``) and bound as a SQL parameter; only loopback ``Host``
+headers are accepted unless the server is deliberately exposed.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from typing import Any, Callable
 
 import duckdb
 from starlette.applications import Starlette
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -348,7 +350,16 @@ def merge_live_runs(runs: list[dict], live: list[dict], *, busy: bool) -> list[d
     return list(by_id.values())
 
 
-def create_app(studies_dir: str | Path) -> Starlette:
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
+
+
+def create_app(studies_dir: str | Path, allowed_hosts: list[str] | None = None) -> Starlette:
+    """The dashboard over ``studies_dir``.
+
+    ``allowed_hosts`` are the ``Host`` headers accepted (default: loopback
+    names only), so a web page elsewhere cannot read the dashboard through
+    DNS rebinding; pass ``["*"]`` when serving on a network address.
+    """
     d = Dashboard(studies_dir)
     routes = [
         Route("/", d.index),
@@ -364,8 +375,9 @@ def create_app(studies_dir: str | Path) -> Starlette:
         Route("/api/studies/{study}/agents/{agent}", api(d.agent)),
         Route("/api/studies/{study}/messages", api(d.messages)),
         Route("/api/studies/{study}/network", api(d.network)),
-        Route("/api/studies/{study}/diffusion", api(d.diffusion)),
+        Route("/api/studies/{study}/diffusion", api(d.diffusion), methods=["POST"]),
     ]
     app = Starlette(routes=routes)
     app.add_middleware(RejectEncodedPaths)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)
     return app

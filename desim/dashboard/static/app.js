@@ -54,8 +54,8 @@ function enc(x) { return encodeURIComponent(x); }
 function later(fn, ms) { timers.push(setTimeout(fn, ms)); }
 function every(fn, ms) { timers.push(setInterval(fn, ms)); }
 
-async function getJSON(url) {
-  const res = await fetch(url, {cache: "no-store"});
+async function getJSON(url, method = "GET") {
+  const res = await fetch(url, {cache: "no-store", method});
   let body;
   try { body = await res.json(); } catch (e) { body = {error: `${res.status} ${res.statusText}`}; }
   if (!res.ok) { const err = new Error(body.error || res.statusText); err.status = res.status; throw err; }
@@ -468,7 +468,7 @@ function networkCard(S) {
   const openFull = async () => {
     fill(external, h("span", {class: "muted", text: " building…"}));
     try {
-      const r = await getJSON(`/api/studies/${enc(S.sid)}/diffusion?run=${enc(runSel.value)}&state=${enc(keySel.value)}`);
+      const r = await getJSON(`/api/studies/${enc(S.sid)}/diffusion?run=${enc(runSel.value)}&state=${enc(keySel.value)}`, "POST");
       fill(external, " ", h("a", {href: r.url, target: "_blank", rel: "noopener", text: "open in a new tab"}));
       fill(stage, h("iframe", {id: "report-player", src: r.url, title: "diffusion player", style: "width:100%;height:640px;border:1px solid #d9dee7"}));
     } catch (e) { fill(external, errorCard(e.message)); }
