@@ -159,6 +159,9 @@ def test_report_compares_two_runs(opinion):
     assert paths["dir"].name == f"{treat}-vs-{control}"
     page = parse(paths["html"])
     assert "Treatment minus control" in page.h2
+    card = {r[0]: r[1] for r in page.rows if len(r) == 2}
+    assert card["control run"].startswith(f"{control} (run, completed), seed 42, parameters ")
+    assert '"campaign_weight": 0.4' in card["control run"] and '"campaign_weight": 0.9' in card["parameters"]
     # metrics (both runs), opinion bands, metric differences, paired per-agent differences
     assert len(page.images) == 4
     for src in page.images:

@@ -30,6 +30,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     note: str = ""
+    align_numbers: bool = True  # right-align numeric cells (not in key/value cards)
 
 
 @dataclass
@@ -70,7 +71,11 @@ def _steps_shown(steps: list[int]) -> list[int]:
     return shown if shown[-1] == steps[-1] else shown + [steps[-1]]
 
 
-def study_card(rd: RunData) -> Section:
+def _when(value: Any) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S}" if hasattr(value, "strftime") else fmt(value)
+
+
+def study_card(rd: RunData, control: RunData | None = None) -> Section:
     run, cfg = rd.run, rd.config
     interaction = cfg.get("population", {}).get("interaction", {})
     rows = [
@@ -87,7 +92,7 @@ def study_card(rd: RunData) -> Section:
         ["run", f"{run['run_id']} ({run['kind']})"],
         ["status", run["status"] + (f": {run['error']}" if run.get("error") else "")],
         ["duration", f"{run['wall_seconds']:.2f} s" if run.get("wall_seconds") is not None else ""],
-        ["started / finished", f"{run['started_at']} / {run.get('finished_at') or ''}"],
+        ["started / finished", f"{_when(run['started_at'])} / {_when(run.get('finished_at'))}"],
     ]
     if run.get("parent_run_id"):
         rows.append(["parent run", f"{run['parent_run_id']} (fork at step {run.get('fork_step')})"])
@@ -97,8 +102,12 @@ def study_card(rd: RunData) -> Section:
         rows.append(["LLM calls", f"{llm['calls']} ({llm['cached']} cached; {outcomes}); tokens in "
                                   f"{llm['tokens_in']}, out {llm['tokens_out']}"])
         rows.append(["fallbacks", f"{llm['fallback_actions']} panel actions decided by the rule fallback"])
+    if control is not None:
+        c = control.run
+        rows.append(["control run", f"{c['run_id']} ({c['kind']}, {c['status']}), seed {c['seed']}, "
+                                    f"parameters {_compact(c.get('parameters'))}"])
     paragraphs = [rd.study["description"]] if rd.study.get("description") else []
-    return Section("Study card", paragraphs, [Table(["", "value"], rows)])
+    return Section("Study card", paragraphs, [Table(["", "value"], rows, align_numbers=False)])
 
 
 def _compact(value: Any) -> str:
@@ -151,11 +160,12 @@ def states_section(con: duckdb.DuckDBPyConnection, rd: RunData) -> Section | Non
             if last is not None:
                 section.paragraphs.append(f"'{name}' at step {last}: " + ", ".join(
                     f"{c} {counts['counts'][c][-1]}" for c in counts["categories"]) + " agents.")
-        section.figures.append(Figure(f"state_{_safe(name)}", f"Distribution of {name}", png, caption))
+        section.figures.append(Figure(f"state_{file_stem(name)}", f"Distribution of {name}", png, caption))
     return section
 
 
-def _safe(name: str) -> str:
+def file_stem(name: str) -> str:
+    """A state or metric name made safe as part of a file name (no path separators)."""
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
 
 
@@ -196,7 +206,7 @@ def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: 
         kind = data.field_kind(con, treat.run_id, name)
         pairs = data.paired_differences(con, treat.run_id, control.run_id, name, kind)
         png = figures.paired_differences(name, kind, pairs, fork, time_unit)
-        section.figures.append(Figure(f"paired_{_safe(name)}", f"Per-agent differences in {name}", png,
+        section.figures.append(Figure(f"paired_{file_stem(name)}", f"Per-agent differences in {name}", png,
                                       "Panel rows of both runs joined on step and agent_id."))
         if pairs["steps"]:
             last = len(pairs["steps"]) - 1
@@ -208,7 +218,7 @@ def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: 
 
 
 def build(con: duckdb.DuckDBPyConnection, rd: RunData, control: RunData | None, fork: int | None) -> Report:
-    sections = [study_card(rd), metrics_section(rd, control, fork)]
+    sections = [study_card(rd, control), metrics_section(rd, control, fork)]
     states = states_section(con, rd)
     if states:
         sections.append(states)

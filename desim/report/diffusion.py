@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 
 from . import data  # noqa: E402
+from .content import file_stem  # noqa: E402
 from .figures import category_colors, png  # noqa: E402
 
 MAX_NODES = 5000
@@ -224,9 +225,9 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
                **colouring, "frames": frames}
     out = Path(out_dir) if out_dir else Path(study_root) / "runs" / "reports" / rid
     out.mkdir(parents=True, exist_ok=True)
-    html_path = out / f"diffusion_{state}.html"
+    html_path = out / f"diffusion_{file_stem(state)}.html"
     html_path.write_text(player_html(payload), encoding="utf-8")
-    png_path = out / f"diffusion_{state}.png"
+    png_path = out / f"diffusion_{file_stem(state)}.png"
     png_path.write_bytes(small_multiples(payload, xy, edges, max_panels))
     return {"html": html_path, "png": png_path, "dir": out}
 

@@ -32,7 +32,8 @@ def table_html(t: Table) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in t.columns)
     body = []
     for row in t.rows:
-        cells = "".join(f'<td class="num">{escape(v)}</td>' if _is_number(v) else f"<td>{escape(v)}</td>"
+        cells = "".join(f'<td class="num">{escape(v)}</td>' if t.align_numbers and _is_number(v)
+                        else f"<td>{escape(v)}</td>"
                         for v in row)
         body.append(f"<tr>{cells}</tr>")
     note = f'<p class="note">{escape(t.note)}</p>' if t.note else ""
