@@ -73,6 +73,10 @@ def test_study_page_population_card_and_metric_chart(site, page):
     for name, count in sql(good, "SELECT name, count(*) FROM metrics WHERE run_id=? GROUP BY name", [rid]):
         points = page.locator(f'svg.metric-chart[data-metric="{name}"] circle.pt[data-run="{rid}"]')
         assert points.count() == count
+    drawn = [(int(c.get_attribute("data-step")), float(c.get_attribute("data-value"))) for c in
+             page.locator(f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{rid}"]').all()]
+    assert drawn == sql(good, "SELECT step, value FROM metrics WHERE run_id=? AND name='mean_opinion' ORDER BY step",
+                        [rid])
     # intervention markers at the campaign's step, on the timeline and on the charts
     assert page.locator('svg.metric-chart[data-metric="mean_opinion"] line.marker[data-step="2"]').count() >= 1
     assert page.locator("#timeline .tl-event").count() == 1
@@ -86,6 +90,19 @@ def test_study_page_population_card_and_metric_chart(site, page):
     page.check(f'input.overlay[data-run="{other}"]')
     page.wait_for_selector(f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{other}"]')
     assert page.locator(f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{other}"]').count() == 13
+    # branch minus parent: zero before the fork (replayed steps), the counter-campaign's effect after
+    page.check("#diff-mode")
+    diff = f'svg.metric-chart[data-mode="diff"][data-metric="mean_opinion"] circle.pt[data-run="{rid}"]'
+    page.wait_for_selector(diff)
+    values = {int(c.get_attribute("data-step")): float(c.get_attribute("data-value")) for c in page.locator(diff).all()}
+    expected = dict(sql(good, "SELECT b.step, b.value - p.value FROM metrics b JOIN metrics p USING (step, name) "
+                              "WHERE b.run_id=? AND p.run_id=? AND name='mean_opinion'", [rid, parent[0]]))
+    assert sorted(values) == sorted(expected) == list(range(13))
+    assert all(values[t] == 0 for t in range(6))
+    assert values == expected
+    assert any(values[t] != 0 for t in range(6, 13))
+    page.uncheck("#diff-mode")
+    page.wait_for_selector('svg.metric-chart[data-mode="level"]')
     page.wait_for_selector("#panel-total")
     assert page.get_attribute("#panel-total", "data-total") == str(
         sql(good, "SELECT count(*) FROM panel WHERE run_id=?", [rid])[0][0])

@@ -101,7 +101,7 @@ function lineChart({title, metric, series, xmax, markers = [], spans = [], width
       stroke: se.color, "stroke-width": 1.6, class: se.live ? "live-line" : null, "data-run": se.run}));
     const r = pts.length > 120 ? 1.2 : 2.4;
     for (const p of pts) {
-      svg.append(s("circle", {cx: X(p[0]), cy: Y(p[1]), r, fill: se.color, class: "pt", "data-run": se.run, "data-step": p[0]},
+      svg.append(s("circle", {cx: X(p[0]), cy: Y(p[1]), r, fill: se.color, class: "pt", "data-run": se.run, "data-step": p[0], "data-value": p[1]},
         s("title", {}, `${se.run} step ${p[0]}: ${fmt(p[1])}`)));
     }
   }
@@ -201,7 +201,7 @@ async function studyView(view, sid) {
   try { st = await getJSON("/api/studies/" + enc(sid)); } catch (e) { fill(view, errorCard(e.message, sid)); return; }
   if (token !== viewToken) return;
   if (st.error) { fill(view, h("h1", {id: "study-title", text: sid}), errorCard(st.error, "this study cannot be loaded")); return; }
-  const S = {sid, st, runs: st.store.runs.slice(), selected: new Set(), series: {}, events: {}, live: {}, liveStatus: {}, token};
+  const S = {sid, st, runs: st.store.runs.slice(), selected: new Set(), series: {}, events: {}, live: {}, liveStatus: {}, diff: false, token};
   const done = S.runs.filter(r => r.status === "completed");
   if (done.length) S.selected.add(done[done.length - 1].run_id);
   for (const r of S.runs) if (r.status === "running" && r.live) { S.selected.add(r.run_id); S.liveStatus[r.run_id] = "running"; }
@@ -221,7 +221,9 @@ async function studyView(view, sid) {
     st.store_error ? errorCard(st.store_error, "store") : null,
     h("div", {class: "row"}, populationCard(st), card("Runs", h("p", {class: "muted", text: "Tick runs to overlay them in the charts."}), els.runs)),
     interventionsCard(st),
-    card("Metrics", els.legend, els.charts),
+    card("Metrics", h("label", {class: "muted"}, h("input", {type: "checkbox", id: "diff-mode",
+      onchange: async ev => { S.diff = ev.target.checked; await loadMetrics(S); }}),
+      " show each ticked run minus its parent (a branch's effect, step by step)"), els.legend, els.charts),
     panelCard(S),
     networkCard(S));
   S.els = els;
@@ -336,8 +338,15 @@ function renderBanner(S) {
   indicator.textContent = running.length ? `${running.length} run(s) live` : "";
 }
 
+function parentOf(S, rid) {
+  const run = S.runs.find(r => r.run_id === rid);
+  return run && run.parent_run_id && S.runs.some(r => r.run_id === run.parent_run_id) ? run.parent_run_id : null;
+}
+
 async function loadMetrics(S) {
-  const stored = [...S.selected].filter(rid => S.liveStatus[rid] !== "running");
+  const wanted = new Set(S.selected);
+  if (S.diff) for (const rid of S.selected) { const p = parentOf(S, rid); if (p) wanted.add(p); }
+  const stored = [...wanted].filter(rid => S.liveStatus[rid] !== "running");
   if (stored.length) {
     try {
       const body = await getJSON(`/api/studies/${enc(S.sid)}/metrics?` + stored.map(r => "run=" + enc(r)).join("&"));
@@ -370,12 +379,24 @@ function renderCharts(S) {
   fill(S.els.legend, ...selected.map(r => h("span", {}, h("span", {class: "swatch", style: `background:${runColor(S, r.run_id)}`}),
     r.run_id + (S.liveStatus[r.run_id] === "running" ? " (live)" : ""))));
   if (!names.length) { fill(S.els.charts, h("p", {class: "muted", text: "No metrics yet."})); return; }
-  fill(S.els.charts, ...names.map(name => lineChart({title: name, metric: name, xmax, markers, spans,
-    series: selected.map(r => {
-      const live = S.liveStatus[r.run_id] === "running";
-      const src = live ? (S.live[r.run_id] || {}).metrics : S.series[r.run_id];
-      return {run: r.run_id, color: runColor(S, r.run_id), live, points: (src || {})[name] || []};
-    })})));
+  const pointsOf = (rid, name) => {
+    const src = S.liveStatus[rid] === "running" ? (S.live[rid] || {}).metrics : S.series[rid];
+    return (src || {})[name] || [];
+  };
+  /* treatment minus control: each run with a parent, step by step (a branch against the run it forked from) */
+  const diffOf = (rid, name) => {
+    const parent = new Map(pointsOf(parentOf(S, rid), name).map(([t, v]) => [t, v]));
+    return pointsOf(rid, name).filter(([t, v]) => v !== null && parent.get(t) != null).map(([t, v]) => [t, v - parent.get(t)]);
+  };
+  const shown = S.diff ? selected.filter(r => parentOf(S, r.run_id)) : selected;
+  if (S.diff && !shown.length) { fill(S.els.charts, infoCard("None of the ticked runs has a parent run to compare with.")); return; }
+  fill(S.els.charts, ...names.map(name => {
+    const chart = lineChart({title: S.diff ? `${name}: run − parent` : name, metric: name, xmax, markers, spans,
+      series: shown.map(r => ({run: r.run_id, color: runColor(S, r.run_id), live: S.liveStatus[r.run_id] === "running",
+        points: S.diff ? diffOf(r.run_id, name) : pointsOf(r.run_id, name)}))});
+    chart.setAttribute("data-mode", S.diff ? "diff" : "level");
+    return chart;
+  }));
 }
 
 async function pollLive(S) {
