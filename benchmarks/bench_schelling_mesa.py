@@ -11,7 +11,8 @@ is a benchmark-only dependency, never a desim one.
 
 Timing, per seed, the two models interleaved so both see the same machine load:
 
-* Mesa: the step loop only (set-up excluded), no data collection;
+* Mesa: the step loop only (set-up excluded), no data collection; and
+  again with a ``DataCollector`` recording every agent every step (in memory);
 * desim: the whole run (load the study, build the population, every step,
   the full panel of 8,000 rows per step and the metrics committed to DuckDB
   step by step);
@@ -54,10 +55,11 @@ def mesa_python() -> Path:
     return python
 
 
-def run_mesa(python: Path, seed: int, steps: int) -> dict:
+def run_mesa(python: Path, seed: int, steps: int, panel: bool = False) -> dict:
     p = PARAMS
     argv = [str(python), str(HERE / "mesa_models.py"), str(p["width"]), str(p["height"]), str(p["density"]),
             str(p["minority_share"]), str(p["homophily"]), str(steps), str(seed), "1" if p["torus"] else "0"]
+    argv += ["panel"] if panel else []
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -73,12 +75,14 @@ def main() -> None:
     rows = []
     for seed in range(1, args.seeds + 1):
         m = run_mesa(python, seed, steps)
+        mp = run_mesa(python, seed, steps, panel=True)
         d = run_timed(root, seed=seed, steps=steps, params=PARAMS)
         o = run_timed(root, seed=seed, steps=steps, params=PARAMS, agent_processes=False)
         n = d["rows"] // steps
         rows.append({
             "seed": seed, "mesa_agents": m["agents"], "desim_agents": n,
             "mesa_wall": m["steps_s"], "mesa_cpu": m["steps_cpu_s"],
+            "mesa_panel_wall": mp["steps_s"], "mesa_panel_cpu": mp["steps_cpu_s"],
             "desim_wall": d["wall_s"], "desim_cpu": d["cpu_s"], "optout_wall": o["wall_s"], "optout_cpu": o["cpu_s"],
             "mesa_share": m["mean_same_share"], "desim_share": metric(d["db"], d["run_id"], "mean_same_share", steps),
             "mesa_happy": m["share_happy"], "desim_happy": metric(d["db"], d["run_id"], "share_happy", steps),
@@ -99,6 +103,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     print(f"| Mesa {MESA} (steps only, no data collection) | {rate('mesa_agents', 'mesa_wall'):,.0f} | "
           f"{rate('mesa_agents', 'mesa_cpu'):,.0f} | {mean('mesa_share'):.4f} | {mean('mesa_happy'):.3f} |")
+    print(f"| Mesa {MESA} with a DataCollector agent panel (x, y, type, happy; in memory) | "
+          f"{rate('mesa_agents', 'mesa_panel_wall'):,.0f} | {rate('mesa_agents', 'mesa_panel_cpu'):,.0f} | | |")
     print(f"| desim, whole run, full panel in DuckDB | {rate('desim_agents', 'desim_wall'):,.0f} | "
           f"{rate('desim_agents', 'desim_cpu'):,.0f} | {mean('desim_share'):.4f} | {mean('desim_happy'):.3f} |")
     print(f"| desim, agent_processes: false | {rate('desim_agents', 'optout_wall'):,.0f} | "

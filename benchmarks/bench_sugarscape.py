@@ -55,8 +55,9 @@ def main() -> None:
           f"{total('rows') / total('cpu_s'):,.0f} CPU; living agent-steps/s: "
           f"{total('living_steps') / total('wall_s'):,.0f} wall, {total('living_steps') / total('cpu_s'):,.0f} CPU")
     print(f"wall per run {mean('wall_s'):.1f} s, CPU per run {mean('cpu_s'):.1f} s")
+    per_seed = ", ".join(f"{r['plateau']:.1f}" for r in rows)
     print(f"plateau (mean population, steps 200-{steps}): {mean('plateau'):.1f} "
-          f"(per seed: {', '.join(f'{r['plateau']:.1f}' for r in rows)}); population at step 200 "
+          f"(per seed: {per_seed}); population at step 200 "
           f"{mean('pop_200'):.1f}, at step {steps} {mean('pop_end'):.1f}")
     print(f"mean vision {sum(r['vision'][0] for r in rows) / len(rows):.2f} -> "
           f"{sum(r['vision'][1] for r in rows) / len(rows):.2f}; mean metabolism "

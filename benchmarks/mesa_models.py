@@ -8,8 +8,10 @@ happiness is evaluated at the start of the step, then the unhappy agents, in
 a random order, each move to a random empty cell; an agent with no neighbour
 is unhappy.
 
-Usage: ``python mesa_models.py WIDTH HEIGHT DENSITY MINORITY HOMOPHILY STEPS SEED TORUS``;
-prints one JSON line with the timing and the outcome.
+Usage: ``python mesa_models.py WIDTH HEIGHT DENSITY MINORITY HOMOPHILY STEPS SEED TORUS [panel]``;
+prints one JSON line with the timing and the outcome. With ``panel``, a
+``DataCollector`` also records every agent's x, y, type and happiness at every
+step (in memory), the nearest Mesa gets to desim's panel.
 """
 from __future__ import annotations
 
@@ -44,9 +46,12 @@ class Resident(CellAgent):
 
 class Segregation(mesa.Model):
     def __init__(self, width: int, height: int, density: float, minority: float, homophily: float,
-                 seed: int, torus: bool):
+                 seed: int, torus: bool, panel: bool = False):
         super().__init__(seed=seed)
         self.homophily = homophily
+        self.panel = mesa.DataCollector(agent_reporters={
+            "x": lambda a: a.cell.coordinate[0], "y": lambda a: a.cell.coordinate[1],
+            "type": "kind", "happy": "happy"}) if panel else None
         self.grid = OrthogonalMooreGrid((width, height), torus=torus, capacity=1, random=self.random)
         for cell in self.grid.all_cells:
             if self.random.random() < density:
@@ -55,6 +60,8 @@ class Segregation(mesa.Model):
     def step(self) -> None:
         self.agents.do("evaluate")
         self.agents.shuffle_do("relocate")
+        if self.panel is not None:
+            self.panel.collect(self)
 
     def mean_same_share(self) -> float:
         shares = [s / o for s, o in (a.counts() for a in self.agents) if o > 0]
@@ -69,13 +76,14 @@ def main(argv: list[str]) -> None:
     width, height = int(argv[0]), int(argv[1])
     density, minority, homophily = float(argv[2]), float(argv[3]), float(argv[4])
     steps, seed, torus = int(argv[5]), int(argv[6]), argv[7] == "1"
+    panel = argv[8:] == ["panel"]
     started = time.perf_counter()
-    model = Segregation(width, height, density, minority, homophily, seed, torus)
+    model = Segregation(width, height, density, minority, homophily, seed, torus, panel)
     built, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         model.step()
     done, cpu1 = time.perf_counter(), time.process_time()
-    print(json.dumps({"mesa_version": mesa.__version__, "agents": len(model.agents), "steps": steps,
+    print(json.dumps({"mesa_version": mesa.__version__, "agents": len(model.agents), "steps": steps, "panel": panel,
                       "setup_s": built - started, "steps_s": done - built, "steps_cpu_s": cpu1 - cpu0,
                       "mean_same_share": model.mean_same_share(), "share_happy": model.share_happy()}))
 

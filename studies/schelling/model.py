@@ -96,9 +96,7 @@ class Residents(PopulationProvider):
         kind[rng.choice(n, round(self.minority_share * n), replace=False)] = 1
         xs, ys = (where % self.width).tolist(), (where // self.width).tolist()
         digits = max(6, len(str(n - 1)))
-        # model_construct: the fields are built here, and 800k validated personas cost seconds
-        return [Persona.model_construct(agent_id=f"s{i:0{digits}d}", description="",
-                                        attributes={"type": k, "x": x, "y": y})
+        return [Persona(agent_id=f"s{i:0{digits}d}", attributes={"type": k, "x": x, "y": y})
                 for i, (k, x, y) in enumerate(zip(kind.tolist(), xs, ys))]
 
 
