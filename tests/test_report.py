@@ -236,3 +236,16 @@ def test_cli_report_and_errors(opinion, capsys):
     assert main(["report", str(root), "--run", "nope"]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
     assert main(["report", str(root), "--compare", run_id, "--run", run_id]) == 2
+
+
+def test_a_study_without_metrics_still_reports(study_copy):
+    root = study_copy("opinion_diffusion")
+    sim_file = root / "simulation" / "simulation.json"
+    sim = json.loads(sim_file.read_text())
+    del sim["collector"]
+    sim_file.write_text(json.dumps(sim))
+    a = desim.run_study(desim.load_study(root, params={"n_agents": 20})).run_id
+    b = desim.run_study(desim.load_study(root, params={"n_agents": 20, "mu": 0.1})).run_id
+    page = parse(write_report(root, run_id=b, compare=a)["html"])
+    assert "The run recorded no metrics (the study has no collector)." in page.text
+    assert len(page.images) == 2  # the opinion bands and the paired differences

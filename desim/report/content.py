@@ -125,11 +125,14 @@ def metrics_section(rd: RunData, control: RunData | None = None, fork: int | Non
     names = rd.metric_names()
     time_unit = rd.run["time_unit"]
     events = data.marked_events(rd, control)
+    marks = "; ".join(f"step {s}: {', '.join(n)}" for s, n in sorted(events.items())) or "none"
+    if not names:
+        return Section("Metrics over time", [f"Intervention steps: {marks}.",
+                                             "The run recorded no metrics (the study has no collector)."])
     png = figures.metric_trajectories(rd.metrics, names, events, time_unit,
                                       control.metrics if control else None,
                                       (f"{rd.run_id} (treatment)" if control else rd.run_id,
                                        f"{control.run_id} (control)" if control else ""), fork)
-    marks = "; ".join(f"step {s}: {', '.join(n)}" for s, n in sorted(events.items())) or "none"
     fig = Figure("metrics", "Metric trajectories", png,
                  f"Dotted lines mark interventions ({marks}).")
     values = {n: dict(rd.metrics.get(n, [])) for n in names}
@@ -175,13 +178,10 @@ def events_section(rd: RunData) -> Section:
     return Section("Events", text, [Table(["step", "kind", "name", "detail"], rows)] if rows else [])
 
 
-def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: RunData,
-                       fork: int | None) -> Section:
+def add_metric_differences(section: Section, diffs: dict, treat: RunData, control: RunData,
+                             fork: int | None) -> None:
+    """The treatment-minus-control figure and table of every metric both runs have."""
     time_unit = treat.run["time_unit"]
-    diffs = data.metric_differences(treat, control)
-    how = (f"{treat.run_id} is a branch of {control.run_id} forked at step {fork}" if fork is not None
-           else f"{treat.run_id} (treatment) compared with {control.run_id} (control)")
-    section = Section("Treatment minus control", [how + "."])
     png = figures.metric_differences(diffs, data.marked_events(treat, control), fork, time_unit,
                                      f"Treatment minus control per step ({treat.run_id} - {control.run_id})")
     section.figures.append(Figure("difference_metrics", "Treatment minus control", png,
@@ -202,6 +202,17 @@ def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: 
             row += [fmt(t), fmt(c), fmt(t - c if t is not None and c is not None else None)]
         rows.append(row)
     section.tables.append(Table(cols, rows))
+
+
+def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: RunData,
+                       fork: int | None) -> Section:
+    time_unit = treat.run["time_unit"]
+    diffs = data.metric_differences(treat, control)
+    how = (f"{treat.run_id} is a branch of {control.run_id} forked at step {fork}" if fork is not None
+           else f"{treat.run_id} (treatment) compared with {control.run_id} (control)")
+    section = Section("Treatment minus control", [how + "."])
+    if diffs:
+        add_metric_differences(section, diffs, treat, control, fork)
     for name in treat.study.get("display_states", []):
         kind = data.field_kind(con, treat.run_id, name)
         pairs = data.paired_differences(con, treat.run_id, control.run_id, name, kind)

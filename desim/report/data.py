@@ -9,7 +9,7 @@ table, so distributions start before the first step.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ class ReportError(ValueError):
 
 
 # one query shape for "a state field at every step, initial states as step 0"
-_FIELD_ROWS = """
+FIELD_ROWS = """
     SELECT 0 AS step, agent_id, json_extract_string(state, $field) AS v FROM initial_states WHERE run_id = $run
     UNION ALL
     SELECT step, agent_id, json_extract_string(state, $field) AS v FROM panel WHERE run_id = $run
@@ -40,7 +40,6 @@ class RunData:
     events: list[dict[str, Any]]
     llm: dict[str, Any] | None
     n_edges: int
-    steps: list[int] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -110,12 +109,10 @@ def load_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> RunData:
                               "ORDER BY step, kind, name", [run_id])
     for e in events:
         e["detail"] = json.loads(e["detail"]) if isinstance(e["detail"], str) else e["detail"]
-    steps = [s for (s,) in con.execute("SELECT DISTINCT step FROM panel WHERE run_id = ? ORDER BY step",
-                                       [run_id]).fetchall()]
     n_edges = con.execute("SELECT count(*) FROM edges WHERE run_id = ?", [run_id]).fetchone()[0]
     config = json.loads(run["config"]) if isinstance(run["config"], str) else (run["config"] or {})
     return RunData(run=run, config=config, metrics=metrics, events=events, llm=llm_summary(con, run_id),
-                   n_edges=n_edges, steps=steps)
+                   n_edges=n_edges)
 
 
 def llm_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] | None:
@@ -150,13 +147,13 @@ def quantile_bands(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> di
     """Per step: the 5/25/50/75/95 % quantiles and the mean of a numeric field."""
     rows = con.execute(
         f"SELECT step, quantile_cont(TRY_CAST(v AS DOUBLE), {list(QUANTILES)}), avg(TRY_CAST(v AS DOUBLE)) "
-        f"FROM ({_FIELD_ROWS}) GROUP BY step ORDER BY step", {"field": name, "run": run_id}).fetchall()
+        f"FROM ({FIELD_ROWS}) GROUP BY step ORDER BY step", {"field": name, "run": run_id}).fetchall()
     return {"steps": [r[0] for r in rows], "quantiles": [r[1] for r in rows], "mean": [r[2] for r in rows]}
 
 
 def category_counts(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> dict[str, Any]:
     """Per step, how many agents are in each category of a categorical field."""
-    rows = con.execute(f"SELECT step, coalesce(v, 'null') AS c, count(*) FROM ({_FIELD_ROWS}) "
+    rows = con.execute(f"SELECT step, coalesce(v, 'null') AS c, count(*) FROM ({FIELD_ROWS}) "
                        "GROUP BY step, c ORDER BY step, c", {"field": name, "run": run_id}).fetchall()
     steps = sorted({r[0] for r in rows})
     cats = sorted({r[1] for r in rows})

@@ -120,10 +120,10 @@ def layout(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
     return _unit(xy)
 
 
-def _frames(con, run_id: str, field: str, kind: str, nodes: list[str]) -> tuple[list[int], dict]:
+def _frames(con, run_id: str, field: str, nodes: list[str]) -> tuple[list[int], dict]:
     """Per step, each node's value of ``field`` (initial states as step 0)."""
     rows = con.execute(
-        f"SELECT step, agent_id, v FROM ({data._FIELD_ROWS}) WHERE agent_id IN (SELECT unnest($ids)) "
+        f"SELECT step, agent_id, v FROM ({data.FIELD_ROWS}) WHERE agent_id IN (SELECT unnest($ids)) "
         "ORDER BY step", {"field": field, "run": run_id, "ids": nodes}).fetchall()
     index = {a: i for i, a in enumerate(nodes)}
     steps: list[int] = []
@@ -201,7 +201,7 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
         kind = data.field_kind(con, rid, state)
         sampled = len(ids) > max_nodes
         nodes = sample_nodes(graph, ids, min(sample_size, max_nodes), run["seed"]) if sampled else ids
-        steps, values = _frames(con, rid, state, kind, nodes)
+        steps, values = _frames(con, rid, state, nodes)
         posters = _posters(con, rid, nodes)
         population = data.category_counts(con, rid, state) if sampled and kind == "categorical" else None
     finally:

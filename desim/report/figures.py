@@ -111,7 +111,7 @@ def categorical_shares(name: str, counts: dict, events: dict[int, list[str]], ti
     mark_events(ax, events)
     ax.set_ylim(0, 1)
     ax.set_xlim(min(steps, default=0), max(steps, default=1))
-    ax.set_ylabel(f"share of agents")
+    ax.set_ylabel("share of agents")
     ax.set_xlabel(f"step ({time_unit}; 0 = initial state)")
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(f"Shares of '{name}' over time", fontsize=11)
