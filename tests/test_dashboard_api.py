@@ -269,7 +269,7 @@ def test_locked_store_serves_last_good_data_and_live_progress(site, tmp_path):
             assert listing["norun"]["error"] and listing["broken"]["error"]     # the others still answer
 
             st = client.get("/api/studies/opinion_diffusion").json()
-            assert st["busy"] is True and st["error"] is None
+            assert st["busy"] is True and st["stale"] is True and st["error"] is None
             runs = {r["run_id"]: r for r in st["store"]["runs"]}
             assert set(runs) == set(stored) | {"rlive01"}                       # last good copy + live run
             assert runs["rlive01"]["status"] == "running" and runs["rlive01"]["last_step"] == 2

@@ -181,8 +181,8 @@ class Dashboard:
             store = data.study_store(root)
             self.last_good.put((root.name, "store"), store)
         except StoreBusyError:
-            out["busy"], out["stale"] = True, True
             store = self.last_good.get((root.name, "store"))
+            out["busy"], out["stale"] = True, store is not None
         except (data.NoStore, duckdb.Error) as e:
             out["store_error"] = str(e)
             store = None
