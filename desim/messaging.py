@@ -356,6 +356,51 @@ class ColumnarFeed:
             columns[k] = np.concatenate([b.columns[k] for b in batches])[message]
         return Delivery(offsets, recipient, author, which, batch_steps, batch_rounds, columns)
 
+    def neighbour_sum(self, recipients: np.ndarray, step: int, round_idx: int, name: str,
+                      block: int = 1 << 15) -> tuple[np.ndarray, np.ndarray]:
+        """(count, sum of content field ``name``) per recipient over what it sees, without
+        building the per-message arrays of :meth:`visible`.
+
+        Same rule and the same messages as ``visible(...).counts()`` and ``.sum(name)``
+        (sums equal up to floating-point rounding: here each neighbour's posts are
+        added first). Recipients are taken ``block`` at a time so the working arrays
+        stay in cache: the cost per agent-round is then flat in N, not bound by memory.
+        """
+        recipients = np.asarray(recipients, dtype=np.int64)
+        r = len(recipients)
+        count, total = np.zeros(r, np.int64), np.zeros(r)
+        batches = sorted((b for b in self._batches
+                          if len(b.authors) and ((b.step == step and b.round < round_idx)
+                                                 or (self.carry_previous_step and b.step == step - 1))),
+                         key=lambda b: (b.step, b.round))
+        for b in batches:
+            if name not in b.columns:
+                raise ValueError(f"ColumnarFeed: step {b.step} round {b.round} posts have no field '{name}'")
+        if not batches:
+            return count, total
+        everyone = r == self.n and np.array_equal(recipients, np.arange(self.n))
+        for lo in range(0, r, block):
+            hi = min(r, lo + block)
+            if everyone:
+                a, z = self.indptr[lo], self.indptr[hi]
+                rows, nbrs = self._rows_all[a:z] - lo, self.indices[a:z]
+            else:
+                rows, nbrs = self._neighbours_of(recipients[lo:hi])
+            if len(nbrs) == 0:
+                continue
+            edge_count = np.zeros(len(nbrs), np.int32)
+            edge_sum = np.zeros(len(nbrs))
+            for b in batches:
+                hit = b.slot[nbrs]
+                posted = hit >= 0
+                edge_count += posted
+                edge_sum += np.where(posted, b.columns[name][hit], 0.0)
+            degree = np.bincount(rows, minlength=hi - lo)
+            starts = np.cumsum(degree) - degree
+            count[lo:hi] = np.bincount(rows, weights=edge_count, minlength=hi - lo)
+            total[lo:hi] = np.where(degree > 0, np.add.reduceat(edge_sum, np.minimum(starts, len(nbrs) - 1)), 0.0)
+        return count, total
+
     # --- persisting --------------------------------------------------------------
     def drain(self) -> pa.Table:
         """The posts since the last drain as one Arrow table (step, round, author_id, channel,

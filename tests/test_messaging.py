@@ -297,6 +297,10 @@ def test_columnar_feed_equals_in_memory_bus(directed, carry):
                 ref = [(m.author_id, m.step, m.round, m.content["x"]) for m in objects.local_for(ids[p], step, r)]
                 assert mine == ref, (step, r, ids[p])      # same messages, same order
                 assert got.sum("x")[i] == pytest.approx(sum(x for *_, x in ref))
+            for block in (7, 1 << 15):                   # several blocks, and one
+                count, total = columns.neighbour_sum(asked, step, r, "x", block=block)
+                assert count.tolist() == got.counts().tolist()
+                assert total == pytest.approx(got.sum("x"))
             authors = list(range(n)) if step == 3 else _random_posts(rnd, n, 0.5)   # step 3: everyone posts
             xs = [rnd.random() for _ in authors]
             objects.ingest([Action(agent_id=ids[a], step=step, kind="post", payload={"content": {"x": x}})
