@@ -117,14 +117,18 @@ def _json_expr(table: pa.Table, column: str) -> str:
 class Store:
     """A read-write connection to one study's database."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, attempts: int = 40, wait: float = 0.05):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.con = duckdb.connect(str(self.path))
-        except duckdb.IOException as e:
-            raise StoreBusyError(f"cannot open {self.path} for writing: {e}. Another desim process "
-                                 "is probably writing to it; wait for it or use another study copy.") from None
+        for attempt in range(attempts):  # a reader (the dashboard) holds the file for milliseconds
+            try:
+                self.con = duckdb.connect(str(self.path))
+                break
+            except duckdb.IOException as e:
+                if attempt == attempts - 1 or "lock" not in str(e).lower():
+                    raise StoreBusyError(f"cannot open {self.path} for writing: {e}. Another desim process "
+                                         "is probably writing to it; wait for it or use another study copy.") from None
+                time.sleep(wait)
         self.con.execute(SCHEMA)
 
     # --- runs -----------------------------------------------------------------
