@@ -20,6 +20,9 @@ Large rule-based studies on the columnar path use :class:`ColumnarFeed`
 instead: the same rule over numpy arrays (agents are positions, the network a
 CSR adjacency, a round's posts one batch of columns), so a round costs a few
 array operations over the delivered messages rather than Python per agent.
+``visible`` returns every delivered message (in ``visible_to``'s order);
+``neighbour_sum`` only counts and sums them, in cache-sized blocks, which is
+what most rule models need; ``drain`` returns an Arrow table.
 """
 from __future__ import annotations
 
