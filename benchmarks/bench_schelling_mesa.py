@@ -16,6 +16,8 @@ Timing, per seed, the two models interleaved so both see the same machine load:
 * desim: the whole run (load the study, build the population, every step,
   the full panel of 8,000 rows per step and the metrics committed to DuckDB
   step by step);
+* desim's step loop alone (from the first written step to the last, so
+  set-up is excluded as it is for Mesa, but every step's DuckDB write counts);
 * desim with ``agent_processes: false`` (no SimPy process per agent), whose
   panel must hash identically to the default run's.
 
@@ -84,6 +86,8 @@ def main() -> None:
             "mesa_wall": m["steps_s"], "mesa_cpu": m["steps_cpu_s"],
             "mesa_panel_wall": mp["steps_s"], "mesa_panel_cpu": mp["steps_cpu_s"],
             "desim_wall": d["wall_s"], "desim_cpu": d["cpu_s"], "optout_wall": o["wall_s"], "optout_cpu": o["cpu_s"],
+            "desim_steps_wall": d["steps_wall_s"], "desim_steps_cpu": d["steps_cpu_s"],
+            "optout_steps_wall": o["steps_wall_s"], "optout_steps_cpu": o["steps_cpu_s"],
             "mesa_share": m["mean_same_share"], "desim_share": metric(d["db"], d["run_id"], "mean_same_share", steps),
             "mesa_happy": m["share_happy"], "desim_happy": metric(d["db"], d["run_id"], "share_happy", steps),
             "identical_panel": panel_hash(d["db"], d["run_id"]) == panel_hash(o["db"], o["run_id"])})
@@ -107,13 +111,21 @@ def main() -> None:
           f"{rate('mesa_agents', 'mesa_panel_wall'):,.0f} | {rate('mesa_agents', 'mesa_panel_cpu'):,.0f} | | |")
     print(f"| desim, whole run, full panel in DuckDB | {rate('desim_agents', 'desim_wall'):,.0f} | "
           f"{rate('desim_agents', 'desim_cpu'):,.0f} | {mean('desim_share'):.4f} | {mean('desim_happy'):.3f} |")
+    print(f"| desim, step loop only (each step written to DuckDB; set-up excluded as for Mesa) | "
+          f"{rate('desim_agents', 'desim_steps_wall'):,.0f} | {rate('desim_agents', 'desim_steps_cpu'):,.0f} | | |")
     print(f"| desim, agent_processes: false | {rate('desim_agents', 'optout_wall'):,.0f} | "
           f"{rate('desim_agents', 'optout_cpu'):,.0f} | same panel: {all(r['identical_panel'] for r in rows)} | |")
+    print(f"| desim, agent_processes: false, step loop only | {rate('desim_agents', 'optout_steps_wall'):,.0f} | "
+          f"{rate('desim_agents', 'optout_steps_cpu'):,.0f} | | |")
     print()
     print(f"ratio desim / Mesa: {rate('desim_agents', 'desim_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x wall, "
           f"{rate('desim_agents', 'desim_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU; "
           f"without agent processes {rate('desim_agents', 'optout_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x "
           f"wall, {rate('desim_agents', 'optout_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU")
+    print(f"step loops only: {rate('desim_agents', 'desim_steps_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x wall, "
+          f"{rate('desim_agents', 'desim_steps_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU; without agent "
+          f"processes {rate('desim_agents', 'optout_steps_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x wall, "
+          f"{rate('desim_agents', 'optout_steps_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU")
     print(f"mean same-type share difference desim - Mesa: {mean('desim_share') - mean('mesa_share'):+.4f}")
     print("per seed (desim, Mesa): " + ", ".join(f"{r['desim_share']:.4f}/{r['mesa_share']:.4f}" for r in rows))
     print()
@@ -122,6 +134,10 @@ def main() -> None:
         print(f"  {label}: {seconds:.2f} s")
     print(f"  everything else (set-up, SimPy agent processes and loop, metrics rows, live file): "
           f"{b['cpu_s'] - sum(spent.values()):.2f} s")
+    store = spent["store: write step (DuckDB)"]
+    print(f"  without the DuckDB writes the same run would do "
+          f"{b['rows'] / (b['cpu_s'] - store):,.0f} agent-steps/s CPU; its step loop "
+          f"{b['rows'] / (b['steps_cpu_s'] - store * (steps - 1) / steps):,.0f}")
 
 
 if __name__ == "__main__":
