@@ -98,7 +98,11 @@ def test_panel_holds_positions_and_types_consistent_with_the_metrics(study_copy)
     assert all(abs(h - m) < 1e-12 for (_, h), (_, m) in zip(happy, metrics))
 
 
-def test_unknown_rule_is_refused_with_its_name(study_copy):
+@pytest.mark.parametrize("params, field", [({"rule": "lottery"}, "parameters.rule"),
+                                           ({"density": 1.0}, "parameters.density"),
+                                           ({"rule": "netlogo", "torus": False}, "parameters.torus")])
+def test_bad_parameters_are_refused_naming_the_parameter(study_copy, params, field):
     root = study_copy("schelling")
-    with pytest.raises(Exception, match="rule must be one of"):
-        desim.run_study(desim.load_study(root, steps=2, params={"rule": "lottery"}))
+    with pytest.raises(desim.StudyConfigError, match=f"simulation/simulation.json: {field}: schelling: "):
+        desim.run_study(desim.load_study(root, steps=2, params=params))
+    assert not (root / "runs" / "desim.duckdb").exists()   # refused before anything was written

@@ -37,10 +37,16 @@ import math
 
 import numpy as np
 
-from desim import ActionColumns, DecisionModel, EnvironmentProvider, MetricCollector, Persona, PopulationProvider
+from desim import (ActionColumns, DecisionModel, EnvironmentProvider, MetricCollector, Persona, PopulationProvider,
+                   StudyConfigError)
 
 RULES = ("classic", "netlogo")
 EMPTY = -1
+
+
+def bad_parameter(name: str, message: str) -> StudyConfigError:
+    """A bad study parameter, named where the user sets it (``--set name=...`` or simulation.json)."""
+    return StudyConfigError("simulation/simulation.json", [(f"parameters.{name}", f"schelling: {message}")])
 
 
 def is_happy(same: np.ndarray, occupied: np.ndarray, homophily: float, rule: str) -> np.ndarray:
@@ -81,12 +87,12 @@ class Residents(PopulationProvider):
         self.density, self.minority_share = float(density), float(minority_share)
         cells = self.width * self.height
         if self.width < 3 or self.height < 3:
-            raise ValueError(f"schelling: the grid must be at least 3x3 (got {self.width}x{self.height})")
+            raise bad_parameter("width", f"the grid must be at least 3x3 (got {self.width}x{self.height})")
         if not 0 < round(self.density * cells) < cells:
-            raise ValueError(f"schelling: density {self.density} leaves no agent or no empty cell "
-                             f"on a {self.width}x{self.height} grid")
+            raise bad_parameter("density", f"density {self.density} leaves no agent or no empty cell "
+                                           f"on a {self.width}x{self.height} grid")
         if not 0.0 <= self.minority_share <= 1.0:
-            raise ValueError(f"schelling: minority_share must be in [0, 1] (got {self.minority_share})")
+            raise bad_parameter("minority_share", f"must be in [0, 1] (got {self.minority_share})")
 
     def personas(self, rng):
         cells = self.width * self.height
@@ -108,9 +114,9 @@ class Grid(EnvironmentProvider):
         self.width, self.height, self.torus = int(width), int(height), bool(torus)
         self.homophily, self.rule = float(homophily), str(rule)
         if self.rule not in RULES:
-            raise ValueError(f"schelling: rule must be one of {RULES} (got '{self.rule}')")
+            raise bad_parameter("rule", f"rule must be one of {RULES} (got '{self.rule}')")
         if self.rule == "netlogo" and not self.torus:
-            raise ValueError("schelling: rule 'netlogo' walks on a torus; set torus=true")
+            raise bad_parameter("torus", "rule 'netlogo' walks on a torus; set torus=true")
 
     def reset(self, seed):
         attrs = [p.attributes for p in self.ctx.personas]
@@ -167,9 +173,9 @@ class Relocation(DecisionModel):
     def __init__(self, homophily: float = 0.4, rule: str = "classic", max_jump: float = 10.0):
         self.homophily, self.rule, self.max_jump = float(homophily), str(rule), float(max_jump)
         if not 0.0 <= self.homophily <= 1.0:
-            raise ValueError(f"schelling: homophily must be in [0, 1] (got {self.homophily})")
+            raise bad_parameter("homophily", f"must be in [0, 1] (got {self.homophily})")
         if self.rule not in RULES:
-            raise ValueError(f"schelling: rule must be one of {RULES} (got '{self.rule}')")
+            raise bad_parameter("rule", f"rule must be one of {RULES} (got '{self.rule}')")
 
     def decide_columns(self, obs, idx, t, round_idx):
         grid = obs["grid"]

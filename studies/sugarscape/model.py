@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from desim import ActionColumns, DecisionModel, EnvironmentProvider, MetricCollector, Persona, PopulationProvider
+from desim import (ActionColumns, DecisionModel, EnvironmentProvider, MetricCollector, Persona, PopulationProvider,
+                   StudyConfigError)
 
 SIZE = 50
 PEAKS = ((35, 15), (15, 35))
@@ -76,10 +77,15 @@ class Foragers(PopulationProvider):
         self.n = int(n)
         self.max_vision, self.max_metabolism = int(max_vision), int(max_metabolism)
         self.min_sugar, self.max_sugar = int(min_sugar), int(max_sugar)
-        if not 0 < self.n <= SIZE * SIZE:
-            raise ValueError(f"sugarscape: n_agents must be in 1..{SIZE * SIZE} (got {self.n})")
-        if self.max_vision < 1 or self.max_metabolism < 1 or not 0 < self.min_sugar <= self.max_sugar:
-            raise ValueError("sugarscape: need max_vision >= 1, max_metabolism >= 1, 0 < min_sugar <= max_sugar")
+        problems = [(name, message) for name, ok, message in [
+            ("n_agents", 0 < self.n <= SIZE * SIZE, f"must be in 1..{SIZE * SIZE} (got {self.n})"),
+            ("max_vision", self.max_vision >= 1, f"must be at least 1 (got {self.max_vision})"),
+            ("max_metabolism", self.max_metabolism >= 1, f"must be at least 1 (got {self.max_metabolism})"),
+            ("min_sugar", 0 < self.min_sugar <= self.max_sugar,
+             f"need 0 < min_sugar <= max_sugar (got {self.min_sugar}, {self.max_sugar})")] if not ok]
+        if problems:
+            raise StudyConfigError("simulation/simulation.json",
+                                   [(f"parameters.{name}", f"sugarscape: {message}") for name, message in problems])
 
     def personas(self, rng):
         cells = rng.choice(SIZE * SIZE, self.n, replace=False)
