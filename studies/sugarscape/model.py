@@ -15,7 +15,8 @@ The landscape is a 50x50 torus with two sugar peaks (capacities 0-4, built by
 
 Dead agents stay in the population: the panel keeps exactly one row per
 agent per step, and a dead agent's rows say ``alive: false`` (with its last
-cell and sugar) and carry no action.
+cell and sugar); the row of the step it died in holds the move it died
+after, the later rows no action.
 
 The columnar split: ``Landscape.observe_columns`` hands each agent its traits
 and position plus the shared sugar and occupancy grids;
