@@ -9,11 +9,13 @@ baseline is ``--baseline-runs`` runs of the same study done one after the other
 in this process with ``Engine`` (their own store file each, as a worker does);
 the overhead per run is ``wall x workers / runs`` minus that baseline: process
 start-up, shipping, merging into the study's database and waiting, per run
-and per core used.
+and per core used. The baseline is measured before and after the sweeps (the
+machine may be shared) and the load average is printed with each line.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -38,6 +40,7 @@ def baseline(study: Path, grid: dict, replicates: int, steps: int | None, n: int
     plan = make_plan(study, grid, replicates, steps=steps)
     picks = plan.runs[:: max(1, len(plan.runs) // n)][:n]
     times = []
+    where = Path(tempfile.mkdtemp(dir=where))
     for run in picks:
         spec = load_study(study, steps=steps, seed=run.seed, params=run.parameters)
         t0 = time.perf_counter()
@@ -65,7 +68,8 @@ def main() -> None:
         base = baseline(study, grid, args.replicates, args.steps, args.baseline_runs, work)
         print(f"study {study.name}: {n_runs} runs ({name} x {len(grid[name])} values x {args.replicates} "
               f"replicates), steps {args.steps or load_study(study).simulation.n_steps}")
-        print(f"baseline: one run in-process {base:.2f} s (mean of {args.baseline_runs})")
+        print(f"baseline: one run in-process {base:.2f} s (mean of {args.baseline_runs}), "
+              f"load average {os.getloadavg()[0]:.1f}")
         print(f"{'config':8} {'wall s':>8} {'runs/s':>7} {'s/run/core':>11} {'overhead/run':>13} "
               f"{'in-worker s':>12}")
         for config in args.configs.split(","):
@@ -89,8 +93,11 @@ def main() -> None:
             print(f"{config:8} {wall:8.1f} {n_runs / wall:7.2f} {per_core:11.2f} {per_core - base:13.2f} "
                   f"{statistics.fmean(in_worker):12.2f}"
                   + (f"   (ray.init {started_ray:.1f} s, not in wall)" if started_ray else "")
-                  + ("" if result.completed == n_runs else f"   {n_runs - result.completed} runs FAILED"))
+                  + ("" if result.completed == n_runs else f"   {n_runs - result.completed} runs FAILED")
+                  + f"   load {os.getloadavg()[0]:.1f}")
             shutil.rmtree(root.parent, ignore_errors=True)
+        after = baseline(study, grid, args.replicates, args.steps, args.baseline_runs, work)
+        print(f"baseline after the sweeps: {after:.2f} s, load average {os.getloadavg()[0]:.1f}")
         means = ", ".join(f"{r[name]}: {r['mean']:.3f}" + (f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
                                                             if r["n"] > 1 else "") for r in result.table)
         print(f"{args.metric} by {name} (last sweep, mean [95% CI]): {means}")

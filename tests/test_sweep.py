@@ -13,7 +13,7 @@ import pytest
 
 from desim.cli import main
 from desim.store import store_path
-from desim.sweep import make_plan, run_sweep, sweep_table
+from desim.sweep import SweepError, make_plan, run_sweep, sweep_table
 
 ROOT = Path(__file__).resolve().parent.parent
 T975_DF2 = 4.302652729911275   # Student t quantile 0.975 with 2 degrees of freedom (tables)
@@ -93,6 +93,8 @@ def test_summary_matches_sql_over_the_metrics_table(swept):
             assert row["mean"] == pytest.approx(from_panel[(row["epsilon"], row["mu"])], abs=1e-9)
     chosen = sweep_table(root, result.sweep_id, ["extreme_share"])
     assert [r["metric"] for r in chosen] == ["extreme_share"] * 6
+    with pytest.raises(SweepError, match="unknown metric.*nope.*recorded: extreme_share, mean_opinion"):
+        sweep_table(root, result.sweep_id, ["nope"])
 
 
 def panels_by_slot(root: Path, sweep_id: str, table: str = "panel") -> list[tuple]:

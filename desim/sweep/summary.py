@@ -59,8 +59,10 @@ def sweep_table(study_root: str | Path, sweep_id: str, metrics: list[str] | None
     """One row per combination and metric: the swept parameters, ``metric``, ``mean``, ``sd``,
     ``ci_low``, ``ci_high`` and ``n`` (completed replicates), at each run's final step.
 
-    ``metrics`` defaults to the study's ``display_metrics``, else every metric
-    the sweep's runs recorded. Rows follow the plan's order of combinations.
+    ``metrics`` defaults to the study's ``display_metrics`` (those the runs
+    recorded), else every metric the sweep's runs recorded; naming a metric
+    the runs did not record is an error. Rows follow the plan's order of
+    combinations.
     """
     db = store_path(study_root)
     if not db.exists():
@@ -76,11 +78,15 @@ def sweep_table(study_root: str | Path, sweep_id: str, metrics: list[str] | None
     finally:
         con.close()
     recorded = sorted({name for _, name, _ in rows})
-    chosen = list(metrics) if metrics else (default_metrics(study_root) or recorded)
-    unknown = [m for m in chosen if m not in recorded]
-    if unknown and recorded:
-        raise SweepError(f"unknown metric(s) {', '.join(unknown)}; the sweep's runs recorded: "
-                         f"{', '.join(recorded)}")
+    if metrics:
+        chosen = list(metrics)
+        unknown = [m for m in chosen if m not in recorded]
+        if unknown and recorded:
+            raise SweepError(f"unknown metric(s) {', '.join(unknown)}; the sweep's runs recorded: "
+                             f"{', '.join(recorded)}")
+    else:   # display metrics the collector does not produce are left out, not an error
+        shown = [m for m in default_metrics(study_root) if m in recorded or not recorded]
+        chosen = shown or recorded
     combo_of = {r.run_id: r.combo_idx for r in plan.runs}
     values: dict[tuple[int, str], list[float]] = {}
     for run_id, name, value in sorted(rows):
