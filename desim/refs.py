@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import Ref
+from .config import Ref, StudyConfigError
 
 
 class RefError(ValueError):
@@ -62,5 +62,9 @@ def build(ref: Ref, root: Path, where: str) -> Any:
     cls = resolve(ref.ref, root)
     try:
         return cls(**ref.args)
+    except StudyConfigError:
+        raise
     except TypeError as e:
         raise RefError(f"{where}: cannot build {ref.ref} with args {sorted(ref.args)}: {e}") from None
+    except Exception as e:
+        raise RefError(f"{where}: building {ref.ref} failed: {type(e).__name__}: {e}") from e
