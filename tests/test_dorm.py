@@ -192,7 +192,7 @@ def test_round_0_prompt_asks_for_an_opening_and_later_rounds_show_peers():
 
 
 def test_opening_leans_follow_prices(base):
-    """Sanity of the rule: shares at month 1 come from the opening utilities, not from nowhere."""
+    """The price rise reaches the students before any discussion: month 2's opening leans."""
     run_id, db = base
     con = duckdb.connect(str(db), read_only=True)
     try:
