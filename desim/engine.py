@@ -141,13 +141,15 @@ class Engine:
         self.ctx = RunContext(sim=self.sim, clock=Clock(self.sim_cfg.time_unit), streams=self.streams,
                               personas=self.personas, graph=self.graph, interventions=self.interventions,
                               params=dict(self.sim_cfg.parameters), n_steps=self.n_steps,
-                              rounds=self.rounds, seed=self.seed, run_id=self.run_id, occupy=self.occupy)
+                              rounds=self.rounds, seed=self.seed, run_id=self.run_id, occupy=self.occupy,
+                              root=spec.root, llm=self.sim_cfg.llm)
         self.environment = build(spec.environment.provider, root, "environment/environment.json: provider")
         self.decision = build(self.sim_cfg.decision, root, "simulation/simulation.json: decision")
         self.collector = (build(self.sim_cfg.collector, root, "simulation/simulation.json: collector")
                           if self.sim_cfg.collector else MetricCollector())
         for part in (self.environment, self.decision, self.collector):
             part.ctx = self.ctx
+        self.decision.reset(self.seed)      # before anything is written: a bad llm block stops here
         self.columnar = has_columnar_path(self.environment, self.decision)
         self.ids = self.ctx.agent_ids
         self.memory = Memory(self.ids, self.sim_cfg.memory_window)

@@ -19,6 +19,7 @@ Two ways to write a study:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -50,6 +51,8 @@ class RunContext:
     seed: int
     run_id: str
     occupy: Callable[[str, Any], None]
+    root: Path | None = None            # the study folder (caches and files a study keeps)
+    llm: dict[str, Any] | None = None   # the ``llm`` block of simulation.json, as loaded
     agent_ids: list[str] = field(init=False)
     index: dict[str, int] = field(init=False)
     step: int = 0
@@ -152,6 +155,10 @@ class PopulationProvider(Component):
 
 class DecisionModel(Component):
     """Maps observations plus memories to actions, one action per observed agent at most."""
+
+    def reset(self, seed: int) -> None:
+        """Prepare for a run; ``self.ctx`` is set. The engine calls it while building the run,
+        before anything is written, so a configuration error stops the run cleanly."""
 
     def decide_batch(self, observations: list[Observation], memories: list[list[Action]]) -> list[Action]:
         raise NotImplementedError(f"{type(self).__name__} must implement decide_batch")

@@ -33,7 +33,9 @@ def validate(root: str | Path, probe: bool = True) -> Report:
         report.warnings.append(f"interaction_rounds is {sim.interaction_rounds}; the engine clamps it to 1")
     if not probe:
         return report
-    engine = Engine(load_study(root, steps=1), db_path=":memory:", manage_gc=False)
+    # an LLM study probes on scripted replies: validating must never make paid calls
+    scripted = {"llm_kind": "scripted"} if "llm_kind" in sim.parameters else None
+    engine = Engine(load_study(root, steps=1, params=scripted), db_path=":memory:", manage_gc=False)
     engine.run()
     report.n_agents, report.n_edges = len(engine.ids), engine.graph.number_of_edges()
     report.messages_in_probe = engine.counters["messages"]

@@ -1,10 +1,9 @@
 """``LLMDecision``: a behaviour model that asks a language model, one prompt per agent.
 
-A study subclasses it and says four things: where the study lives
-(``study_root = Path(__file__).parent``, for the ``llm`` block of
-``simulation.json`` and the reply cache), the reply's pydantic model
+A study subclasses it and says three things: the reply's pydantic model
 (``reply_model``), how agents are prompted (``template``) and how a reply
-becomes an action (``to_action``). It passes its rule model to the
+becomes an action (``to_action``). The run's ``llm`` block and the study
+folder (where the reply cache lives) come from ``self.ctx`` at ``reset``. It passes its rule model to the
 constructor: the rule decides for every agent whose reply is unusable
 (``source = fallback``, counted).
 
@@ -32,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ..config import StudyConfigError, read_json
+from ..config import StudyConfigError
 from ..interfaces import DecisionModel
 from ..schemas import Action, Observation
 from .accounting import CallLog
@@ -49,7 +48,6 @@ LLM_KINDS = ("openai", "scripted")
 class LLMDecision(DecisionModel):
     """Base class of a study's LLM behaviour model (see the module docstring)."""
 
-    study_root: Path | None = None
     reply_model: type[BaseModel]
     template: PromptTemplate
 
@@ -61,11 +59,8 @@ class LLMDecision(DecisionModel):
             raise TypeError(f"{type(self).__name__} needs the study's rule model for fallbacks")
         self.llm_kind = llm_kind
         self.rule = rule
-        self.cfg: LLMConfig = load_llm_config(self._llm_block())
-        self.model_name = self.cfg.model if llm_kind == "openai" else "scripted"
         self.schema = self.reply_model.model_json_schema()
         self.log = CallLog()
-        self._params = self._request_params()
         self._cache: ReplyCache | None = None
         self._client: ChatClient | None = None
         self._loop: LoopThread | None = None
@@ -80,6 +75,14 @@ class LLMDecision(DecisionModel):
         return fake_reply(self.schema, seed_from(prompt_hash))
 
     # --- the public side -------------------------------------------------------------
+    def reset(self, seed: int) -> None:
+        """Read the run's ``llm`` block (validated: unknown keys name ``simulation.json: llm.<field>``)."""
+        self.rule.ctx = self.ctx
+        self.rule.reset(seed)
+        self.cfg: LLMConfig = load_llm_config(self.ctx.llm)
+        self.model_name = self.cfg.model if self.llm_kind == "openai" else "scripted"
+        self._params = self._request_params()
+
     def decide_batch(self, observations: list[Observation], memories: list[list[Action]]) -> list[Action]:
         ctx = self.ctx
         self.rule.ctx = ctx
@@ -127,12 +130,6 @@ class LLMDecision(DecisionModel):
             self._cache = None
 
     # --- inside a round ---------------------------------------------------------------
-    def _llm_block(self) -> dict[str, Any] | None:
-        if self.study_root is None:
-            return None
-        data = read_json(Path(self.study_root) / SIMULATION_FILE)
-        return data.get("llm") if isinstance(data, dict) else None
-
     def _request_params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens}
         if self.cfg.response_format == "json_schema":
@@ -234,7 +231,6 @@ class LLMDecision(DecisionModel):
         actions[:] = [a for a in actions if a is not None]
 
     def _root(self) -> Path:
-        if self.study_root is None:
-            raise LLMError(f"{type(self).__name__}.study_root is not set: the reply cache lives in the study "
-                           "folder (set study_root = Path(__file__).parent in the study's model.py)")
-        return Path(self.study_root)
+        if self.ctx.root is None:
+            raise LLMError("the run has no study folder: the reply cache lives in the study folder")
+        return Path(self.ctx.root)

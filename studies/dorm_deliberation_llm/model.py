@@ -38,7 +38,6 @@ class MealReply(BaseModel):
 
 
 class LLMDeliberation(LLMDecision):
-    study_root = Path(__file__).parent
     reply_model = MealReply
     template = PromptTemplate(
         role=("You are a university student deciding where to eat lunch this month: the canteen, delivery, or "

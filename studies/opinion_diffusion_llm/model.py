@@ -54,7 +54,6 @@ class OpinionReply(BaseModel):
 
 
 class LLMOpinion(LLMDecision):
-    study_root = Path(__file__).parent
     reply_model = OpinionReply
     template = PromptTemplate(
         role=("You are a resident of a small town. This week the town discusses a public proposal with "
