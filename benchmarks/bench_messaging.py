@@ -14,11 +14,10 @@ Two paths, each N in its own process (so peak memory is that run's):
 * ``columnar``: ``ColumnarFeed`` over a CSR adjacency on the engine's columnar
   path.
 
-Messages reach the engine through ``environment.drain_messages()``, which the
-current engine turns into dicts one ``Message`` at a time (``--messages
-objects``). ``--messages arrow`` runs a prototype of the proposed engine change
-(an environment may return the drained messages as an Arrow table, inserted in
-bulk); it patches the engine's store class in this process only.
+Messages reach the engine through ``environment.drain_messages()``: a list of
+``Message`` objects, turned into rows one at a time (``--messages objects``),
+or an Arrow table from ``ColumnarFeed.drain()``, inserted in bulk
+(``--messages arrow``).
 
     python benchmarks/bench_messaging.py --path columnar --messages arrow --n 2000 20000 200000 1000000
     python benchmarks/bench_messaging.py --path objects --n 2000 20000 200000
@@ -165,32 +164,6 @@ def write_study(root: Path, n: int, path: str, messages: str) -> None:
         "decision": {"ref": decide}, "memory_window": 0}))
 
 
-def install_arrow_messages() -> None:
-    """Prototype of the proposed engine change: an Arrow table of messages goes to the store in bulk."""
-    import pyarrow as pa
-
-    import desim.engine as engine_module
-    from desim.store import Store
-
-    class ArrowMessageStore(Store):
-        def _write_rows(self, run_id, step, metrics, events, messages):
-            if not isinstance(messages, pa.Table):
-                return super()._write_rows(run_id, step, metrics, events, messages)
-            super()._write_rows(run_id, step, metrics, events, [])
-            if messages.num_rows:
-                self._insert("messages", messages,
-                             "SELECT ?, step, round, author_id, channel, kind, to_json(content), audience, "
-                             "reply_to FROM {src}", [run_id])
-
-    class ArrowMessageEngine(engine_module.Engine):
-        def _messages(self):
-            drained = self.environment.drain_messages()
-            return drained if isinstance(drained, pa.Table) else [m.model_dump() for m in drained]
-
-    engine_module.Store = ArrowMessageStore
-    engine_module.Engine = ArrowMessageEngine
-
-
 def peak_memory_gib() -> tuple[float, float]:
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20      # KiB -> GiB
     hwm = 0.0
@@ -204,8 +177,6 @@ def peak_memory_gib() -> tuple[float, float]:
 def one(n: int, path: str, messages: str) -> dict:
     """One run in this process; prints its figures as JSON."""
     t0 = time.perf_counter()
-    if messages == "arrow":
-        install_arrow_messages()
     import duckdb
 
     import desim.engine as engine_module
@@ -244,7 +215,7 @@ def main() -> int:
     p.add_argument("--n", type=int, nargs="+", default=[2000, 20000, 200000, 1000000])
     p.add_argument("--path", choices=["objects", "columnar"], default="columnar")
     p.add_argument("--messages", choices=["objects", "arrow"], default="objects",
-                   help="how drained messages reach the store (arrow: prototype of the proposed engine change)")
+                   help="how drained messages reach the store (arrow: one Arrow table per step)")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:

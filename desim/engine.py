@@ -180,12 +180,17 @@ class Engine:
 
     def occupy(self, agent_id: str, errand) -> None:
         """Send an agent on an errand (a SimPy generator); it skips every round until it returns."""
-        if not self._agents:
-            raise RunError("ctx.occupy needs agent processes; this study sets agent_processes: false")
         if agent_id in self._busy:
             raise RunError(f"agent {agent_id} is already busy at t={self.sim.now}")
         self._busy.add(agent_id)
-        self._agents[self.ctx.index[agent_id]].interrupt(errand)
+        if self._agents:
+            self._agents[self.ctx.index[agent_id]].interrupt(errand)
+        else:                           # no standing agent processes: the errand gets its own
+            self.sim.process(self._errand(agent_id, errand))
+
+    def _errand(self, agent_id: str, errand):
+        yield from errand
+        self._busy.discard(agent_id)
 
     # --- SimPy processes --------------------------------------------------------
     def _agent(self, i: int, agent_id: str):
@@ -199,8 +204,11 @@ class Engine:
                 self._busy.discard(agent_id)
 
     def _open_round(self):
-        if not self._agents:            # agent_processes: false -- everyone takes part, same result
-            return self._everyone
+        if not self._agents:            # agent_processes: false -- everyone not on an errand takes part
+            if not self._busy:
+                return self._everyone
+            busy = {self.ctx.index[a] for a in self._busy}
+            return [i for i in self._everyone if i not in busy]
         gate, self._gate = self._gate, self.sim.event()
         self._present = []
         gate.succeed()
@@ -322,8 +330,9 @@ class Engine:
                 raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number") from None
         return out
 
-    def _messages(self) -> list[dict]:
-        return [m.model_dump() for m in self.environment.drain_messages()]
+    def _messages(self) -> list[dict] | pa.Table:
+        drained = self.environment.drain_messages()
+        return drained if isinstance(drained, pa.Table) else [m.model_dump() for m in drained]
 
     def _initial(self, events: list[dict]) -> None:
         if self.columnar:

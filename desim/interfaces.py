@@ -28,6 +28,7 @@ from .schemas import Action, Message, Observation, Persona
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
+    import pyarrow as pa
     import simpy
 
     from .clock import Clock
@@ -130,8 +131,12 @@ class EnvironmentProvider(Component):
     def agent_state(self, agent_id: str) -> dict[str, Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement agent_state")
 
-    def drain_messages(self) -> list[Message]:
-        """Messages posted since the last call, for the ``messages`` table (the collector calls it)."""
+    def drain_messages(self) -> list[Message] | "pa.Table":
+        """Messages posted since the last call, for the ``messages`` table (the collector calls it).
+
+        A list of ``Message``, or (columnar studies) a pyarrow Table shaped like
+        ``ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience, reply_to.
+        """
         return self.bus.drain() if self.bus is not None else []
 
     # --- columnar path (optional) -------------------------------------------

@@ -215,7 +215,7 @@ class Store:
             raise
 
     def _write_rows(self, run_id: str, step: int, metrics: dict[str, float], events: list[dict],
-                    messages: list[dict]) -> None:
+                    messages: list[dict] | pa.Table) -> None:
         if metrics:  # a handful of rows: one statement with list parameters beats an Arrow scan
             self.con.execute("INSERT INTO metrics SELECT ?, ?, unnest(?::VARCHAR[]), unnest(?::DOUBLE[])",
                              [run_id, step, list(metrics), [float(v) for v in metrics.values()]])
@@ -225,7 +225,11 @@ class Store:
                 "detail": [json.dumps(e.get("detail"), sort_keys=True, default=str) for e in events]}),
                 "SELECT ?, ?, kind, name, CAST(detail AS JSON) FROM {src}",
                 [run_id, step])
-        if messages:
+        if isinstance(messages, pa.Table):   # a columnar feed's drain: already columns
+            if messages.num_rows:
+                self._insert("messages", messages, "SELECT ?, ?, round, author_id, channel, kind, "
+                             f"{_json_expr(messages, 'content')}, audience, reply_to FROM {{src}}", [run_id, step])
+        elif messages:
             self._insert("messages", pa.table({
                 "round": pa.array([m["round"] for m in messages], pa.int32()),
                 "author_id": [m["author_id"] for m in messages],

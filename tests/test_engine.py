@@ -188,7 +188,12 @@ def test_opting_out_of_agent_processes_gives_the_same_panel(tmp_path):
     a = desim.run_study(desim.load_study(with_procs))
     b = desim.run_study(desim.load_study(without))
     assert panel_hash(store_path(with_procs), a.run_id) == panel_hash(store_path(without), b.run_id)
-    busy = write_probe_study(tmp_path / "c", n_steps=4, agent_processes=False,
-                             env_args={"busy_agent": "p1", "busy_from_step": 2, "hold_until": 3.5})
-    with pytest.raises(desim.RunFailed, match="ctx.occupy needs agent processes"):
-        desim.run_study(desim.load_study(busy))
+    # errands work the same without standing agent processes: p1 misses step 3 either way
+    busy_args = {"busy_agent": "p1", "busy_from_step": 2, "hold_until": 3.5}
+    busy_procs = write_probe_study(tmp_path / "c", n_steps=4, env_args=busy_args)
+    busy_plain = write_probe_study(tmp_path / "d", n_steps=4, agent_processes=False, env_args=busy_args)
+    c = desim.run_study(desim.load_study(busy_procs))
+    d = desim.run_study(desim.load_study(busy_plain))
+    assert panel_hash(store_path(busy_procs), c.run_id) == panel_hash(store_path(busy_plain), d.run_id)
+    assert query(store_path(busy_plain), "SELECT action_kind FROM panel WHERE run_id=? AND agent_id='p1' "
+                 "AND step=3", [d.run_id]) == [(None,)]
