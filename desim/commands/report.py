@@ -1,13 +1,21 @@
-"""``desim report`` and ``desim viz diffusion``: figures of what happened in a run."""
+"""``desim report`` and ``desim viz diffusion``: figures of what happened in a run or a sweep."""
 from __future__ import annotations
 
-from ..report import ReportError, diffusion_player, write_report
+from ..report import ReportError, diffusion_player, write_report, write_sweep_report
 from . import UserError
 
 
 def cmd_report(args) -> int:
+    if args.sweep and (args.run or args.compare):
+        raise UserError("--sweep reports a whole sweep; it cannot be combined with --run or --compare")
+    if args.metrics and not args.sweep:
+        raise UserError("--metrics chooses the metrics of a sweep report; give --sweep SWEEP_ID too")
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
-        paths = write_report(args.study, run_id=args.run, compare=args.compare, out_dir=args.out)
+        if args.sweep:
+            paths = write_sweep_report(args.study, args.sweep, metrics=metrics, out_dir=args.out)
+        else:
+            paths = write_report(args.study, run_id=args.run, compare=args.compare, out_dir=args.out)
     except ReportError as e:
         raise UserError(str(e)) from None
     print(f"report: {paths['html']}")
@@ -27,11 +35,17 @@ def cmd_viz_diffusion(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("report", help="write an HTML + Markdown report of a run (or a comparison of two)")
+    p = sub.add_parser("report", help="write an HTML + Markdown report of a run, a comparison of two, "
+                                      "or a sweep")
     p.add_argument("study", help="the study folder, e.g. studies/opinion_diffusion")
     p.add_argument("--run", help="the run to report (default: the latest completed run)")
     p.add_argument("--compare", metavar="RUN_B", help="a control run: show this run minus RUN_B")
-    p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
+    p.add_argument("--sweep", metavar="SWEEP_ID",
+                   help="report a sweep: each metric's final value against the swept parameter, with 95 %% "
+                        "intervals (not with --run or --compare)")
+    p.add_argument("--metrics", metavar="A,B", help="with --sweep: the metrics to show "
+                                                    "(default: the study's display_metrics)")
+    p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run> or sweep-<id>)")
     p.set_defaults(func=cmd_report)
 
     viz = sub.add_parser("viz", help="visualisations of a run")

@@ -6,22 +6,25 @@ Two calls, for the command line and for notebooks alike:
   ``report.md`` (with the PNG figures beside it) for one run, or for a run
   compared with another (treatment minus control); a branch is compared
   with its parent run by default;
+* :func:`write_sweep_report` writes the same two files for a sweep: each
+  metric's final-step mean against the swept parameter with 95 % intervals;
 * :func:`diffusion_player` draws the run's network coloured by a state
   field, one frame per step: ``diffusion.html`` (slider and play button,
   offline) and ``diffusion.png`` (small multiples).
 
 Both read the store read-only and return the paths they wrote; outputs go
-under ``<study>/runs/reports/<run_id>/`` unless ``out_dir`` says otherwise.
+under ``<study>/runs/reports/<run_id>/`` (``sweep-<sweep_id>/`` for a sweep) unless ``out_dir`` says otherwise.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import content, data, html, markdown
+from . import content, data, html, markdown, sweep
+from .content import Report
 from .data import ReportError
 from .diffusion import diffusion_player
 
-__all__ = ["ReportError", "diffusion_player", "reports_dir", "write_report"]
+__all__ = ["ReportError", "diffusion_player", "reports_dir", "write_report", "write_sweep_report"]
 
 
 def reports_dir(study_root: str | Path, name: str) -> Path:
@@ -54,7 +57,20 @@ def write_report(study_root: str | Path, run_id: str | None = None, compare: str
     finally:
         con.close()
     name = rd.run_id if compare is None else f"{rd.run_id}-vs-{control.run_id}"
-    out = Path(out_dir) if out_dir else reports_dir(study_root, name)
+    return save(report, Path(out_dir) if out_dir else reports_dir(study_root, name))
+
+
+def write_sweep_report(study_root: str | Path, sweep_id: str, metrics: list[str] | None = None,
+                       out_dir: str | Path | None = None) -> dict[str, Path]:
+    """Write the report of sweep ``sweep_id``: its card, and per metric (default: the study's
+    ``display_metrics``) the final-step mean against the first varied parameter with 95 %
+    intervals, and the summary table. Returns the same keys as :func:`write_report`."""
+    report = sweep.build(study_root, sweep_id, metrics)
+    return save(report, Path(out_dir) if out_dir else reports_dir(study_root, f"sweep-{sweep_id}"))
+
+
+def save(report: Report, out: Path) -> dict[str, Path]:
+    """``report.html``, ``report.md`` and the figures' PNGs in ``out``; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {"dir": out}
     files: dict[str, str] = {}

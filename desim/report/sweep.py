@@ -1,0 +1,196 @@
+"""The report of a sweep: how each metric's final value moves with the swept parameter.
+
+A sweep's runs are ordinary runs of the study, so one run's report says
+nothing about the spread across replicates. This report reads the sweep's
+recorded plan (the ``sweeps`` table) and the runs' statuses, and takes the
+per-combination summary (mean, sd, 95 % interval of the mean, n) from
+:func:`desim.sweep.sweep_table`, so the report and ``desim sweep`` print the
+same numbers. :func:`build` returns the format-free :class:`Report` that
+``html`` and ``markdown`` lay out.
+
+The x axis of every figure is the first parameter the grid varies (a
+parameter given one value is fixed for the whole sweep, so it is listed on
+the card, not plotted); every combination of the other varied parameters is
+one labelled line.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ..store import fetch_dicts  # noqa: E402
+from ..sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
+from . import data, figures  # noqa: E402
+from .content import MAX_TABLE_ROWS, Figure, Report, Section, Table, file_stem, fmt  # noqa: E402
+from .data import ReportError  # noqa: E402
+
+FIGURE_HEIGHT = 4.2   # inches: with figures.WIDTH and figures.DPI, every sweep figure is 900 x 420 px
+DODGE = 0.012         # horizontal shift between lines, as a share of the x range, so error bars stay apart
+
+
+def load_plan(study_root: str | Path, sweep_id: str) -> tuple[SweepPlan, dict[str, Any], list[dict[str, Any]]]:
+    """The sweep's plan, its ``sweeps`` row and its runs as stored (read-only)."""
+    con = data.connect(study_root)
+    try:
+        has_sweeps = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                                 "AND table_name = 'sweeps'").fetchone()[0]
+        rows = fetch_dicts(con, "SELECT * FROM sweeps WHERE sweep_id = ?", [sweep_id]) if has_sweeps else []
+        if not rows:
+            known = [r[0] for r in con.execute("SELECT sweep_id FROM sweeps ORDER BY created_at").fetchall()] \
+                if has_sweeps else []
+            raise ReportError(f"no sweep '{sweep_id}' in the store of {study_root} "
+                              f"(sweeps: {', '.join(known) or 'none'})")
+        runs = fetch_dicts(con, "SELECT run_id, status, error, seed, n_steps, last_step, time_unit, config "
+                                "FROM runs WHERE sweep_id = ? ORDER BY run_id", [sweep_id])
+    finally:
+        con.close()
+    plan = SweepPlan.from_json(rows[0]["plan"])
+    # the plan's JSON sorts its keys; the grid column keeps the order the parameters were given in
+    plan.grid = {name: plan.grid[name] for name in json.loads(rows[0]["grid"])}
+    return plan, rows[0], runs
+
+
+def axis_parameters(plan: SweepPlan) -> tuple[str, list[str]]:
+    """The x-axis parameter and the other varied ones (which make the lines)."""
+    names = list(plan.grid)
+    varied = [n for n in names if len(plan.grid[n]) > 1]
+    if not varied:
+        return names[0], []
+    return varied[0], varied[1:]
+
+
+def _is_numeric(values: list[Any]) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _label(combo: dict[str, Any], names: list[str]) -> str:
+    return ", ".join(f"{n}={fmt(combo[n])}" for n in names)
+
+
+def metric_figure(metric: str, rows: list[dict[str, Any]], x: str, x_values: list[Any],
+                  lines: list[str]) -> bytes:
+    """Final-step mean of ``metric`` against ``x``, 95 % intervals as error bars, one line per
+    combination of ``lines`` (a line without intervals where fewer than two replicates completed)."""
+    fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    numeric = _is_numeric(x_values)
+    position = {repr(v): (v if numeric else i) for i, v in enumerate(x_values)}
+    positions = sorted(position.values())
+    span = (positions[-1] - positions[0]) or 1
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(repr(row[n]) for n in lines), []).append(row)
+    for i, members in enumerate(groups.values()):
+        shift = (i - (len(groups) - 1) / 2) * DODGE * span
+        points = sorted(((position[repr(r[x])] + shift, r) for r in members if r["mean"] is not None),
+                        key=lambda p: p[0])
+        if not points:
+            continue
+        xs = [p for p, _ in points]
+        means = [r["mean"] for _, r in points]
+        low = [r["mean"] - r["ci_low"] if r["ci_low"] is not None else 0.0 for _, r in points]
+        high = [r["ci_high"] - r["mean"] if r["ci_high"] is not None else 0.0 for _, r in points]
+        color = figures.PALETTE[i % len(figures.PALETTE)]
+        bars = any(r["ci_low"] is not None for _, r in points)
+        ax.errorbar(xs, means, yerr=[low, high] if bars else None, color=color, marker="o", markersize=5, linewidth=1.6,
+                    capsize=4, label=_label(members[0], lines) if lines else "mean")
+    if not numeric:
+        ax.set_xticks(positions, [fmt(v) for v in x_values])
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{metric} (final step)")
+    ax.grid(alpha=0.3)
+    if groups:
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.suptitle(f"'{metric}' at the final step against {x} (mean and 95 % interval)", fontsize=11)
+    fig.subplots_adjust(left=0.09, right=0.78, top=0.88, bottom=0.14)
+    return figures.png(fig)
+
+
+def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]], study: dict[str, Any]) -> Section:
+    status = {r["run_id"]: r["status"] for r in runs}
+    planned = [r.run_id for r in plan.runs]
+    completed = sum(1 for r in planned if status.get(r) == "completed")
+    failed = sum(1 for r in planned if status.get(r) == "failed")
+    missing = sum(1 for r in planned if r not in status)
+    other = len(planned) - completed - failed - missing
+    fixed = {k: v for k, v in plan.runs[0].parameters.items() if k not in plan.grid or len(plan.grid[k]) == 1} \
+        if plan.runs else {}
+    steps = plan.n_steps if plan.n_steps is not None else next((r["n_steps"] for r in runs), None)
+    time_unit = next((r["time_unit"] for r in runs), "")
+    seeds = {r.seed for r in plan.runs}
+    counts = f"{completed} completed, {failed} failed" + (f", {missing} missing" if missing else "") \
+        + (f", {other} unfinished" if other else "")
+    rows = [
+        ["study", f"{plan.study_id}: {study.get('title', '')}".rstrip(": ")],
+        ["question", study.get("question", "")],
+        ["sweep", f"{plan.sweep_id} (created {fmt(row['created_at'])[:19]})"],
+        ["grid", "; ".join(f"{n} = {', '.join(fmt(v) for v in vs)}" for n, vs in plan.grid.items())],
+        ["fixed parameters", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))],
+        ["replicates", f"{plan.replicates} per combination ({len(plan.combos())} combinations, "
+                       f"{len(planned)} runs)"],
+        ["steps", f"{fmt(steps)} ({time_unit})" if time_unit else fmt(steps)],
+        ["runs", counts],
+        ["seeds", f"derived from study seed {plan.base_seed}, the run's parameters and its replicate: "
+                  f"{len(seeds)} distinct seeds for {len(planned)} runs"],
+    ]
+    section = Section("Sweep card", [], [Table(["", "value"], rows, align_numbers=False)])
+    errors = [r for r in runs if r["status"] != "completed" and r.get("error")]
+    for r in errors[:10]:
+        section.paragraphs.append(f"{r['run_id']} {r['status']}: {r['error']}")
+    return section
+
+
+def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: str, lines: list[str],
+                   time_unit: str) -> Section:
+    png = metric_figure(metric, rows, x, list(plan.grid[x]), lines)
+    caption = ("Points: the mean over completed replicates of the metric at each run's final step; "
+               "bars: 95 % confidence interval of the mean (Student t, n - 1 degrees of freedom)"
+               + ("; lines are shifted slightly sideways so their bars do not overlap." if len(lines) else "."))
+    varied = [x] + lines
+    table_rows = [[fmt(r[n]) for n in varied] + [fmt(r["mean"]), fmt(r["sd"]), fmt(r["ci_low"]),
+                                                 fmt(r["ci_high"]), str(r["n"])] for r in rows]
+    table = Table(varied + ["mean", "sd", "95 % low", "95 % high", "n"], table_rows,
+                  "sd and the interval are blank where fewer than two replicates completed.")
+    unit = f" ({time_unit})" if time_unit else ""
+    return Section(f"{metric}", [f"'{metric}' at each run's final step{unit}, per combination of the grid."],
+                   [table], [Figure(f"sweep_{file_stem(metric)}", f"{metric} against {x}", png, caption)])
+
+
+def runs_section(plan: SweepPlan, runs: list[dict[str, Any]]) -> Section:
+    """Every planned run with its combination, replicate, derived seed and status."""
+    status = {r["run_id"]: r["status"] for r in runs}
+    names = list(plan.grid)
+    rows = [[r.run_id] + [fmt(r.combo[n]) for n in names] + [str(r.replicate), str(r.seed),
+                                                             status.get(r.run_id, "missing")]
+            for r in plan.runs[:MAX_TABLE_ROWS]]
+    note = "" if len(plan.runs) <= MAX_TABLE_ROWS else f"{MAX_TABLE_ROWS} of {len(plan.runs)} runs shown."
+    return Section("Runs", [], [Table(["run"] + names + ["replicate", "seed", "status"], rows, note)])
+
+
+def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = None) -> Report:
+    """The sweep's report: card, one figure and table per metric, the runs."""
+    plan, row, runs = load_plan(study_root, sweep_id)
+    try:
+        table = sweep_table(study_root, sweep_id, metrics)
+    except SweepError as e:
+        raise ReportError(str(e)) from None
+    config = next((r["config"] for r in runs if r["status"] == "completed"), None) or "{}"
+    study = (json.loads(config) if isinstance(config, str) else config).get("study", {})
+    time_unit = next((r["time_unit"] for r in runs), "")
+    x, lines = axis_parameters(plan)
+    sections = [sweep_card(plan, row, runs, study)]
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for r in table:
+        by_metric.setdefault(r["metric"], []).append(r)
+    if not by_metric:
+        sections[0].paragraphs.append("The sweep's runs recorded no metrics, so there is nothing to plot.")
+    for metric, rows in by_metric.items():
+        sections.append(metric_section(metric, rows, plan, x, lines, time_unit))
+    sections.append(runs_section(plan, runs))
+    title = study.get("title") or plan.study_id
+    return Report(title, f"sweep {plan.sweep_id}: final-step metrics against {x}", sections)
