@@ -98,16 +98,16 @@ def metric_figure(metric: str, rows: list[dict[str, Any]], x: str, x_values: lis
         color = figures.PALETTE[i % len(figures.PALETTE)]
         bars = any(r["ci_low"] is not None for _, r in points)
         ax.errorbar(xs, means, yerr=[low, high] if bars else None, color=color, marker="o", markersize=5, linewidth=1.6,
-                    capsize=4, label=_label(members[0], lines) if lines else "mean")
+                    capsize=4, label=_label(members[0], lines))
     if not numeric:
         ax.set_xticks(positions, [fmt(v) for v in x_values])
     ax.set_xlabel(x)
     ax.set_ylabel(f"{metric} (final step)")
     ax.grid(alpha=0.3)
-    if groups:
+    if lines:
         ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(f"'{metric}' at the final step against {x} (mean and 95 % interval)", fontsize=11)
-    fig.subplots_adjust(left=0.09, right=0.78, top=0.88, bottom=0.14)
+    fig.subplots_adjust(left=0.09, right=0.78 if lines else 0.97, top=0.88, bottom=0.14)
     return figures.png(fig)
 
 
@@ -145,8 +145,7 @@ def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]],
     return section
 
 
-def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: str, lines: list[str],
-                   time_unit: str) -> Section:
+def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: str, lines: list[str]) -> Section:
     png = metric_figure(metric, rows, x, list(plan.grid[x]), lines)
     caption = ("Points: the mean over completed replicates of the metric at each run's final step; "
                "bars: 95 % confidence interval of the mean (Student t, n - 1 degrees of freedom)"
@@ -156,8 +155,7 @@ def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: 
                                                  fmt(r["ci_high"]), str(r["n"])] for r in rows]
     table = Table(varied + ["mean", "sd", "95 % low", "95 % high", "n"], table_rows,
                   "sd and the interval are blank where fewer than two replicates completed.")
-    unit = f" ({time_unit})" if time_unit else ""
-    return Section(f"{metric}", [f"'{metric}' at each run's final step{unit}, per combination of the grid."],
+    return Section(metric, [f"'{metric}' at each run's final step, per combination of the grid."],
                    [table], [Figure(f"sweep_{file_stem(metric)}", f"{metric} against {x}", png, caption)])
 
 
@@ -181,7 +179,6 @@ def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = Non
         raise ReportError(str(e)) from None
     config = next((r["config"] for r in runs if r["status"] == "completed"), None) or "{}"
     study = (json.loads(config) if isinstance(config, str) else config).get("study", {})
-    time_unit = next((r["time_unit"] for r in runs), "")
     x, lines = axis_parameters(plan)
     sections = [sweep_card(plan, row, runs, study)]
     by_metric: dict[str, list[dict[str, Any]]] = {}
@@ -190,7 +187,7 @@ def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = Non
     if not by_metric:
         sections[0].paragraphs.append("The sweep's runs recorded no metrics, so there is nothing to plot.")
     for metric, rows in by_metric.items():
-        sections.append(metric_section(metric, rows, plan, x, lines, time_unit))
+        sections.append(metric_section(metric, rows, plan, x, lines))
     sections.append(runs_section(plan, runs))
     title = study.get("title") or plan.study_id
     return Report(title, f"sweep {plan.sweep_id}: final-step metrics against {x}", sections)
