@@ -45,7 +45,8 @@ from .network import build_graph
 from .refs import build
 from .rng import Streams
 from .schemas import ACTION_SOURCES, Action, Persona
-from .panel import agent_rows, columnar_round_rows, columnar_rows, dumps, initial_rows, round_rows, struct
+from .panel import (agent_rows, columnar_round_rows, columnar_rows, dumps, initial_rows, message_rows, round_rows,
+                    struct)
 from .store import Store, store_path
 from .versions import ensure_version, latest_run_of
 
@@ -235,7 +236,7 @@ class Engine:
         while True:
             record: StepRecord = yield self._step_closed
             messages = self._messages()
-            self.counters["messages"] += len(messages)
+            self.counters["messages"] += messages.num_rows
             if record.step >= self.write_from:
                 self.store.write_step(self.run_id, record.step, record.panel, record.metrics,
                                       record.events, messages, record.round_actions, record.llm_calls)
@@ -330,9 +331,9 @@ class Engine:
                 raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number") from None
         return out
 
-    def _messages(self) -> list[dict] | pa.Table:
+    def _messages(self) -> pa.Table:
         drained = self.environment.drain_messages()
-        return drained if isinstance(drained, pa.Table) else [m.model_dump() for m in drained]
+        return drained if isinstance(drained, pa.Table) else message_rows(drained)
 
     def _initial(self, events: list[dict]) -> None:
         if self.columnar:

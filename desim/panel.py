@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .interfaces import ActionColumns
-from .schemas import Action
+from .schemas import Action, Message
 
 PANEL_SCHEMA = pa.schema([
     ("agent_id", pa.string()), ("state", pa.string()), ("action_kind", pa.string()),
@@ -110,3 +110,15 @@ def columnar_rows(ids: list[str], states: dict[str, np.ndarray], acts: ActionCol
     return pa.table({"agent_id": pa.array(ids, pa.string()), "state": struct(states),
                      "action_kind": scatter(kind), "action_payload": scatter(payload),
                      "action_source": scatter(source), "action_rationale": pa.nulls(n, pa.string())})
+
+
+def message_rows(messages: list[Message]) -> pa.Table:
+    """Drained messages as the ``messages`` table's columns (content as canonical JSON)."""
+    return pa.table({
+        "round": pa.array([m.round for m in messages], pa.int32()),
+        "author_id": pa.array([m.author_id for m in messages], pa.string()),
+        "channel": pa.array([m.channel for m in messages], pa.string()),
+        "kind": pa.array([m.kind for m in messages], pa.string()),
+        "content": pa.array([dumps(m.content) for m in messages], pa.string()),
+        "audience": pa.array([m.audience for m in messages], pa.string()),
+        "reply_to": pa.array([m.reply_to for m in messages], pa.string())})

@@ -169,7 +169,7 @@ class Store:
             self.con.unregister(name)
 
     def write_initial(self, run_id: str, table: pa.Table, metrics: dict[str, float],
-                      events: list[dict], messages: list[dict]) -> None:
+                      events: list[dict], messages: pa.Table | None) -> None:
         """Initial states (before step 1), step-0 metrics and step-0 events, in one transaction."""
         self.con.begin()
         try:
@@ -189,7 +189,7 @@ class Store:
         self._insert("edges", table, "SELECT ?, source, target FROM {src}", [run_id])
 
     def write_step(self, run_id: str, step: int, panel: pa.Table, metrics: dict[str, float],
-                   events: list[dict], messages: list[dict], round_actions: pa.Table | None = None,
+                   events: list[dict], messages: pa.Table | None, round_actions: pa.Table | None = None,
                    llm_calls: pa.Table | None = None) -> None:
         """Everything about one step in one transaction."""
         self.con.begin()
@@ -215,7 +215,7 @@ class Store:
             raise
 
     def _write_rows(self, run_id: str, step: int, metrics: dict[str, float], events: list[dict],
-                    messages: list[dict] | pa.Table) -> None:
+                    messages: pa.Table | None) -> None:
         if metrics:  # a handful of rows: one statement with list parameters beats an Arrow scan
             self.con.execute("INSERT INTO metrics SELECT ?, ?, unnest(?::VARCHAR[]), unnest(?::DOUBLE[])",
                              [run_id, step, list(metrics), [float(v) for v in metrics.values()]])
@@ -225,21 +225,9 @@ class Store:
                 "detail": [json.dumps(e.get("detail"), sort_keys=True, default=str) for e in events]}),
                 "SELECT ?, ?, kind, name, CAST(detail AS JSON) FROM {src}",
                 [run_id, step])
-        if isinstance(messages, pa.Table):   # a columnar feed's drain: already columns
-            if messages.num_rows:
-                self._insert("messages", messages, "SELECT ?, ?, round, author_id, channel, kind, "
-                             f"{_json_expr(messages, 'content')}, audience, reply_to FROM {{src}}", [run_id, step])
-        elif messages:
-            self._insert("messages", pa.table({
-                "round": pa.array([m["round"] for m in messages], pa.int32()),
-                "author_id": [m["author_id"] for m in messages],
-                "channel": [m.get("channel") for m in messages],
-                "kind": [m.get("kind") for m in messages],
-                "content": [json.dumps(m.get("content"), sort_keys=True, default=str) for m in messages],
-                "audience": [m.get("audience") for m in messages],
-                "reply_to": pa.array([m.get("reply_to") for m in messages], pa.string())}),
-                "SELECT ?, ?, round, author_id, channel, kind, CAST(content AS JSON), audience, reply_to "
-                "FROM {src}", [run_id, step])
+        if messages is not None and messages.num_rows:
+            self._insert("messages", messages, "SELECT ?, ?, round, author_id, channel, kind, "
+                         f"{_json_expr(messages, 'content')}, audience, reply_to FROM {{src}}", [run_id, step])
 
     def close(self) -> None:
         try:
