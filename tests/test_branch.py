@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-import duckdb
 import pytest
 
 import desim
@@ -15,16 +13,9 @@ from desim.cli import main
 from desim.compare import compare
 from desim.store import store_path
 from probe_study import log_of, write_probe_study
+from storeq import query as rows
 
 EVENT7 = {"at_step": 7, "name": "level_up", "target": "level", "op": "set", "value": 3.0}
-
-
-def rows(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def panel(db, run_id, until=10**6):

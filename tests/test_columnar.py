@@ -10,24 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 
-import duckdb
 import pytest
 
 import desim
 from desim.interfaces import has_columnar_path
 from desim.refs import study_module
 from desim.store import store_path
+from storeq import query
 
 SMALL = {"width": 12, "height": 12, "homophily": 0.5}   # 115 agents
 N_SMALL = round(0.8 * 144)
-
-
-def query(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def panel_hash(db, run_id) -> str:

@@ -5,14 +5,13 @@ import json
 import re
 from collections import Counter
 
-import duckdb
 import matplotlib.image as mpimg
 import pytest
 
 import desim
 from desim.cli import main
 from desim.report import diffusion_player
-from desim.store import store_path
+from storeq import sql
 
 N_AGENTS = 150
 STEPS = 10
@@ -23,14 +22,6 @@ def player_data(path) -> dict:
                   path.read_text(encoding="utf-8"), re.S)
     assert m, "no embedded frame data"
     return json.loads(m.group(1))
-
-
-def sql(root, query, params=()):
-    con = duckdb.connect(str(store_path(root)), read_only=True)
-    try:
-        return con.execute(query, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def state_counts(root, run_id, step, ids=None):

@@ -10,6 +10,7 @@ import pytest
 import desim
 from desim.store import store_path
 from probe_study import log_of, write_probe_study
+from storeq import query
 
 
 def panel_hash(db, run_id) -> str:
@@ -18,14 +19,6 @@ def panel_hash(db, run_id) -> str:
                        "action_source FROM panel WHERE run_id = ? ORDER BY step, agent_id", [run_id]).fetchall()
     con.close()
     return hashlib.sha256(repr(rows).encode()).hexdigest()
-
-
-def query(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 @pytest.mark.parametrize("rounds", [1, 3])

@@ -18,6 +18,7 @@ from desim.branch import branch
 from desim.cli import main
 from desim.report import write_report
 from desim.store import store_path
+from storeq import sql
 
 N_AGENTS = 40
 VOID = {"meta", "img", "br", "input", "hr", "link"}
@@ -98,14 +99,6 @@ def opinion(study_copy):
     root = study_copy("opinion_diffusion")
     run = desim.run_study(desim.load_study(root, params={"n_agents": N_AGENTS}))
     return root, run.run_id
-
-
-def sql(root, query, params=()):
-    con = duckdb.connect(str(store_path(root)), read_only=True)
-    try:
-        return con.execute(query, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def test_report_of_one_run(opinion):

@@ -9,17 +9,9 @@ import pytest
 
 import desim
 from desim.branch import branch
-from desim.store import store_path
+from storeq import sql
 
 CORRECTION_STEP = 6
-
-
-def sql(root, query, params=()):
-    con = duckdb.connect(str(store_path(root)), read_only=True)
-    try:
-        return con.execute(query, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def series(root, run_id, name):

@@ -8,21 +8,13 @@ level keep the seed noise of the average near 0.004; the tolerance is 0.015.
 """
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 import desim
 from desim.store import store_path
+from storeq import query
 
 SEEDS = (11, 12, 13)
-
-
-def query(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def run(root, seed, steps, **params):

@@ -8,23 +8,15 @@ mean population over steps 200-250, averaged over the seeds.
 """
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pytest
 
 import desim
 from desim.refs import study_module
 from desim.store import store_path
+from storeq import query
 
 STEPS = 250
-
-
-def query(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def run(root, seed, steps, **params):
