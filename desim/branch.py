@@ -20,11 +20,12 @@ replies, so no paid call is repeated.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
+import pyarrow as pa
 
 from .config import StudySpec, load_study, spec_from_config
 from .engine import Engine, RunResult
@@ -78,44 +79,62 @@ def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> 
     return problems
 
 
-def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: list[str] | None) -> dict[int, list]:
-    """The parent's actions for steps 1..until, one list per round, tagged ``replay``."""
+def _source(parent: dict, until: int, rounds: int) -> tuple[str, list]:
+    """SQL over the parent's stored actions for steps 1..until: the panel (one round) or round_actions."""
     if rounds == 1:
-        rows = con.execute("SELECT step, 0 AS round, agent_id, action_kind, action_payload, action_rationale "
-                           "FROM panel WHERE run_id = ? AND step <= ? AND action_kind IS NOT NULL "
-                           "ORDER BY step, agent_id", [parent["run_id"], until]).fetchall()
-    else:
-        rows = con.execute("SELECT step, round, agent_id, action_kind, action_payload, action_rationale "
-                           "FROM round_actions WHERE run_id = ? AND step <= ? ORDER BY step, round, agent_id",
-                           [parent["run_id"], until]).fetchall()
-    by_round: dict[int, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+        return ("SELECT step, 0 AS round, agent_id, action_kind, action_payload, action_rationale FROM panel "
+                "WHERE run_id = ? AND step <= ? AND action_kind IS NOT NULL"), [parent["run_id"], until]
+    return ("SELECT step, round, agent_id, action_kind, action_payload, action_rationale FROM round_actions "
+            "WHERE run_id = ? AND step <= ?"), [parent["run_id"], until]
+
+
+def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: list[str] | None) -> dict[int, list]:
+    """The parent's actions for steps 1..until, one entry per round, tagged ``replay``."""
+    if columnar_ids is not None:
+        return _columnar_replay(con, parent, until, rounds, columnar_ids)
+    sql, params = _source(parent, until, rounds)
+    rows = con.execute(f"{sql} ORDER BY step, round, agent_id", params).fetchall()
+    replay = {step: [[] for _ in range(rounds)] for step in range(1, until + 1)}
     for step, r, agent_id, kind, payload, rationale in rows:
-        by_round[step][r].append((agent_id, kind, json.loads(payload) if payload else {}, rationale or ""))
-    replay: dict[int, list] = {}
-    index = {a: i for i, a in enumerate(columnar_ids or [])}
-    for step in range(1, until + 1):
-        per_round = []
-        for r in range(rounds):
-            items = by_round.get(step, {}).get(r, [])
-            if columnar_ids is None:
-                per_round.append([Action(agent_id=a, step=step, kind=k, payload=p, rationale=why, source="replay")
-                                  for a, k, p, why in items])
-            else:
-                per_round.append(_columns(items, index))
-        replay[step] = per_round
+        replay[step][r].append(Action(agent_id=agent_id, step=step, kind=kind,
+                                      payload=orjson.loads(payload) if payload else {},
+                                      rationale=rationale or "", source="replay"))
     return replay
 
 
-def _columns(items: list, index: dict[str, int]) -> ActionColumns:
-    idx = np.array([index[a] for a, *_ in items], dtype=np.int64)
-    order = np.argsort(idx, kind="stable")
-    items = [items[i] for i in order]
-    fields = sorted({f for _, _, p, _ in items for f in p})
-    payload = {f: np.array([p.get(f) for _, _, p, _ in items]) for f in fields}
-    acts = ActionColumns(kind=np.array([k for _, k, _, _ in items], dtype=object), payload=payload,
-                         source="replay")
-    acts.idx = idx[order]
-    return acts
+def _columnar_replay(con, parent: dict, until: int, rounds: int, ids: list[str]) -> dict[int, list]:
+    """Columnar replay: DuckDB turns the stored JSON payloads back into typed columns in one query."""
+    sql, params = _source(parent, until, rounds)
+    con.register("_replay_ids", pa.table({"agent_id": pa.array(ids, pa.string()),
+                                          "pos": pa.array(np.arange(len(ids), dtype=np.int64))}))
+    try:
+        sample = con.execute(f"SELECT json_structure(action_payload) FROM ({sql}) "
+                             "WHERE action_payload IS NOT NULL LIMIT 1", params).fetchall()
+        sample = sample[0] if sample else None
+        payload = "NULL AS p"
+        if sample and sample[0] not in (None, "{}"):
+            payload = "json_transform(s.action_payload, '" + str(sample[0]).replace("'", "''") + "') AS p"
+        table = con.sql(f"SELECT s.step, s.round, i.pos, s.action_kind, {payload} FROM ({sql}) s "
+                        "JOIN _replay_ids i USING (agent_id) ORDER BY s.step, s.round, i.pos",
+                        params=params).to_arrow_table()
+    finally:
+        con.unregister("_replay_ids")
+    steps = table.column("step").to_numpy()
+    rnds = table.column("round").to_numpy()
+    replay: dict[int, list] = {}
+    for step in range(1, until + 1):
+        per_round = []
+        for r in range(rounds):
+            part = table.filter(pa.array((steps == step) & (rnds == r)))
+            p = part.column("p").combine_chunks()
+            fields = {} if pa.types.is_null(p.type) else {
+                p.type.field(i).name: p.field(i).to_numpy(zero_copy_only=False) for i in range(p.type.num_fields)}
+            acts = ActionColumns(kind=part.column("action_kind").to_numpy(zero_copy_only=False).astype(object),
+                                 payload=fields, source="replay")
+            acts.idx = part.column("pos").to_numpy()
+            per_round.append(acts)
+        replay[step] = per_round
+    return replay
 
 
 def branch(study_root: str | Path, from_run: str, at_step: int, *, note: str | None = None,
