@@ -3,8 +3,6 @@ with one real figure per metric, and a summary table whose means and 95 %
 intervals match the metrics table recomputed in SQL."""
 from __future__ import annotations
 
-import base64
-import io
 import json
 import math
 from html.parser import HTMLParser
@@ -19,6 +17,7 @@ from desim.cli import main
 from desim.report import write_sweep_report
 from desim.store import store_path
 from desim.sweep import run_sweep
+from test_report import decode
 
 # n_agents has one value: fixed for the sweep, so epsilon (the first varied parameter) is the x axis
 GRID = {"n_agents": [20], "epsilon": [0.2, 0.3, 0.4], "mu": [0.3, 0.5]}
@@ -73,11 +72,6 @@ def parse(path) -> Page:
     page.close()
     assert page.stack == [], f"unclosed tags {page.stack}"
     return page
-
-
-def decode(src: str) -> np.ndarray:
-    assert src.startswith("data:image/png;base64,")
-    return mpimg.imread(io.BytesIO(base64.b64decode(src.split(",", 1)[1])), format="png")
 
 
 def assert_real_image(img: np.ndarray) -> None:
