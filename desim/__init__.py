@@ -7,7 +7,8 @@ The public names, by layer:
 * study interfaces: ``EnvironmentProvider``, ``PopulationProvider``,
   ``DecisionModel``, ``MetricCollector``, ``ActionColumns``;
 * messaging: ``MessageBus``, ``InMemoryMessageBus``, ``NeighborFeed``;
-* running: ``run_study``, ``Engine``, ``RunFailed``.
+* running: ``run_study``, ``Engine``, ``RunFailed``;
+* reading: ``open`` (a study's store as Arrow tables: ``desim.open("studies/x").panel()``).
 """
 __version__ = "0.1.0"
 
@@ -18,11 +19,12 @@ from .interfaces import (ActionColumns, DecisionModel, EnvironmentProvider,  # n
 from .messaging import InMemoryMessageBus, MessageBus, NeighborFeed  # noqa: E402
 from .network import build_graph, neighbors_fn  # noqa: E402
 from .schemas import Action, Broadcast, Message, Observation, Persona, ScheduledEvent  # noqa: E402
+from .studydata import StudyData, open  # noqa: E402,A004
 
 __all__ = [
     "Action", "ActionColumns", "Broadcast", "DecisionModel", "Engine", "EnvironmentProvider",
     "InMemoryMessageBus", "Message", "MessageBus", "MetricCollector", "NeighborFeed", "Observation",
     "Persona", "PopulationProvider", "RunContext", "RunError", "RunFailed", "RunResult",
     "ScheduledEvent", "StudyConfigError", "StudySpec", "build_graph", "load_study", "neighbors_fn",
-    "run_study",
+    "open", "run_study", "StudyData",
 ]

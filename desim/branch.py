@@ -28,10 +28,11 @@ import orjson
 import pyarrow as pa
 
 from .config import StudySpec, load_study, spec_from_config
+from .datafiles import RunFiles, data_dir
 from .engine import Engine, RunResult
 from .interfaces import ActionColumns
 from .schemas import Action
-from .store import fetch_dicts, read_only, store_path
+from .store import fetch_dicts, last_step, read_only, store_path
 from .versions import diff_configs
 
 
@@ -82,39 +83,47 @@ def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> 
 def _source(parent: dict, until: int, rounds: int) -> tuple[str, list]:
     """SQL over the parent's stored actions for steps 1..until: the panel (one round) or round_actions."""
     if rounds == 1:
-        return ("SELECT step, 0 AS round, agent_id, action_kind, action_payload, action_rationale FROM panel "
+        return ("SELECT step, 0 AS round, agent_id, action_kind, payload, action_rationale FROM panel "
                 "WHERE run_id = ? AND step <= ? AND action_kind IS NOT NULL"), [parent["run_id"], until]
-    return ("SELECT step, round, agent_id, action_kind, action_payload, action_rationale FROM round_actions "
+    return ("SELECT step, round, agent_id, action_kind, payload, action_rationale FROM round_actions "
             "WHERE run_id = ? AND step <= ?"), [parent["run_id"], until]
 
 
-def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: list[str] | None) -> dict[int, list]:
+def _payload_types(root: Path, run_id: str) -> dict[str, str]:
+    return (RunFiles(data_dir(store_path(root)), run_id).load_types() or {}).get("payload", {})
+
+
+def _payload(value: dict | None, json_fields: set[str]) -> dict:
+    """A stored payload struct as the dict the study returned (a null field is an absent one)."""
+    if not value:
+        return {}
+    return {k: (orjson.loads(v) if k in json_fields else v) for k, v in value.items() if v is not None}
+
+
+def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: list[str] | None,
+                    root: Path | None = None) -> dict[int, list]:
     """The parent's actions for steps 1..until, one entry per round, tagged ``replay``."""
     if columnar_ids is not None:
         return _columnar_replay(con, parent, until, rounds, columnar_ids)
+    types = _payload_types(root, parent["run_id"]) if root is not None else {}
+    json_fields = {k for k, t in types.items() if t == "json"}
     sql, params = _source(parent, until, rounds)
     rows = con.execute(f"{sql} ORDER BY step, round, agent_id", params).fetchall()
     replay = {step: [[] for _ in range(rounds)] for step in range(1, until + 1)}
     for step, r, agent_id, kind, payload, rationale in rows:
         replay[step][r].append(Action(agent_id=agent_id, step=step, kind=kind,
-                                      payload=orjson.loads(payload) if payload else {},
+                                      payload=_payload(payload, json_fields),
                                       rationale=rationale or "", source="replay"))
     return replay
 
 
 def _columnar_replay(con, parent: dict, until: int, rounds: int, ids: list[str]) -> dict[int, list]:
-    """Columnar replay: DuckDB turns the stored JSON payloads back into typed columns in one query."""
+    """Columnar replay: the stored typed payloads come back as columns in one query."""
     sql, params = _source(parent, until, rounds)
     con.register("_replay_ids", pa.table({"agent_id": pa.array(ids, pa.string()),
                                           "pos": pa.array(np.arange(len(ids), dtype=np.int64))}))
     try:
-        sample = con.execute(f"SELECT json_structure(action_payload) FROM ({sql}) "
-                             "WHERE action_payload IS NOT NULL LIMIT 1", params).fetchall()
-        sample = sample[0] if sample else None
-        payload = "NULL AS p"
-        if sample and sample[0] not in (None, "{}"):
-            payload = "json_transform(s.action_payload, '" + str(sample[0]).replace("'", "''") + "') AS p"
-        table = con.sql(f"SELECT s.step, s.round, i.pos, s.action_kind, {payload} FROM ({sql}) s "
+        table = con.sql(f"SELECT s.step, s.round, i.pos, s.action_kind, s.payload AS p FROM ({sql}) s "
                         "JOIN _replay_ids i USING (agent_id) ORDER BY s.step, s.round, i.pos",
                         params=params).to_arrow_table()
     finally:
@@ -127,7 +136,7 @@ def _columnar_replay(con, parent: dict, until: int, rounds: int, ids: list[str])
         for r in range(rounds):
             part = table.filter(pa.array((steps == step) & (rnds == r)))
             p = part.column("p").combine_chunks()
-            fields = {} if pa.types.is_null(p.type) else {
+            fields = {} if not pa.types.is_struct(p.type) else {
                 p.type.field(i).name: p.field(i).to_numpy(zero_copy_only=False) for i in range(p.type.num_fields)}
             acts = ActionColumns(kind=part.column("action_kind").to_numpy(zero_copy_only=False).astype(object),
                                  payload=fields, source="replay")
@@ -167,6 +176,7 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, note: str | N
                     "panel keeps only each step's final-round actions, so a multi-round step cannot be "
                     "reproduced from it. Re-run the study from step 0, or run the parent with "
                     "record_rounds: true so that every round is stored and can be replayed.")
+        parent["last_step"] = last_step(db, from_run, parent["last_step"])
         if parent["last_step"] < at_step - 1:
             raise BranchRefused(f"parent run {from_run} is {parent['status']} and complete only up to step "
                                 f"{max(parent['last_step'], 0)}; a branch at step {at_step} needs steps 1..{at_step - 1}")
@@ -177,7 +187,7 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, note: str | N
         engine = Engine(spec, kind="branch", parent_run_id=from_run, fork_step=at_step, note=note,
                         **engine_args)
         engine.replay = _replay_actions(con, parent, at_step - 1, rounds,
-                                        engine.ids if engine.columnar else None)
+                                        engine.ids if engine.columnar else None, root)
     finally:
         con.close()
     return engine.run()
@@ -201,7 +211,7 @@ def resume(study_root: str | Path, run_id: str, **engine_args) -> RunResult:
             parent = _parent_row(con, row["parent_run_id"])
             engine.replay = _replay_actions(con, parent, row["fork_step"] - 1,
                                             max(1, parent["interaction_rounds"]),
-                                            engine.ids if engine.columnar else None)
+                                            engine.ids if engine.columnar else None, root)
     finally:
         con.close()
     return engine.run()

@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .store import fetch_dicts, read_only, store_path
+import duckdb
+
+from .store import fetch_dicts, field, read_only, store_path
 
 
 def compare(study_root: str | Path, control: str, treatment: str,
@@ -41,31 +43,32 @@ def compare(study_root: str | Path, control: str, treatment: str,
             FULL JOIN (SELECT * FROM metrics WHERE run_id = ?) t USING (step, name)
             ORDER BY name, step""", [control, treatment])
         paired = []
-        for field in states:
-            paired += fetch_dicts(con, """
-                SELECT t.step, ? AS field, count(*) AS n,
-                       avg(d) AS mean_diff, stddev_pop(d) AS sd_diff, min(d) AS min_diff, max(d) AS max_diff
-                FROM (SELECT t.step, TRY_CAST(t.state->>? AS DOUBLE) - TRY_CAST(c.state->>? AS DOUBLE) AS d
-                      FROM panel t JOIN panel c ON c.agent_id = t.agent_id AND c.step = t.step
-                      WHERE t.run_id = ? AND c.run_id = ?) t
-                WHERE d IS NOT NULL GROUP BY t.step ORDER BY t.step""",
-                                  [field, field, field, treatment, control])
+        for name in states:
+            d = f"TRY_CAST({field('t.state', name)} AS DOUBLE) - TRY_CAST({field('c.state', name)} AS DOUBLE)"
+            try:
+                paired += fetch_dicts(con, f"""
+                    SELECT t.step, ? AS field, count(*) AS n,
+                           avg(d) AS mean_diff, stddev_pop(d) AS sd_diff, min(d) AS min_diff, max(d) AS max_diff
+                    FROM (SELECT t.step, {d} AS d
+                          FROM panel t JOIN panel c ON c.agent_id = t.agent_id AND c.step = t.step
+                          WHERE t.run_id = ? AND c.run_id = ?) t
+                    WHERE d IS NOT NULL GROUP BY t.step ORDER BY t.step""", [name, treatment, control])
+            except duckdb.BinderException:      # a display state these runs do not have
+                continue
     finally:
         con.close()
     fork = runs[treatment]["fork_step"] if runs[treatment]["parent_run_id"] == control else None
     return {"control": control, "treatment": treatment, "fork_step": fork, "metrics": metrics, "paired": paired}
 
 
-def agent_differences(study_root: str | Path, control: str, treatment: str, field: str) -> list[dict[str, Any]]:
+def agent_differences(study_root: str | Path, control: str, treatment: str, name: str) -> list[dict[str, Any]]:
     """Per agent and step: the state field in both runs and the difference (for plots)."""
     con = read_only(store_path(study_root))
     try:
-        return fetch_dicts(con, """
-            SELECT t.step, t.agent_id, TRY_CAST(c.state->>? AS DOUBLE) AS control,
-                   TRY_CAST(t.state->>? AS DOUBLE) AS treatment,
-                   TRY_CAST(t.state->>? AS DOUBLE) - TRY_CAST(c.state->>? AS DOUBLE) AS diff
+        c, t = f"TRY_CAST({field('c.state', name)} AS DOUBLE)", f"TRY_CAST({field('t.state', name)} AS DOUBLE)"
+        return fetch_dicts(con, f"""
+            SELECT t.step, t.agent_id, {c} AS control, {t} AS treatment, {t} - {c} AS diff
             FROM panel t JOIN panel c ON c.agent_id = t.agent_id AND c.step = t.step
-            WHERE t.run_id = ? AND c.run_id = ? ORDER BY t.step, t.agent_id""",
-                           [field, field, field, field, treatment, control])
+            WHERE t.run_id = ? AND c.run_id = ? ORDER BY t.step, t.agent_id""", [treatment, control])
     finally:
         con.close()

@@ -69,6 +69,13 @@ class WarmStart(Strict):
     at_step: int = Field(ge=1)
 
 
+class PanelOptions(Strict):
+    """How the panel stores state fields: ``allow_nonfinite`` lists float fields that may hold NaN
+    or infinity (elsewhere those stop the run, since they are usually a bug)."""
+
+    allow_nonfinite: list[str] = Field(default_factory=list)
+
+
 class SimulationFile(Strict):
     n_steps: int = Field(ge=1)
     time_unit: Literal[TIME_UNITS] = "step"  # type: ignore[valid-type]
@@ -82,6 +89,7 @@ class SimulationFile(Strict):
     agent_processes: bool = True
     parameters: dict[str, float | int | str | bool] = Field(default_factory=dict)
     llm: dict[str, Any] | None = None
+    panel: PanelOptions | None = None
 
 
 class Interaction(Strict):

@@ -10,8 +10,9 @@ Read this file top to bottom to know what a run does. For ``t = 1..n_steps``
    an agent busy elsewhere (queuing at a ``simpy.Resource``, travelling) is not
    waiting at the gate and does not act in that round;
 3. after round ``K-1`` the final actions go into memory, the step's panel
-   rows (every agent's state, its final action or none) and metrics are
-   captured, and the collector process writes them in one transaction.
+   rows (every agent's state, its final action or none, whether it was away)
+   and metrics are captured, and the collector process writes them as one
+   folder of typed Parquet files that appears at once (``desim.datafiles``).
 
 Rounds take no simulated time. Other SimPy processes of the study share the
 clock and run between steps; a step starts only after everything else
@@ -45,8 +46,9 @@ from .network import build_graph
 from .refs import build
 from .rng import Streams
 from .schemas import ACTION_SOURCES, Action, Persona
-from .panel import (agent_rows, columnar_round_rows, columnar_rows, dumps, initial_rows, message_rows, round_rows,
-                    struct)
+from .datafiles import RunFiles, data_dir
+from .panel import (PanelTypes, agent_rows, columnar_initial_rows, columnar_round_rows, columnar_rows, edge_rows,
+                    event_rows, initial_rows, message_rows, message_table, metric_rows, round_rows)
 from .store import Store, store_path
 from .versions import ensure_version, latest_run_of
 
@@ -97,6 +99,26 @@ class RunResult:
     wall_seconds: float
     error: str | None = None
     counters: dict[str, Any] = field(default_factory=dict)
+
+    # the run's data, each an Arrow table (``.to_pandas()``); see ``desim.studydata``
+    def data(self):
+        from .studydata import StudyData
+        return StudyData(self.store_path)
+
+    def panel(self, columns=None, steps=None):
+        return self.data().panel(self.run_id, columns, steps)
+
+    def metrics(self, wide: bool = True):
+        return self.data().metrics(self.run_id, wide)
+
+    def messages(self):
+        return self.data().messages(self.run_id)
+
+    def events(self):
+        return self.data().events(self.run_id)
+
+    def initial_states(self):
+        return self.data().initial_states(self.run_id)
 
 
 class Engine:
@@ -153,6 +175,9 @@ class Engine:
         self.decision.reset(self.seed)      # before anything is written: a bad llm block stops here
         self.columnar = has_columnar_path(self.environment, self.decision)
         self.ids = self.ctx.agent_ids
+        self.id_array = pa.array(self.ids, pa.string())
+        self.types = PanelTypes(self.sim_cfg.panel.allow_nonfinite if self.sim_cfg.panel else ())
+        self._last_present: Any = None
         self.memory = Memory(self.ids, self.sim_cfg.memory_window)
         self._gate = self.sim.event()
         self._present: list[int] = []
@@ -235,12 +260,17 @@ class Engine:
         """Writes each closed step in one transaction, then reports progress."""
         while True:
             record: StepRecord = yield self._step_closed
-            messages = self._messages()
+            messages = self._messages(record.step)
             self.counters["messages"] += messages.num_rows
             if record.step >= self.write_from:
-                self.store.write_step(self.run_id, record.step, record.panel, record.metrics,
-                                      record.events, messages, record.round_actions, record.llm_calls)
+                self.files.write_step(record.step, {
+                    "panel": record.panel, "metrics": metric_rows(record.step, record.metrics),
+                    "events": event_rows(record.step, record.events) if record.events else None,
+                    "messages": messages, "round_actions": record.round_actions,
+                    "llm_calls": record.llm_calls})
                 self.counters["rows_written"] += record.panel.num_rows
+                self._save_types()
+                self.last_written = record.step
             if self.live:
                 self.live.step(record.step, record.metrics)
             if self.on_step:
@@ -259,7 +289,8 @@ class Engine:
             actions.idx = idx
             self.environment.apply_columns(idx, actions)
             if self.sim_cfg.record_rounds:
-                self._round_rows.append(columnar_round_rows(self.ids, actions, r))
+                self._round_rows.append(columnar_round_rows(self.types, t, self.id_array, actions, r))
+            self._last_present = present
             return actions
         ids = [self.ids[i] for i in present]
         observations = self.environment.observe_batch(ids, t, r)
@@ -270,7 +301,8 @@ class Engine:
                                 set(ids), t, r)
         self.environment.apply(actions)
         if self.sim_cfg.record_rounds:
-            self._round_rows.append(round_rows(actions, r))
+            self._round_rows.append(round_rows(self.types, t, actions, r))
+        self._last_present = present
         return actions
 
     def _checked(self, actions: Any, present: set[str], t: int, r: int) -> list[Action]:
@@ -309,13 +341,16 @@ class Engine:
 
     # --- closing a step -------------------------------------------------------------
     def _close_step(self, t: int, actions, events: list[dict]) -> None:
+        away = self._away()
         if self.columnar:
-            panel = columnar_rows(self.ids, self.environment.state_columns(), actions)
+            panel = columnar_rows(self.types, t, self.id_array, self.environment.state_columns(), actions, away)
         else:
             self.memory.push(actions)
-            panel = agent_rows(self.ids, self.environment.agent_state, actions)
+            panel = agent_rows(self.types, t, self.id_array, self.ids, self.environment.agent_state, actions,
+                               away)
         metrics = self._metrics(t, actions)
-        round_rows = pa.concat_tables(self._round_rows) if self._round_rows else None
+        round_rows = (pa.concat_tables(self._round_rows, promote_options="permissive") if self._round_rows
+                      else None)   # a payload field new in a later round is null in the earlier ones
         self._round_rows = []
         closed, self._step_closed = self._step_closed, self.sim.event()
         calls = self.decision.drain_calls() if hasattr(self.decision, "drain_calls") else None
@@ -331,20 +366,40 @@ class Engine:
                 raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number") from None
         return out
 
-    def _messages(self) -> pa.Table:
+    def _away(self):
+        """Agents that missed the final round (busy on an errand), or None when nobody did."""
+        present = self._last_present
+        if present is None or len(present) == len(self.ids):
+            return None
+        away = np.ones(len(self.ids), bool)
+        away[np.asarray(present, dtype=np.int64)] = False
+        return away
+
+    def _messages(self, step: int) -> pa.Table:
         drained = self.environment.drain_messages()
-        return drained if isinstance(drained, pa.Table) else message_rows(drained)
+        return message_table(drained, step) if isinstance(drained, pa.Table) else message_rows(drained, step)
+
+    def _save_types(self) -> None:
+        saved = self.types.to_json()
+        if saved != self._saved_types:
+            self.files.save_types(saved)
+            self._saved_types = saved
 
     def _initial(self, events: list[dict]) -> None:
         if self.columnar:
-            state = struct(self.environment.state_columns())
+            table = columnar_initial_rows(self.types, self.id_array, self.environment.state_columns())
         else:
-            state = pa.array([dumps(self.environment.agent_state(a)) for a in self.ids], pa.string())
-        table = initial_rows(self.ids, state)
+            table = initial_rows(self.types, self.id_array, self.ids,
+                                 [self.environment.agent_state(a) for a in self.ids])
         metrics = self._metrics(0, None)
-        messages = self._messages()
+        messages = self._messages(0)
         if not self.resume:
-            self.store.write_initial(self.run_id, table, metrics, events, messages)
+            self.files.write_step(0, {"initial": table, "edges": edge_rows(self.graph.edges()),
+                                      "metrics": metric_rows(0, metrics),
+                                      "events": event_rows(0, events) if events else None,
+                                      "messages": messages})
+            self._save_types()
+            self.last_written = 0
         if self.live:
             self.live.step(0, metrics)
 
@@ -352,22 +407,14 @@ class Engine:
     def run(self) -> RunResult:
         """Run every step; mark the run completed, or failed with its completed steps kept."""
         started = time.perf_counter()
-        self.store = Store(self.db_path)
-        self.live = (LiveFile(self.db_path, self.run_id, self.spec.id, self.n_steps, self.kind)
-                     if str(self.db_path) != ":memory:" else None)
+        memory = str(self.db_path) == ":memory:"
+        self.files = RunFiles(None if memory else data_dir(self.db_path), self.run_id)
+        self.live = None if memory else LiveFile(self.db_path, self.run_id, self.spec.id, self.n_steps, self.kind)
+        self.last_written, self._saved_types = -1, None
         status, error, first = "running", None, 1
         failure: Exception | None = None
         try:
-            if self.resume:
-                row = self.store.run_row(self.run_id)
-                if row is None:
-                    raise RunError(f"no run '{self.run_id}' in {self.db_path}")
-                self.write_from = max(1, row["last_step"] + 1)
-                self.resume = row["last_step"] >= 0    # nothing stored yet: write step 0 too
-                self.store.reopen_run(self.run_id)
-            else:
-                self._start_run()
-                self.store.write_edges(self.run_id, self.graph.edges())
+            self._open_run(memory)
             self.environment.reset(self.seed)
             self._initial(self.environment.advance_to(0))
             if self.sim_cfg.agent_processes:
@@ -393,14 +440,11 @@ class Engine:
             if self.manage_gc:
                 gc.enable()
                 gc.unfreeze()
-            wall = time.perf_counter() - started
             try:
-                self.store.finish_run(self.run_id, status, error, wall)
-                if self.live:
-                    self.live.finish(status, error)
+                self._close_run(memory, status, error, started)
             finally:
                 self.decision.close()
-                self.store.close()
+        wall = time.perf_counter() - started
         if failure is not None:
             raise RunFailed(self.run_id, error, self.db_path) from failure
         if hasattr(self.decision, "counters"):
@@ -408,6 +452,45 @@ class Engine:
         done = self.ctx.step if status != "completed" else self.n_steps
         return RunResult(self.run_id, status, self.db_path, done, self.counters["rows_written"],
                          wall, error, dict(self.counters))
+
+    def _open_run(self, memory: bool) -> None:
+        """Record the run in the catalogue (or find it, to resume), then let the database go."""
+        if memory:
+            return
+        with Store(self.db_path) as store:
+            self.store = store
+            if self.resume:
+                row = store.run_row(self.run_id)
+                if row is None:
+                    raise RunError(f"no run '{self.run_id}' in {self.db_path}")
+                last = max(row["last_step"], self.files.last_step())
+                self.files.drop_after(last)
+                self.write_from = max(1, last + 1)
+                self.resume = last >= 0            # nothing stored yet: write step 0 too
+                saved = self.files.load_types()
+                if saved:
+                    self.types = PanelTypes(self.types.state.allow_nonfinite, saved)
+                    self._saved_types = saved
+                self.last_written = last
+                store.reopen_run(self.run_id)
+            else:
+                self._start_run()
+        self.files.start()
+
+    def _close_run(self, memory: bool, status: str, error: str | None, started: float) -> None:
+        """Merge the run's step files and record how it ended."""
+        if memory:
+            return
+        try:
+            with Store(self.db_path) as store:
+                try:
+                    self.files.merge(store.con)
+                finally:
+                    store.finish_run(self.run_id, status, error, time.perf_counter() - started,
+                                     last_step=self.last_written if self.last_written >= 0 else None)
+        finally:
+            if self.live:
+                self.live.finish(status, error)
 
     def _start_run(self) -> None:
         """Record the run (and its version: a new configuration is a new version)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,6 +26,7 @@ class LiveFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.data = {"run_id": run_id, "study_id": study_id, "kind": kind, "status": "running",
                      "step": -1, "n_steps": n_steps, "metrics": {}, "error": None}
+        self.every, self._written = 0.2, float("-inf")
 
     def step(self, step: int, metrics: dict[str, float]) -> None:
         for name, value in metrics.items():
@@ -35,13 +37,15 @@ class LiveFile:
             else:
                 series.append(value)
         self.data["step"] = step
-        self._write()
+        if time.monotonic() - self._written >= self.every:   # a fast run rewrites it a few times a second
+            self._write()
 
     def finish(self, status: str, error: str | None) -> None:
         self.data["status"], self.data["error"] = status, error
         self._write()
 
     def _write(self) -> None:
+        self._written = time.monotonic()
         self.data["updated_at"] = datetime.now(timezone.utc).isoformat()
         tmp = self.path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.data), encoding="utf-8")

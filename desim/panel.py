@@ -1,124 +1,219 @@
-"""Turning a closed step into Arrow tables for the store.
+"""Turning a closed step into typed Arrow tables for the store.
 
-One row per agent per step: the agent's state after the final round and its
-final-round action, or none. The per-agent path serialises states and
-payloads to canonical JSON text here; the columnar path hands DuckDB a
-struct column, which it serialises itself (``to_json``) far faster than
-Python could.
+One row per agent per step: the agent's state after the final round, its
+final-round action or none, and whether it was away (on an errand) in the
+final round. ``state`` and ``payload`` are struct columns whose fields keep
+their own types (see ``desim.fields``); both paths, per-agent dicts and
+columnar arrays, build the same tables for the same study.
+
+Every table carries its ``step`` (a constant column costs almost nothing in
+Parquet); ``run_id`` comes from the folder the files live in.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .fields import Fields
 from .interfaces import ActionColumns
-from .schemas import Action, Message
-
-PANEL_SCHEMA = pa.schema([
-    ("agent_id", pa.string()), ("state", pa.string()), ("action_kind", pa.string()),
-    ("action_payload", pa.string()), ("action_source", pa.string()), ("action_rationale", pa.string()),
-])
-
-_JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
-def _plain(value: Any) -> Any:
-    """numpy scalars and arrays as plain Python; anything else unknown as text."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return str(value)
+class PanelTypes:
+    """A run's state and payload fields with their types; saved with the run."""
+
+    def __init__(self, allow_nonfinite: Iterable[str] = (), saved: dict[str, Any] | None = None):
+        saved = saved or {}
+        self.state = Fields("state", fixed=True, allow_nonfinite=allow_nonfinite, types=saved.get("state"))
+        self.payload = Fields("payload", fixed=False, allow_nonfinite=allow_nonfinite,
+                              types=saved.get("payload"))
+        # round_actions keep their own payload fields, so that the panel's do not depend on record_rounds
+        self.round_payload = Fields("payload", fixed=False, allow_nonfinite=allow_nonfinite,
+                                    types=saved.get("round_payload"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state.to_json(), "payload": self.payload.to_json(),
+                "round_payload": self.round_payload.to_json()}
 
 
 def dumps(value: Any) -> str:
-    """Canonical JSON (sorted keys): a panel row's state or payload."""
-    return orjson.dumps(value, default=_plain, option=_JSON_OPTIONS).decode()
+    """Canonical JSON (sorted keys) for message contents and event details."""
+    return orjson.dumps(value, default=_plain, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
 
 
-def struct(columns: dict[str, np.ndarray]) -> pa.StructArray:
-    return pa.StructArray.from_arrays([pa.array(v) for v in columns.values()], names=list(columns))
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def agent_rows(ids: list[str], agent_state: Callable[[str], dict], actions: list[Action]) -> pa.Table:
+def _steps(step: int, n: int) -> pa.Array:
+    return pa.array(np.full(n, step, np.int32))
+
+
+def _texts(values: list) -> pa.Array:
+    return pa.array(values, pa.string())
+
+
+# --- initial states ------------------------------------------------------------------
+def initial_rows(types: PanelTypes, ids: pa.Array, agents: list[str], states: list[dict]) -> pa.Table:
+    """The per-agent path's agents before step 1; fixes the run's state fields."""
+    if not types.state.names:
+        first = states[0] if states else {}
+        for s, a in zip(states, agents):
+            if not isinstance(s, dict):
+                from .fields import FieldError
+                raise FieldError(f"step 0: agent '{a}': agent_state returned {type(s).__name__}, not a dict")
+        types.state.start(first)
+    return pa.table({"agent_id": ids, "state": types.state.struct(states, agents, 0)})
+
+
+def columnar_initial_rows(types: PanelTypes, ids: pa.Array, columns: dict[str, np.ndarray]) -> pa.Table:
+    if not types.state.names:
+        types.state.start(columns)
+    return pa.table({"agent_id": ids, "state": types.state.struct_columns(columns, ids, 0)})
+
+
+# --- the panel -------------------------------------------------------------------------
+def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str],
+               agent_state: Callable[[str], dict], actions: list, away: np.ndarray | None) -> pa.Table:
     """The per-agent path's panel rows, in population order."""
+    n = len(agents)
+    states = [agent_state(a) for a in agents]
+    for s, a in zip(states, agents):
+        if not isinstance(s, dict):
+            from .fields import FieldError
+            raise FieldError(f"step {step}: agent '{a}': agent_state returned {type(s).__name__}, not a dict")
     by_agent = {a.agent_id: a for a in actions}
-    cols: dict[str, list] = {k: [] for k in PANEL_SCHEMA.names}
-    for agent_id in ids:
-        a = by_agent.get(agent_id)
-        cols["agent_id"].append(agent_id)
-        cols["state"].append(dumps(agent_state(agent_id)))
-        cols["action_kind"].append(a.kind if a else None)
-        cols["action_payload"].append(dumps(a.payload) if a else None)
-        cols["action_source"].append(a.source if a else None)
-        cols["action_rationale"].append(a.rationale if a else None)
-    return pa.table(cols, schema=PANEL_SCHEMA)
-
-
-def initial_rows(ids: list[str], states: pa.Array) -> pa.Table:
-    return pa.table({"agent_id": pa.array(ids, pa.string()), "state": states})
-
-
-def round_rows(actions: list[Action], r: int) -> pa.Table:
-    """One round's actions (``record_rounds``)."""
+    if len(by_agent) == n:
+        acts = [by_agent[a] for a in agents]
+    else:
+        acts = [by_agent.get(a) for a in agents]
     return pa.table({
-        "round": pa.array([r] * len(actions), pa.int32()),
-        "agent_id": pa.array([a.agent_id for a in actions], pa.string()),
-        "action_kind": pa.array([a.kind for a in actions], pa.string()),
-        "action_payload": pa.array([dumps(a.payload) for a in actions], pa.string()),
-        "action_source": pa.array([a.source for a in actions], pa.string()),
-        "action_rationale": pa.array([a.rationale for a in actions], pa.string())})
+        "step": _steps(step, n), "agent_id": ids, "state": types.state.struct(states, agents, step),
+        "action_kind": _texts([a.kind if a else None for a in acts]),
+        "payload": types.payload.struct([a.payload if a else None for a in acts], agents, step),
+        "action_source": _texts([a.source if a else None for a in acts]),
+        "action_rationale": _texts([a.rationale if a else None for a in acts]),
+        "away": _away(away, n)})
 
 
-def _action_columns(n: int, acts: ActionColumns):
+def _away(away: np.ndarray | None, n: int) -> pa.Array:
+    return pa.array(np.zeros(n, bool) if away is None else away)
+
+
+def round_rows(types: PanelTypes, step: int, actions: list, r: int) -> pa.Table:
+    """One round's actions (``record_rounds``)."""
+    n = len(actions)
+    agents = [a.agent_id for a in actions]
+    return pa.table({
+        "step": _steps(step, n), "round": pa.array(np.full(n, r, np.int32)),
+        "agent_id": _texts(agents), "action_kind": _texts([a.kind for a in actions]),
+        "payload": types.round_payload.struct([a.payload for a in actions], agents, step),
+        "action_source": _texts([a.source for a in actions]),
+        "action_rationale": _texts([a.rationale for a in actions])})
+
+
+def _action_columns(payload_fields: Fields, step: int, ids: pa.Array, acts: ActionColumns):
+    n = len(acts.idx)
+    acted = None if acts.acted is None else np.asarray(acts.acted, bool)
     kind = (pa.array(np.full(n, acts.kind, dtype=object), pa.string()) if isinstance(acts.kind, str)
-            else pa.array(acts.kind.astype(object), pa.string()))
-    payload = struct(acts.payload) if acts.payload else pa.nulls(n, pa.string())
+            else pa.array(np.asarray(acts.kind).astype(object), pa.string()))
     source = pa.array(np.full(n, acts.source, dtype=object), pa.string())
-    return kind, payload, source
+    actor_ids = ids.take(pa.array(acts.idx))
+    payload = payload_fields.struct_columns(acts.payload or {}, actor_ids, step)
+    return kind, payload, source, acted
 
 
-def columnar_round_rows(ids: list[str], acts: ActionColumns, r: int) -> pa.Table:
+def columnar_round_rows(types: PanelTypes, step: int, ids: pa.Array, acts: ActionColumns, r: int) -> pa.Table:
     """One columnar round's actions (``record_rounds``), agents that acted only."""
-    idx = acts.idx
-    n = len(idx)
-    kind, payload, source = _action_columns(n, acts)
-    mask = np.ones(n, bool) if acts.acted is None else np.asarray(acts.acted, bool)
-    return pa.table({"round": pa.array(np.full(n, r, np.int32)),
-                     "agent_id": pa.array(ids, pa.string()).take(pa.array(idx)), "action_kind": kind,
-                     "action_payload": payload, "action_source": source,
-                     "action_rationale": pa.nulls(n, pa.string())}).filter(pa.array(mask))
+    n = len(acts.idx)
+    kind, payload, source, acted = _action_columns(types.round_payload, step, ids, acts)
+    table = pa.table({"step": _steps(step, n), "round": pa.array(np.full(n, r, np.int32)),
+                      "agent_id": ids.take(pa.array(acts.idx)), "action_kind": kind, "payload": payload,
+                      "action_source": source, "action_rationale": pa.nulls(n, pa.string())})
+    return table if acted is None else table.filter(pa.array(acted))
 
 
-def columnar_rows(ids: list[str], states: dict[str, np.ndarray], acts: ActionColumns) -> pa.Table:
+def columnar_rows(types: PanelTypes, step: int, ids: pa.Array, states: dict[str, np.ndarray],
+                  acts: ActionColumns, away: np.ndarray | None) -> pa.Table:
     """The columnar path's panel rows: states as a struct, actions scattered to population order."""
-    n, idx = len(ids), acts.idx
-    kind, payload, source = _action_columns(len(idx), acts)
+    n, idx = len(ids), np.asarray(acts.idx)
+    kind, payload, source, acted_in = _action_columns(types.payload, step, ids, acts)
     acted = np.zeros(n, bool)
-    acted[idx] = True if acts.acted is None else np.asarray(acts.acted, bool)
-    pos = np.zeros(n, np.int64)          # where each agent's action sits in the round's arrays
-    pos[idx] = np.arange(len(idx))
-    take, null = pa.array(pos), pa.array(~acted)
+    acted[idx] = True if acted_in is None else acted_in
+    if len(idx) == n and np.array_equal(idx, np.arange(n)):
+        take = None                          # everyone took part, in order: no scatter needed
+    else:
+        pos = np.zeros(n, np.int64)          # where each agent's action sits in the round's arrays
+        pos[idx] = np.arange(len(idx))
+        take = pa.array(pos)
+    null = pa.array(~acted)
 
     def scatter(col: pa.Array) -> pa.Array:
         if len(col) == 0:
             return pa.nulls(n, col.type)
-        return pc.if_else(null, pa.scalar(None, col.type), col.take(take))
+        if take is not None:
+            col = col.take(take)
+        if acted.all():
+            return col
+        return pc.if_else(null, pa.scalar(None, col.type), col)
 
-    return pa.table({"agent_id": pa.array(ids, pa.string()), "state": struct(states),
-                     "action_kind": scatter(kind), "action_payload": scatter(payload),
-                     "action_source": scatter(source), "action_rationale": pa.nulls(n, pa.string())})
+    return pa.table({"step": _steps(step, n), "agent_id": ids,
+                     "state": types.state.struct_columns(states, ids, step),
+                     "action_kind": scatter(kind), "payload": scatter(payload),
+                     "action_source": scatter(source), "action_rationale": pa.nulls(n, pa.string()),
+                     "away": _away(away, n)})
 
 
-def message_rows(messages: list[Message]) -> pa.Table:
-    """Drained messages as the ``messages`` table's columns (content as canonical JSON)."""
+# --- messages, events, metrics ----------------------------------------------------------
+MESSAGE_COLUMNS = ("round", "author_id", "channel", "kind", "content", "audience", "reply_to")
+
+
+def message_rows(messages: list, step: int) -> pa.Table:
+    """Drained messages as the ``messages`` table's columns (content as canonical JSON),
+    each with the step it was posted in."""
     return pa.table({
+        "step": pa.array([step if m.step is None else m.step for m in messages], pa.int32()),
         "round": pa.array([m.round for m in messages], pa.int32()),
-        "author_id": pa.array([m.author_id for m in messages], pa.string()),
-        "channel": pa.array([m.channel for m in messages], pa.string()),
-        "kind": pa.array([m.kind for m in messages], pa.string()),
-        "content": pa.array([dumps(m.content) for m in messages], pa.string()),
-        "audience": pa.array([m.audience for m in messages], pa.string()),
-        "reply_to": pa.array([m.reply_to for m in messages], pa.string())})
+        "author_id": _texts([m.author_id for m in messages]),
+        "channel": _texts([m.channel for m in messages]),
+        "kind": _texts([m.kind for m in messages]),
+        "content": pa.array([dumps(m.content) for m in messages], pa.json_()),
+        "audience": _texts([m.audience for m in messages]),
+        "reply_to": _texts([m.reply_to for m in messages])})
+
+
+def message_table(table: pa.Table, step: int) -> pa.Table:
+    """A study's own Arrow table of messages, given a step column when it has none."""
+    if "step" not in table.column_names:
+        table = table.add_column(0, "step", _steps(step, table.num_rows))
+    if "content" in table.column_names and not isinstance(table.schema.field("content").type, pa.JsonType):
+        content = table.column("content")
+        if pa.types.is_string(content.type) or pa.types.is_large_string(content.type):
+            table = table.set_column(table.column_names.index("content"), "content", content.cast(pa.json_()))
+        else:
+            texts = [None if v is None else dumps(v) for v in content.to_pylist()]
+            table = table.set_column(table.column_names.index("content"), "content", pa.array(texts, pa.json_()))
+    return table
+
+
+def metric_rows(step: int, metrics: dict[str, float]) -> pa.Table:
+    return pa.table({"step": _steps(step, len(metrics)), "name": _texts(list(metrics)),
+                     "value": pa.array(list(metrics.values()), pa.float64())})
+
+
+def event_rows(step: int, events: list[dict]) -> pa.Table:
+    return pa.table({"step": _steps(step, len(events)), "kind": _texts([e["kind"] for e in events]),
+                     "name": _texts([e["name"] for e in events]),
+                     "detail": pa.array([orjson.dumps(e.get("detail"), default=str,
+                                                      option=orjson.OPT_SORT_KEYS).decode() for e in events],
+                                        pa.json_())})
+
+
+def edge_rows(edges: Iterable[tuple[Any, Any]]) -> pa.Table:
+    pairs = list(edges)
+    return pa.table({"source": _texts([str(a) for a, _ in pairs]), "target": _texts([str(b) for _, b in pairs])})

@@ -1,22 +1,21 @@
-"""The panel store: one embedded DuckDB file per study keeps every run.
+"""The study's store: a DuckDB catalogue of runs, and typed panel data in Parquet.
 
-Tables (see SPEC section 5): ``runs``, ``initial_states``, ``panel`` (one row
-per agent per step), ``metrics`` (long: one row per step and metric),
-``events``, ``messages``, ``edges`` (the run's network), ``round_actions``
-(only with ``record_rounds``), ``llm_calls`` and ``versions``.
+One folder per study keeps every run, ``studies/<id>/runs/``:
 
-Two rules shape this module:
+* ``desim.duckdb`` holds the catalogue tables ``runs`` and ``versions`` (and
+  ``sweeps``), and *views* over the run data: ``panel`` (one row per agent per
+  step), ``initial_states``, ``metrics`` (long: one row per step and metric),
+  ``events``, ``messages``, ``edges``, ``round_actions`` and ``llm_calls``;
+* ``data/`` holds that run data as Parquet files, one folder per closed step
+  (see ``desim.datafiles``), typed: ``panel.state`` and ``panel.payload`` are
+  structs whose fields keep their types, so ``SELECT avg(state.opinion) FROM
+  panel`` needs no cast.
 
-* a step is written in one transaction, so a reader never sees half a step
-  and a crash loses at most the step in flight;
-* rows travel as Arrow tables and are inserted in bulk. Row-by-row
-  ``executemany`` runs at about 2,000 rows/s; an Arrow insert at about a
-  million.
-
-DuckDB allows one writing process per file. A run holds the write lock for
-its duration; readers that must not wait (the dashboard) use
-:func:`read_only` and the live progress files the engine writes beside the
-database (see ``desim.live``).
+The database file is opened for writing only at the start and the end of a run,
+for a few milliseconds; in between, any process can read, including the run's
+own data so far. The views hold the data folder's absolute path; the readers in
+this package (``read_only``, ``desim.open``, ``desim sql``, the dashboard) define
+them afresh for each connection, so a study folder that was moved still reads.
 """
 from __future__ import annotations
 
@@ -24,12 +23,12 @@ import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from . import __version__
+from .datafiles import RunFiles, data_dir, ensure_anchors
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -56,39 +55,6 @@ CREATE TABLE IF NOT EXISTS runs (
     wall_seconds DOUBLE,
     desim_version VARCHAR NOT NULL
 );
-CREATE TABLE IF NOT EXISTS initial_states (
-    run_id VARCHAR NOT NULL, agent_id VARCHAR NOT NULL, state JSON
-);
-CREATE TABLE IF NOT EXISTS panel (
-    run_id VARCHAR NOT NULL, step INTEGER NOT NULL, agent_id VARCHAR NOT NULL,
-    state JSON, action_kind VARCHAR, action_payload JSON, action_source VARCHAR,
-    action_rationale VARCHAR
-);
-CREATE TABLE IF NOT EXISTS metrics (
-    run_id VARCHAR NOT NULL, step INTEGER NOT NULL, name VARCHAR NOT NULL, value DOUBLE
-);
-CREATE TABLE IF NOT EXISTS events (
-    run_id VARCHAR NOT NULL, step INTEGER NOT NULL, kind VARCHAR NOT NULL,
-    name VARCHAR NOT NULL, detail JSON
-);
-CREATE TABLE IF NOT EXISTS messages (
-    run_id VARCHAR NOT NULL, step INTEGER NOT NULL, round INTEGER NOT NULL,
-    author_id VARCHAR NOT NULL, channel VARCHAR, kind VARCHAR, content JSON,
-    audience VARCHAR, reply_to VARCHAR
-);
-CREATE TABLE IF NOT EXISTS edges (
-    run_id VARCHAR NOT NULL, source VARCHAR NOT NULL, target VARCHAR NOT NULL
-);
-CREATE TABLE IF NOT EXISTS round_actions (
-    run_id VARCHAR NOT NULL, step INTEGER NOT NULL, round INTEGER NOT NULL,
-    agent_id VARCHAR NOT NULL, action_kind VARCHAR, action_payload JSON,
-    action_source VARCHAR, action_rationale VARCHAR
-);
-CREATE TABLE IF NOT EXISTS llm_calls (
-    run_id VARCHAR NOT NULL, step INTEGER, round INTEGER, agent_id VARCHAR,
-    model VARCHAR, prompt_hash VARCHAR, tokens_in INTEGER, tokens_out INTEGER,
-    latency_ms DOUBLE, cached BOOLEAN, outcome VARCHAR, attempts INTEGER
-);
 CREATE TABLE IF NOT EXISTS versions (
     version_id VARCHAR PRIMARY KEY, study_id VARCHAR NOT NULL, parent_version_id VARCHAR,
     parent_run_id VARCHAR, fork_step INTEGER, kind VARCHAR NOT NULL, note VARCHAR,
@@ -96,6 +62,49 @@ CREATE TABLE IF NOT EXISTS versions (
 );
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS version_id VARCHAR;
 """
+
+# view name -> data file name
+VIEWS = {"panel": "panel", "initial_states": "initial", "metrics": "metrics", "events": "events",
+         "messages": "messages", "edges": "edges", "round_actions": "round_actions", "llm_calls": "llm_calls"}
+
+
+class StoreLayoutError(RuntimeError):
+    """The database was written by a desim that stored the panel as JSON text."""
+
+
+def _views_sql(data: Path, temp: bool) -> list[str]:
+    root = str(data.resolve()).replace("'", "''")
+    kind = "TEMP VIEW" if temp else "VIEW"
+    return [f"CREATE OR REPLACE {kind} {view} AS SELECT run_id, * EXCLUDE (run_id) FROM read_parquet("
+            f"'{root}/run_id=*/**/{name}.parquet', hive_partitioning = true, union_by_name = true, "
+            f"hive_types = {{'run_id': VARCHAR}})"
+            for view, name in VIEWS.items()]
+
+
+def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempts: int = 5) -> None:
+    """(Re)define the views over the data folder. Defining one reads the files' schemas; a run
+    that is merging its step files at that moment can remove one under us, so try again."""
+    for sql in _views_sql(data, temp):
+        for attempt in range(attempts):
+            try:
+                con.execute(sql)
+                break
+            except duckdb.IOException:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.02)
+
+
+def check_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a store of the JSON-text layout instead of misreading it."""
+    row = con.execute("SELECT table_type FROM information_schema.tables WHERE table_catalog = current_database() "
+                      "AND table_schema = 'main' AND table_name = 'panel'").fetchone()
+    if row and row[0] == "BASE TABLE":
+        raise StoreLayoutError(
+            f"{path} was written by an earlier desim that stored the panel as JSON text; this desim stores "
+            "typed Parquet files and does not read that layout. Move the file aside (e.g. "
+            f"mv {path} {path}.json-layout) and run the study again; the old file still opens in DuckDB.")
+
 
 def store_path(study_root: str | Path) -> Path:
     """Where a study's database lives: ``studies/<id>/runs/desim.duckdb``."""
@@ -106,16 +115,8 @@ def now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-def _json_expr(table: pa.Table, column: str) -> str:
-    """SQL turning an Arrow column into DuckDB JSON: text is cast, structs are serialised."""
-    typ = table.schema.field(column).type
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_null(typ):
-        return f"CAST({column} AS JSON)"
-    return f"to_json({column})"
-
-
 class Store:
-    """A read-write connection to one study's database."""
+    """A read-write connection to one study's database, held briefly (start and end of a run)."""
 
     def __init__(self, path: str | Path, attempts: int = 40, wait: float = 0.05):
         self.path = Path(path)
@@ -124,12 +125,25 @@ class Store:
             try:
                 self.con = duckdb.connect(str(self.path))
                 break
+            except duckdb.ConnectionException as e:
+                raise StoreBusyError(
+                    f"cannot open {self.path} for writing: this Python process holds a connection to it "
+                    f"({e}). Close that connection (con.close()) first; desim.open(...) reads without "
+                    "keeping one open.") from None
             except duckdb.IOException as e:
                 if attempt == attempts - 1 or "lock" not in str(e).lower():
                     raise StoreBusyError(f"cannot open {self.path} for writing: {e}. Another desim process "
                                          "is probably writing to it; wait for it or use another study copy.") from None
                 time.sleep(wait)
-        self.con.execute(SCHEMA)
+        try:
+            check_layout(self.con, self.path)
+            self.con.execute(SCHEMA)
+            self.data = data_dir(self.path)
+            ensure_anchors(self.data)
+            define_views(self.con, self.data, temp=False)
+        except BaseException:
+            self.con.close()
+            raise
 
     # --- runs -----------------------------------------------------------------
     def start_run(self, *, run_id: str, study_id: str, kind: str, seed: int, n_steps: int,
@@ -150,84 +164,15 @@ class Store:
         self.con.execute("UPDATE runs SET status='running', finished_at=NULL, error=NULL WHERE run_id=?", [run_id])
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
-                   wall_seconds: float | None = None) -> None:
+                   wall_seconds: float | None = None, last_step: int | None = None) -> None:
         self.con.execute("UPDATE runs SET status=?, error=?, finished_at=?, "
-                         "wall_seconds=coalesce(wall_seconds, 0) + coalesce(?, 0) WHERE run_id=?",
-                         [status, error, now(), wall_seconds, run_id])
+                         "wall_seconds=coalesce(wall_seconds, 0) + coalesce(?, 0), "
+                         "last_step=coalesce(?, last_step) WHERE run_id=?",
+                         [status, error, now(), wall_seconds, last_step, run_id])
 
     def run_row(self, run_id: str) -> dict[str, Any] | None:
         rows = fetch_dicts(self.con, "SELECT * FROM runs WHERE run_id = ?", [run_id])
         return rows[0] if rows else None
-
-    # --- bulk writes ------------------------------------------------------------
-    def _insert(self, target: str, table: pa.Table, select: str, params: list) -> None:
-        name = f"_arrow_{target}"
-        self.con.register(name, table)
-        try:
-            self.con.execute(f"INSERT INTO {target} {select.format(src=name)}", params)
-        finally:
-            self.con.unregister(name)
-
-    def write_initial(self, run_id: str, table: pa.Table, metrics: dict[str, float],
-                      events: list[dict], messages: pa.Table | None) -> None:
-        """Initial states (before step 1), step-0 metrics and step-0 events, in one transaction."""
-        self.con.begin()
-        try:
-            self._insert("initial_states", table,
-                         f"SELECT ?, agent_id, {_json_expr(table, 'state')} FROM {{src}}", [run_id])
-            self._write_rows(run_id, 0, metrics, events, messages)
-            self.con.execute("UPDATE runs SET last_step = 0 WHERE run_id = ?", [run_id])
-            self.con.commit()
-        except BaseException:
-            self.con.rollback()
-            raise
-
-    def write_edges(self, run_id: str, edges: Iterable[tuple[str, str]]) -> None:
-        pairs = list(edges)
-        table = pa.table({"source": pa.array([str(a) for a, _ in pairs], pa.string()),
-                          "target": pa.array([str(b) for _, b in pairs], pa.string())})
-        self._insert("edges", table, "SELECT ?, source, target FROM {src}", [run_id])
-
-    def write_step(self, run_id: str, step: int, panel: pa.Table, metrics: dict[str, float],
-                   events: list[dict], messages: pa.Table | None, round_actions: pa.Table | None = None,
-                   llm_calls: pa.Table | None = None) -> None:
-        """Everything about one step in one transaction."""
-        self.con.begin()
-        try:
-            self._insert("panel", panel,
-                         f"SELECT ?, ?, agent_id, {_json_expr(panel, 'state')}, action_kind, "
-                         f"{_json_expr(panel, 'action_payload')}, action_source, action_rationale FROM {{src}}",
-                         [run_id, step])
-            self._write_rows(run_id, step, metrics, events, messages)
-            if round_actions is not None and round_actions.num_rows:
-                self._insert("round_actions", round_actions,
-                             f"SELECT ?, ?, round, agent_id, action_kind, "
-                             f"{_json_expr(round_actions, 'action_payload')}, action_source, "
-                             f"action_rationale FROM {{src}}", [run_id, step])
-            if llm_calls is not None and llm_calls.num_rows:
-                self._insert("llm_calls", llm_calls,
-                             "SELECT ?, step, round, agent_id, model, prompt_hash, tokens_in, tokens_out, "
-                             "latency_ms, cached, outcome, attempts FROM {src}", [run_id])
-            self.con.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", [step, run_id])
-            self.con.commit()
-        except BaseException:
-            self.con.rollback()
-            raise
-
-    def _write_rows(self, run_id: str, step: int, metrics: dict[str, float], events: list[dict],
-                    messages: pa.Table | None) -> None:
-        if metrics:  # a handful of rows: one statement with list parameters beats an Arrow scan
-            self.con.execute("INSERT INTO metrics SELECT ?, ?, unnest(?::VARCHAR[]), unnest(?::DOUBLE[])",
-                             [run_id, step, list(metrics), [float(v) for v in metrics.values()]])
-        if events:
-            self._insert("events", pa.table({
-                "kind": [e["kind"] for e in events], "name": [e["name"] for e in events],
-                "detail": [json.dumps(e.get("detail"), sort_keys=True, default=str) for e in events]}),
-                "SELECT ?, ?, kind, name, CAST(detail AS JSON) FROM {src}",
-                [run_id, step])
-        if messages is not None and messages.num_rows:
-            self._insert("messages", messages, "SELECT ?, ?, round, author_id, channel, kind, "
-                         f"{_json_expr(messages, 'content')}, audience, reply_to FROM {{src}}", [run_id, step])
 
     def close(self) -> None:
         try:
@@ -247,18 +192,47 @@ class StoreBusyError(RuntimeError):
 
 
 def read_only(path: str | Path, attempts: int = 20, wait: float = 0.05) -> duckdb.DuckDBPyConnection:
-    """A read-only connection, retried briefly while a writer holds the lock."""
+    """A read-only connection with the views defined for where the study is now.
+
+    Retried briefly while a writer holds the lock (a run does only at its start and end)."""
+    path = Path(path)
     last: Exception | None = None
     for _ in range(attempts):
         try:
-            return duckdb.connect(str(path), read_only=True)
+            con = duckdb.connect(str(path), read_only=True)
+            break
+        except duckdb.ConnectionException as e:
+            raise StoreBusyError(f"cannot open {path} read-only: this Python process holds a writing "
+                                 f"connection to it ({e}); close it first") from None
         except duckdb.IOException as e:
             last = e
             time.sleep(wait)
-    raise StoreBusyError(f"{path} is locked by a writing process: {last}")
+    else:
+        raise StoreBusyError(f"{path} is locked by a writing process: {last}")
+    try:
+        check_layout(con, path)
+        data = data_dir(path)
+        if (data / "run_id=_").is_dir():
+            define_views(con, data, temp=True)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def fetch_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict[str, Any]]:
     cur = con.execute(sql, params or [])
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+
+def last_step(path: str | Path, run_id: str, recorded: int = -1) -> int:
+    """The last step a run has on disk. ``runs.last_step`` is written when a run ends; a run in
+    progress, or one that was killed, has more steps in its step folders than it says."""
+    return max(recorded if recorded is not None else -1,
+               RunFiles(data_dir(path), run_id).last_step())
+
+
+def field(column: str, name: str) -> str:
+    """SQL for one field of a struct column (``state``, ``payload``), quoted: ``t.state."opinion"``."""
+    return f'{column}."' + str(name).replace('"', '""') + '"'

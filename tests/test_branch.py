@@ -11,7 +11,7 @@ import desim
 from desim.branch import BranchRefused, branch, resume
 from desim.cli import main
 from desim.compare import compare
-from desim.store import store_path
+from desim.store import last_step, store_path
 from probe_study import log_of, write_probe_study
 from storeq import query as rows
 
@@ -19,7 +19,7 @@ EVENT7 = {"at_step": 7, "name": "level_up", "target": "level", "op": "set", "val
 
 
 def panel(db, run_id, until=10**6):
-    return rows(db, "SELECT step, agent_id, state::VARCHAR, action_kind, action_payload::VARCHAR, action_rationale "
+    return rows(db, "SELECT step, agent_id, state::VARCHAR, action_kind, payload::VARCHAR, action_rationale "
                     "FROM panel WHERE run_id=? AND step<=? ORDER BY step, agent_id", [run_id, until])
 
 
@@ -123,8 +123,9 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
                           timeout=120)
     assert proc.returncode == -9
     db = store_path(root)
-    (run_id, status, last), = rows(db, "SELECT run_id, status, last_step FROM runs")
-    assert (status, last) == ("running", 5)
+    (run_id, status, recorded), = rows(db, "SELECT run_id, status, last_step FROM runs")
+    # runs.last_step is written when a run ends; a killed run's step folders say how far it got
+    assert (status, last_step(db, run_id, recorded)) == ("running", 5)
     assert rows(db, "SELECT max(step) FROM panel")[0][0] == 5
     proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--resume", run_id],
                           capture_output=True, text=True, timeout=120)

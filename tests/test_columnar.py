@@ -23,7 +23,7 @@ N_SMALL = round(0.8 * 144)
 
 
 def panel_hash(db, run_id) -> str:
-    rows = query(db, "SELECT step, agent_id, state::VARCHAR, action_kind, action_payload::VARCHAR, action_source "
+    rows = query(db, "SELECT step, agent_id, state::VARCHAR, action_kind, payload::VARCHAR, action_source "
                      "FROM panel WHERE run_id=? ORDER BY step, agent_id", [run_id])
     return hashlib.sha256(repr(rows).encode()).hexdigest()
 
@@ -44,16 +44,19 @@ def test_reference_studies_take_the_columnar_path(study_copy, name):
     assert desim.Engine(spec, db_path=root / "unused.duckdb").columnar
 
 
-def test_one_row_per_agent_per_step_with_state_columns_as_json(study_copy):
+def test_one_row_per_agent_per_step_with_typed_state_columns(study_copy):
     root = study_copy("schelling")
     db, run_id = run(root, steps=7)
     assert query(db, "SELECT count(*), count(DISTINCT agent_id), count(DISTINCT step), min(step), max(step) "
                      "FROM panel WHERE run_id=?", [run_id])[0] == (N_SMALL * 7, N_SMALL, 7, 1, 7)
     assert query(db, "SELECT count(*) FROM initial_states WHERE run_id=?", [run_id])[0][0] == N_SMALL
-    state, payload, source = query(db, "SELECT state::VARCHAR, action_payload::VARCHAR, action_source FROM panel "
+    state, payload, source = query(db, "SELECT state, payload, action_source FROM panel "
                                        "WHERE run_id=? AND step=1 AND action_kind='move' LIMIT 1", [run_id])[0]
-    assert set(json.loads(state)) == {"x", "y", "type", "happy"}
-    assert set(json.loads(payload)) == {"to_x", "to_y"} and source == "rule"
+    assert set(state) == {"x", "y", "type", "happy"}
+    assert set(payload) == {"to_x", "to_y"} and source == "rule"
+    types = query(db, "SELECT DISTINCT typeof(state.x), typeof(state.type), typeof(state.happy), "
+                      "typeof(payload.to_x) FROM panel WHERE run_id=? AND payload IS NOT NULL", [run_id])
+    assert types == [("BIGINT", "BIGINT", "BOOLEAN", "BIGINT")]
     ids = [r[0] for r in query(db, "SELECT DISTINCT agent_id FROM panel WHERE run_id=? ORDER BY 1", [run_id])]
     assert ids[0] == "s000000" and ids[-1] == f"s{N_SMALL - 1:06d}"
 
@@ -65,8 +68,8 @@ def test_each_action_lands_in_its_own_agents_row(study_copy):
     rows = query(db, """
         WITH pos AS (SELECT agent_id, step, state FROM panel WHERE run_id=$1
                      UNION ALL SELECT agent_id, 0, state FROM initial_states WHERE run_id=$1)
-        SELECT p.action_kind, p.state->>'x', p.state->>'y', p.action_payload->>'to_x', p.action_payload->>'to_y',
-               b.state->>'x', b.state->>'y'
+        SELECT p.action_kind, CAST(p.state.x AS VARCHAR), CAST(p.state.y AS VARCHAR), CAST(p.payload.to_x AS VARCHAR), CAST(p.payload.to_y AS VARCHAR),
+               CAST(b.state.x AS VARCHAR), CAST(b.state.y AS VARCHAR)
         FROM panel p JOIN pos b ON b.agent_id = p.agent_id AND b.step = p.step - 1
         WHERE p.run_id=$1""", [run_id])
     assert len(rows) == N_SMALL * 5

@@ -75,7 +75,7 @@ def test_study_page_population_interventions_and_runs(site):
     assert card["n_edges"] == sql(good, "SELECT count(*) FROM edges WHERE run_id = ?", [latest])[0][0]
     opinion = next(d for d in card["distributions"] if d["name"] == "opinion")
     assert sum(opinion["counts"]) == n_agents
-    lo, hi = sql(good, "SELECT min(CAST(state->>'opinion' AS DOUBLE)), max(CAST(state->>'opinion' AS DOUBLE)) "
+    lo, hi = sql(good, "SELECT min(CAST(state.opinion AS DOUBLE)), max(CAST(state.opinion AS DOUBLE)) "
                        "FROM initial_states WHERE run_id = ?", [latest])[0]
     assert opinion["min"] == pytest.approx(lo) and opinion["max"] == pytest.approx(hi)
     assert [e["name"] for e in st["interventions"]["scheduled_events"]] == ["campaign_starts"]
@@ -105,7 +105,7 @@ def test_panel_filters_and_pages(site):
     step3 = get(step=3, page_size=500)
     expected = sql(site["good"], "SELECT agent_id, state FROM panel WHERE run_id=? AND step=3 ORDER BY agent_id", [rid])
     assert step3["total"] == len(expected)
-    assert [(r["agent_id"], r["state"]) for r in step3["rows"]] == [(a, json.loads(s)) for a, s in expected]
+    assert [(r["agent_id"], r["state"]) for r in step3["rows"]] == [(a, s) for a, s in expected]
     one = get(agent_id="a03", page_size=500)
     assert [r["step"] for r in one["rows"]] == list(range(1, 13))
     assert get(action_kind="post")["total"] == sql(site["good"], "SELECT count(*) FROM panel WHERE run_id=? AND "
@@ -121,8 +121,8 @@ def test_agent_trajectory_and_messages(site):
     a = site["client"].get("/api/studies/opinion_diffusion/agents/a05", params={"run": rid}).json()
     rows = sql(site["good"], "SELECT step, state, action_kind FROM panel WHERE run_id=? AND agent_id='a05' "
                              "ORDER BY step", [rid])
-    assert [(s["step"], s["state"], s["action_kind"]) for s in a["steps"]] == [(t, json.loads(s), k) for t, s, k in rows]
-    assert a["initial"] == json.loads(sql(site["good"], "SELECT state FROM initial_states WHERE run_id=? AND "
+    assert [(s["step"], s["state"], s["action_kind"]) for s in a["steps"]] == [(t, s, k) for t, s, k in rows]
+    assert a["initial"] == (sql(site["good"], "SELECT state FROM initial_states WHERE run_id=? AND "
                                                         "agent_id='a05'", [rid])[0][0])
     posted = sql(site["good"], "SELECT step, round FROM messages WHERE run_id=? AND author_id='a05' ORDER BY step", [rid])
     assert [(m["step"], m["round"]) for m in a["messages"]] == posted
@@ -141,7 +141,7 @@ def test_network_player_data(site):
     assert len(net["ids"]) == n and len(net["xy"]) == n
     assert len(net["edges"]) == sql(site["good"], "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
     assert len(net["values"]) == 13
-    at5 = dict(sql(site["good"], "SELECT agent_id, CAST(state->>'opinion' AS DOUBLE) FROM panel "
+    at5 = dict(sql(site["good"], "SELECT agent_id, CAST(state.opinion AS DOUBLE) FROM panel "
                                  "WHERE run_id=? AND step=5", [rid]))
     assert net["values"][5] == [at5[a] for a in net["ids"]]
     assert net["categories"] == [] and len(net["xy"]) == n
@@ -151,9 +151,9 @@ def test_network_player_with_a_categorical_state(site):
     rumor = copy_study(site["dir"], "rumor_network", "rumor_network")
     rid = run_study(load_study(rumor, steps=3)).run_id
     net = site["client"].get("/api/studies/rumor_network/network", params={"run": rid, "state": "rumor_state"}).json()
-    stored = dict(sql(rumor, "SELECT agent_id, state->>'rumor_state' FROM panel WHERE run_id=? AND step=3", [rid]))
-    cats = {v for (v,) in sql(rumor, "SELECT state->>'rumor_state' FROM panel WHERE run_id=? UNION "
-                                     "SELECT state->>'rumor_state' FROM initial_states WHERE run_id=?", [rid, rid])}
+    stored = dict(sql(rumor, "SELECT agent_id, CAST(state.rumor_state AS VARCHAR) FROM panel WHERE run_id=? AND step=3", [rid]))
+    cats = {v for (v,) in sql(rumor, "SELECT CAST(state.rumor_state AS VARCHAR) FROM panel WHERE run_id=? UNION "
+                                     "SELECT CAST(state.rumor_state AS VARCHAR) FROM initial_states WHERE run_id=?", [rid, rid])}
     assert net["categories"] == sorted(cats) and len(cats) >= 2
     assert [net["categories"][c] for c in net["values"][3]] == [stored[a] for a in net["ids"]]
 

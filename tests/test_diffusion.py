@@ -27,7 +27,7 @@ def player_data(path) -> dict:
 def state_counts(root, run_id, step, ids=None):
     """Counts of rumor_state at a step straight from the store (step 0: initial states)."""
     table, where = ("initial_states", "") if step == 0 else ("panel", " AND step = ?")
-    rows = sql(root, f"SELECT agent_id, state->>'rumor_state' FROM {table} WHERE run_id = ?{where}",
+    rows = sql(root, f"SELECT agent_id, CAST(state.rumor_state AS VARCHAR) FROM {table} WHERE run_id = ?{where}",
                [run_id] + ([step] if step else []))
     return Counter(v for a, v in rows if ids is None or a in ids)
 
@@ -102,12 +102,12 @@ def test_continuous_field_and_cli(study_copy, capsys):
     d = player_data(out)
     assert d["kind"] == "numeric" and len(d["frames"]) == 13
     lo, hi = d["range"]
-    (smin, smax) = sql(root, "SELECT min(CAST(state->>'opinion' AS DOUBLE)), max(CAST(state->>'opinion' AS DOUBLE)) "
+    (smin, smax) = sql(root, "SELECT min(CAST(state.opinion AS DOUBLE)), max(CAST(state.opinion AS DOUBLE)) "
                              "FROM (SELECT state FROM panel WHERE run_id = ? UNION ALL "
                              "SELECT state FROM initial_states WHERE run_id = ?)", [run.run_id, run.run_id])[0]
     assert (lo, hi) == pytest.approx((smin, smax))
     for f in d["frames"][1:]:
-        rows = dict(sql(root, "SELECT agent_id, CAST(state->>'opinion' AS DOUBLE) FROM panel "
+        rows = dict(sql(root, "SELECT agent_id, CAST(state.opinion AS DOUBLE) FROM panel "
                               "WHERE run_id = ? AND step = ?", [run.run_id, f["step"]]))
         assert f["mean"] == pytest.approx(sum(rows.values()) / len(rows))
         # darker colours for lower opinions: codes are ordered like the values

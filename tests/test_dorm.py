@@ -64,13 +64,13 @@ def test_shape_of_a_run(base):
         assert len(per_agent) == 150 and {n for _, n in per_agent} == {12}
         kinds = con.execute("SELECT DISTINCT action_kind FROM panel WHERE run_id = ?", [run_id]).fetchall()
         assert kinds == [("choose_meal",)]
-        reasons = con.execute("SELECT action_payload->>'reason' FROM panel WHERE run_id = ?", [run_id]).fetchall()
+        reasons = con.execute("SELECT CAST(payload.reason AS VARCHAR) FROM panel WHERE run_id = ?", [run_id]).fetchall()
         assert all(r[0] for r in reasons)              # the settled choice still says why
         # rounds 0 and 1 are posts on the dorm bus; the final round's choice is not a message
         msgs = con.execute("SELECT round, count(*) FROM messages WHERE run_id = ? GROUP BY round ORDER BY round",
                            [run_id]).fetchall()
         assert msgs == [(0, 150 * 12), (1, 150 * 12)]
-        dorms = con.execute("SELECT count(DISTINCT state->>'dorm') FROM panel WHERE run_id = ?", [run_id]).fetchone()
+        dorms = con.execute("SELECT count(DISTINCT CAST(state.dorm AS VARCHAR)) FROM panel WHERE run_id = ?", [run_id]).fetchone()
         assert dorms == (25,)
         edges = con.execute("SELECT count(*) FROM edges WHERE run_id = ?", [run_id]).fetchone()
         assert edges == (25 * 15,)                      # a clique of six per dorm
@@ -85,8 +85,8 @@ def test_disagreement_falls_from_round_0_to_round_2(base):
     try:
         dorm = dict(con.execute("SELECT agent_id, attributes->>'dorm' FROM (SELECT agent_id, "
                                 "state AS attributes FROM initial_states WHERE run_id = ?)", [run_id]).fetchall())
-        rows = con.execute("SELECT step, round, agent_id, coalesce(action_payload->'content'->>'lean', "
-                           "action_payload->>'choice') FROM round_actions WHERE run_id = ?", [run_id]).fetchall()
+        rows = con.execute("SELECT step, round, agent_id, coalesce(payload.content->>'lean', "
+                           "CAST(payload.choice AS VARCHAR)) FROM round_actions WHERE run_id = ?", [run_id]).fetchall()
     finally:
         con.close()
     by_round: dict[tuple[int, int], dict[str, list[str]]] = {}
@@ -136,7 +136,7 @@ def test_diners_queue_at_a_simpy_canteen(base):
     con = duckdb.connect(str(db), read_only=True)
     try:
         rows = con.execute(
-            "SELECT p.step, p.agent_id, q.state->>'choice', p.state->>'wait_min' FROM panel p JOIN panel q "
+            "SELECT p.step, p.agent_id, CAST(q.state.choice AS VARCHAR), CAST(p.state.wait_min AS VARCHAR) FROM panel p JOIN panel q "
             "ON q.run_id = p.run_id AND q.agent_id = p.agent_id AND q.step = p.step - 1 "
             "WHERE p.run_id = ?", [run_id]).fetchall()
     finally:
@@ -151,7 +151,7 @@ def test_diners_queue_at_a_simpy_canteen(base):
 def panel_hash(db, run_id) -> str:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        rows = con.execute("SELECT step, agent_id, state::VARCHAR, action_kind, action_payload::VARCHAR "
+        rows = con.execute("SELECT step, agent_id, state::VARCHAR, action_kind, payload::VARCHAR "
                            "FROM panel WHERE run_id = ? ORDER BY step, agent_id", [run_id]).fetchall()
     finally:
         con.close()
@@ -197,10 +197,10 @@ def test_opening_leans_follow_prices(base):
     con = duckdb.connect(str(db), read_only=True)
     try:
         first = Counter(r[0] for r in con.execute(
-            "SELECT action_payload->'content'->>'lean' FROM round_actions WHERE run_id = ? AND step = 2 "
+            "SELECT payload.content->>'lean' FROM round_actions WHERE run_id = ? AND step = 2 "
             "AND round = 0", [run_id]).fetchall())
         before = Counter(r[0] for r in con.execute(
-            "SELECT action_payload->'content'->>'lean' FROM round_actions WHERE run_id = ? AND step = 1 "
+            "SELECT payload.content->>'lean' FROM round_actions WHERE run_id = ? AND step = 1 "
             "AND round = 0", [run_id]).fetchall())
     finally:
         con.close()

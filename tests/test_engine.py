@@ -15,7 +15,7 @@ from storeq import query
 
 def panel_hash(db, run_id) -> str:
     con = duckdb.connect(str(db), read_only=True)
-    rows = con.execute("SELECT step, agent_id, state::VARCHAR, action_kind, action_payload::VARCHAR, "
+    rows = con.execute("SELECT step, agent_id, state::VARCHAR, action_kind, payload::VARCHAR, "
                        "action_source FROM panel WHERE run_id = ? ORDER BY step, agent_id", [run_id]).fetchall()
     con.close()
     return hashlib.sha256(repr(rows).encode()).hexdigest()
@@ -50,7 +50,7 @@ def test_one_row_per_agent_per_step_and_rounds_in_order(tmp_path, rounds):
         for r in range(rounds):
             assert mem_lengths[(t - 1) * rounds + r] == [t - 1] * 5
     # the panel's action is the final round's
-    rounds_seen = query(db, "SELECT DISTINCT (action_payload->>'round')::INT FROM panel WHERE run_id=?",
+    rounds_seen = query(db, "SELECT DISTINCT CAST(payload.round AS INT) FROM panel WHERE run_id=?",
                         [result.run_id])
     assert rounds_seen == [(rounds - 1,)]
 

@@ -117,7 +117,7 @@ def test_scripted_mode_runs_prompt_reply_parse_and_reproduces_the_rule(study_cop
     assert llm_run.counters["llm"]["calls"] == 12 * 4 * 3
     assert llm_run.counters["llm"]["fallbacks"] == 0
     con = read_only(root / "runs" / "desim.duckdb")
-    panel = con.execute("SELECT step, agent_id, CAST(json_extract(state, '$.opinion') AS DOUBLE), action_source "
+    panel = con.execute("SELECT step, agent_id, CAST(state.opinion AS DOUBLE), action_source "
                         "FROM panel ORDER BY step, agent_id").fetchall()
     calls = con.execute("SELECT count(*), count(DISTINCT prompt_hash), min(model), bool_and(NOT cached) "
                         "FROM llm_calls").fetchone()
@@ -125,7 +125,7 @@ def test_scripted_mode_runs_prompt_reply_parse_and_reproduces_the_rule(study_cop
                         "AND json_extract_string(content, '$.argument') LIKE 'I stay open%'").fetchone()[0]
     con.close()
     con = read_only(rule_root / "runs" / "desim.duckdb")
-    rule_panel = con.execute("SELECT step, agent_id, CAST(json_extract(state, '$.opinion') AS DOUBLE) "
+    rule_panel = con.execute("SELECT step, agent_id, CAST(state.opinion AS DOUBLE) "
                              "FROM panel ORDER BY step, agent_id").fetchall()
     con.close()
     assert [row[:3] for row in panel] == rule_panel
@@ -140,7 +140,7 @@ def test_scripted_dorm_deliberation_matches_the_rule_study(study_copy):
     root = study_copy("dorm_deliberation_llm")
     llm_run = run_study(load_study(root, steps=3, params={"n_students": 30}))
     run_study(load_study(rule_root, steps=3, params={"n_students": 30}))
-    sql = ("SELECT step, agent_id, state, action_kind, json_extract_string(action_payload, '$.choice') "
+    sql = ("SELECT step, agent_id, state, action_kind, payload.choice "
            "FROM panel ORDER BY step, agent_id")
     rows = []
     for r in (root, rule_root):

@@ -41,7 +41,7 @@ def query(root, sql):
 
 
 def panel(root, run_id):
-    return query(root, f"SELECT step, agent_id, state, action_kind, action_payload, action_source FROM panel "
+    return query(root, f"SELECT step, agent_id, state, action_kind, payload, action_source FROM panel "
                        f"WHERE run_id = '{run_id}' ORDER BY step, agent_id")
 
 

@@ -219,7 +219,7 @@ def test_twelve_steps_three_rounds_make_twelve_panel_rows(chatter_run):
     assert len(rows) == 7
     assert all(r[1:] == (12, 1, 12) for r in rows)
     # the state counts every round's post: 36 decisions went into each agent's 12 rows
-    said = con.execute("SELECT state->>'said' FROM panel WHERE run_id = ? AND step = 12", [run_id]).fetchall()
+    said = con.execute("SELECT CAST(state.said AS VARCHAR) FROM panel WHERE run_id = ? AND step = 12", [run_id]).fetchall()
     assert {int(s[0]) for s in said} == {36}
 
 
@@ -246,11 +246,11 @@ def test_record_rounds_writes_every_round(chatter_run):
                        "WHERE run_id = ? GROUP BY step, round ORDER BY step, round", [run_id]).fetchall()
     assert [(s, r) for s, r, _, _ in rows] == [(s, r) for s in range(1, 13) for r in range(3)]
     assert all(n == 7 and d == 7 for _, _, n, d in rows)
-    final = con.execute("SELECT agent_id, action_payload FROM round_actions WHERE run_id = ? AND step = 5 "
+    final = con.execute("SELECT agent_id, payload FROM round_actions WHERE run_id = ? AND step = 5 "
                         "AND round = 2 ORDER BY agent_id", [run_id]).fetchall()
-    panel = con.execute("SELECT agent_id, action_payload FROM panel WHERE run_id = ? AND step = 5 "
+    panel = con.execute("SELECT agent_id, payload FROM panel WHERE run_id = ? AND step = 5 "
                         "ORDER BY agent_id", [run_id]).fetchall()
-    assert [(a, json.loads(p)) for a, p in final] == [(a, json.loads(p)) for a, p in panel]
+    assert final == panel and all(isinstance(p, dict) for _, p in final)
 
 
 def test_rounds_leave_no_trace_without_record_rounds(tmp_path):

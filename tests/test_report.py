@@ -9,6 +9,9 @@ import re
 from html.parser import HTMLParser
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
@@ -171,7 +174,7 @@ def test_report_compares_two_runs(opinion):
         assert shown[step] == pytest.approx(d, rel=1e-4, abs=1e-6)
     assert max(abs(d) for d in diffs.values()) > 0.001  # the campaign weight matters
     # per-agent paired difference at the last step, against SQL over the joined panels
-    (mean_diff,) = sql(root, "SELECT avg(CAST(t.state->>'opinion' AS DOUBLE) - CAST(c.state->>'opinion' AS DOUBLE)) "
+    (mean_diff,) = sql(root, "SELECT avg(CAST(t.state.opinion AS DOUBLE) - CAST(c.state.opinion AS DOUBLE)) "
                              "FROM panel t JOIN panel c ON t.step = c.step AND t.agent_id = c.agent_id "
                              "WHERE t.run_id = ? AND c.run_id = ? AND t.step = 12", [treat, control])[0]
     para = next(t for t in page.text if t.startswith("'opinion' at step 12: mean per-agent difference"))
@@ -207,13 +210,18 @@ def test_branch_report_marks_the_fork(opinion):
 
 def test_llm_calls_appear_on_the_card(opinion):
     root, run_id = opinion
-    con = duckdb.connect(str(store_path(root)))
-    con.execute("INSERT INTO llm_calls VALUES (?, 1, 0, 'a00', 'm', 'h1', 100, 20, 5.0, false, 'ok', 1), "
-                "(?, 1, 0, 'a01', 'm', 'h2', 120, 0, 9.0, false, 'fallback', 3), "
-                "(?, 2, 0, 'a00', 'm', 'h1', 100, 20, 0.1, true, 'ok', 1)", [run_id] * 3)
-    con.execute("UPDATE panel SET action_source = 'fallback' WHERE run_id = ? AND step = 1 AND agent_id = 'a01'",
-                [run_id])
-    con.close()
+    # the run's data files, edited as a run with LLM calls would have written them
+    folder = store_path(root).parent / "data" / f"run_id={run_id}"
+    calls = pa.table({"step": pa.array([1, 1, 2], pa.int32()), "round": pa.array([0, 0, 0], pa.int32()),
+                      "agent_id": ["a00", "a01", "a00"], "model": ["m"] * 3, "prompt_hash": ["h1", "h2", "h1"],
+                      "tokens_in": [100, 120, 100], "tokens_out": [20, 0, 20], "latency_ms": [5.0, 9.0, 0.1],
+                      "cached": [False, False, True], "outcome": ["ok", "fallback", "ok"], "attempts": [1, 3, 1]})
+    pq.write_table(calls, folder / "llm_calls.parquet")
+    panel = pq.read_table(folder / "panel.parquet")
+    hit = pc.and_(pc.equal(panel["step"], 1), pc.equal(panel["agent_id"], "a01"))
+    source = pc.if_else(hit, "fallback", panel["action_source"])
+    pq.write_table(panel.set_column(panel.column_names.index("action_source"), "action_source", source),
+                   folder / "panel.parquet")
     page = parse(write_report(root, run_id=run_id)["html"])
     card = {r[0]: r[1] for r in page.rows if len(r) == 2}
     assert card["LLM calls"] == "3 (1 cached; fallback 1, ok 2); tokens in 320, out 40"

@@ -69,7 +69,7 @@ def test_metrics_agree_with_the_panel(rumor):
     for i in range(len(shares["ignorant"])):
         assert sum(shares[s][i] for s in shares) == pytest.approx(1.0)
     counts = dict(((s, v), n) for s, v, n in sql(
-        root, "SELECT step, state->>'rumor_state', count(*) FROM panel WHERE run_id = ? GROUP BY ALL", [parent]))
+        root, "SELECT step, CAST(state.rumor_state AS VARCHAR), count(*) FROM panel WHERE run_id = ? GROUP BY ALL", [parent]))
     for step in (3, 8, 12):
         assert counts.get((step, "spreader"), 0) / 1000 == pytest.approx(shares["spreader"][step])
     # new spreaders in a step = agents ignorant before it and informed after it, from the panel
@@ -77,11 +77,11 @@ def test_metrics_agree_with_the_panel(rumor):
     for step in (2, 4, 6):
         (converted,), = sql(root, "SELECT count(*) FROM panel a JOIN panel b ON a.agent_id = b.agent_id "
                                   "WHERE a.run_id = ? AND b.run_id = ? AND a.step = ? AND b.step = ? "
-                                  "AND a.state->>'rumor_state' = 'ignorant' AND b.state->>'rumor_state' <> 'ignorant'",
+                                  "AND CAST(a.state.rumor_state AS VARCHAR) = 'ignorant' AND CAST(b.state.rumor_state AS VARCHAR) <> 'ignorant'",
                             [parent, parent, step - 1, step])
         assert new[step] == converted
     reach = series(root, parent, "reach")
-    heard = dict(sql(root, "SELECT step, avg(CASE WHEN (state->>'heard')::BOOLEAN THEN 1.0 ELSE 0.0 END) "
+    heard = dict(sql(root, "SELECT step, avg(CASE WHEN CAST(state.heard AS BOOLEAN) THEN 1.0 ELSE 0.0 END) "
                            "FROM panel WHERE run_id = ? GROUP BY step", [parent]))
     assert reach[5] == pytest.approx(heard[5])
 

@@ -65,16 +65,16 @@ def test_panel_holds_positions_and_types_consistent_with_the_metrics(study_copy)
     n = round(0.8 * 400)
     # one agent per cell at every step
     assert query(db, "SELECT max(c) FROM (SELECT count(*) c FROM panel WHERE run_id=? "
-                     "GROUP BY step, state->>'x', state->>'y')", [run_id])[0][0] == 1
+                     "GROUP BY step, CAST(state.x AS VARCHAR), CAST(state.y AS VARCHAR))", [run_id])[0][0] == 1
     # types never change, half of the agents are the minority
-    assert query(db, "SELECT count(DISTINCT agent_id), sum(CAST(state->>'type' AS INT)) FROM panel "
+    assert query(db, "SELECT count(DISTINCT agent_id), sum(CAST(state.type AS INT)) FROM panel "
                      "WHERE run_id=? AND step=15", [run_id])[0] == (n, n // 2)
     assert query(db, "SELECT count(*) FROM (SELECT agent_id FROM panel WHERE run_id=? "
-                     "GROUP BY agent_id HAVING count(DISTINCT state->>'type') > 1)", [run_id])[0][0] == 0
+                     "GROUP BY agent_id HAVING count(DISTINCT CAST(state.type AS VARCHAR)) > 1)", [run_id])[0][0] == 0
     # the moves metric counts the agents whose position changed since the step before
     changed = query(db, """
-        WITH pos AS (SELECT agent_id, step, state->>'x' x, state->>'y' y FROM panel WHERE run_id=$1
-                     UNION ALL SELECT agent_id, 0, state->>'x', state->>'y' FROM initial_states WHERE run_id=$1)
+        WITH pos AS (SELECT agent_id, step, CAST(state.x AS VARCHAR) x, CAST(state.y AS VARCHAR) y FROM panel WHERE run_id=$1
+                     UNION ALL SELECT agent_id, 0, CAST(state.x AS VARCHAR), CAST(state.y AS VARCHAR) FROM initial_states WHERE run_id=$1)
         SELECT a.step, count(*) FILTER (WHERE a.x <> b.x OR a.y <> b.y)
         FROM pos a JOIN pos b ON a.agent_id = b.agent_id AND b.step = a.step - 1
         GROUP BY a.step ORDER BY a.step""", [run_id])
@@ -82,7 +82,7 @@ def test_panel_holds_positions_and_types_consistent_with_the_metrics(study_copy)
                       "AND step > 0 ORDER BY step", [run_id])
     assert changed == moves and moves[0][1] > 0
     # share_happy is the panel's share of happy agents
-    happy = query(db, "SELECT step, avg(CAST(state->>'happy' AS BOOLEAN)::INT) FROM panel WHERE run_id=? "
+    happy = query(db, "SELECT step, avg(CAST(state.happy AS BOOLEAN)::INT) FROM panel WHERE run_id=? "
                       "GROUP BY step ORDER BY step", [run_id])
     metrics = query(db, "SELECT step, value FROM metrics WHERE run_id=? AND name='share_happy' AND step > 0 "
                         "ORDER BY step", [run_id])

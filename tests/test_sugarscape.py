@@ -55,7 +55,7 @@ def test_dead_agents_keep_their_rows_marked_not_alive(study_copy):
     assert query(db, "SELECT count(*), count(DISTINCT agent_id) FROM panel WHERE run_id=?", [run_id])[0] == (
         400 * 40, 400)
     # the population metric counts the living rows of the panel
-    alive = query(db, "SELECT step, count(*) FILTER (WHERE CAST(state->>'alive' AS BOOLEAN)) FROM panel "
+    alive = query(db, "SELECT step, count(*) FILTER (WHERE CAST(state.alive AS BOOLEAN)) FROM panel "
                       "WHERE run_id=? GROUP BY step ORDER BY step", [run_id])
     pop = series(db, run_id, "population")
     assert [(s, float(n)) for s, n in alive] == [(s, pop[s]) for s, _ in alive]
@@ -63,25 +63,25 @@ def test_dead_agents_keep_their_rows_marked_not_alive(study_copy):
     # death is final, a dead agent's sugar is zero or below, and its last action is the one it died after
     assert query(db, """
         SELECT count(*) FROM panel a JOIN panel b ON a.agent_id = b.agent_id AND b.step = a.step + 1
-        WHERE a.run_id=$1 AND b.run_id=$1 AND NOT CAST(a.state->>'alive' AS BOOLEAN)
-          AND CAST(b.state->>'alive' AS BOOLEAN)""", [run_id])[0][0] == 0
-    dead = query(db, "SELECT count(*), max(CAST(state->>'sugar' AS INT)), count(action_kind) FROM panel "
-                     "WHERE run_id=? AND NOT CAST(state->>'alive' AS BOOLEAN)", [run_id])[0]
+        WHERE a.run_id=$1 AND b.run_id=$1 AND NOT CAST(a.state.alive AS BOOLEAN)
+          AND CAST(b.state.alive AS BOOLEAN)""", [run_id])[0][0] == 0
+    dead = query(db, "SELECT count(*), max(CAST(state.sugar AS INT)), count(action_kind) FROM panel "
+                     "WHERE run_id=? AND NOT CAST(state.alive AS BOOLEAN)", [run_id])[0]
     assert dead[0] > 0 and dead[1] <= 0 and dead[2] == 400 - pop[40]
     # the living act every step: they move or stay
     assert query(db, "SELECT DISTINCT action_kind FROM panel WHERE run_id=? AND "
-                     "CAST(state->>'alive' AS BOOLEAN) ORDER BY 1", [run_id]) == [("move",), ("stay",)]
+                     "CAST(state.alive AS BOOLEAN) ORDER BY 1", [run_id]) == [("move",), ("stay",)]
     # at most one living agent per cell
     assert query(db, "SELECT max(c) FROM (SELECT count(*) c FROM panel WHERE run_id=? AND "
-                     "CAST(state->>'alive' AS BOOLEAN) GROUP BY step, state->>'x', state->>'y')", [run_id])[0][0] == 1
+                     "CAST(state.alive AS BOOLEAN) GROUP BY step, CAST(state.x AS VARCHAR), CAST(state.y AS VARCHAR))", [run_id])[0][0] == 1
 
 
 def test_moves_stay_on_the_lattice_lines_within_vision(study_copy):
     root = study_copy("sugarscape")
     db, run_id = run(root, 5, 10)
     rows = query(db, """
-        SELECT CAST(a.state->>'x' AS INT), CAST(a.state->>'y' AS INT), CAST(b.state->>'x' AS INT),
-               CAST(b.state->>'y' AS INT), CAST(a.state->>'vision' AS INT)
+        SELECT CAST(a.state.x AS INT), CAST(a.state.y AS INT), CAST(b.state.x AS INT),
+               CAST(b.state.y AS INT), CAST(a.state.vision AS INT)
         FROM panel b JOIN (SELECT agent_id, step, state FROM panel WHERE run_id=$1
                            UNION ALL SELECT agent_id, 0, state FROM initial_states WHERE run_id=$1) a
           ON a.agent_id = b.agent_id AND a.step = b.step - 1

@@ -85,7 +85,7 @@ def test_summary_matches_sql_over_the_metrics_table(swept):
     # and mean_opinion's means agree with the panel itself (the collector averages the final opinions)
     from_panel = dict(((e, m), v) for e, m, v in query(root, """
             SELECT CAST(r.parameters->>'epsilon' AS DOUBLE) AS e, CAST(r.parameters->>'mu' AS DOUBLE) AS m,
-                   avg(run_mean) FROM (SELECT run_id, avg(CAST(state->>'opinion' AS DOUBLE)) AS run_mean
+                   avg(run_mean) FROM (SELECT run_id, avg(CAST(state.opinion AS DOUBLE)) AS run_mean
                                        FROM panel WHERE step = 12 GROUP BY run_id) p
             JOIN runs r USING (run_id) WHERE r.sweep_id = ? GROUP BY ALL""", [result.sweep_id]))
     for row in result.table:
@@ -99,7 +99,7 @@ def test_summary_matches_sql_over_the_metrics_table(swept):
 
 def panels_by_slot(root: Path, sweep_id: str, table: str = "panel") -> list[tuple]:
     """A sweep's rows with the run id reduced to its slot (combination-replicate), sorted."""
-    cols = {"panel": "step, agent_id, CAST(state AS VARCHAR), action_kind, CAST(action_payload AS VARCHAR), "
+    cols = {"panel": "step, agent_id, CAST(state AS VARCHAR), action_kind, CAST(payload AS VARCHAR), "
                      "action_source",
             "metrics": "step, name, value",
             "initial_states": "agent_id, CAST(state AS VARCHAR)"}[table]

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..config import load_study, read_json
-from ..store import read_only, store_path
+from ..store import last_step, read_only, store_path
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 REFERENCE_STUDIES = Path(__file__).resolve().parent.parent.parent / "studies"
@@ -139,6 +139,7 @@ def cmd_runs(args) -> int:
             "started_at, round(wall_seconds, 2), note FROM runs ORDER BY started_at").fetchall()
     finally:
         con.close()
+    rows = [r[:5] + (last_step(db, r[0], r[5]),) + r[6:] for r in rows]
     by_parent: dict[str | None, list[tuple]] = {}
     ids = {r[0] for r in rows}
     for r in rows:

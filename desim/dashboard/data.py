@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import duckdb
 
 from ..config import StudyConfigError, load_study, read_json
-from ..store import StoreBusyError, fetch_dicts, read_only, store_path
+from ..store import StoreBusyError, fetch_dicts, field, read_only, store_path
 from .safety import NotFound
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
@@ -302,7 +302,7 @@ def panel_page(root: Path, run_id: str, *, step: int | None, agent_id: str | Non
     with reading(root) as con:
         run = _require_run(con, run_id)
         total = con.execute(f"SELECT count(*) FROM panel WHERE {clause}", params).fetchone()[0]
-        rows = fetch_dicts(con, f"SELECT step, agent_id, state, action_kind, action_payload, action_source, "
+        rows = fetch_dicts(con, f"SELECT step, agent_id, state, action_kind, payload AS action_payload, action_source, "
                                 f"action_rationale FROM panel WHERE {clause} ORDER BY step, agent_id "
                                 f"LIMIT ? OFFSET ?", params + [page_size, page * page_size])
         kinds = [r[0] for r in con.execute("SELECT DISTINCT action_kind FROM panel WHERE run_id = ? AND "
@@ -319,7 +319,7 @@ def agent_trajectory(root: Path, run_id: str, agent_id: str) -> dict[str, Any]:
         run = _require_run(con, run_id)
         initial = con.execute("SELECT state FROM initial_states WHERE run_id = ? AND agent_id = ?",
                               [run_id, agent_id]).fetchone()
-        steps = fetch_dicts(con, "SELECT step, state, action_kind, action_payload, action_source, action_rationale "
+        steps = fetch_dicts(con, "SELECT step, state, action_kind, payload AS action_payload, action_source, action_rationale "
                                  "FROM panel WHERE run_id = ? AND agent_id = ? ORDER BY step", [run_id, agent_id])
         messages = fetch_dicts(con, "SELECT step, round, channel, kind, content, audience, reply_to FROM messages "
                                     "WHERE run_id = ? AND author_id = ? ORDER BY step, round LIMIT 2000",
@@ -360,7 +360,6 @@ def network(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
     (``"spreader"``) as the index of its category in ``categories``. At most
     :data:`MAX_NODES` nodes (the first ids in order) are returned.
     """
-    path = f"$.{state_key}"
     with reading(root) as con:
         run = _require_run(con, run_id)
         ids = [r[0] for r in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? ORDER BY agent_id "
@@ -370,11 +369,12 @@ def network(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
         last = ids[-1] if ids else ""
         edges = con.execute("SELECT source, target FROM edges WHERE run_id = ? AND source <= ? AND target <= ?",
                             [run_id, last, last]).fetchall()
-        rows = con.execute("SELECT 0 AS step, agent_id, json_extract_string(state, ?) FROM initial_states "
+        v = f"CAST({field('state', state_key)} AS VARCHAR)"
+        rows = con.execute(f"SELECT 0 AS step, agent_id, {v} FROM initial_states "
                            "WHERE run_id = ? AND agent_id <= ? UNION ALL "
-                           "SELECT step, agent_id, json_extract_string(state, ?) FROM panel "
+                           f"SELECT step, agent_id, {v} FROM panel "
                            "WHERE run_id = ? AND agent_id <= ? ORDER BY step",
-                           [path, run_id, last, path, run_id, last]).fetchall()
+                           [run_id, last, run_id, last]).fetchall()
     index = {a: i for i, a in enumerate(ids)}
     links = [[index[s], index[t]] for s, t in edges if s in index and t in index]
     texts = {v for _, _, v in rows if v is not None}
@@ -391,8 +391,8 @@ def network(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
 
 
 def _as_number(text: str) -> float | None:
-    if text in ("true", "false"):
-        return float(text == "true")
+    if text.lower() in ("true", "false"):
+        return float(text.lower() == "true")
     try:
         number = float(text)
     except ValueError:

@@ -1,10 +1,10 @@
 """What a report shows, read from a study's store (read-only, parameterised SQL).
 
 Everything a figure or a table needs comes through here, so the writers
-never touch SQL. State fields live in ``panel.state`` as DuckDB JSON; a field
-is read with ``json_extract_string(state, ?)`` (the field name is a
-parameter, never spliced into the SQL). Step 0 is the ``initial_states``
-table, so distributions start before the first step.
+never touch SQL. State fields are typed fields of the ``panel.state`` struct,
+read as ``state."name"`` (the name quoted by ``desim.store.field``, never
+spliced raw). Step 0 is the ``initial_states`` table, so distributions start
+before the first step.
 """
 from __future__ import annotations
 
@@ -15,19 +15,18 @@ from typing import Any
 
 import duckdb
 
-from ..store import fetch_dicts, read_only, store_path
+from ..store import fetch_dicts, field, read_only, store_path
 
 
 class ReportError(ValueError):
     """The report cannot be made (no store, unknown run, unknown state field); says why."""
 
 
-# one query shape for "a state field at every step, initial states as step 0"
-FIELD_ROWS = """
-    SELECT 0 AS step, agent_id, json_extract_string(state, $field) AS v FROM initial_states WHERE run_id = $run
-    UNION ALL
-    SELECT step, agent_id, json_extract_string(state, $field) AS v FROM panel WHERE run_id = $run
-"""
+def field_rows(name: str) -> str:
+    """One query shape for "a state field at every step, initial states as step 0"."""
+    v = field("state", name)
+    return (f"SELECT 0 AS step, agent_id, {v} AS v FROM initial_states WHERE run_id = $run "
+            f"UNION ALL SELECT step, agent_id, {v} AS v FROM panel WHERE run_id = $run")
 
 
 @dataclass
@@ -131,13 +130,15 @@ def llm_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] |
 
 
 def field_kind(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str:
-    """``numeric`` or ``categorical``, from the JSON type of the field in the panel."""
-    types = {t for (t,) in con.execute(
-        "SELECT DISTINCT json_type(json_extract(state, ?)) FROM panel WHERE run_id = ? LIMIT 10",
-        [name, run_id]).fetchall()} - {None, "NULL"}
-    if not types:
+    """``numeric`` or ``categorical`` (text and booleans), from the field's stored type."""
+    try:
+        row = con.execute(f"SELECT typeof({field('state', name)}) FROM panel WHERE run_id = ? "
+                          f"AND {field('state', name)} IS NOT NULL LIMIT 1", [run_id]).fetchone()
+    except duckdb.BinderException:
+        row = None
+    if not row:
         raise ReportError(f"run {run_id}: the panel state has no field '{name}'")
-    return "numeric" if types <= {"DOUBLE", "BIGINT", "UBIGINT", "INTEGER"} else "categorical"
+    return "numeric" if row[0] in {"DOUBLE", "BIGINT", "INTEGER", "FLOAT", "UBIGINT"} else "categorical"
 
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -147,14 +148,14 @@ def quantile_bands(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> di
     """Per step: the 5/25/50/75/95 % quantiles and the mean of a numeric field."""
     rows = con.execute(
         f"SELECT step, quantile_cont(TRY_CAST(v AS DOUBLE), {list(QUANTILES)}), avg(TRY_CAST(v AS DOUBLE)) "
-        f"FROM ({FIELD_ROWS}) GROUP BY step ORDER BY step", {"field": name, "run": run_id}).fetchall()
+        f"FROM ({field_rows(name)}) GROUP BY step ORDER BY step", {"run": run_id}).fetchall()
     return {"steps": [r[0] for r in rows], "quantiles": [r[1] for r in rows], "mean": [r[2] for r in rows]}
 
 
 def category_counts(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> dict[str, Any]:
     """Per step, how many agents are in each category of a categorical field."""
-    rows = con.execute(f"SELECT step, coalesce(v, 'null') AS c, count(*) FROM ({FIELD_ROWS}) "
-                       "GROUP BY step, c ORDER BY step, c", {"field": name, "run": run_id}).fetchall()
+    rows = con.execute(f"SELECT step, coalesce(CAST(v AS VARCHAR), 'null') AS c, count(*) FROM ({field_rows(name)}) "
+                       "GROUP BY step, c ORDER BY step, c", {"run": run_id}).fetchall()
     steps = sorted({r[0] for r in rows})
     cats = sorted({r[1] for r in rows})
     counts = {c: [0] * len(steps) for c in cats}
@@ -173,17 +174,16 @@ def paired_differences(con: duckdb.DuckDBPyConnection, treatment: str, control: 
     """
     join = ("FROM panel t JOIN panel c ON t.step = c.step AND t.agent_id = c.agent_id "
             "WHERE t.run_id = $t AND c.run_id = $c")
-    params = {"t": treatment, "c": control, "field": name}
+    params = {"t": treatment, "c": control}
+    tv, cv = field("t.state", name), field("c.state", name)
     if kind == "numeric":
-        d = ("TRY_CAST(json_extract_string(t.state, $field) AS DOUBLE) - "
-             "TRY_CAST(json_extract_string(c.state, $field) AS DOUBLE)")
+        d = f"TRY_CAST({tv} AS DOUBLE) - TRY_CAST({cv} AS DOUBLE)"
         rows = con.execute(f"SELECT t.step, quantile_cont({d}, {list(QUANTILES)}), avg({d}), count(*) {join} "
                            "GROUP BY t.step ORDER BY t.step", params).fetchall()
         return {"steps": [r[0] for r in rows], "quantiles": [r[1] for r in rows],
                 "mean": [r[2] for r in rows], "pairs": [r[3] for r in rows]}
     rows = con.execute(
-        "SELECT t.step, avg(CASE WHEN json_extract_string(t.state, $field) IS DISTINCT FROM "
-        f"json_extract_string(c.state, $field) THEN 1.0 ELSE 0.0 END), count(*) {join} "
+        f"SELECT t.step, avg(CASE WHEN {tv} IS DISTINCT FROM {cv} THEN 1.0 ELSE 0.0 END), count(*) {join} "
         "GROUP BY t.step ORDER BY t.step", params).fetchall()
     return {"steps": [r[0] for r in rows], "changed_share": [r[1] for r in rows], "pairs": [r[2] for r in rows]}
 

@@ -123,8 +123,8 @@ def layout(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
 def _frames(con, run_id: str, field: str, nodes: list[str]) -> tuple[list[int], dict]:
     """Per step, each node's value of ``field`` (initial states as step 0)."""
     rows = con.execute(
-        f"SELECT step, agent_id, v FROM ({data.FIELD_ROWS}) WHERE agent_id IN (SELECT unnest($ids)) "
-        "ORDER BY step", {"field": field, "run": run_id, "ids": nodes}).fetchall()
+        f"SELECT step, agent_id, v FROM ({data.field_rows(field)}) WHERE agent_id IN (SELECT unnest($ids)) "
+        "ORDER BY step", {"run": run_id, "ids": nodes}).fetchall()
     index = {a: i for i, a in enumerate(nodes)}
     steps: list[int] = []
     values: dict[int, list] = {}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .plan import SweepError
-from .worker import RunOutcome, RunTask, StudyBundle, execute_bundled, execute_run
+from .worker import RunOutcome, RunTask, StudyBundle, execute_bundled, execute_run, unpack_run
 
 BACKENDS = ("local", "ray")
 
@@ -172,8 +172,7 @@ class RayExecutor(Executor):
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             return RunOutcome(task.run_id, "crashed", f"{type(e).__name__}: {first}")
         if outcome.file_bytes is not None:
-            Path(task.db_path).parent.mkdir(parents=True, exist_ok=True)
-            Path(task.db_path).write_bytes(outcome.file_bytes)
+            unpack_run(outcome.file_bytes, task.db_path)
             outcome.file_bytes, outcome.worker_file = None, task.db_path
         return outcome
 

@@ -1,11 +1,12 @@
-"""Merging a worker's DuckDB file into the study's database, and recording sweeps.
+"""Merging a worker's run into the study's store, and recording sweeps.
 
 Only the parent process writes the study's database. For each finished run
-it attaches the worker's file read-only and copies that run's rows of every
-run-keyed table of the store's schema, in one transaction, after deleting
-any rows the study already holds for that ``run_id``: merging is idempotent,
-so a failed run that ``--resume`` reruns replaces its partial rows instead
-of adding to them, and a reader never sees half a run.
+it attaches the worker's DuckDB file read-only, replaces the study's ``runs``
+row of that ``run_id`` by the worker's, and moves the worker's data folder
+(``data/run_id=<R>``, see ``desim.datafiles``) into the study's, replacing any
+folder the study already holds for that run with one atomic exchange: merging
+is idempotent, so a failed run that ``--resume`` reruns replaces its partial
+data instead of adding to it, and a reader never sees half a run.
 
 A worker's file is fresh, so the engine there files its run under a version
 of its own; the merged run joins the study's version of the same files
@@ -17,7 +18,7 @@ dashboard or ``desim sql`` can read between merges.
 from __future__ import annotations
 
 import json
-import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,10 @@ from typing import Any
 import duckdb
 
 from ..config import StudySpec
-from ..store import SCHEMA, Store, StoreBusyError, fetch_dicts, now
+from ..datafiles import data_dir, exchange
+from ..store import Store, StoreBusyError, fetch_dicts, now
 from ..versions import ensure_version
 from .plan import PlannedRun, SweepPlan
-
-TABLES = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
 
 SWEEPS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -59,16 +59,24 @@ def open_store(path: str | Path, timeout: float = 30.0) -> Store:
             time.sleep(0.2)
 
 
-def _run_keyed_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
-    """Each schema table that has a ``run_id`` column, with its columns in order."""
-    out = {}
-    for table in TABLES:
-        cols = [r[0] for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_catalog = current_database() "
-            "AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()]
-        if "run_id" in cols:
-            out[table] = cols
-    return out
+def _run_columns(con: duckdb.DuckDBPyConnection, database: str) -> list[str]:
+    return [r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_catalog = ? "
+        "AND table_schema = 'main' AND table_name = 'runs' ORDER BY ordinal_position", [database]).fetchall()]
+
+
+def _replace_folder(source: Path, target: Path) -> None:
+    """Put ``source`` at ``target`` (same file system), replacing what is there in one step."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        exchange(source, target)
+        shutil.rmtree(source, ignore_errors=True)
+    else:
+        source.rename(target)
+
+
+def remove_run_data(db_path: str | Path, run_id: str) -> None:
+    shutil.rmtree(data_dir(db_path) / f"run_id={run_id}", ignore_errors=True)
 
 
 def study_version(study_db: str | Path, spec: StudySpec) -> str:
@@ -78,11 +86,12 @@ def study_version(study_db: str | Path, spec: StudySpec) -> str:
 
 
 def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str, version_id: str) -> None:
-    """Replace the study's rows of ``run_id`` by the worker file's, in one transaction;
+    """Replace the study's ``run_id`` by the worker's (its runs row and its data folder);
     the run joins the study's version ``version_id``."""
+    source = data_dir(worker_file) / f"run_id={run_id}"
+    target = data_dir(study_db) / f"run_id={run_id}"
     with open_store(study_db) as store:
         con = store.con
-        tables = _run_keyed_tables(con)
         quoted = str(Path(worker_file).resolve()).replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS w (READ_ONLY)")
         try:
@@ -91,21 +100,25 @@ def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str, versio
             if "runs" not in present or not con.execute(
                     "SELECT count(*) FROM w.runs WHERE run_id = ?", [run_id]).fetchone()[0]:
                 raise ValueError(f"{worker_file} holds no run '{run_id}'")
+            cols = [c for c in _run_columns(con, "w") if c in set(_run_columns(con, current(con)))]
+            names = ", ".join(cols)
             con.begin()
             try:
-                for table, cols in tables.items():
-                    con.execute(f"DELETE FROM main.{table} WHERE run_id = ?", [run_id])
-                    if table in present:
-                        names = ", ".join(cols)
-                        con.execute(f"INSERT INTO main.{table} ({names}) SELECT {names} FROM w.{table} "
-                                    "WHERE run_id = ?", [run_id])
+                con.execute("DELETE FROM main.runs WHERE run_id = ?", [run_id])
+                con.execute(f"INSERT INTO main.runs ({names}) SELECT {names} FROM w.runs WHERE run_id = ?", [run_id])
                 con.execute("UPDATE main.runs SET version_id = ? WHERE run_id = ?", [version_id, run_id])
+                if source.is_dir():
+                    _replace_folder(source, target)
                 con.commit()
             except BaseException:
                 con.rollback()
                 raise
         finally:
             con.execute("DETACH w")
+
+
+def current(con: duckdb.DuckDBPyConnection) -> str:
+    return con.execute("SELECT current_database()").fetchone()[0]
 
 
 def record_failure(study_db: str | Path, spec: StudySpec, plan: SweepPlan, run: PlannedRun,
@@ -115,8 +128,8 @@ def record_failure(study_db: str | Path, spec: StudySpec, plan: SweepPlan, run: 
         con = store.con
         con.begin()
         try:
-            for table in _run_keyed_tables(con):
-                con.execute(f"DELETE FROM main.{table} WHERE run_id = ?", [run.run_id])
+            con.execute("DELETE FROM main.runs WHERE run_id = ?", [run.run_id])
+            remove_run_data(study_db, run.run_id)
             store.start_run(run_id=run.run_id, study_id=spec.id, kind="run", seed=run.seed,
                             n_steps=spec.simulation.n_steps, rounds=spec.rounds,
                             time_unit=spec.simulation.time_unit, config=spec.resolved(),

@@ -149,4 +149,4 @@ def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outco
         record_failure(db, spec, plan, run, outcome.error or "the run left no output", version_id)
     finally:
         if outcome.worker_file:
-            remove_db(outcome.worker_file)
+            remove_db(outcome.worker_file, run.run_id)

@@ -13,8 +13,10 @@ worker unpacks it once per node and sends its run's file back as bytes.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import load_study
+from ..datafiles import data_dir
 from ..engine import Engine, RunFailed
 
 SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints"}
@@ -57,23 +60,51 @@ class RunOutcome:
     file_bytes: bytes | None = None
 
 
-def remove_db(path: str | Path) -> None:
-    """Delete a DuckDB file and its write-ahead log, if present."""
+def remove_db(path: str | Path, run_id: str | None = None) -> None:
+    """Delete a worker's DuckDB file, its write-ahead log and the run's data folder, if present."""
     for p in (Path(path), Path(f"{path}.wal")):
         p.unlink(missing_ok=True)
+    if run_id:
+        shutil.rmtree(data_dir(path) / f"run_id={run_id}", ignore_errors=True)
+        if Path(path).name != "desim.duckdb":     # a worker's own data folder: nothing else in it
+            shutil.rmtree(data_dir(path), ignore_errors=True)
+
+
+def pack_run(db_path: str | Path, run_id: str) -> bytes:
+    """A worker's run as one archive: its DuckDB file and its data folder."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(db_path, arcname="worker.duckdb")
+        folder = data_dir(db_path) / f"run_id={run_id}"
+        if folder.is_dir():
+            tar.add(folder, arcname=f"data/run_id={run_id}")
+    return buf.getvalue()
+
+
+def unpack_run(archive: bytes, db_path: str | Path) -> None:
+    """Undo :func:`pack_run` beside ``db_path`` (the driver's copy of the worker file)."""
+    db_path = Path(db_path)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+        for member in tar.getmembers():
+            if member.name == "worker.duckdb":
+                db_path.write_bytes(tar.extractfile(member).read())
+            elif member.name.startswith("data/run_id=") and ".." not in member.name:
+                member.name = data_dir(db_path).name + member.name[len("data"):]
+                tar.extract(member, db_path.parent, filter="data")
 
 
 def execute_run(task: RunTask) -> RunOutcome:
     """Run one planned run into ``task.db_path`` (replacing any leftover from a crashed attempt)."""
     started = time.perf_counter()
-    remove_db(task.db_path)
+    remove_db(task.db_path, task.run_id)
     try:
         spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
         Engine(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id).run()
     except RunFailed as e:
         return RunOutcome(task.run_id, "failed", e.error, task.db_path, time.perf_counter() - started)
     except Exception as e:  # the study could not even be built: no run row in the file
-        remove_db(task.db_path)
+        remove_db(task.db_path, task.run_id)
         return RunOutcome(task.run_id, "failed", f"{type(e).__name__}: {e}", None,
                           time.perf_counter() - started)
     return RunOutcome(task.run_id, "completed", None, task.db_path, time.perf_counter() - started)
@@ -129,7 +160,7 @@ def execute_bundled(bundle: StudyBundle, task: RunTask) -> RunOutcome:
                         str(scratch / f"{task.run_id}.duckdb"))
         outcome = execute_run(local)
         if outcome.worker_file is not None:
-            outcome.file_bytes = Path(outcome.worker_file).read_bytes()
+            outcome.file_bytes = pack_run(outcome.worker_file, task.run_id)
             outcome.worker_file = None
         return outcome
     finally:

@@ -1,0 +1,172 @@
+"""A study's data in one line: ``desim.open("studies/x").panel().to_pandas()``.
+
+Every method opens the store read-only, runs one query, returns an Arrow table
+and closes the store again, so reading and then running in one Python process
+(a notebook) just works: DuckDB refuses a writer in a process that holds a
+read-only connection to the same file, and this object never keeps one.
+
+Tables come back flat, ready for pandas, polars or R's arrow: a state field is
+a column of its own under its name (``opinion``), a payload field is
+``payload_<name>``; a state field whose name is taken by a panel column
+(``step``) is ``state_<name>``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+
+from .datafiles import RunFiles, data_dir
+from .store import field, read_only, store_path
+
+PANEL_COLUMNS = ("run_id", "step", "agent_id", "action_kind", "action_source", "action_rationale", "away")
+
+
+class NoSuchRun(LookupError):
+    """The store holds no run of that id (or no run at all)."""
+
+
+class StudyData:
+    """The store of one study (a folder under ``studies/``, or a path to its ``desim.duckdb``)."""
+
+    def __init__(self, study: str | Path):
+        path = Path(study)
+        self.db = path if path.suffix == ".duckdb" else store_path(path)
+        if not self.db.exists():
+            raise NoSuchRun(f"{self.db} does not exist: run the study first")
+
+    def __repr__(self) -> str:
+        return f"StudyData({str(self.db)!r})"
+
+    # --- any query -------------------------------------------------------------------
+    def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
+        """A read-only query over the store's tables and views, as an Arrow table."""
+        con = read_only(self.db)
+        try:
+            return con.execute(query, params or []).arrow().read_all()
+        finally:
+            con.close()
+
+    def runs(self) -> pa.Table:
+        return self.sql("SELECT * FROM runs ORDER BY started_at")
+
+    def run_ids(self, run: str | Iterable[str] | None) -> list[str]:
+        """``None`` is the latest run; a string one run; a list those runs (each checked)."""
+        if run is None:
+            rows = self.sql("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").column("run_id").to_pylist()
+            if not rows:
+                raise NoSuchRun(f"{self.db} holds no runs yet")
+            return rows
+        wanted = [run] if isinstance(run, str) else list(run)
+        known = set(self.sql("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?))",
+                             [wanted]).column("run_id").to_pylist())
+        missing = [r for r in wanted if r not in known]
+        if missing:
+            raise NoSuchRun(f"no run '{missing[0]}' in {self.db} (desim runs lists them)")
+        return wanted
+
+    # --- the panel ---------------------------------------------------------------------
+    def _types(self, runs: list[str]) -> dict[str, dict[str, str]]:
+        merged: dict[str, dict[str, str]] = {"state": {}, "payload": {}}
+        for r in runs:
+            saved = RunFiles(data_dir(self.db), r).load_types() or {}
+            for part in merged:
+                for name, kind in saved.get(part, {}).items():
+                    merged[part].setdefault(name, kind)
+        return merged
+
+    def _flat(self, part: str, runs: list[str], names: Iterable[str] | None = None) -> list[str]:
+        types = self._types(runs)
+        out = []
+        for name in (names if names is not None else types[part]):
+            if part == "state":
+                alias = f"state_{name}" if name in PANEL_COLUMNS or name.startswith("payload_") else name
+            else:
+                alias = f"payload_{name}"
+            quoted = '"' + alias.replace('"', '""') + '"'
+            out.append(f"{field(part, name)} AS {quoted}")
+        return out
+
+    def panel(self, run: str | Iterable[str] | None = None, columns: Iterable[str] | None = None,
+              steps: int | Iterable[int] | None = None) -> pa.Table:
+        """One row per agent per step; ``columns`` picks state fields (``opinion``), payload fields
+        (``payload_to_x``) or panel columns (``action_kind``); ``steps`` one step or several."""
+        runs = self.run_ids(run)
+        types = self._types(runs)
+        if columns is None:
+            select = (["run_id", "step", "agent_id"] + self._flat("state", runs) +
+                      ["action_kind", "action_source"] + self._flat("payload", runs) +
+                      ["action_rationale", "away"])
+        else:
+            select = ["run_id", "step", "agent_id"]
+            for c in columns:
+                if c in PANEL_COLUMNS:
+                    if c not in select:
+                        select.append(c)
+                elif c.startswith("payload_") and c[8:] in types["payload"]:
+                    select += self._flat("payload", runs, [c[8:]])
+                elif c in types["state"] or (c.startswith("state_") and c[6:] in types["state"]):
+                    select += self._flat("state", runs, [c if c in types["state"] else c[6:]])
+                else:
+                    known = sorted(types["state"]) + [f"payload_{p}" for p in types["payload"]] + list(PANEL_COLUMNS)
+                    raise KeyError(f"no panel column '{c}' (known: {', '.join(known)})")
+        where, params = "run_id IN (SELECT unnest(?))", [runs]
+        if steps is not None:
+            where += " AND step IN (SELECT unnest(?))"
+            params.append([steps] if isinstance(steps, int) else list(steps))
+        return self.sql(f"SELECT {', '.join(select)} FROM panel WHERE {where} ORDER BY run_id, step, agent_id",
+                        params)
+
+    def initial_states(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        runs = self.run_ids(run)
+        return self.sql(f"SELECT run_id, agent_id, {', '.join(self._flat('state', runs)) or 'NULL AS state'} "
+                        "FROM initial_states WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, agent_id", [runs])
+
+    # --- everything else ---------------------------------------------------------------------
+    def metrics(self, run: str | Iterable[str] | None = None, wide: bool = True) -> pa.Table:
+        """Per step, every metric; ``wide`` gives one column per metric (step 0 included)."""
+        runs = self.run_ids(run)
+        long = self.sql("SELECT run_id, step, name, value FROM metrics WHERE run_id IN (SELECT unnest(?)) "
+                        "ORDER BY run_id, step, name", [runs])
+        if not wide:
+            return long
+        names = sorted(set(long.column("name").to_pylist()))
+        if not names:
+            return pa.table({"run_id": pa.array([], pa.string()), "step": pa.array([], pa.int32())})
+        cols = ", ".join(f"first(value) FILTER (WHERE name = {_literal(n)}) AS " + '"' + n.replace('"', '""') + '"'
+                         for n in names)
+        return self.sql(f"SELECT run_id, step, {cols} FROM metrics WHERE run_id IN (SELECT unnest(?)) "
+                        "GROUP BY run_id, step ORDER BY run_id, step", [runs])
+
+    def messages(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        return self._table("messages", run, "step, round, author_id")
+
+    def events(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        return self._table("events", run, "step, name")
+
+    def edges(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        return self._table("edges", run, "source, target")
+
+    def llm_calls(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        return self._table("llm_calls", run, "step, round, agent_id")
+
+    def round_actions(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        runs = self.run_ids(run)
+        select = ["run_id", "step", "round", "agent_id", "action_kind", "action_source"] + \
+            self._flat("payload", runs) + ["action_rationale"]
+        return self.sql(f"SELECT {', '.join(select)} FROM round_actions WHERE run_id IN (SELECT unnest(?)) "
+                        "ORDER BY run_id, step, round, agent_id", [runs])
+
+    def _table(self, view: str, run, order: str) -> pa.Table:
+        runs = self.run_ids(run)
+        return self.sql(f"SELECT * FROM {view} WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, {order}", [runs])
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def open(study: str | Path) -> StudyData:  # noqa: A001 - desim.open, like duckdb.connect
+    """The store of ``study`` (its folder or its ``desim.duckdb``), read through Arrow tables."""
+    return StudyData(study)
