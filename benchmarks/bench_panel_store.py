@@ -1,117 +1,151 @@
-"""What writing a columnar panel to DuckDB costs, and what other layouts would cost (a measurement for the store).
+"""What storing a step costs: the typed Parquet step folders against the layouts they replaced.
 
-    python benchmarks/bench_panel_store.py [--size 100] [--steps 100]
+    python benchmarks/bench_panel_store.py [--size 100] [--steps 100] [--repeat 3]
 
-Runs Schelling (``size`` x ``size``, density 0.8, homophily 0.4) once with
-``Store.write_step`` recording the engine's real per-step tables instead of
-writing them, then writes those same tables into fresh DuckDB files in
-several layouts, one transaction per step each, and reports the CPU per
-panel row:
+Runs Schelling (``size`` x ``size``, density 0.8, homophily 0.4) once with the
+engine's step writer recording its real per-step tables instead of writing
+them, then writes those same tables again, timing CPU (``process_time``):
 
-* ``current``: ``Store.write_step`` as it is (state and payload as JSON, the
-  metrics, ``UPDATE runs``);
-* ``typed``: the same transaction, but state and payload stored as typed
-  columns (the struct fields unnested) instead of JSON;
-* ``typed, int ids``: typed, and the agent as its position (INTEGER) instead
-  of its id string (ids kept once per run in a side table);
-* ``panel only``: the current JSON panel insert alone, one transaction per
-  step, without metrics and ``UPDATE runs`` (the per-step fixed cost).
+* ``parquet step folders`` (the store): ``RunFiles.write_step`` per step (panel,
+  metrics, events; one folder renamed into place), then the merge at the end;
+* ``fixed cost``: the same steps with a one-row panel, so what remains is the
+  per-step cost that does not grow with the population (metrics, folder, rename);
+* ``DuckDB JSON text`` (the layout before): per step one transaction inserting
+  state and payload as JSON text, the metrics and ``UPDATE runs``;
+* ``DuckDB typed insert``: the same transaction with the typed struct columns.
+
+CPU per panel row = (all steps' CPU - steps x fixed cost) / rows.
 """
 from __future__ import annotations
 
 import argparse
-import os
+import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import desim
+from desim.datafiles import RunFiles
 from desim.engine import Engine
-from desim.store import Store
 from desim_probe import fresh_copy
 
 
-def capture(size: int, steps: int) -> list[tuple]:
-    """The engine's per-step write_step arguments for one run (nothing written)."""
+def capture(size: int, steps: int) -> list[tuple[int, dict]]:
+    """The engine's per-step tables for one run (nothing written)."""
     root = fresh_copy("schelling", "panel_store")
     spec = desim.load_study(root, seed=1, steps=steps,
                             params={"width": size, "height": size, "density": 0.8, "homophily": 0.4})
-    records = []
-    original = Store.write_step
-    Store.write_step = lambda self, run_id, step, panel, metrics, *rest, **kw: records.append((step, panel, metrics))
+    records: list[tuple[int, dict]] = []
+    original = RunFiles.write_step
+    RunFiles.write_step = lambda self, step, tables: records.append((step, tables)) if step > 0 else None
     try:
-        Engine(spec).run()
+        Engine(spec, db_path=root / "runs" / "desim.duckdb").run()
     finally:
-        Store.write_step = original
+        RunFiles.write_step = original
     return records
 
 
-def flat(panel: pa.Table, int_ids: bool) -> pa.Table:
-    """The panel with its struct columns unnested into typed columns."""
-    cols = {"agent": pa.array(range(panel.num_rows), pa.int32()) if int_ids else panel["agent_id"]}
-    for name in ("state", "action_payload"):
-        col = panel[name].combine_chunks()
-        for field in col.type:
-            cols[f"{name}_{field.name}"] = col.field(field.name)
-    cols["action_kind"] = panel["action_kind"]
-    cols["action_source"] = panel["action_source"]
-    return pa.table(cols)
+def time_parquet(records, data: Path, one_row: bool = False) -> tuple[float, float]:
+    """CPU of writing every step as a folder, and of merging them at the end."""
+    files = RunFiles(data, "rbench")
+    files.start()
+    t0 = time.process_time()
+    for step, tables in records:
+        if one_row:
+            tables = dict(tables, panel=tables["panel"].slice(0, 1))
+        files.write_step(step, tables)
+    written = time.process_time() - t0
+    con = duckdb.connect()
+    t0 = time.process_time()
+    files.merge(con)
+    merged = time.process_time() - t0
+    con.close()
+    shutil.rmtree(data)
+    return written, merged
 
 
-def timed(label: str, records: list[tuple], write) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "panel.duckdb")
-        store.start_run(run_id="r", study_id="schelling", kind="run", seed=1, n_steps=len(records), rounds=1,
-                        time_unit="step", config={}, parameters={})
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        for step, panel, metrics in records:
-            write(store, step, panel, metrics)
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        rows = sum(p.num_rows for _, p, _ in records)
-        store.close()
-        print(f"| {label} | {cpu / rows * 1e6:.2f} | {rows / cpu:,.0f} | {wall / len(records) * 1e3:.1f} |", flush=True)
+def _json(col: pa.Array) -> pa.Array:
+    return pa.array([None if v is None else json.dumps(v, sort_keys=True) for v in col.to_pylist()], pa.string())
 
 
-def typed_writer(int_ids: bool):
-    def write(store: Store, step: int, panel: pa.Table, metrics: dict) -> None:
-        table = flat(panel, int_ids)
-        con = store.con
+def time_duckdb(records, path: Path, typed: bool) -> float:
+    """CPU of one DuckDB transaction per step (panel, metrics, UPDATE runs)."""
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE runs (run_id VARCHAR, last_step INTEGER); INSERT INTO runs VALUES ('rbench', 0)")
+    con.execute("CREATE TABLE metrics (run_id VARCHAR, step INTEGER, name VARCHAR, value DOUBLE)")
+    first = records[0][1]["panel"]
+    if typed:
+        con.register("_first", first)
+        con.execute("CREATE TABLE panel AS SELECT 'rbench' AS run_id, * FROM _first LIMIT 0")
+        con.unregister("_first")
+    else:
+        con.execute("CREATE TABLE panel (run_id VARCHAR, step INTEGER, agent_id VARCHAR, state JSON, "
+                    "action_kind VARCHAR, payload JSON, action_source VARCHAR)")
+    tables = []
+    for step, t in records:        # JSON text is prepared outside the timing (the old path made it in Python)
+        p = t["panel"]
+        if not typed:
+            p = pa.table({"step": p["step"], "agent_id": p["agent_id"], "state": _json(p["state"]),
+                          "action_kind": p["action_kind"], "payload": _json(p["payload"]),
+                          "action_source": p["action_source"]})
+        tables.append((step, p, t["metrics"]))
+    t0 = time.process_time()
+    for step, p, m in tables:
         con.begin()
-        con.register("src", table)
-        con.execute("CREATE TABLE IF NOT EXISTS panel_typed AS SELECT 'r' AS run_id, 0 AS step, * FROM src LIMIT 0")
-        con.execute("INSERT INTO panel_typed SELECT 'r', ?, * FROM src", [step])
-        con.unregister("src")
-        store._write_rows("r", step, metrics, [], [])
-        con.execute("UPDATE runs SET last_step = ? WHERE run_id = 'r'", [step])
+        con.register("_p", p)
+        if typed:
+            con.execute("INSERT INTO panel SELECT 'rbench', * FROM _p")
+        else:
+            con.execute("INSERT INTO panel SELECT 'rbench', step, agent_id, CAST(state AS JSON), action_kind, "
+                        "CAST(payload AS JSON), action_source FROM _p")
+        con.unregister("_p")
+        con.execute("INSERT INTO metrics SELECT 'rbench', ?, unnest(?::VARCHAR[]), unnest(?::DOUBLE[])",
+                    [step, m["name"].to_pylist(), m["value"].to_pylist()])
+        con.execute("UPDATE runs SET last_step = ? WHERE run_id = 'rbench'", [step])
         con.commit()
-    return write
-
-
-def panel_only(store: Store, step: int, panel: pa.Table, metrics: dict) -> None:
-    store.con.begin()
-    store._insert("panel", panel, "SELECT 'r', ?, agent_id, to_json(state), action_kind, to_json(action_payload), "
-                                  "action_source, action_rationale FROM {src}", [step])
-    store.con.commit()
+    cpu = time.process_time() - t0
+    con.close()
+    return cpu
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions; the median is reported")
     args = ap.parse_args()
     records = capture(args.size, args.steps)
-    print(f"Schelling {args.size}x{args.size}, {args.steps} steps, {records[0][1].num_rows:,} rows per step; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print("| layout | CPU µs per row | rows/s (CPU) | wall ms per step |")
-    print("|---|---|---|---|")
-    timed("current (`Store.write_step`, JSON)", records,
-          lambda s, step, p, m: s.write_step("r", step, p, m, [], []))
-    timed("typed columns", records, typed_writer(False))
-    timed("typed columns, int agent ids", records, typed_writer(True))
-    timed("JSON panel insert alone (no metrics, no UPDATE)", records, panel_only)
+    rows = sum(t["panel"].num_rows for _, t in records)
+    steps = len(records)
+    moved = sum(pc.sum(pc.is_valid(t["panel"]["action_kind"])).as_py() for _, t in records)
+    print(f"Schelling {args.size}x{args.size}: {steps} steps, {rows:,} panel rows ({rows // steps:,} per step), "
+          f"{moved:,} moves")
+    results: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.repeat):
+            written, merged = time_parquet(records, Path(tmp) / f"data{rep}")
+            fixed, _ = time_parquet(records, Path(tmp) / f"fixed{rep}", one_row=True)
+            results.setdefault("parquet", []).append(written)
+            results.setdefault("merge", []).append(merged)
+            results.setdefault("fixed", []).append(fixed)
+            results.setdefault("json", []).append(time_duckdb(records, Path(tmp) / f"j{rep}.duckdb", typed=False))
+            results.setdefault("typed", []).append(time_duckdb(records, Path(tmp) / f"t{rep}.duckdb", typed=True))
+    med = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
+    fixed_ms = med["fixed"] / steps * 1e3
+    print(f"{'layout':<34} {'CPU s':>8} {'us/row (all)':>13} {'us/row (less fixed)':>20} {'ms/step':>8}")
+    for key, label in [("parquet", "parquet step folders (the store)"), ("json", "DuckDB JSON text (before)"),
+                       ("typed", "DuckDB typed insert")]:
+        cpu = med[key]
+        print(f"{label:<34} {cpu:8.3f} {cpu / rows * 1e6:13.3f} {(cpu - med['fixed']) / rows * 1e6:20.3f} "
+              f"{cpu / steps * 1e3:8.2f}")
+    print(f"fixed cost per step (one-row panel, metrics, folder, rename): {fixed_ms:.3f} ms")
+    print(f"merge at the end of the run: {med['merge']:.3f} s CPU, {med['merge'] / rows * 1e6:.3f} us/row")
+    print(f"ratio JSON text / parquet (all): {med['json'] / med['parquet']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ COMMANDS = [
     "desim.commands.llm",
     "desim.commands.sweep",
     "desim.commands.dashboard",
+    "desim.commands.data",
 ]
 
 
@@ -44,10 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from .engine import RunError, RunFailed
     from .refs import RefError
-    from .store import StoreBusyError
+    from .fields import FieldError
+    from .store import StoreBusyError, StoreLayoutError
     try:
         return int(args.func(args) or 0)
-    except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreBusyError) as e:
+    except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreBusyError, StoreLayoutError,
+            FieldError) as e:
         print(f"desim: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -87,6 +87,9 @@ def _write(table: pa.Table, path: Path) -> None:
     # plain encoding for everything but the action kind and source (hashing random floats and ids
     # into dictionaries costs more than it saves); statistics off: the files are partitioned by
     # run and step already, and computing min/max of every column is a third of the write
+    if table.num_rows < 256:   # a handful of rows (metrics, events): nothing to gain from encoding
+        pq.write_table(table, path, use_dictionary=False, write_statistics=False, compression="none")
+        return
     dictionary = [c for c in ("action_kind", "action_source", "name", "kind", "channel")
                   if c in table.column_names]
     pq.write_table(table, path, use_dictionary=dictionary, write_statistics=False, compression="snappy")
@@ -126,7 +129,7 @@ class RunFiles:
         if not self.kept:
             return
         tmp = self.dir / "types.json.tmp"
-        tmp.write_text(json.dumps(types, sort_keys=True), encoding="utf-8")
+        tmp.write_text(json.dumps(types), encoding="utf-8")   # field order is column order
         os.replace(tmp, self.dir / "types.json")
 
     def load_types(self) -> dict | None:

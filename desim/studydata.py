@@ -44,7 +44,7 @@ class StudyData:
         """A read-only query over the store's tables and views, as an Arrow table."""
         con = read_only(self.db)
         try:
-            return con.execute(query, params or []).arrow().read_all()
+            return con.sql(query, params=params or None).to_arrow_table()
         finally:
             con.close()
 

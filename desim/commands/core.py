@@ -184,13 +184,23 @@ def cmd_sql(args) -> int:
     con = read_only(db)
     try:
         cur = con.execute(args.query)
-        columns = [d[0] for d in cur.description] if cur.description else []
-        rows = cur.fetchall() if columns else []
+        table = cur.to_arrow_table() if cur.description else None
     except duckdb.Error as e:
         raise UserError(f"query failed: {e}") from None
     finally:
         con.close()
-    print_table(columns, rows, args.limit)
+    if table is None:
+        return 0
+    if args.csv:
+        import pyarrow.csv as pcsv
+        from ..export import _plain_text, csv_options
+        sys.stdout.flush()
+        pcsv.write_csv(_plain_text(table), sys.stdout.buffer, csv_options(table))
+    elif args.json:
+        json.dump(table.to_pylist(), sys.stdout, default=str)
+        print()
+    else:
+        print_table(table.column_names, [tuple(r.values()) for r in table.to_pylist()], args.limit)
     return 0
 
 
@@ -227,5 +237,8 @@ def register(sub) -> None:
     p = sub.add_parser("sql", help="run a read-only SQL query on the study's store")
     add_study_arg(p)
     p.add_argument("query")
-    p.add_argument("--limit", type=int, default=200, help="rows to print at most")
+    p.add_argument("--limit", type=int, default=200, help="rows to print at most (table output)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--csv", action="store_true", help="print every row as CSV")
+    out.add_argument("--json", action="store_true", help="print every row as a JSON list of objects")
     p.set_defaults(func=cmd_sql)

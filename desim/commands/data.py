@@ -1,0 +1,24 @@
+"""Getting data out: ``desim export``."""
+from __future__ import annotations
+
+
+def cmd_export(args) -> int:
+    from . import UserError
+    from ..export import export
+    from ..studydata import NoSuchRun
+    try:
+        paths = export(args.study, args.out, run=args.run, fmt=args.format)
+    except (NoSuchRun, LookupError, ValueError) as e:
+        raise UserError(str(e).strip("'\"")) from None
+    for p in paths:
+        print(p)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="write runs as Parquet or CSV files (panel, metrics, events, messages)")
+    p.add_argument("study", help="the study folder, e.g. studies/opinion_diffusion")
+    p.add_argument("--run", help="one run (default: every run of the study)")
+    p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    p.add_argument("--out", required=True, help="the folder to write into")
+    p.set_defaults(func=cmd_export)
