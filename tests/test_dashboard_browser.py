@@ -133,7 +133,7 @@ def test_agent_view_shows_trajectory(site, page):
     rows = sql(good, "SELECT step, state FROM panel WHERE run_id=? AND agent_id=? ORDER BY step", [rid, agent])
     assert page.locator("#trajectory tbody tr[data-step]").count() == len(rows) == 12
     cell = page.inner_text('#trajectory tbody tr[data-step="7"] td.json >> nth=0')
-    assert json.loads(cell) == json.loads(rows[6][1])
+    assert json.loads(cell) == rows[6][1]
     assert page.locator('#agent-view svg.metric-chart[data-metric="opinion"] circle.pt').count() == 13
     assert page.locator("#agent-messages tbody tr").count() == sql(
         good, "SELECT count(*) FROM messages WHERE run_id=? AND author_id=?", [rid, agent])[0][0]
