@@ -48,7 +48,7 @@ from .schemas import ACTION_SOURCES, Action, Persona
 from .panel import (agent_rows, columnar_round_rows, columnar_rows, dumps, initial_rows, message_rows, round_rows,
                     struct)
 from .store import Store, store_path
-from .versions import ensure_version, latest_run_of
+from .versions import code_files, code_hash, ensure_version, latest_run_of, overrides_of
 
 LATE = NORMAL + 1
 
@@ -412,8 +412,9 @@ class Engine:
     def _start_run(self) -> None:
         """Record the run (and its version: a new configuration is a new version)."""
         config = self.spec.resolved()
+        code = code_files(self.spec.root, self.spec.population.roster)
         version_id, created = ensure_version(self.store.con, self.spec.id, self.spec.version_config(),
-                                             kind=self.kind,
+                                             kind=self.kind, code=code,
                                              parent_run_id=self.parent_run_id, fork_step=self.fork_step,
                                              note=self.note)
         kind, parent = self.kind, self.parent_run_id
@@ -428,7 +429,7 @@ class Engine:
             n_steps=self.n_steps, rounds=self.rounds, time_unit=self.sim_cfg.time_unit,
             config=config, parameters=dict(self.sim_cfg.parameters), parent_run_id=parent,
             fork_step=self.fork_step, note=self.note, sweep_id=self.sweep_id, n_agents=len(self.ids),
-            version_id=version_id)
+            version_id=version_id, overrides=overrides_of(self.spec), code=code, code_hash=code_hash(code))
 
 
 def run_study(spec: StudySpec, **kwargs) -> RunResult:

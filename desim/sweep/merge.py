@@ -26,7 +26,7 @@ import duckdb
 
 from ..config import StudySpec
 from ..store import SCHEMA, Store, StoreBusyError, fetch_dicts, now
-from ..versions import ensure_version
+from ..versions import code_files, ensure_version
 from .plan import PlannedRun, SweepPlan
 
 TABLES = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
@@ -74,7 +74,8 @@ def _run_keyed_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
 def study_version(study_db: str | Path, spec: StudySpec) -> str:
     """The study's version id for its files as they are now (created if they are new)."""
     with open_store(study_db) as store:
-        return ensure_version(store.con, spec.id, spec.version_config(), kind="run")[0]
+        return ensure_version(store.con, spec.id, spec.version_config(), kind="run",
+                              code=code_files(spec.root, spec.population.roster))[0]
 
 
 def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str, version_id: str) -> None:
