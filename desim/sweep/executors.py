@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .plan import SweepError
-from .worker import RunOutcome, RunTask, StudyBundle, execute_bundled, execute_run
+from .worker import RunOutcome, RunTask, StudyBundle, execute_bundled, execute_run, process_start, worker_init
 
 BACKENDS = ("local", "ray")
 
@@ -67,10 +67,12 @@ class LocalExecutor(Executor):
         self.workers = max(1, workers or os.cpu_count() or 1)
         self._ctx = _mp_context()
         self._lanes: list[ProcessPoolExecutor | None] = [None] * self.workers
+        self._me = (os.getpid(), process_start(os.getpid()))
 
     def _lane(self, i: int) -> ProcessPoolExecutor:
         if self._lanes[i] is None:
-            self._lanes[i] = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx)
+            self._lanes[i] = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=worker_init,
+                                                 initargs=self._me)
         return self._lanes[i]
 
     def _drop_lane(self, i: int) -> None:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,7 @@ class RunTask:
     parameters: dict[str, Any]
     steps: int | None
     db_path: str
+    note: str | None = None
 
 
 @dataclass
@@ -63,13 +66,51 @@ def remove_db(path: str | Path) -> None:
         p.unlink(missing_ok=True)
 
 
+def process_start(pid: int) -> str | None:
+    """A process's start time as the kernel counts it (Linux), so a reused pid is not mistaken for it."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _parent_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return start is None or process_start(pid) in (None, start)
+
+
+def _watch_parent(pid: int, start: str | None, every: float) -> None:
+    while True:
+        time.sleep(every)
+        if not _parent_alive(pid, start):
+            os._exit(1)     # the sweep is gone: nobody will merge this run; --resume reruns it
+
+
+def worker_init(parent_pid: int, parent_start: str | None, every: float = 0.5) -> None:
+    """Set up a local worker process: Ctrl-C is the parent's to handle (it stops the lanes), and
+    a watchdog ends the worker when the sweep's process dies, so a killed sweep leaves no
+    process behind (the forkserver exits once its workers have)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_pid, parent_start, every), daemon=True,
+                     name="desim-sweep-watchdog").start()
+
+
 def execute_run(task: RunTask) -> RunOutcome:
     """Run one planned run into ``task.db_path`` (replacing any leftover from a crashed attempt)."""
     started = time.perf_counter()
     remove_db(task.db_path)
     try:
         spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
-        Engine(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id).run()
+        result = Engine(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id,
+                        note=task.note, handle_signals=False).run()
+        if result.status != "completed":    # stopped cleanly (an LLM budget): rerun by --resume
+            return RunOutcome(task.run_id, "failed", result.error, task.db_path, time.perf_counter() - started)
     except RunFailed as e:
         return RunOutcome(task.run_id, "failed", e.error, task.db_path, time.perf_counter() - started)
     except Exception as e:  # the study could not even be built: no run row in the file
@@ -126,7 +167,7 @@ def execute_bundled(bundle: StudyBundle, task: RunTask) -> RunOutcome:
     scratch = Path(tempfile.mkdtemp(prefix="desim-run-"))
     try:
         local = RunTask(str(root), task.sweep_id, task.run_id, task.seed, task.parameters, task.steps,
-                        str(scratch / f"{task.run_id}.duckdb"))
+                        str(scratch / f"{task.run_id}.duckdb"), task.note)
         outcome = execute_run(local)
         if outcome.worker_file is not None:
             outcome.file_bytes = Path(outcome.worker_file).read_bytes()
