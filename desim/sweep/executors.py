@@ -156,7 +156,8 @@ class RayExecutor(Executor):
         def fill() -> None:
             while queue and len(running) < self.in_flight:
                 task = queue.popleft()
-                running[self._remote.remote(self._bundle, task)] = task
+                parent = Path(task.parent_file).read_bytes() if task.parent_file else None
+                running[self._remote.remote(self._bundle, task, parent)] = task
 
         fill()
         while running:

@@ -12,6 +12,7 @@ worker unpacks it once per node and sends its run's file back as bytes.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..branch import branch
 from ..config import load_study
 from ..engine import Engine, RunFailed
 
@@ -41,6 +43,9 @@ class RunTask:
     steps: int | None
     db_path: str
     note: str | None = None
+    from_run: str | None = None         # a branch of this run (``desim effect``'s treatments) ...
+    at_step: int | None = None          # ... forking at this step,
+    parent_file: str | None = None      # read from this extract of the study's database
 
 
 @dataclass
@@ -106,9 +111,14 @@ def execute_run(task: RunTask) -> RunOutcome:
     started = time.perf_counter()
     remove_db(task.db_path)
     try:
-        spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
-        result = Engine(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id,
-                        note=task.note, handle_signals=False).run()
+        if task.from_run:
+            result = branch(task.study_root, task.from_run, task.at_step, params=task.parameters,
+                            steps=task.steps, note=task.note, parent_db=task.parent_file, db_path=task.db_path,
+                            run_id=task.run_id, sweep_id=task.sweep_id, handle_signals=False)
+        else:
+            spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
+            result = Engine(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id,
+                            note=task.note, handle_signals=False).run()
         if result.status != "completed":    # stopped cleanly (an LLM budget): rerun by --resume
             return RunOutcome(task.run_id, "failed", result.error, task.db_path, time.perf_counter() - started)
     except RunFailed as e:
@@ -161,13 +171,18 @@ class StudyBundle:
         return dest
 
 
-def execute_bundled(bundle: StudyBundle, task: RunTask) -> RunOutcome:
-    """Run ``task`` on a node that may not share the driver's disk; the file comes back as bytes."""
+def execute_bundled(bundle: StudyBundle, task: RunTask, parent_bytes: bytes | None = None) -> RunOutcome:
+    """Run ``task`` on a node that may not share the driver's disk; the file comes back as bytes
+    (a branch's parent extract travels as ``parent_bytes``)."""
     root = bundle.unpack()
     scratch = Path(tempfile.mkdtemp(prefix="desim-run-"))
     try:
-        local = RunTask(str(root), task.sweep_id, task.run_id, task.seed, task.parameters, task.steps,
-                        str(scratch / f"{task.run_id}.duckdb"), task.note)
+        parent_file = None
+        if parent_bytes is not None:
+            parent_file = str(scratch / "parent.duckdb")
+            Path(parent_file).write_bytes(parent_bytes)
+        local = dataclasses.replace(task, study_root=str(root), db_path=str(scratch / f"{task.run_id}.duckdb"),
+                                    parent_file=parent_file)
         outcome = execute_run(local)
         if outcome.worker_file is not None:
             outcome.file_bytes = Path(outcome.worker_file).read_bytes()
