@@ -7,7 +7,12 @@ The public names, by layer:
 * study interfaces: ``EnvironmentProvider``, ``PopulationProvider``,
   ``DecisionModel``, ``MetricCollector``, ``ActionColumns``;
 * messaging: ``MessageBus``, ``InMemoryMessageBus``, ``NeighborFeed``;
-* running: ``run_study``, ``Engine``, ``RunFailed``.
+* running: ``run_study`` (honours ``warm_start``), ``Engine``, ``RunFailed``;
+* counterfactuals: ``branch`` (a run of the study forking from a stored run at a
+  step, ``BranchRefused`` when it cannot be exact), ``resume``, ``compare``,
+  ``effect`` (paired effects over replicate controls, with intervals) and
+  ``effect_table`` (an effect's summaries), ``run_health`` (``stale`` for a run
+  whose process is gone).
 """
 __version__ = "0.1.0"
 
@@ -18,11 +23,16 @@ from .interfaces import (ActionColumns, DecisionModel, EnvironmentProvider,  # n
 from .messaging import InMemoryMessageBus, MessageBus, NeighborFeed  # noqa: E402
 from .network import build_graph, neighbors_fn  # noqa: E402
 from .schemas import Action, Broadcast, Message, Observation, Persona, ScheduledEvent  # noqa: E402
+from .branch import BranchRefused, branch, resume  # noqa: E402
+from .compare import compare  # noqa: E402
+from .effect import EffectError, effect_table  # noqa: E402
+from .effect import run_effect as effect  # noqa: E402
+from .status import run_health  # noqa: E402
 
 __all__ = [
-    "Action", "ActionColumns", "Broadcast", "DecisionModel", "Engine", "EnvironmentProvider",
+    "Action", "ActionColumns", "Broadcast", "BranchRefused", "DecisionModel", "EffectError", "Engine", "EnvironmentProvider",
     "InMemoryMessageBus", "Message", "MessageBus", "MetricCollector", "NeighborFeed", "Observation",
     "Persona", "PopulationProvider", "RunContext", "RunError", "RunFailed", "RunResult",
     "ScheduledEvent", "StudyConfigError", "StudySpec", "build_graph", "load_study", "neighbors_fn",
-    "run_study",
+    "branch", "compare", "effect", "effect_table", "resume", "run_health", "run_study",
 ]
