@@ -11,6 +11,9 @@ its run only; the others carry on.
   the run that crashed (a shared pool would fail every run in flight). Lanes
   use the ``forkserver`` start method where it exists (``spawn`` elsewhere):
   never plain ``fork``, which is unsafe with DuckDB's threads in the parent.
+  Each worker ignores Ctrl-C (the parent stops the lanes) and watches the
+  parent's pid: when the sweep's process dies the workers exit, and the
+  forkserver with them, so a killed sweep leaves no process behind.
 * :class:`RayExecutor`: Ray tasks on an existing cluster (``address``) or on
   a Ray instance started here. Tasks are not retried by Ray, so a dead
   worker or node makes its run ``failed`` and ``--resume`` reruns it.
