@@ -12,6 +12,13 @@ multi-round study cannot be replayed from its panel, which keeps only each
 step's final-round actions. It can be replayed exactly only from recorded
 rounds (``record_rounds: true`` in the parent run).
 
+A branch starts from its parent's run: its configuration is the parent's
+recorded one (seed, ``--set`` values, steps, rounds) with the study's current
+interventions for steps >= ``T``; ``params`` may change parameters that only
+those interventions use. The study's code must be the code the parent ran
+with (``desim.versions.code_files``): a branch across a code edit would
+credit the edit's effect to the intervention.
+
 A resumed run re-executes its steps from the start without writing the ones
 already stored, then writes the rest. Rule-based studies are deterministic,
 so the result equals an uninterrupted run; LLM studies replay their cached
@@ -20,6 +27,7 @@ replies, so no paid call is repeated.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +35,15 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from .config import StudySpec, load_study, spec_from_config
+from .config import FILES, StudyConfigError, StudySpec, load_study, spec_from_config
 from .datafiles import RunFiles, data_dir
 from .engine import Engine, RunResult
 from .interfaces import ActionColumns
 from .schemas import Action
 from .store import fetch_dicts, last_step, read_only, store_path
-from .versions import diff_configs
+from .versions import code_changes, code_files, diff_configs
+
+_PARAM = re.compile(r"^\$([A-Za-z_]\w*)$")
 
 
 class BranchRefused(ValueError):
@@ -47,18 +57,96 @@ def _parent_row(con, run_id: str) -> dict[str, Any]:
     return rows[0]
 
 
+def check_code(parent: dict, root: Path) -> list[str]:
+    """The study's code files that differ from those the parent ran with (as problems)."""
+    if not parent.get("code"):
+        return [f"run {parent['run_id']} recorded no code fingerprint (made by an older desim), so its code "
+                "cannot be checked against the study's"]
+    now = code_files(root, (json.loads(parent["config"]).get("population") or {}).get("roster"))
+    changed = code_changes(json.loads(parent["code"]), now)
+    if not changed:
+        return []
+    return [f"the study's code changed since run {parent['run_id']}: {', '.join(changed)}; the replayed steps "
+            "would come from one model and the rest from another"]
+
+
+def parameter_uses(files: dict[str, Any]) -> dict[str, list[str]]:
+    """Where each ``"$name"`` appears in a study's raw files: ``{name: [field path, ...]}``."""
+    uses: dict[str, list[str]] = {}
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, str):
+            m = _PARAM.match(value)
+            if m:
+                uses.setdefault(m.group(1), []).append(where)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{where}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+
+    for key, value in files.items():
+        walk(value, key)
+    return uses
+
+
+def _mentioned_in_code(root: Path, name: str) -> list[str]:
+    """Study Python files that spell ``name`` as a string literal (code may read ``ctx.params``)."""
+    hits = []
+    for rel in code_files(root):
+        if rel.endswith(".py"):
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+            if f'"{name}"' in text or f"'{name}'" in text:
+                hits.append(rel)
+    return hits
+
+
+def check_parameters(parent_config: dict, spec: StudySpec, at_step: int) -> list[str]:
+    """Parameters that differ from the parent's: allowed only when no more than the
+    interventions use them (the resolved comparison then checks their timing)."""
+    old = parent_config["simulation"].get("parameters") or {}
+    new = spec.simulation.parameters
+    uses = parameter_uses(spec.files) if spec.files else {}
+    problems = []
+    for name in sorted(set(old) | set(new), key=str):
+        if name in old and name in new and old[name] == new[name]:
+            continue
+        if name not in new:
+            problems.append(f"simulation.parameters.{name} removed")
+            continue
+        where = uses.get(name, [])
+        elsewhere = [w for w in where if not w.startswith(("environment.scheduled_events",
+                                                           "environment.broadcasts"))]
+        shown = f"{old.get(name)!r} -> {new[name]!r}"
+        if not where:
+            problems.append(f"parameter {name} changed ({shown}) but no intervention uses it: a branch may "
+                            "only change parameters used by interventions at steps >= "
+                            f"{at_step} (study code could read any other one through ctx.params)")
+        elif elsewhere:
+            problems.append(f"parameter {name} changed ({shown}) and is used outside the interventions "
+                            f"({', '.join(elsewhere)})")
+        elif spec.files and (code := _mentioned_in_code(spec.root, name)):
+            problems.append(f"parameter {name} changed ({shown}) and {', '.join(code)} mentions '{name}' "
+                            "(code may read it through ctx.params at any step)")
+    return problems
+
+
 def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> list[str]:
     """What a branch at ``at_step`` changes that it may not (empty when the branch is valid).
 
     Allowed: interventions (scheduled events and broadcasts) at steps >= ``at_step``,
-    ``n_steps`` (the branch may run longer), and the study card (title, description).
+    parameters only they use, ``n_steps`` (the branch may run longer), and the study
+    card (title, description).
     """
     new = spec.resolved()
     problems: list[str] = []
-    sim_old = {k: v for k, v in parent_config["simulation"].items() if k not in ("n_steps", "warm_start")}
-    sim_new = {k: v for k, v in new["simulation"].items() if k not in ("n_steps", "warm_start")}
+    skip = ("n_steps", "warm_start", "parameters")
+    sim_old = {k: v for k, v in parent_config["simulation"].items() if k not in skip}
+    sim_new = {k: v for k, v in new["simulation"].items() if k not in skip}
     for d in diff_configs(sim_old, sim_new):
         problems.append(f"simulation.{d['path']} changed ({d['old']!r} -> {d['new']!r})")
+    problems += check_parameters(parent_config, spec, at_step)
     if new["simulation"]["n_steps"] < at_step:
         problems.append(f"n_steps {new['simulation']['n_steps']} ends before the fork step {at_step}")
     for d in diff_configs(parent_config["population"], new["population"]):
@@ -78,6 +166,23 @@ def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> 
             problems.append(f"environment.{key} before step {at_step} changed ({', '.join(names)}): "
                             f"a branch may only add or change interventions at steps >= {at_step}")
     return problems
+
+
+def inherit_spec(root: Path, parent: dict, params: dict[str, Any] | None = None,
+                 steps: int | None = None) -> StudySpec:
+    """The study as it is now, run with the parent's seed, steps, rounds and parameter values,
+    and ``params`` on top: the configuration a branch of ``parent`` starts from."""
+    config = json.loads(parent["config"])
+    sim = config["simulation"]
+    declared = (load_study(root).simulation.parameters)
+    recorded = {k: v for k, v in (sim.get("parameters") or {}).items() if k in declared}
+    unknown = sorted(set(params or {}) - set(declared))
+    if unknown:
+        raise StudyConfigError(root / FILES["simulation"][0],
+                               [("parameters", f"--set names undeclared parameter(s) {unknown}; "
+                                               f"declared: {sorted(declared)}")])
+    return load_study(root, seed=sim["seed"], steps=steps or sim["n_steps"], rounds=sim["interaction_rounds"],
+                      params={**recorded, **(params or {})})
 
 
 def _source(parent: dict, until: int, rounds: int) -> tuple[str, list]:
@@ -146,26 +251,34 @@ def _columnar_replay(con, parent: dict, until: int, rounds: int, ids: list[str])
     return replay
 
 
-def branch(study_root: str | Path, from_run: str, at_step: int, *, note: str | None = None,
-           spec: StudySpec | None = None, **engine_args) -> RunResult:
-    """Run the study as it is now as a branch of ``from_run`` forking at ``at_step``.
+def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[str, Any] | None = None,
+           steps: int | None = None, note: str | None = None, spec: StudySpec | None = None,
+           parent_db: str | Path | None = None, **engine_args) -> RunResult:
+    """Run a branch of ``from_run`` forking at ``at_step``.
 
-    Refuses (``BranchRefused``, before anything is decided or written) when the
-    study changed anything but interventions at steps >= ``at_step``, when the
-    parent is not complete up to ``at_step - 1``, or when the study has more than
-    one round per step and the parent did not record its rounds.
+    Without ``spec`` the branch inherits the parent's recorded configuration
+    (:func:`inherit_spec`) with ``params`` (``--set``) and ``steps`` on top; with
+    ``spec`` (a warm start) that spec is checked as it is. Refuses
+    (``BranchRefused``, before anything is decided or written) when the study's
+    code or anything but interventions at steps >= ``at_step`` (and parameters
+    only they use) differs from the parent's, when the parent is not complete up
+    to ``at_step - 1``, or when the study has more than one round per step and the
+    parent did not record its rounds. ``parent_db`` reads the parent from another
+    DuckDB file than the study's (a worker's extract).
     """
     root = Path(study_root)
-    spec = spec or load_study(root)
     if at_step < 1:
         raise BranchRefused("--at-step must be 1 or more")
-    db = store_path(root)
+    if spec is not None and (params or steps):
+        raise ValueError("give either spec or params/steps, not both")
+    db = Path(parent_db) if parent_db else store_path(root)
     if not db.exists():
         raise BranchRefused(f"{db} does not exist: run the study before branching it")
     con = read_only(db)
     try:
         parent = _parent_row(con, from_run)
         parent_config = json.loads(parent["config"])
+        spec = spec or inherit_spec(root, parent, params, steps)
         rounds = max(1, parent["interaction_rounds"])
         if rounds != 1 or spec.rounds != 1:
             recorded = con.execute("SELECT count(DISTINCT step) FROM round_actions WHERE run_id = ? AND step < ?",
@@ -180,7 +293,7 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, note: str | N
         if parent["last_step"] < at_step - 1:
             raise BranchRefused(f"parent run {from_run} is {parent['status']} and complete only up to step "
                                 f"{max(parent['last_step'], 0)}; a branch at step {at_step} needs steps 1..{at_step - 1}")
-        problems = check_branch_changes(parent_config, spec, at_step)
+        problems = check_code(parent, root) + check_branch_changes(parent_config, spec, at_step)
         if problems:
             raise BranchRefused(f"a branch at step {at_step} may only add or change interventions at steps >= "
                                 f"{at_step}; this one changes:\n  - " + "\n  - ".join(problems))
@@ -204,6 +317,10 @@ def resume(study_root: str | Path, run_id: str, **engine_args) -> RunResult:
         row = _parent_row(con, run_id)
         if row["status"] == "completed":
             raise BranchRefused(f"run {run_id} is already completed")
+        changed = check_code(row, root)
+        if changed:
+            raise BranchRefused(f"cannot resume run {run_id}: {changed[0]}. Restore the code, or run the "
+                                "study anew (desim run)")
         spec = spec_from_config(root, json.loads(row["config"]), where=f"runs.config of {run_id}")
         engine = Engine(spec, run_id=run_id, resume=True, kind=row["kind"], parent_run_id=row["parent_run_id"],
                         fork_step=row["fork_step"], **engine_args)

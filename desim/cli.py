@@ -20,6 +20,7 @@ COMMANDS = [
     "desim.commands.core",
     "desim.commands.report",
     "desim.commands.branch",
+    "desim.commands.effect",
     "desim.commands.llm",
     "desim.commands.sweep",
     "desim.commands.dashboard",

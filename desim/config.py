@@ -255,6 +255,33 @@ def substitute_parameters(value: Any, params: dict[str, Any], path: Path, where:
     return value
 
 
+INTERVENTION_FIELDS = {"scheduled_events": ("at_step", "value", "ttl"), "broadcasts": ("at_step", "ttl")}
+
+
+def substitute_interventions(env: Any, params: dict[str, Any], path: Path) -> Any:
+    """environment.json with ``"$name"`` resolved in the interventions' ``at_step``, ``value``,
+    ``ttl`` and selector values, so that the timing of a policy can be swept or ``--set``."""
+    if not isinstance(env, dict):
+        return env
+    out = dict(env)
+    for key, fields in INTERVENTION_FIELDS.items():
+        items = env.get(key)
+        if not isinstance(items, list):
+            continue
+        out[key] = []
+        for i, item in enumerate(items):
+            if isinstance(item, dict):
+                item = dict(item)
+                for name in fields:
+                    if name in item:
+                        item[name] = substitute_parameters(item[name], params, path, f"{key}[{i}].{name}")
+                if isinstance(item.get("selector"), dict):
+                    item["selector"] = substitute_parameters(item["selector"], params, path,
+                                                             f"{key}[{i}].selector")
+            out[key].append(item)
+    return out
+
+
 def load_study(root: str | Path, *, steps: int | None = None, seed: int | None = None,
                rounds: int | None = None, params: dict[str, Any] | None = None) -> StudySpec:
     """Load and validate a study folder, applying command-line overrides.
@@ -270,7 +297,8 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     for key, (rel, model) in FILES.items():
         path = root / rel
         files[key] = read_json(path)
-        loaded[key] = validate_file(path, model, files[key])
+        if key != "environment":    # validated once its interventions' "$name" values are known
+            loaded[key] = validate_file(path, model, files[key])
 
     sim: SimulationFile = loaded["simulation"]
     sim_path = root / FILES["simulation"][0]
@@ -299,15 +327,17 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     if pops.personas is not None:
         _check_unique_ids(pop_path, pops.personas, "personas")
 
-    # resolve "$param" references in every ref's args
-    env: EnvironmentFile = loaded["environment"]
+    # resolve "$param" references in the interventions and in every ref's args
     p = sim.parameters
+    env_path = root / FILES["environment"][0]
+    env: EnvironmentFile = validate_file(env_path, EnvironmentFile,
+                                         substitute_interventions(files["environment"], p, env_path))
+    loaded["environment"] = env
     sim.decision.args = substitute_parameters(sim.decision.args, p, sim_path, "decision.args")
     if sim.collector:
         sim.collector.args = substitute_parameters(sim.collector.args, p, sim_path, "collector.args")
     if pops.provider:
         pops.provider.args = substitute_parameters(pops.provider.args, p, pop_path, "provider.args")
-    env_path = root / FILES["environment"][0]
     env.provider.args = substitute_parameters(env.provider.args, p, env_path, "provider.args")
     env.layers = substitute_parameters(env.layers, p, env_path, "layers")
     return StudySpec(root=root, files=files, **loaded)

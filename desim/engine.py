@@ -24,6 +24,9 @@ The engine never touches the message bus: it only passes ``round_idx`` down.
 from __future__ import annotations
 
 import gc
+import signal
+import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -40,7 +43,7 @@ from .clock import Clock
 from .config import StudyConfigError, StudySpec, read_roster
 from .interfaces import ActionColumns, MetricCollector, RunContext, StopRun, has_columnar_path
 from .interventions import Interventions
-from .live import LiveFile
+from .live import Heartbeat, LiveFile
 from .memory import Memory
 from .network import build_graph
 from .refs import build
@@ -49,8 +52,9 @@ from .schemas import ACTION_SOURCES, Action, Persona
 from .datafiles import RunFiles, data_dir
 from .panel import (PanelTypes, agent_rows, columnar_initial_rows, columnar_round_rows, columnar_rows, edge_rows,
                     event_rows, initial_rows, message_rows, message_table, metric_rows, round_rows)
+from .status import HEARTBEAT_SECONDS
 from .store import Store, store_path
-from .versions import ensure_version, latest_run_of
+from .versions import code_files, code_hash, ensure_version, latest_run_of, overrides_of
 
 LATE = NORMAL + 1
 
@@ -128,7 +132,8 @@ class Engine:
                  run_id: str | None = None, parent_run_id: str | None = None,
                  fork_step: int | None = None, note: str | None = None, sweep_id: str | None = None,
                  replay: dict[int, list] | None = None, resume: bool = False,
-                 on_step: Callable[[int, dict[str, float]], None] | None = None, manage_gc: bool = True):
+                 on_step: Callable[[int, dict[str, float]], None] | None = None, manage_gc: bool = True,
+                 handle_signals: bool = True):
         self.spec = spec
         self.sim_cfg = spec.simulation
         self.n_steps = spec.simulation.n_steps
@@ -142,6 +147,8 @@ class Engine:
         self.resume = resume
         self.on_step = on_step
         self.manage_gc = manage_gc
+        self.handle_signals = handle_signals
+        self._signal: int | None = None
         self.counters: dict[str, Any] = {"decide_calls": 0, "rows_written": 0, "messages": 0}
         self.write_from = 1
         self._build()
@@ -275,6 +282,10 @@ class Engine:
                 self.live.step(record.step, record.metrics)
             if self.on_step:
                 self.on_step(record.step, record.metrics)
+            if self._signal is not None:
+                name = signal.Signals(self._signal).name
+                raise StopRun(f"stopped by {name} after step {record.step}; resume with: "
+                              f"desim run {self.spec.root} --resume {self.run_id}")
 
     # --- one round ----------------------------------------------------------------
     def _round(self, present: list[int], t: int, r: int):
@@ -413,6 +424,8 @@ class Engine:
         self.last_written, self._saved_types = -1, None
         status, error, first = "running", None, 1
         failure: Exception | None = None
+        beat = Heartbeat(self.live, HEARTBEAT_SECONDS) if self.live else None
+        previous = self._trap_signals()
         try:
             self._open_run(memory)
             self.environment.reset(self.seed)
@@ -434,9 +447,18 @@ class Engine:
         except KeyboardInterrupt:
             status, error = "interrupted", "interrupted by the user"
             raise
+        except SystemExit as e:
+            status, error = "failed", f"study code called sys.exit({e.code!r}) during step {self.ctx.step}"
+            raise
         except Exception as e:  # the run is marked failed; completed steps stay in the store
-            status, error, failure = "failed", f"{type(e).__name__}: {e}", e
+            if isinstance(e.__context__, (KeyboardInterrupt, StopRun)):  # a rollback failed under Ctrl-C
+                status, error = "interrupted", f"{type(e.__context__).__name__}: {e.__context__}"
+            else:
+                status, error, failure = "failed", f"{type(e).__name__}: {e}", e
         finally:
+            self._restore_signals(previous)
+            if beat:
+                beat.stop()
             if self.manage_gc:
                 gc.enable()
                 gc.unfreeze()
@@ -492,11 +514,35 @@ class Engine:
             if self.live:
                 self.live.finish(status, error)
 
+    # --- signals: SIGTERM, SIGHUP and a first Ctrl-C end the run at the next step boundary ---
+    def _trap_signals(self) -> dict[int, Any]:
+        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
+            return {}
+        previous = {}
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    def _on_signal(self, signum: int, frame) -> None:
+        if self._signal is not None:            # asked twice: stop now
+            raise KeyboardInterrupt if signum == signal.SIGINT else StopRun(
+                f"stopped by a second {signal.Signals(signum).name} during step {self.ctx.step}")
+        self._signal = signum
+        if signum == signal.SIGINT:
+            sys.stderr.write(f"\ndesim: stopping after step {self.ctx.step} (Ctrl-C again to stop now)\n")
+
+    @staticmethod
+    def _restore_signals(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
     def _start_run(self) -> None:
         """Record the run (and its version: a new configuration is a new version)."""
         config = self.spec.resolved()
+        code = code_files(self.spec.root, self.spec.population.roster)
         version_id, created = ensure_version(self.store.con, self.spec.id, self.spec.version_config(),
-                                             kind=self.kind,
+                                             kind=self.kind, code=code,
                                              parent_run_id=self.parent_run_id, fork_step=self.fork_step,
                                              note=self.note)
         kind, parent = self.kind, self.parent_run_id
@@ -511,11 +557,21 @@ class Engine:
             n_steps=self.n_steps, rounds=self.rounds, time_unit=self.sim_cfg.time_unit,
             config=config, parameters=dict(self.sim_cfg.parameters), parent_run_id=parent,
             fork_step=self.fork_step, note=self.note, sweep_id=self.sweep_id, n_agents=len(self.ids),
-            version_id=version_id)
+            version_id=version_id, overrides=overrides_of(self.spec), code=code, code_hash=code_hash(code))
 
 
 def run_study(spec: StudySpec, **kwargs) -> RunResult:
-    """Run ``spec`` once; see :class:`Engine` for the options."""
+    """Run ``spec`` once; see :class:`Engine` for the options.
+
+    A ``warm_start`` in simulation.json makes the run a branch of that run at
+    that step, as ``desim run`` does (refused, before anything is written, when
+    it cannot be exact).
+    """
+    warm = spec.simulation.warm_start
+    if warm:
+        from .branch import branch  # branches are built on the engine
+        return branch(spec.root, warm.from_run, warm.at_step, spec=spec, note=kwargs.pop("note", "warm start"),
+                      **kwargs)
     return Engine(spec, **kwargs).run()
 
 

@@ -8,11 +8,18 @@ small JSON file ``<study>/runs/live/<run_id>.json`` (status, step, metrics so
 far), atomically (write a temporary file, then ``os.replace``), so a reader
 never sees a half-written file. The file is written only after the step's
 transaction commits, so it never claims more than the store holds.
+
+The file is also the run's heartbeat: it carries the pid and host of the
+process, and a :class:`Heartbeat` thread rewrites it every few seconds even
+while a long step (an LLM round) is in flight, so "running" can be told apart
+from "the process is gone" (``desim.status``) without a database write per step.
 """
 from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,8 +32,10 @@ class LiveFile:
         self.path = Path(db_path).parent / "live" / f"{run_id}.json"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.data = {"run_id": run_id, "study_id": study_id, "kind": kind, "status": "running",
-                     "step": -1, "n_steps": n_steps, "metrics": {}, "error": None}
+                     "step": -1, "n_steps": n_steps, "metrics": {}, "error": None,
+                     "pid": os.getpid(), "host": socket.gethostname()}
         self.every, self._written = 0.2, float("-inf")
+        self._lock = threading.Lock()
 
     def step(self, step: int, metrics: dict[str, float]) -> None:
         for name, value in metrics.items():
@@ -44,9 +53,35 @@ class LiveFile:
         self.data["status"], self.data["error"] = status, error
         self._write()
 
+    def beat(self) -> None:
+        """Rewrite the file unchanged but for its time: the process is alive."""
+        self._write()
+
     def _write(self) -> None:
-        self._written = time.monotonic()
-        self.data["updated_at"] = datetime.now(timezone.utc).isoformat()
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.data), encoding="utf-8")
-        os.replace(tmp, self.path)
+        with self._lock:    # the heartbeat thread and the run's thread both write
+            self._written = time.monotonic()
+            self.data["updated_at"] = datetime.now(timezone.utc).isoformat()
+            tmp = self.path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(self.data), encoding="utf-8")
+            os.replace(tmp, self.path)
+
+
+class Heartbeat:
+    """A daemon thread calling ``live.beat()`` every ``every`` seconds until stopped."""
+
+    def __init__(self, live: LiveFile, every: float):
+        self.live, self.every = live, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="desim-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.live.beat()
+            except OSError:     # the runs folder went away: the run will notice on its own
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

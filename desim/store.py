@@ -20,6 +20,8 @@ them afresh for each connection, so a study folder that was moved still reads.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,6 +63,13 @@ CREATE TABLE IF NOT EXISTS versions (
     config JSON NOT NULL, config_hash VARCHAR NOT NULL, diff JSON, created_at TIMESTAMP NOT NULL
 );
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS version_id VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS overrides JSON;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS code JSON;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS code_hash VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS heartbeat_at TIMESTAMP;
+ALTER TABLE versions ADD COLUMN IF NOT EXISTS code JSON;
 """
 
 # view name -> data file name
@@ -97,9 +106,11 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
 
 def check_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a store of the JSON-text layout instead of misreading it."""
-    row = con.execute("SELECT table_type FROM information_schema.tables WHERE table_catalog = current_database() "
-                      "AND table_schema = 'main' AND table_name = 'panel'").fetchone()
-    if row and row[0] == "BASE TABLE":
+    row = con.execute("SELECT c.data_type FROM information_schema.tables t JOIN information_schema.columns c "
+                      "USING (table_catalog, table_schema, table_name) WHERE t.table_catalog = current_database() "
+                      "AND t.table_schema = 'main' AND t.table_name = 'panel' AND t.table_type = 'BASE TABLE' "
+                      "AND c.column_name = 'state'").fetchone()
+    if row and row[0] == "JSON":
         raise StoreLayoutError(
             f"{path} was written by an earlier desim that stored the panel as JSON text; this desim stores "
             "typed Parquet files and does not read that layout. Move the file aside (e.g. "
@@ -150,25 +161,30 @@ class Store:
                   rounds: int, time_unit: str, config: dict, parameters: dict,
                   parent_run_id: str | None = None, fork_step: int | None = None,
                   note: str | None = None, sweep_id: str | None = None, n_agents: int | None = None,
-                  version_id: str | None = None) -> None:
+                  version_id: str | None = None, overrides: dict | None = None,
+                  code: dict | None = None, code_hash: str | None = None) -> None:
+        """The runs row, with the process that runs it (pid, host) so a dead run can be told apart."""
         self.con.execute(
             "INSERT INTO runs (run_id, study_id, kind, parent_run_id, fork_step, seed, n_steps, "
             "interaction_rounds, time_unit, config, parameters, sweep_id, version_id, note, started_at, "
-            "status, n_agents, desim_version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'running',?,?)",
+            "status, n_agents, desim_version, overrides, code, code_hash, pid, host, heartbeat_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?)",
             [run_id, study_id, kind, parent_run_id, fork_step, seed, n_steps, rounds, time_unit,
              json.dumps(config), json.dumps(parameters, sort_keys=True), sweep_id, version_id, note, now(),
-             n_agents, __version__])
+             n_agents, __version__, json.dumps(overrides or {}, sort_keys=True),
+             json.dumps(code or {}, sort_keys=True), code_hash, os.getpid(), socket.gethostname(), now()])
 
     def reopen_run(self, run_id: str) -> None:
-        """Mark an interrupted or failed run as running again (resume)."""
-        self.con.execute("UPDATE runs SET status='running', finished_at=NULL, error=NULL WHERE run_id=?", [run_id])
+        """Mark an interrupted or failed run as running again (resume), in this process."""
+        self.con.execute("UPDATE runs SET status='running', finished_at=NULL, error=NULL, pid=?, host=?, "
+                         "heartbeat_at=? WHERE run_id=?", [os.getpid(), socket.gethostname(), now(), run_id])
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
                    wall_seconds: float | None = None, last_step: int | None = None) -> None:
-        self.con.execute("UPDATE runs SET status=?, error=?, finished_at=?, "
+        self.con.execute("UPDATE runs SET status=?, error=?, finished_at=?, heartbeat_at=?, "
                          "wall_seconds=coalesce(wall_seconds, 0) + coalesce(?, 0), "
                          "last_step=coalesce(?, last_step) WHERE run_id=?",
-                         [status, error, now(), wall_seconds, last_step, run_id])
+                         [status, error, now(), now(), wall_seconds, last_step, run_id])
 
     def run_row(self, run_id: str) -> dict[str, Any] | None:
         rows = fetch_dicts(self.con, "SELECT * FROM runs WHERE run_id = ?", [run_id])

@@ -1,27 +1,73 @@
 """Versions: every distinct configuration of a study that has run.
 
 A study's files (as on disk, before run-time overrides such as ``--seed``,
-``--steps`` or ``--set``, which are recorded on the run itself) are hashed. The first run of a new hash
-creates a version whose parent is the study's previous version, and the
-version keeps a diff of the two configurations, so "what changed?" has an
-answer in the store. Runs of a configuration seen before join its version.
-Branches are versions too, with a parent run and a fork step.
+``--steps`` or ``--set``, which are recorded on the run itself) and its code
+(every Python file in its folder, and a roster file if it has one) are
+hashed. The first run of a new hash creates a version whose parent is the
+study's previous version (branches excepted), and the version keeps a diff
+of the two, so "what changed?" has an answer in the store; an edited
+``model.py`` shows as ``code.model.py``. Runs of a configuration seen before
+join its version. Branches are versions too, with a parent run and a fork
+step.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from .store import now
 
+SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints", ".git"}
 
-def config_hash(config: dict[str, Any]) -> str:
-    """Hash of a study's files, study.json (title, description) excepted."""
+
+def code_files(root: str | Path, roster: str | None = None) -> dict[str, str]:
+    """``{relative path: sha256 prefix}`` of the study's code: every ``*.py`` under its folder
+    (``runs/`` and caches excepted), so modules ``model.py`` imports count too, plus the roster.
+
+    Hashing every Python file is a superset of what a run imports: a helper script
+    edited in the folder also makes a new version, which errs on the safe side.
+    """
+    root = Path(root)
+    out: dict[str, str] = {}
+    if not root.is_dir():
+        return out
+    paths = [p for p in root.rglob("*.py") if not SKIP_DIRS & set(p.relative_to(root).parts[:-1])
+             and not any(part.startswith(".") for part in p.relative_to(root).parts)]
+    if roster:
+        paths.append(root / "population" / roster)
+    for path in sorted(set(paths)):
+        if path.is_file():
+            out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return out
+
+
+def code_hash(code: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(code, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def code_changes(old: dict[str, str] | None, new: dict[str, str]) -> list[str]:
+    """Files added, removed or edited between two :func:`code_files` results, as text."""
+    old = old or {}
+    out = []
+    for rel in sorted(set(old) | set(new)):
+        if rel not in old:
+            out.append(f"{rel} (added)")
+        elif rel not in new:
+            out.append(f"{rel} (removed)")
+        elif old[rel] != new[rel]:
+            out.append(f"{rel} (edited)")
+    return out
+
+
+def config_hash(config: dict[str, Any], code: dict[str, str] | None = None) -> str:
+    """Hash of a study's files and code, study.json (title, description) excepted."""
     body = {k: v for k, v in config.items() if k != "study"}
+    body["code"] = code or {}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -47,26 +93,35 @@ def diff_configs(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
 
 
 def ensure_version(con: duckdb.DuckDBPyConnection, study_id: str, config: dict[str, Any], *,
-                   kind: str, parent_run_id: str | None = None, fork_step: int | None = None,
-                   note: str | None = None) -> tuple[str, bool]:
-    """The version id for ``config`` (created if new) and whether it was created now."""
-    h = config_hash(config)
+                   kind: str, code: dict[str, str] | None = None, parent_run_id: str | None = None,
+                   fork_step: int | None = None, note: str | None = None) -> tuple[str, bool]:
+    """The version id for ``config`` and ``code`` (created if new) and whether it was created now.
+
+    A new version's parent is the newest version that is not a branch (the
+    files the user edited), a branch's the version of its parent run.
+    """
+    code = code or {}
+    h = config_hash(config, code)
     if kind != "branch":
         row = con.execute("SELECT version_id FROM versions WHERE study_id=? AND config_hash=? AND kind<>'branch' "
                           "ORDER BY created_at LIMIT 1", [study_id, h]).fetchone()
         if row:
             return row[0], False
-    parent = con.execute("SELECT version_id, config FROM versions WHERE study_id=? "
+    parent = con.execute("SELECT version_id, config, code FROM versions WHERE study_id=? AND kind<>'branch' "
                          "ORDER BY created_at DESC LIMIT 1", [study_id]).fetchone()
     if kind == "branch" and parent_run_id:
-        parent = con.execute("SELECT v.version_id, v.config FROM runs r JOIN versions v USING (version_id) "
+        parent = con.execute("SELECT v.version_id, v.config, v.code FROM runs r JOIN versions v USING (version_id) "
                              "WHERE r.run_id=?", [parent_run_id]).fetchone() or parent
-    diff = diff_configs(json.loads(parent[1]), config) if parent else []
+    diff = []
+    if parent:
+        old_code = json.loads(parent[2]) if parent[2] else {}
+        diff = diff_configs({**json.loads(parent[1]), "code": old_code}, {**config, "code": code})
     version_id = f"v{uuid.uuid4().hex[:8]}"
-    con.execute("INSERT INTO versions VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+    con.execute("INSERT INTO versions (version_id, study_id, parent_version_id, parent_run_id, fork_step, kind, "
+                "note, config, config_hash, diff, created_at, code) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [version_id, study_id, parent[0] if parent else None, parent_run_id, fork_step,
                  "branch" if kind == "branch" else ("version" if parent else "initial"), note, json.dumps(config), h,
-                 json.dumps(diff, default=str), now()])
+                 json.dumps(diff, default=str), now(), json.dumps(code, sort_keys=True)])
     return version_id, True
 
 
@@ -74,3 +129,30 @@ def latest_run_of(con: duckdb.DuckDBPyConnection, version_id: str) -> str | None
     row = con.execute("SELECT run_id FROM runs WHERE version_id=? ORDER BY started_at DESC LIMIT 1",
                       [version_id]).fetchone()
     return row[0] if row else None
+
+
+def overrides_of(spec) -> dict[str, Any]:
+    """What a run changes from the study's files at run time (``--seed``, ``--steps``,
+    ``--rounds``, ``--set``), for ``desim runs`` and for branches that inherit them."""
+    files = (spec.files or {}).get("simulation") or {}
+    if not files:
+        return {}
+    sim = spec.simulation
+    out: dict[str, Any] = {}
+    for key, name in (("seed", "seed"), ("n_steps", "steps"), ("interaction_rounds", "rounds")):
+        default = files.get(key, 0 if key == "seed" else 1 if key == "interaction_rounds" else None)
+        if getattr(sim, key) != default:
+            out[name] = getattr(sim, key)
+    declared = files.get("parameters") or {}
+    changed = {k: v for k, v in sim.parameters.items() if k not in declared or declared[k] != v}
+    if changed:
+        out["set"] = changed
+    return out
+
+
+def describe_overrides(overrides: dict[str, Any] | None) -> str:
+    """``--seed 11 --set n_agents=50`` for an overrides record."""
+    o = overrides or {}
+    parts = [f"--{k} {o[k]}" for k in ("seed", "steps", "rounds") if k in o]
+    parts += [f"--set {k}={v}" for k, v in sorted((o.get("set") or {}).items())]
+    return " ".join(parts)

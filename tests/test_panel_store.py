@@ -262,7 +262,8 @@ def test_a_store_of_the_json_layout_is_refused(tmp_path, capsys):
     db = store_path(root)
     db.parent.mkdir()
     con = duckdb.connect(str(db))
-    con.execute("CREATE TABLE panel (run_id VARCHAR, step INTEGER, agent_id VARCHAR, state JSON)")
+    con.execute("CREATE TABLE panel (run_id VARCHAR, step INTEGER, agent_id VARCHAR, state JSON, "
+                "action_kind VARCHAR, action_payload JSON, action_source VARCHAR)")
     con.close()
     with pytest.raises(StoreLayoutError, match="stored the panel as JSON text"):
         Store(db)

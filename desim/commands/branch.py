@@ -4,23 +4,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .core import Progress, add_study_arg, print_table
+from .core import Progress, add_study_arg, parse_sets, print_table
 
 
 def cmd_branch(args) -> int:
     from ..branch import branch
     from . import UserError
-    from ..config import load_study
-    spec = load_study(args.study)
+    progress = Progress(0, "branch")
     try:
-        result = branch(args.study, args.from_run, args.at_step, note=args.note, spec=spec,
-                        on_step=Progress(spec.simulation.n_steps, f"{spec.id} (branch)"))
+        result = branch(args.study, args.from_run, args.at_step, params=parse_sets(args.set), steps=args.steps,
+                        note=args.note, on_step=progress)
     except ValueError as e:
         raise UserError(str(e)) from None
-    print(f"branch {result.run_id} of {args.from_run} at step {args.at_step}: {result.status}")
-    print(f"  steps 1..{args.at_step - 1} replayed from the parent, {args.at_step}..{spec.simulation.n_steps} "
+    print(f"branch {result.run_id} of {args.from_run} at step {args.at_step}: {result.status}"
+          + (f" ({result.error})" if result.error else ""))
+    print(f"  steps 1..{args.at_step - 1} replayed from the parent, {args.at_step}..{result.steps_done} "
           f"decided; wall time {result.wall_seconds:.2f} s")
-    print(f"  compare: desim compare {spec.root} {args.from_run} {result.run_id}")
+    if result.status == "interrupted":
+        print(f"  resume with: desim run {args.study} --resume {result.run_id}")
+    print(f"  compare: desim compare {args.study} {args.from_run} {result.run_id}")
     return 0
 
 
@@ -54,6 +56,9 @@ def register(sub) -> None:
     p.add_argument("--from-run", required=True, metavar="RUN")
     p.add_argument("--at-step", required=True, type=int, metavar="T",
                    help="first step that is decided anew; steps before it are replayed")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE",
+                   help="change a parameter that only interventions at steps >= T use (e.g. their at_step)")
+    p.add_argument("--steps", type=int, help="run the branch to this step (default: the parent's n_steps)")
     p.add_argument("--note", default=None)
     p.set_defaults(func=cmd_branch)
 

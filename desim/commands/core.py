@@ -127,33 +127,77 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _diff_summary(diff: list[dict], limit: int = 4) -> str:
+    """``model.py edited, environment.layers.level 1.0 -> 2.0`` for a version's diff."""
+    parts = []
+    for d in diff:
+        if d["path"].startswith("code."):
+            what = "added" if d["old"] is None else "removed" if d["new"] is None else "edited"
+            parts.append(f"{d['path'][5:]} {what}")
+        else:
+            parts.append(f"{d['path']} {json.dumps(d['old'], default=str)[:24]} -> "
+                         f"{json.dumps(d['new'], default=str)[:24]}")
+    more = f", +{len(parts) - limit} more" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more
+
+
 def cmd_runs(args) -> int:
+    from ..status import health_of
+    from ..store import fetch_dicts
+    from ..versions import describe_overrides
     db = store_path(args.study)
     if not db.exists():
         print(f"no runs yet ({db} does not exist)")
         return 0
     con = read_only(db)
     try:
-        rows = con.execute(
-            "SELECT run_id, kind, parent_run_id, fork_step, status, last_step, n_steps, seed, "
-            "started_at, round(wall_seconds, 2), note FROM runs ORDER BY started_at").fetchall()
+        runs = fetch_dicts(con, "SELECT * EXCLUDE (config) FROM runs ORDER BY started_at")
+        versions = fetch_dicts(con, "SELECT version_id, parent_version_id, kind, diff, created_at FROM versions "
+                                    "ORDER BY created_at")
     finally:
         con.close()
-    rows = [r[:5] + (last_step(db, r[0], r[5]),) + r[6:] for r in rows]
-    by_parent: dict[str | None, list[tuple]] = {}
-    ids = {r[0] for r in rows}
-    for r in rows:
-        by_parent.setdefault(r[2] if r[2] in ids else None, []).append(r)
+    for r in runs:
+        r["last_step"] = last_step(db, r["run_id"], r["last_step"])
+    ids = {r["run_id"] for r in runs}
+    children: dict[str, list[dict]] = {}
+    by_version: dict[str | None, list[dict]] = {}
+    for r in runs:
+        if r["kind"] == "branch" and r["parent_run_id"] in ids:
+            children.setdefault(r["parent_run_id"], []).append(r)
+        else:
+            by_version.setdefault(r.get("version_id"), []).append(r)
 
-    def show(parent: str | None, depth: int) -> None:
-        for r in by_parent.get(parent, []):
-            fork = f" from step {r[3]}" if r[3] else ""
-            note = f"  \"{r[10]}\"" if r[10] else ""
-            print(f"{'  ' * depth}{'└ ' if depth else ''}{r[0]}  {r[1]}{fork}  {r[4]}  "
-                  f"steps {max(r[5], 0)}/{r[6]}  seed {r[7]}  {r[8]:%Y-%m-%d %H:%M:%S}  {r[9] or 0}s{note}")
-            show(r[0], depth + 1)
+    def show(r: dict, depth: int) -> None:
+        fork = f" from step {r['fork_step']}" if r["fork_step"] else ""
+        note = f"  \"{r['note']}\"" if r["note"] else ""
+        status = health_of(db, r)
+        if status == "stale":
+            status = f"stale (was running as pid {r.get('pid')} on {r.get('host')}; resume with: " \
+                     f"desim run {args.study} --resume {r['run_id']})"
+        over = describe_overrides(json.loads(r["overrides"]) if r.get("overrides") else None)
+        print(f"{'  ' * depth}{'└ ' if depth > 1 else ''}{r['run_id']}  {r['kind']}{fork}  {status}  "
+              f"steps {max(r['last_step'], 0)}/{r['n_steps']}  seed {r['seed']}  "
+              f"{r['started_at']:%Y-%m-%d %H:%M:%S}  {round(r['wall_seconds'] or 0, 2)}s"
+              f"{'  ' + over if over else ''}{note}")
+        for c in children.get(r["run_id"], []):
+            show(c, depth + 1)
 
-    show(None, 0)
+    known = {v["version_id"] for v in versions}
+    for v in versions:
+        if v["kind"] == "branch" or v["version_id"] not in by_version:
+            continue
+        diff = json.loads(v["diff"]) if v["diff"] else []
+        since = f"  from {v['parent_version_id']}: {_diff_summary(diff) or 'no change'}" \
+            if v["parent_version_id"] else ""
+        print(f"version {v['version_id']}  {v['kind']}  {v['created_at']:%Y-%m-%d %H:%M:%S}{since}")
+        for r in by_version[v["version_id"]]:
+            show(r, 1)
+    orphans = [r for key, rs in by_version.items() if key not in known or
+               next((v for v in versions if v["version_id"] == key), {}).get("kind") == "branch" for r in rs]
+    if orphans:
+        print("runs without a version of their own")
+        for r in orphans:
+            show(r, 1)
     return 0
 
 

@@ -8,11 +8,16 @@ from . import UserError
 def cmd_report(args) -> int:
     if args.sweep and (args.run or args.compare):
         raise UserError("--sweep reports a whole sweep; it cannot be combined with --run or --compare")
-    if args.metrics and not args.sweep:
-        raise UserError("--metrics chooses the metrics of a sweep report; give --sweep SWEEP_ID too")
+    if args.effect and (args.run or args.compare or args.sweep):
+        raise UserError("--effect reports a paired effect; it cannot be combined with --run, --compare or --sweep")
+    if args.metrics and not (args.sweep or args.effect):
+        raise UserError("--metrics chooses the metrics of a sweep or effect report; give --sweep or --effect too")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
-        if args.sweep:
+        if args.effect:
+            from ..report.effect import write_effect_report
+            paths = write_effect_report(args.study, args.effect, metrics=metrics, out_dir=args.out)
+        elif args.sweep:
             paths = write_sweep_report(args.study, args.sweep, metrics=metrics, out_dir=args.out)
         else:
             paths = write_report(args.study, run_id=args.run, compare=args.compare, out_dir=args.out)
@@ -43,7 +48,9 @@ def register(sub) -> None:
     p.add_argument("--sweep", metavar="SWEEP_ID",
                    help="report a sweep: each metric's final value against the swept parameter, with 95 %% "
                         "intervals (not with --run or --compare)")
-    p.add_argument("--metrics", metavar="A,B", help="with --sweep: the metrics to show "
+    p.add_argument("--effect", metavar="EFFECT_ID",
+                   help="report a paired effect (desim effect): the effect curve with its 95 %% band per metric")
+    p.add_argument("--metrics", metavar="A,B", help="with --sweep or --effect: the metrics to show "
                                                     "(default: the study's display_metrics)")
     p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run> or sweep-<id>)")
     p.set_defaults(func=cmd_report)

@@ -22,6 +22,10 @@ class RunsProgress:
                          f"(if interrupted: desim sweep {self.study} --resume {plan.sweep_id})\n")
         sys.stderr.flush()
 
+    def waiting(self, message: str) -> None:
+        sys.stderr.write(f"\n{self.label}: {message}\n")
+        sys.stderr.flush()
+
     def __call__(self, outcome, done: int, total: int) -> None:
         if outcome.status != "completed":
             self.failed += 1
@@ -52,7 +56,7 @@ def cmd_sweep(args) -> int:
             raise SweepError("give the grid with --set name=v1,v2,... (or --resume SWEEP_ID)")
         result = run_sweep(args.study, grid, args.replicates, args.workers, args.backend, args.address,
                            metrics, steps=args.steps, seed=args.seed, resume=args.resume,
-                           on_start=progress.start, on_run=progress)
+                           on_start=progress.start, on_run=progress, on_wait=progress.waiting)
     except SweepError as e:
         raise UserError(str(e)) from None
     if result.table:

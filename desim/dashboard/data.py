@@ -25,6 +25,8 @@ from typing import Any, Iterator
 import duckdb
 
 from ..config import StudyConfigError, load_study, read_json
+from ..effect import list_effects
+from ..status import health_of
 from ..store import StoreBusyError, fetch_dicts, field, read_only, store_path
 from .safety import NotFound
 
@@ -218,6 +220,7 @@ def study_store(root: Path) -> dict[str, Any]:
         versions = fetch_dicts(con, "SELECT version_id, parent_version_id, parent_run_id, fork_step, kind, note, "
                                     "config_hash, diff, created_at FROM versions ORDER BY created_at")
         metric_names = [r[0] for r in con.execute("SELECT DISTINCT name FROM metrics ORDER BY name").fetchall()]
+        effects = list_effects(con)
         latest = next((r for r in reversed(runs) if r["status"] == "completed"), runs[-1] if runs else None)
         population: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
@@ -238,11 +241,12 @@ def study_store(root: Path) -> dict[str, Any]:
         r["parameters"] = _json(r.get("parameters"))
         # the writer holds the lock for its whole run: if we could read, nobody is writing
         r["stalled"] = r["status"] == "running"
+        r["health"] = health_of(store_path(root), r)      # "stale": its process is gone (desim.status)
     for v in versions:
         v["diff"] = _json(v.get("diff"))
     for e in events:
         e["detail"] = _json(e.get("detail"))
-    return {"runs": runs, "versions": versions, "metric_names": metric_names,
+    return {"runs": runs, "versions": versions, "metric_names": metric_names, "effects": effects,
             "population": population, "events": events, "events_run": latest["run_id"] if latest else None}
 
 

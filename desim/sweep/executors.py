@@ -11,6 +11,9 @@ its run only; the others carry on.
   the run that crashed (a shared pool would fail every run in flight). Lanes
   use the ``forkserver`` start method where it exists (``spawn`` elsewhere):
   never plain ``fork``, which is unsafe with DuckDB's threads in the parent.
+  Each worker ignores Ctrl-C (the parent stops the lanes) and watches the
+  parent's pid: when the sweep's process dies the workers exit, and the
+  forkserver with them, so a killed sweep leaves no process behind.
 * :class:`RayExecutor`: Ray tasks on an existing cluster (``address``) or on
   a Ray instance started here. Tasks are not retried by Ray, so a dead
   worker or node makes its run ``failed`` and ``--resume`` reruns it.
@@ -26,7 +29,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .plan import SweepError
-from .worker import RunOutcome, RunTask, StudyBundle, execute_bundled, execute_run, unpack_run
+from .worker import (RunOutcome, RunTask, StudyBundle, execute_bundled, execute_run, process_start, unpack_run,
+                     worker_init)
 
 BACKENDS = ("local", "ray")
 
@@ -67,10 +71,12 @@ class LocalExecutor(Executor):
         self.workers = max(1, workers or os.cpu_count() or 1)
         self._ctx = _mp_context()
         self._lanes: list[ProcessPoolExecutor | None] = [None] * self.workers
+        self._me = (os.getpid(), process_start(os.getpid()))
 
     def _lane(self, i: int) -> ProcessPoolExecutor:
         if self._lanes[i] is None:
-            self._lanes[i] = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx)
+            self._lanes[i] = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=worker_init,
+                                                 initargs=self._me)
         return self._lanes[i]
 
     def _drop_lane(self, i: int) -> None:
@@ -154,7 +160,8 @@ class RayExecutor(Executor):
         def fill() -> None:
             while queue and len(running) < self.in_flight:
                 task = queue.popleft()
-                running[self._remote.remote(self._bundle, task)] = task
+                parent = Path(task.parent_file).read_bytes() if task.parent_file else None
+                running[self._remote.remote(self._bundle, task, parent)] = task
 
         fill()
         while running:

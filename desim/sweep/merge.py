@@ -21,14 +21,14 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import duckdb
 
 from ..config import StudySpec
 from ..datafiles import data_dir, exchange
 from ..store import Store, StoreBusyError, fetch_dicts, now
-from ..versions import ensure_version
+from ..versions import code_files, ensure_version
 from .plan import PlannedRun, SweepPlan
 
 SWEEPS_SCHEMA = """
@@ -45,18 +45,32 @@ CREATE TABLE IF NOT EXISTS sweeps (
 """
 
 
-def open_store(path: str | Path, timeout: float = 30.0) -> Store:
-    """The study's database for writing, waiting up to ``timeout`` s for a reader to let go."""
-    deadline = time.monotonic() + timeout
+WaitFn = Callable[[str], None]
+
+
+def open_store(path: str | Path, timeout: float | None = None, on_wait: WaitFn | None = None) -> Store:
+    """The study's database for writing, waiting while another process holds it.
+
+    A ``desim run`` of the same study started during a sweep holds the file for
+    its whole run; the sweep then waits for it (``on_wait`` hears why, once)
+    instead of failing, and merges when the file is free. ``timeout`` (seconds)
+    bounds the wait; ``None`` waits as long as it takes.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    told = False
     while True:
         try:
             store = Store(path)
             store.con.execute(SWEEPS_SCHEMA)
             return store
-        except StoreBusyError:
-            if time.monotonic() > deadline:
+        except StoreBusyError as e:
+            if deadline is not None and time.monotonic() > deadline:
                 raise
-            time.sleep(0.2)
+            if on_wait and not told:
+                on_wait(f"the study's store is held by another process; the sweep waits for it and merges "
+                        f"when it is free (its workers carry on). {e}")
+                told = True
+            time.sleep(0.5)
 
 
 def _run_columns(con: duckdb.DuckDBPyConnection, database: str) -> list[str]:
@@ -79,18 +93,20 @@ def remove_run_data(db_path: str | Path, run_id: str) -> None:
     shutil.rmtree(data_dir(db_path) / f"run_id={run_id}", ignore_errors=True)
 
 
-def study_version(study_db: str | Path, spec: StudySpec) -> str:
+def study_version(study_db: str | Path, spec: StudySpec, on_wait: WaitFn | None = None) -> str:
     """The study's version id for its files as they are now (created if they are new)."""
-    with open_store(study_db) as store:
-        return ensure_version(store.con, spec.id, spec.version_config(), kind="run")[0]
+    with open_store(study_db, on_wait=on_wait) as store:
+        return ensure_version(store.con, spec.id, spec.version_config(), kind="run",
+                              code=code_files(spec.root, spec.population.roster))[0]
 
 
-def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str, version_id: str) -> None:
+def merge_run(study_db: str | Path, worker_file: str | Path, run_id: str, version_id: str,
+              on_wait: WaitFn | None = None) -> None:
     """Replace the study's ``run_id`` by the worker's (its runs row and its data folder);
     the run joins the study's version ``version_id``."""
     source = data_dir(worker_file) / f"run_id={run_id}"
     target = data_dir(study_db) / f"run_id={run_id}"
-    with open_store(study_db) as store:
+    with open_store(study_db, on_wait=on_wait) as store:
         con = store.con
         quoted = str(Path(worker_file).resolve()).replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS w (READ_ONLY)")
@@ -122,9 +138,9 @@ def current(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def record_failure(study_db: str | Path, spec: StudySpec, plan: SweepPlan, run: PlannedRun,
-                   error: str, version_id: str) -> None:
+                   error: str, version_id: str, on_wait: WaitFn | None = None) -> None:
     """A run whose worker left nothing usable: drop any rows it had, store it as ``failed``."""
-    with open_store(study_db) as store:
+    with open_store(study_db, on_wait=on_wait) as store:
         con = store.con
         con.begin()
         try:
@@ -141,8 +157,8 @@ def record_failure(study_db: str | Path, spec: StudySpec, plan: SweepPlan, run: 
             raise
 
 
-def record_plan(study_db: str | Path, plan: SweepPlan) -> None:
-    with open_store(study_db) as store:
+def record_plan(study_db: str | Path, plan: SweepPlan, on_wait: WaitFn | None = None) -> None:
+    with open_store(study_db, on_wait=on_wait) as store:
         store.con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                           [plan.sweep_id, plan.study_id, now(), plan.base_seed, plan.replicates,
                            plan.n_steps, json.dumps(plan.grid), plan.to_json()])

@@ -13,7 +13,10 @@ would have.
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +27,8 @@ import duckdb
 from ..config import load_study
 from ..store import read_only, store_path
 from .executors import make_executor
-from .merge import load_plan, merge_run, record_failure, record_plan, run_statuses, study_version
+from ..status import pid_alive
+from .merge import WaitFn, load_plan, merge_run, record_failure, record_plan, run_statuses, study_version
 from .plan import PlannedRun, SweepError, SweepPlan, make_plan
 from .summary import sweep_table
 from .worker import RunOutcome, RunTask, remove_db
@@ -61,6 +65,26 @@ def sweep_dir(study_root: str | Path, sweep_id: str) -> Path:
     return Path(study_root) / "runs" / "sweeps" / sweep_id
 
 
+def claim_folder(study_root: str | Path, sweep_id: str) -> Path:
+    """The sweep's worker folder, marked with this process; folders left by sweeps whose
+    process died (killed parents) are removed first, so none piles up."""
+    base = Path(study_root) / "runs" / "sweeps"
+    if base.is_dir():
+        for other in base.iterdir():
+            owner = other / "owner.json"
+            try:
+                data = json.loads(owner.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if data.get("host") == socket.gethostname() and not pid_alive(int(data.get("pid", 0))):
+                shutil.rmtree(other, ignore_errors=True)
+    folder = sweep_dir(study_root, sweep_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}),
+                                       encoding="utf-8")
+    return folder
+
+
 def _resume_plan(study_root: Path, sweep_id: str) -> tuple[SweepPlan, dict[str, dict]]:
     db = store_path(study_root)
     if not db.exists():
@@ -79,15 +103,17 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
               workers: int | None = None, backend: str = "local", address: str | None = None,
               metrics: list[str] | None = None, *, steps: int | None = None, seed: int | None = None,
               resume: str | None = None, on_start: StartFn | None = None,
-              on_run: ProgressFn | None = None) -> SweepResult:
+              on_run: ProgressFn | None = None, on_wait: WaitFn | None = None) -> SweepResult:
     """Run every combination of ``grid`` x ``replicates`` (or the unfinished runs of sweep
     ``resume``) on ``backend`` with ``workers`` processes, merging each run as it ends.
 
     ``grid`` maps a declared study parameter to its values (strings are coerced
     to the parameter's type). ``on_start(plan, n_to_run)`` is called once the
     plan is recorded (from then on the sweep can be resumed by its id), and
-    ``on_run(outcome, done, n_to_run)`` after each run is merged. Returns the
-    runs' statuses and :func:`sweep_table` of ``metrics``.
+    ``on_run(outcome, done, n_to_run)`` after each run is merged, and
+    ``on_wait(message)`` when a merge has to wait for another process that
+    holds the study's store (a ``desim run`` started during the sweep). Returns
+    the runs' statuses and :func:`sweep_table` of ``metrics``.
     """
     started = time.perf_counter()
     root = Path(study_root)
@@ -100,10 +126,9 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     else:
         plan = make_plan(root, grid or {}, replicates, seed=seed, steps=steps)
         todo = list(plan.runs)
-        record_plan(db, plan)
-    version_id = study_version(db, load_study(root))
-    folder = sweep_dir(root, plan.sweep_id)
-    folder.mkdir(parents=True, exist_ok=True)
+        record_plan(db, plan, on_wait)
+    version_id = study_version(db, load_study(root), on_wait)
+    folder = claim_folder(root, plan.sweep_id)
     tasks = [RunTask(str(root.resolve()), plan.sweep_id, r.run_id, r.seed, r.parameters, plan.n_steps,
                      str((folder / f"{r.run_id}.duckdb").resolve())) for r in todo]
     if on_start:
@@ -113,7 +138,7 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     if tasks:   # a resume with nothing left to run starts no workers (nor Ray)
         with make_executor(backend, root, workers, address) as executor:
             for done, outcome in enumerate(executor.run(tasks), 1):
-                _store_outcome(root, db, plan, by_id[outcome.run_id], outcome, version_id)
+                _store_outcome(root, db, plan, by_id[outcome.run_id], outcome, version_id, on_wait)
                 if outcome.error:
                     errors[outcome.run_id] = outcome.error
                 if on_run:
@@ -132,13 +157,13 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
 
 
 def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outcome: RunOutcome,
-                   version_id: str) -> None:
+                   version_id: str, on_wait: WaitFn | None = None) -> None:
     """Merge a finished run's file, or store the run as failed when its worker left none
     (or a file that cannot be read: that fails the run, not the sweep)."""
     try:
         if outcome.worker_file and Path(outcome.worker_file).exists():
             try:
-                merge_run(db, outcome.worker_file, run.run_id, version_id)
+                merge_run(db, outcome.worker_file, run.run_id, version_id, on_wait)
                 return
             except (duckdb.Error, ValueError) as e:
                 outcome.status, outcome.error = "failed", f"could not merge the worker's file: {e}"
@@ -146,7 +171,7 @@ def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outco
             spec = load_study(root, steps=plan.n_steps, seed=run.seed, params=run.parameters)
         except Exception:  # the run's own settings broke the study: record it with the defaults
             spec = load_study(root, steps=plan.n_steps)
-        record_failure(db, spec, plan, run, outcome.error or "the run left no output", version_id)
+        record_failure(db, spec, plan, run, outcome.error or "the run left no output", version_id, on_wait)
     finally:
         if outcome.worker_file:
             remove_db(outcome.worker_file, run.run_id)

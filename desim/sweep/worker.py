@@ -12,17 +12,21 @@ worker unpacks it once per node and sends its run's file back as bytes.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
 import shutil
 import tarfile
+import signal
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..branch import branch
 from ..config import load_study
 from ..datafiles import data_dir
 from ..engine import Engine, RunFailed
@@ -41,6 +45,10 @@ class RunTask:
     parameters: dict[str, Any]
     steps: int | None
     db_path: str
+    note: str | None = None
+    from_run: str | None = None         # a branch of this run (``desim effect``'s treatments) ...
+    at_step: int | None = None          # ... forking at this step,
+    parent_file: str | None = None      # read from this extract of the study's database
 
 
 @dataclass
@@ -94,13 +102,56 @@ def unpack_run(archive: bytes, db_path: str | Path) -> None:
                 tar.extract(member, db_path.parent, filter="data")
 
 
+def process_start(pid: int) -> str | None:
+    """A process's start time as the kernel counts it (Linux), so a reused pid is not mistaken for it."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _parent_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return start is None or process_start(pid) in (None, start)
+
+
+def _watch_parent(pid: int, start: str | None, every: float) -> None:
+    while True:
+        time.sleep(every)
+        if not _parent_alive(pid, start):
+            os._exit(1)     # the sweep is gone: nobody will merge this run; --resume reruns it
+
+
+def worker_init(parent_pid: int, parent_start: str | None, every: float = 0.5) -> None:
+    """Set up a local worker process: Ctrl-C is the parent's to handle (it stops the lanes), and
+    a watchdog ends the worker when the sweep's process dies, so a killed sweep leaves no
+    process behind (the forkserver exits once its workers have)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_pid, parent_start, every), daemon=True,
+                     name="desim-sweep-watchdog").start()
+
+
 def execute_run(task: RunTask) -> RunOutcome:
     """Run one planned run into ``task.db_path`` (replacing any leftover from a crashed attempt)."""
     started = time.perf_counter()
     remove_db(task.db_path, task.run_id)
     try:
-        spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
-        Engine(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id).run()
+        if task.from_run:
+            result = branch(task.study_root, task.from_run, task.at_step, params=task.parameters,
+                            steps=task.steps, note=task.note, parent_db=task.parent_file, db_path=task.db_path,
+                            run_id=task.run_id, sweep_id=task.sweep_id, handle_signals=False)
+        else:
+            spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
+            result = Engine(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id,
+                            note=task.note, handle_signals=False).run()
+        if result.status != "completed":    # stopped cleanly (an LLM budget): rerun by --resume
+            return RunOutcome(task.run_id, "failed", result.error, task.db_path, time.perf_counter() - started)
     except RunFailed as e:
         return RunOutcome(task.run_id, "failed", e.error, task.db_path, time.perf_counter() - started)
     except Exception as e:  # the study could not even be built: no run row in the file
@@ -151,13 +202,18 @@ class StudyBundle:
         return dest
 
 
-def execute_bundled(bundle: StudyBundle, task: RunTask) -> RunOutcome:
-    """Run ``task`` on a node that may not share the driver's disk; the file comes back as bytes."""
+def execute_bundled(bundle: StudyBundle, task: RunTask, parent_bytes: bytes | None = None) -> RunOutcome:
+    """Run ``task`` on a node that may not share the driver's disk; the file comes back as bytes
+    (a branch's parent extract travels as ``parent_bytes``)."""
     root = bundle.unpack()
     scratch = Path(tempfile.mkdtemp(prefix="desim-run-"))
     try:
-        local = RunTask(str(root), task.sweep_id, task.run_id, task.seed, task.parameters, task.steps,
-                        str(scratch / f"{task.run_id}.duckdb"))
+        parent_file = None
+        if parent_bytes is not None:
+            parent_file = str(scratch / "parent.duckdb")
+            Path(parent_file).write_bytes(parent_bytes)
+        local = dataclasses.replace(task, study_root=str(root), db_path=str(scratch / f"{task.run_id}.duckdb"),
+                                    parent_file=parent_file)
         outcome = execute_run(local)
         if outcome.worker_file is not None:
             outcome.file_bytes = pack_run(outcome.worker_file, task.run_id)

@@ -1,0 +1,143 @@
+"""The report of a paired effect (``desim effect``): the intervention's effect over time.
+
+Per metric (default: the study's ``display_metrics``) one figure: the mean
+paired difference treatment - control at every step, its 95 % interval as a
+band, zero as a reference and the fork step as a red line; before the fork
+the pairs are identical, so the curve sits on zero there (a visible check
+that the branches replayed their controls exactly). Per state field, the
+same for the per-agent mean difference, with the share of agents that
+differ. The numbers come from :func:`desim.effect.effect_table`, so the
+report and ``desim effect`` agree.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ..config import read_json  # noqa: E402
+from ..effect import EffectError, effect_table  # noqa: E402
+from . import figures  # noqa: E402
+from .content import MAX_TABLE_ROWS, Figure, Report, Section, Table, file_stem, fmt  # noqa: E402
+from .data import ReportError  # noqa: E402
+
+FIGURE_HEIGHT = 3.6   # inches: 900 x 360 px per figure
+
+
+def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str) -> bytes:
+    """Mean difference per step with its 95 % band, a zero line and the fork line."""
+    fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    rows = sorted(rows, key=lambda r: r["step"])
+    steps = [r["step"] for r in rows]
+    band = [r for r in rows if r["ci_low"] is not None]
+    if band:
+        ax.fill_between([r["step"] for r in band], [r["ci_low"] for r in band], [r["ci_high"] for r in band],
+                        color="tab:blue", alpha=0.18, linewidth=0, label="95 % interval")
+    ax.plot(steps, [r["mean"] for r in rows], color="tab:blue", linewidth=1.8, marker="o", markersize=3.5,
+            label="mean difference")
+    ax.axhline(0.0, color="0.4", linewidth=0.9, linestyle="--", zorder=0)
+    figures.mark_events(ax, {}, fork)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(title, fontsize=11)
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.88, bottom=0.15)
+    return figures.png(fig)
+
+
+def _table(rows: list[dict[str, Any]], extra: list[str]) -> Table:
+    shown = rows[:MAX_TABLE_ROWS]
+    cells = [[str(r["step"]), fmt(r["mean"]), fmt(r["ci_low"]), fmt(r["ci_high"]), fmt(r["sd"]), str(r["n"])]
+             + [fmt(r[k]) for k in extra] for r in shown]
+    note = "" if len(rows) <= MAX_TABLE_ROWS else f"{MAX_TABLE_ROWS} of {len(rows)} steps shown."
+    return Table(["step", "mean diff", "95 % low", "95 % high", "sd", "pairs"] + [k.replace("_", " ") for k in extra],
+                 cells, note)
+
+
+def card(study_root: Path, data: dict[str, Any]) -> Section:
+    e, pairs = data["effect"], data["pairs"]
+    study = read_json(study_root / "study.json")
+    treatment = json.loads(e["treatment"]) if isinstance(e["treatment"], str) else e["treatment"]
+    control = json.loads(e["control"]) if isinstance(e["control"], str) else e["control"]
+    done = sum(1 for p in pairs if p["treatment_status"] == "completed")
+    reused = sum(1 for p in pairs if p["reused"])
+    rows = [
+        ["study", f"{e['study_id']}: {study.get('title', '')}".rstrip(": ")],
+        ["question", study.get("question", "")],
+        ["effect", f"{e['effect_id']} (created {fmt(e['created_at'])[:19]})"],
+        ["treatment", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(treatment.items()))
+         or "the study's interventions at steps >= the fork"],
+        ["fork step", str(e["at_step"])],
+        ["control parameters", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(control.items()))],
+        ["pairs", f"{done} of {e['replicates']} completed ({reused} control runs reused from the store)"],
+        ["steps", str(e["n_steps"])],
+        ["seeds", f"derived from study seed {e['base_seed']}, the control's parameters and the replicate; "
+                  "each branch keeps its control's seed"],
+    ]
+    section = Section("Effect card", ["Each pair is a control run and a branch of it at the fork step with the "
+                                      "treatment: the same seed, population and steps before the fork. "
+                                      "Differences are treatment minus control; intervals are 95 % confidence "
+                                      "intervals of the mean over pairs (Student t, pairs - 1 degrees of freedom)."],
+                      [Table(["", "value"], rows, align_numbers=False)])
+    for p in pairs:
+        if p["treatment_status"] != "completed" and p.get("treatment_error"):
+            section.paragraphs.append(f"{p['treatment_run_id']} {p['treatment_status']}: {p['treatment_error']}")
+    return section
+
+
+def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = None) -> Report:
+    root = Path(study_root)
+    try:
+        data = effect_table(root, effect_id)
+    except EffectError as e:
+        raise ReportError(str(e)) from None
+    fork = data["effect"]["at_step"]
+    recorded = sorted({m["name"] for m in data["metrics"]})
+    if metrics:
+        unknown = [m for m in metrics if m not in recorded]
+        if unknown:
+            raise ReportError(f"unknown metric(s) {', '.join(unknown)}; the effect's runs recorded: "
+                              f"{', '.join(recorded)}")
+        chosen = metrics
+    else:
+        shown = [m for m in read_json(root / "study.json").get("display_metrics") or [] if m in recorded]
+        chosen = shown or recorded
+    sections = [card(root, data)]
+    if not data["metrics"]:
+        sections[0].paragraphs.append("No pair has completed yet, so there is nothing to plot.")
+    for metric in chosen:
+        rows = [m for m in data["metrics"] if m["name"] == metric]
+        png = effect_figure(f"Effect on '{metric}': treatment - control (mean over pairs, 95 % interval)",
+                            rows, fork, f"{metric} difference")
+        sections.append(Section(metric, [], [_table(rows, [])], [Figure(
+            f"effect_{file_stem(metric)}", f"effect on {metric}", png,
+            "Line: mean over pairs of treatment - control; band: 95 % interval of that mean; "
+            "red line: the fork step (before it the pairs coincide).")]))
+    fields = list(dict.fromkeys(s["field"] for s in data["states"]))
+    for f in fields:
+        rows = [s for s in data["states"] if s["field"] == f]
+        png = effect_figure(f"Effect on state '{f}', agent by agent (mean over agents, then over pairs)",
+                            rows, fork, f"{f} difference per agent")
+        sections.append(Section(f"state {f}", ["Per pair and step, the mean over agents of the agent's "
+                                               "treatment - control difference; 'mean |diff|' and 'share changed' "
+                                               "say how many agents moved and how far."],
+                                [_table(rows, ["mean_abs", "share_changed"])],
+                                [Figure(f"effect_state_{file_stem(f)}", f"effect on {f} per agent", png, "")]))
+    study = read_json(root / "study.json")
+    return Report(study.get("title") or data["effect"]["study_id"],
+                  f"effect {effect_id}: treatment - control from step {fork}", sections)
+
+
+def write_effect_report(study_root: str | Path, effect_id: str, metrics: list[str] | None = None,
+                        out_dir: str | Path | None = None) -> dict[str, Path]:
+    """Write the effect's report (``report.html``, ``report.md``, the figures) under
+    ``<study>/runs/reports/effect-<id>/`` unless ``out_dir`` says otherwise; returns the paths."""
+    from . import reports_dir, save
+    report = build(study_root, effect_id, metrics)
+    return save(report, Path(out_dir) if out_dir else reports_dir(study_root, f"effect-{effect_id}"))

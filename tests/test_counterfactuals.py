@@ -1,0 +1,202 @@
+"""Counterfactuals you can trust: interventions as parameters, code in the version,
+branches that inherit their parent, warm starts from Python, and paired effects
+whose intervals match SQL over their runs. Real DuckDB files throughout."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from scipy import stats
+
+import desim
+from desim.branch import BranchRefused, branch, resume
+from desim.cli import main
+from desim.config import StudyConfigError
+from desim.effect import EffectError, effect_table, run_effect
+from desim.store import store_path
+from desim.sweep import run_sweep
+from storeq import sql
+from walk_study import write_walk_study
+
+
+def panel(root, run_id, until=10**6):
+    return sql(root, "SELECT step, agent_id, state::VARCHAR, action_kind, payload::VARCHAR FROM panel "
+                     "WHERE run_id=? AND step<=? ORDER BY step, agent_id", [run_id, until])
+
+
+def fired(root, run_id):
+    return sql(root, "SELECT step, name, detail->>'value' FROM events WHERE run_id=? ORDER BY step", [run_id])
+
+
+def edit(path, fn):
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def test_intervention_timing_and_value_are_parameters(tmp_path):
+    root = write_walk_study(tmp_path / "walk")
+    spec = desim.load_study(root, params={"lockdown_day": "3", "lockdown_drift": "0.5"})
+    (event,) = spec.environment.scheduled_events
+    assert (event.at_step, event.value) == (3, 0.5)
+    assert json.loads(json.dumps(spec.files))["environment"]["scheduled_events"][0]["at_step"] == "$lockdown_day"
+    run = desim.run_study(spec)
+    assert fired(root, run.run_id) == [(3, "lockdown", "0.5")]
+    edit(root / "environment" / "environment.json",
+         lambda d: d["scheduled_events"][0].update(at_step="$lockdown_week"))
+    with pytest.raises(StudyConfigError, match=r"environment\.json: scheduled_events\[0\]\.at_step: unknown "
+                                               r"parameter '\$lockdown_week'"):
+        desim.load_study(root)
+    edit(root / "environment" / "environment.json", lambda d: d["scheduled_events"][0].update(at_step="$pause"))
+    with pytest.raises(StudyConfigError, match=r"scheduled_events\[0\]\.at_step"):
+        desim.load_study(root, params={"pause": "0.5"})     # a float step is refused like a literal one
+
+
+def test_cli_run_and_sweep_over_lockdown_day(tmp_path, capsys):
+    root = write_walk_study(tmp_path / "walk")
+    assert main(["run", str(root), "--set", "lockdown_day=4"]) == 0
+    (run_id,) = sql(root, "SELECT run_id FROM runs")[0]
+    assert [s for s, *_ in fired(root, run_id)] == [4]
+    result = run_sweep(root, {"lockdown_day": ["2", "5", "8"]}, replicates=2, workers=2)
+    assert result.completed == 6
+    steps = sql(root, "SELECT CAST(r.parameters->>'lockdown_day' AS INT), e.step FROM runs r JOIN events e "
+                      "USING (run_id) WHERE r.sweep_id = ? ORDER BY 1", [result.sweep_id])
+    assert steps == [(2, 2), (2, 2), (5, 5), (5, 5), (8, 8), (8, 8)]
+    # the drift changes at the lockdown: before it the walks of day 5 and day 8 are the same process
+    finals = {row["lockdown_day"]: row["mean"] for row in result.table if row["metric"] == "mean_x"}
+    assert finals[2] < finals[5] < finals[8]
+
+
+def test_code_edit_makes_a_version_and_branch_and_resume_refuse_it(tmp_path, capsys):
+    root = write_walk_study(tmp_path / "walk")
+    parent = desim.run_study(desim.load_study(root))
+    model = root / "model.py"
+    model.write_text(model.read_text().replace("float(rng.normal())", "2 * float(rng.normal())"))
+    edited = desim.run_study(desim.load_study(root))
+    rows = dict(sql(root, "SELECT run_id, version_id FROM runs"))
+    assert rows[parent.run_id] != rows[edited.run_id]
+    (diff,) = sql(root, "SELECT diff FROM versions WHERE version_id = ?", [rows[edited.run_id]])[0]
+    assert [d["path"] for d in json.loads(diff)] == ["code.model.py"]
+    with pytest.raises(BranchRefused, match=r"code changed since run .*: model\.py \(edited\)"):
+        branch(root, parent.run_id, 4)
+    assert main(["runs", str(root)]) == 0
+    assert "model.py edited" in capsys.readouterr().out
+    # a helper module the model could import counts too
+    (root / "helpers.py").write_text("SCALE = 1\n")
+    with pytest.raises(BranchRefused, match=r"helpers\.py \(added\)"):
+        branch(root, edited.run_id, 4)
+    # resume after an edit would mix two models in one run
+    stopped = desim.load_study(root, params={"exit_step": "3"})
+    with pytest.raises(SystemExit):
+        desim.run_study(stopped)
+    (stopped_id, status, error), = sql(root, "SELECT run_id, status, error FROM runs WHERE status <> 'completed'")
+    assert status == "failed" and "sys.exit(3) during step 3" in error
+    (root / "helpers.py").write_text("SCALE = 2\n")
+    with pytest.raises(BranchRefused, match=r"cannot resume .*helpers\.py \(edited\)"):
+        resume(root, stopped_id)
+
+
+def test_branch_of_a_seed_and_set_run_replays_exactly_and_takes_set(tmp_path, capsys):
+    root = write_walk_study(tmp_path / "walk")
+    assert main(["run", str(root), "--seed", "11", "--set", "base_drift=0.25", "--set", "lockdown_day=8"]) == 0
+    (parent_id,) = sql(root, "SELECT run_id FROM runs")[0]
+    assert main(["branch", str(root), "--from-run", parent_id, "--at-step", "5"]) == 0
+    (same_id,) = sql(root, "SELECT run_id FROM runs WHERE kind = 'branch'")[0]
+    assert panel(root, same_id) == panel(root, parent_id)          # no change: the parent, exactly
+    assert main(["branch", str(root), "--from-run", parent_id, "--at-step", "5", "--set", "lockdown_day=5"]) == 0
+    (moved_id,) = sql(root, "SELECT run_id FROM runs WHERE kind = 'branch' AND run_id <> ?", [same_id])[0]
+    assert panel(root, moved_id, 4) == panel(root, parent_id, 4)
+    assert panel(root, moved_id) != panel(root, parent_id)
+    assert [s for s, *_ in fired(root, moved_id)] == [5]
+    seed, over = sql(root, "SELECT seed, overrides FROM runs WHERE run_id = ?", [moved_id])[0]
+    assert seed == 11 and json.loads(over) == {"seed": 11, "set": {"base_drift": 0.25, "lockdown_day": 5}}
+    capsys.readouterr()
+    assert main(["runs", str(root)]) == 0
+    assert "--seed 11 --set base_drift=0.25 --set lockdown_day=8" in capsys.readouterr().out
+    # a parameter used outside the interventions, or a lockdown moved before the fork, is refused
+    assert main(["branch", str(root), "--from-run", parent_id, "--at-step", "5", "--set", "base_drift=1"]) == 2
+    assert "used outside the interventions (environment.layers.drift)" in capsys.readouterr().err
+    assert main(["branch", str(root), "--from-run", parent_id, "--at-step", "5", "--set", "lockdown_day=3"]) == 2
+    assert "scheduled_events before step 5 changed (lockdown)" in capsys.readouterr().err
+
+
+def test_run_study_honours_warm_start(tmp_path):
+    root = write_walk_study(tmp_path / "walk")
+    parent = desim.run_study(desim.load_study(root))
+    edit(root / "simulation" / "simulation.json",
+         lambda d: d.update(warm_start={"from_run": parent.run_id, "at_step": 4}))
+    warm = desim.run_study(desim.load_study(root))
+    assert sql(root, "SELECT kind, parent_run_id, fork_step FROM runs WHERE run_id = ?", [warm.run_id]) == \
+        [("branch", parent.run_id, 4)]
+    assert panel(root, warm.run_id, 3) == panel(root, parent.run_id, 3)
+    assert set(sql(root, "SELECT DISTINCT action_source FROM panel WHERE run_id = ? AND step < 4",
+                   [warm.run_id])) == {("replay",)}
+    edit(root / "simulation" / "simulation.json", lambda d: d.update(interaction_rounds=3))
+    before = sql(root, "SELECT count(*) FROM runs")
+    with pytest.raises(BranchRefused, match="interaction_rounds is 3"):
+        desim.run_study(desim.load_study(root))
+    assert sql(root, "SELECT count(*) FROM runs") == before
+
+
+def t_interval(values):
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def test_effect_intervals_match_sql_over_its_runs(tmp_path, capsys):
+    root = write_walk_study(tmp_path / "walk", n_agents=5, n_steps=8, lockdown_day=6)
+    sweep = run_sweep(root, {"lockdown_day": ["6"]}, replicates=2, workers=2)   # two controls to reuse
+    result = run_effect(root, 3, {"lockdown_day": "3"}, replicates=4, workers=2)
+    assert result.reused == 2 and not result.errors
+    pairs = sql(root, "SELECT replicate, control_run_id, treatment_run_id FROM effect_pairs WHERE effect_id = ? "
+                      "ORDER BY replicate", [result.effect_id])
+    assert [c for _, c, _ in pairs][:2] == sorted(r.run_id for r in sweep.plan.runs)
+    assert sql(root, "SELECT DISTINCT kind, fork_step FROM runs WHERE run_id IN (SELECT treatment_run_id FROM "
+                     "effect_pairs)") == [("branch", 3)]
+    for _, control, treatment in pairs:
+        assert panel(root, treatment, 2) == panel(root, control, 2)
+    table = effect_table(root, result.effect_id)
+    got = {(m["name"], m["step"]): m for m in table["metrics"]}
+    diffs = sql(root, """SELECT c.name, c.step, list(t.value - c.value ORDER BY p.replicate)
+                         FROM effect_pairs p JOIN metrics c ON c.run_id = p.control_run_id
+                         JOIN metrics t ON t.run_id = p.treatment_run_id AND t.step = c.step AND t.name = c.name
+                         WHERE p.effect_id = ? GROUP BY ALL""", [result.effect_id])
+    assert len(diffs) == len(got) == 2 * 9
+    for name, step, values in diffs:
+        m = got[(name, step)]
+        assert m["n"] == 4
+        if step < 3:
+            assert values == [0.0] * 4 and m["mean"] == 0.0
+            continue
+        mean, low, high = t_interval(values)
+        assert m["mean"] == pytest.approx(mean, abs=1e-12)
+        assert (m["ci_low"], m["ci_high"]) == (pytest.approx(low, abs=1e-9), pytest.approx(high, abs=1e-9))
+    # the lockdown's drift of -1 per step from step 3 instead of 6: about -1, -2, -3 and then -3
+    assert [round(got[("mean_x", s)]["mean"]) for s in (3, 4, 5, 6, 7, 8)] == [-1, -2, -3, -3, -3, -3]
+    per_agent = sql(root, """SELECT t.step, avg(TRY_CAST(t.state.x AS DOUBLE) - TRY_CAST(c.state.x AS DOUBLE))
+                             FROM effect_pairs p JOIN panel c ON c.run_id = p.control_run_id
+                             JOIN panel t ON t.run_id = p.treatment_run_id AND t.step = c.step
+                                          AND t.agent_id = c.agent_id
+                             WHERE p.effect_id = ? AND t.step = 5 GROUP BY t.step""", [result.effect_id])
+    (state5,) = [s for s in table["states"] if s["step"] == 5]
+    assert state5["field"] == "x" and state5["mean"] == pytest.approx(per_agent[0][1], abs=1e-12)
+    assert state5["share_changed"] == 1.0
+    # the report draws it; a second effect reuses all four controls
+    assert main(["report", str(root), "--effect", result.effect_id]) == 0
+    assert (root / "runs" / "reports" / f"effect-{result.effect_id}" / "effect_mean_x.png").stat().st_size > 5000
+    again = run_effect(root, 3, {"lockdown_day": "4"}, replicates=4, workers=1)
+    assert again.reused == 4
+    assert not (root / "runs" / "effects").exists()
+
+
+def test_effect_refuses_a_treatment_that_is_not_an_intervention(tmp_path):
+    root = write_walk_study(tmp_path / "walk")
+    with pytest.raises(EffectError, match="base_drift changed .* used outside the interventions"):
+        run_effect(root, 3, {"base_drift": "1"}, replicates=2)
+    with pytest.raises(EffectError, match="declares no parameter 'lockdown_week'"):
+        run_effect(root, 3, {"lockdown_week": "1"}, replicates=2)
+    assert not store_path(root).exists()    # checked before anything ran

@@ -1,0 +1,160 @@
+"""Run status that tells the truth, with real processes and real signals: SIGTERM,
+SIGHUP and Ctrl-C end a run ``interrupted`` at a step boundary (and resume gives
+the uninterrupted panel), a SIGKILLed run shows as ``stale``, a killed sweep
+parent leaves no process behind, and a sweep waits for a run that holds the store."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import desim
+from desim.cli import main
+from desim.status import health_of, run_health
+from desim.store import store_path
+from desim.sweep import run_sweep
+from storeq import sql
+from walk_study import write_walk_study
+
+
+def start(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "desim.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def live_step(root: Path) -> int:
+    """The step the single run in progress has committed, from its live file (-1 if none yet)."""
+    for path in (root / "runs" / "live").glob("*.json"):
+        try:
+            return json.loads(path.read_text())["step"]
+        except (OSError, ValueError):
+            pass
+    return -1
+
+
+def wait_for(cond, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def state_panel(root, run_id):
+    return sql(root, "SELECT step, agent_id, state::VARCHAR, payload::VARCHAR FROM panel WHERE run_id = ? "
+                     "ORDER BY step, agent_id", [run_id])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_ends_the_run_interrupted_at_a_step_boundary(tmp_path, sig):
+    root = write_walk_study(tmp_path / "walk", n_steps=30, pause=0.15)
+    proc = start("run", root)
+    wait_for(lambda: live_step(root) >= 2, what="step 2")
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    (run_id, status, last, error, pid), = sql(root, "SELECT run_id, status, last_step, error, pid FROM runs")
+    assert status == "interrupted" and pid == proc.pid
+    assert f"stopped by {sig.name} after step {last}" in error and f"--resume {run_id}" in error
+    assert 2 <= last < 30
+    assert sql(root, "SELECT max(step), count(DISTINCT step) FROM panel") == [(last, last)]
+    assert f"resume with: desim run {root} --resume {run_id}" in out
+    if sig != signal.SIGTERM:
+        return
+    done = start("run", root, "--resume", run_id)
+    out, err = done.communicate(timeout=120)
+    assert done.returncode == 0, err
+    assert sql(root, "SELECT status, last_step FROM runs WHERE run_id = ?", [run_id]) == [("completed", 30)]
+    fresh = desim.run_study(desim.load_study(root, params={"pause": "0"}))  # the pause changes no value
+    assert state_panel(root, run_id) == state_panel(root, fresh.run_id)
+
+
+def test_a_sigkilled_run_shows_as_stale(tmp_path, capsys):
+    root = write_walk_study(tmp_path / "walk", n_steps=30, pause=0.15)
+    proc = start("run", root)
+    wait_for(lambda: live_step(root) >= 1, what="step 1")
+    proc.kill()
+    proc.wait(timeout=30)
+    rows = [dict(zip(("run_id", "status", "pid", "host", "heartbeat_at", "started_at"), r)) for r in sql(
+        root, "SELECT run_id, status, pid, host, heartbeat_at, started_at FROM runs")]
+    (row,) = rows
+    assert row["status"] == "running" and row["pid"] == proc.pid
+    assert health_of(store_path(root), row) == "stale"
+    assert main(["runs", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"{row['run_id']}  run  stale (was running as pid {proc.pid}" in out
+    assert f"--resume {row['run_id']}" in out
+    # the rule without a pid on this host: the freshest heartbeat older than the threshold
+    elsewhere = {**row, "host": "elsewhere", "heartbeat_at": None, "started_at": None}
+    assert run_health(elsewhere, {"updated_at": "2000-01-01T00:00:00+00:00"}, stale_after=60) == "stale"
+    assert run_health(elsewhere, {"updated_at": "2999-01-01T00:00:00+00:00"}) == "running"
+    assert run_health({**row, "host": "elsewhere"}, {"updated_at": "2000-01-01T00:00:00+00:00"}) == "running"
+    assert run_health({**row, "status": "completed"}) == "completed"
+
+
+def _children() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            out.setdefault(ppid, []).append(int(entry.name))
+    return out
+
+
+def _descendants(pid: int) -> set[int]:
+    tree, found, todo = _children(), set(), [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_sweep_parent_leaves_no_process_behind(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=200, pause=0.1)
+    proc = start("sweep", root, "--set", "lockdown_day=3,4", "--workers", "2")
+    wait_for(lambda: len(list((root / "runs" / "sweeps").glob("*/live/*.json"))) >= 2, what="two workers running")
+    family = _descendants(proc.pid)
+    assert len(family) >= 3        # the forkserver and two workers at least
+    proc.kill()
+    proc.wait(timeout=30)
+    wait_for(lambda: not any(_alive(p) for p in family), timeout=30, what="the sweep's processes to end")
+    # the next sweep removes the dead sweep's worker files
+    leftover = list((root / "runs" / "sweeps").iterdir())
+    assert leftover
+    write_walk_study(root, n_steps=3)
+    result = run_sweep(root, {"lockdown_day": ["2"]}, replicates=1, workers=1)
+    assert result.completed == 1 and not (root / "runs" / "sweeps").exists()
+
+
+def test_a_sweep_waits_for_a_run_that_holds_the_store(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=60, pause=0.1)
+    proc = start("run", root)
+    wait_for(lambda: live_step(root) >= 1, what="the run to start")
+    notes = []
+    result = run_sweep(root, {"lockdown_day": ["2", "3"]}, replicates=1, workers=2, steps=3, on_wait=notes.append)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert result.completed == 2
+    assert notes and "held by another process" in notes[0]
+    statuses = dict(sql(root, "SELECT coalesce(sweep_id, 'run'), status FROM runs WHERE sweep_id IS NULL"))
+    assert statuses == {"run": "completed"}
