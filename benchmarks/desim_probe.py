@@ -22,7 +22,7 @@ import duckdb
 import desim
 from desim.engine import Engine
 from desim.refs import study_module
-from desim.store import Store
+from desim.datafiles import RunFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
@@ -64,7 +64,7 @@ def panel_hash(db: Path, run_id: str) -> str:
     con = duckdb.connect(str(db), read_only=True)
     try:
         rows = con.execute("SELECT md5(string_agg(concat_ws('|', step, agent_id, state::VARCHAR, action_kind, "
-                           "action_payload::VARCHAR), chr(10) ORDER BY step, agent_id)) FROM panel "
+                           "payload::VARCHAR), chr(10) ORDER BY step, agent_id)) FROM panel "
                            "WHERE run_id=?", [run_id]).fetchone()
         return rows[0]
     finally:
@@ -83,7 +83,8 @@ def breakdown(root: Path, env_class: str, decision_class: str, collector_class: 
                (getattr(model, collector_class), "collect", "study: metrics"),
                (engine_module, "columnar_rows", "engine: panel table"),
                (getattr(model, env_class), "state_columns", "study: state"),
-               (Store, "write_step", "store: write step (DuckDB)")]
+               (RunFiles, "write_step", "store: write step (Parquet folder)"),
+               (RunFiles, "merge", "store: merge step files at the end")]
     saved = []
     for owner, name, label in targets:
         original = getattr(owner, name)

@@ -36,25 +36,12 @@ import pyarrow as pa
 from .schemas import Action, Message
 
 POST_KINDS = ("post", "reply")
-_MESSAGE_FIELDS = frozenset(Message.model_fields)
 
 
 def _message(author_id: str, step: int, round_idx: int, content, channel: str, kind: str,
              reply_to: str | None) -> Message:
-    """A ``Message`` built from values the feed produced itself, without validation.
-
-    ``Message.model_construct`` costs about three times as much (it walks the
-    fields and their defaults on every call), and a feed builds one message
-    per post per round; the result is the same object, ``model_dump`` included.
-    """
-    m = Message.__new__(Message)
-    object.__setattr__(m, "__dict__", {"author_id": author_id, "step": step, "round": round_idx,
-                                       "content": content, "channel": channel, "kind": kind,
-                                       "audience": "neighbors", "reply_to": reply_to})
-    object.__setattr__(m, "__pydantic_fields_set__", set(_MESSAGE_FIELDS))
-    object.__setattr__(m, "__pydantic_extra__", None)
-    object.__setattr__(m, "__pydantic_private__", None)
-    return m
+    return Message(author_id=author_id, step=step, round=round_idx, content=content, channel=channel,
+                   kind=kind, reply_to=reply_to)
 
 
 class MessageBus:

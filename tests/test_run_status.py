@@ -146,7 +146,9 @@ def test_a_killed_sweep_parent_leaves_no_process_behind(tmp_path):
     assert result.completed == 1 and not (root / "runs" / "sweeps").exists()
 
 
-def test_a_sweep_waits_for_a_run_that_holds_the_store(tmp_path):
+def test_a_sweep_and_a_run_of_one_study_go_side_by_side(tmp_path):
+    """A run holds the study's database only at its start and end, so a sweep merging meanwhile
+    neither aborts nor waits long."""
     root = write_walk_study(tmp_path / "walk", n_steps=60, pause=0.1)
     proc = start("run", root)
     wait_for(lambda: live_step(root) >= 1, what="the run to start")
@@ -155,6 +157,6 @@ def test_a_sweep_waits_for_a_run_that_holds_the_store(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert result.completed == 2
-    assert notes and "held by another process" in notes[0]
+    assert all("held by another process" in n for n in notes)   # at most a short wait at the run's ends
     statuses = dict(sql(root, "SELECT coalesce(sweep_id, 'run'), status FROM runs WHERE sweep_id IS NULL"))
     assert statuses == {"run": "completed"}
