@@ -133,7 +133,7 @@ def refuse_cross_site(method: str, headers: dict[str, str]) -> str | None:
     host = headers.get("host", "")
     origin = headers.get("origin") or headers.get("referer")
     if not origin:
-        return "cross-origin check: the request has neither an Origin nor a Referer header"
+        return "cross-origin check: request refused, it has neither an Origin nor a Referer header"
     parts = urlsplit(origin)
     if parts.scheme not in ("http", "https") or parts.netloc.lower() != host.lower():
         return f"cross-origin request refused: origin {origin[:80]!r} is not this dashboard ({host[:80]})"

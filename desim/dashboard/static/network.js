@@ -74,12 +74,18 @@ function networkView(sid, net, {loadPosters, onDispose}) {
   }
 
   let t = 0, lit = null, posters = null, renderer = null;
+  const rareAt = numeric ? [] : net.steps.map((_, k) => cats.map(c => net.population_counts[c][k] < 0.1 * net.n_agents));
   const reducers = {
     renderLabels: true, labelRenderedSizeThreshold: 1e9, defaultEdgeColor: "#d5dae3", zIndex: true,
     hideEdgesOnMove: n > 3000,
-    nodeReducer: (node, attrs) => ({...attrs, color: colorOf(net.values[t][attrs.i])}),
+    // a category held by under 10 % of agents (the infected, the spreaders) is drawn larger and on top
+    nodeReducer: (node, attrs) => {
+      const v = net.values[t][attrs.i];
+      const rare = !numeric && v !== null && rareAt[t] && rareAt[t][v];
+      return {...attrs, color: colorOf(v), size: rare ? attrs.size * 2.2 : attrs.size, zIndex: rare ? 1 : 0};
+    },
     edgeReducer: (edge, attrs) => {
-      if (!lit) return {...attrs, size: 0.4};
+      if (!lit) return {...attrs, size: 0.4, color: n > 2000 ? "rgba(180,188,200,0.35)" : "#d5dae3"};
       const [a, b] = graph.extremities(edge);
       const on = lit[graph.getNodeAttribute(a, "i")] || lit[graph.getNodeAttribute(b, "i")];
       return on ? {...attrs, size: 0.6, color: "rgba(230,120,20,0.55)"} : {...attrs, size: 0.3, color: "#e4e7ec"};
@@ -130,25 +136,30 @@ function networkView(sid, net, {loadPosters, onDispose}) {
   let alive = true;
   const total = cached ? 0 : layoutIterations(n);
   const settings = {...ForceAtlas2.inferSettings(graph), barnesHutOptimize: n > 800};
+  // the layout runs on a copy: every position update of the drawn graph would make sigma redraw
+  const work = graph.copy();
+  const publish = () => graph.updateEachNodeAttributes((node, attrs) =>
+    ({...attrs, x: work.getNodeAttribute(node, "x"), y: work.getNodeAttribute(node, "y")}), {attributes: ["x", "y"]});
   const started = performance.now();
-  let done = 0, perIteration = 0;
+  let done = 0, perIteration = 0, drawn = performance.now();
   const slice = () => {
     if (!alive) return;
     if (done >= total) {
       stage.dataset.layout = "done";
       status.textContent = cached ? " layout from cache" : ` laid out in ${((performance.now() - started) / 1000).toFixed(1)} s`;
-      if (!cached) storeLayout(key, net.ids.map(id => [graph.getNodeAttribute(id, "x"), graph.getNodeAttribute(id, "y")]));
+      if (!cached) storeLayout(key, net.ids.map(id => [work.getNodeAttribute(id, "x"), work.getNodeAttribute(id, "y")]));
       return;
     }
-    // as many iterations as fit in about 100 ms, measured on the first one, so clicks stay responsive
+    // as many iterations as fit in about 150 ms (timed on the first), so clicks stay responsive; the
+    // picture is redrawn about once a second (a WebGL redraw without a GPU costs more than an iteration)
     const t0 = performance.now();
-    const chunk = Math.min(total - done, perIteration ? Math.max(1, Math.floor(100 / perIteration)) : 1);
-    ForceAtlas2.assign(graph, {iterations: chunk, settings});
+    const chunk = Math.min(total - done, perIteration ? Math.max(1, Math.floor(150 / perIteration)) : 1);
+    ForceAtlas2.assign(work, {iterations: chunk, settings});
     perIteration = (performance.now() - t0) / chunk;
     done += chunk;
     status.textContent = ` laying out… ${Math.round(100 * done / total)} %`;
-    renderer.refresh();
-    requestAnimationFrame(slice);
+    if (done >= total || performance.now() - drawn > 1000) { publish(); drawn = performance.now(); }
+    setTimeout(slice, 0);
   };
   // sigma needs its container in the page (with a size): start on the next frame, once it is there
   requestAnimationFrame(() => {
@@ -156,7 +167,7 @@ function networkView(sid, net, {loadPosters, onDispose}) {
     renderer = new Sigma(graph, stage, reducers);
     renderer.on("clickNode", ({node}) => { location.hash = `#/study/${enc(sid)}/agent/${enc(net.run.run_id)}/${enc(node)}`; });
     show(t);
-    requestAnimationFrame(slice);
+    setTimeout(slice, 0);
   });
   onDispose(() => { alive = false; if (playing) clearInterval(playing); if (renderer) renderer.kill(); });
   show(0);
