@@ -11,13 +11,32 @@ The public names, by layer:
 """
 __version__ = "0.1.0"
 
-from .config import StudyConfigError, StudySpec, load_study  # noqa: E402
-from .engine import Engine, RunError, RunFailed, RunResult, run_study  # noqa: E402
-from .interfaces import (ActionColumns, DecisionModel, EnvironmentProvider,  # noqa: E402
-                         MetricCollector, PopulationProvider, RunContext)
-from .messaging import InMemoryMessageBus, MessageBus, NeighborFeed  # noqa: E402
-from .network import build_graph, neighbors_fn  # noqa: E402
-from .schemas import Action, Broadcast, Message, Observation, Persona, ScheduledEvent  # noqa: E402
+# Names are imported on first use (PEP 562), so ``desim --help`` or ``import desim.config`` does
+# not pay for the engine's numpy, networkx, pyarrow and DuckDB.
+_WHERE = {
+    "StudyConfigError": "config", "StudySpec": "config", "load_study": "config",
+    "Engine": "engine", "RunError": "engine", "RunFailed": "engine", "RunResult": "engine", "run_study": "engine",
+    "ActionColumns": "interfaces", "DecisionModel": "interfaces", "EnvironmentProvider": "interfaces",
+    "MetricCollector": "interfaces", "PopulationProvider": "interfaces", "RunContext": "interfaces",
+    "InMemoryMessageBus": "messaging", "MessageBus": "messaging", "NeighborFeed": "messaging",
+    "build_graph": "network", "neighbors_fn": "network",
+    "Action": "schemas", "Broadcast": "schemas", "Message": "schemas", "Observation": "schemas",
+    "Persona": "schemas", "ScheduledEvent": "schemas",
+}
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        import importlib
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'desim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_WHERE))
+
 
 __all__ = [
     "Action", "ActionColumns", "Broadcast", "DecisionModel", "Engine", "EnvironmentProvider",

@@ -8,9 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-from ..config import load_study, read_json
-from ..store import read_only, store_path
-
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 REFERENCE_STUDIES = Path(__file__).resolve().parent.parent.parent / "studies"
 
@@ -48,6 +45,7 @@ class Progress:
 
 def cmd_new(args) -> int:
     from . import UserError
+    from ..config import read_json
     dest = Path(args.dir) / args.id
     if dest.exists():
         raise UserError(f"{dest} already exists")
@@ -87,6 +85,7 @@ def cmd_validate(args) -> int:
 def cmd_run(args) -> int:
     from ..branch import branch, resume
     from . import UserError
+    from ..config import load_study
     from ..engine import Engine
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
@@ -128,6 +127,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_runs(args) -> int:
+    from ..store import read_only, store_path
     db = store_path(args.study)
     if not db.exists():
         print(f"no runs yet ({db} does not exist)")
@@ -177,6 +177,7 @@ def print_table(columns: list[str], rows: list[tuple], limit: int = 200) -> None
 def cmd_sql(args) -> int:
     from . import UserError
     import duckdb
+    from ..store import read_only, store_path
     db = store_path(args.study)
     if not db.exists():
         raise UserError(f"{db} does not exist: run the study first")

@@ -85,7 +85,7 @@ function networkView(sid, net, {loadPosters, onDispose}) {
       return {...attrs, color: colorOf(v), size: rare ? attrs.size * 2.2 : attrs.size, zIndex: rare ? 1 : 0};
     },
     edgeReducer: (edge, attrs) => {
-      if (!lit) return {...attrs, size: 0.4, color: n > 2000 ? "rgba(180,188,200,0.35)" : "#d5dae3"};
+      if (!lit) return {...attrs, size: n > 2000 ? 0.5 : 0.4, color: n > 2000 ? "#e3e7ee" : "#d5dae3"};
       const [a, b] = graph.extremities(edge);
       const on = lit[graph.getNodeAttribute(a, "i")] || lit[graph.getNodeAttribute(b, "i")];
       return on ? {...attrs, size: 0.6, color: "rgba(230,120,20,0.55)"} : {...attrs, size: 0.3, color: "#e4e7ec"};
