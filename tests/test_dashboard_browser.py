@@ -119,6 +119,7 @@ def test_study_page_population_card_and_metric_chart(site, page):
     page.check("#diff-mode")
     diff = chart(page, "mean_opinion", "diff")
     page.wait_for_selector(f"{diff} canvas")
+    page.wait_for_function(f"(JSON.parse(document.querySelector('{diff}').dataset.series)['{rid}'] || []).length > 0")
     values = dict(drawn_series(page, diff)[rid])
     expected = dict(sql(good, "SELECT b.step, b.value - p.value FROM metrics b JOIN metrics p USING (step, name) "
                               "WHERE b.run_id=? AND p.run_id=? AND name='mean_opinion'", [rid, parent[0]]))

@@ -316,6 +316,7 @@ function parentOf(S, rid) {
 }
 
 async function loadMetrics(S) {
+  const call = S.metricsCall = (S.metricsCall || 0) + 1;   // only the latest call draws (ticks can overlap)
   const wanted = new Set(S.selected);
   if (S.diff) for (const rid of S.selected) { const p = parentOf(S, rid); if (p) wanted.add(p); }
   const stored = [...wanted].filter(rid => S.liveStatus[rid] !== "running");
@@ -330,7 +331,7 @@ async function loadMetrics(S) {
       }
     } catch (e) { fill(S.els.charts, errorCard(e.message, "metrics")); return; }
   }
-  if (S.token === viewToken) { renderCharts(S); renderStates(S); }
+  if (S.token === viewToken && call === S.metricsCall) { renderCharts(S); renderStates(S); }
 }
 
 function renderCharts(S) {
