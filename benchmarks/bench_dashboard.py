@@ -80,9 +80,10 @@ def main() -> None:
                 "panel page 0": f"{s}/panel?run={rid}",
                 "panel last page": f"{s}/panel?run={rid}&page={args.agents * args.steps // 50 - 1}",
                 "panel step+kind filter": f"{s}/panel?run={rid}&step={args.steps // 2}&action_kind=post",
-                "agent trajectory": f"{s}/agents/{last}?run={rid}",
+                "agent trajectory": f"{s}/agent?run={rid}&agent_id={last}",
                 "messages of a step": f"{s}/messages?run={rid}&step={args.steps // 2}",
-                "network (1500 nodes)": f"{s}/network?run={rid}&state=opinion",
+                f"network ({min(args.agents, 10_000)} nodes)": f"{s}/network?run={rid}&state=opinion",
+                "display state (bands)": f"{s}/states?run={rid}&state=opinion",
             }
             print(f"{'request':28s} {'median ms':>10s} {'bytes':>10s}")
             for name, url in urls.items():

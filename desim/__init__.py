@@ -17,19 +17,54 @@ The public names, by layer:
 """
 __version__ = "0.1.0"
 
-from .config import StudyConfigError, StudySpec, load_study  # noqa: E402
-from .engine import Engine, RunError, RunFailed, RunResult, run_study  # noqa: E402
-from .interfaces import (ActionColumns, DecisionModel, EnvironmentProvider,  # noqa: E402
-                         MetricCollector, PopulationProvider, RunContext)
-from .messaging import InMemoryMessageBus, MessageBus, NeighborFeed  # noqa: E402
-from .network import build_graph, neighbors_fn  # noqa: E402
-from .schemas import Action, Broadcast, Message, Observation, Persona, ScheduledEvent  # noqa: E402
-from .studydata import StudyData, open  # noqa: E402,A004
-from .branch import BranchRefused, branch, resume  # noqa: E402
-from .compare import compare  # noqa: E402
-from .effect import EffectError, effect_table  # noqa: E402
-from .effect import run_effect as effect  # noqa: E402
-from .status import run_health  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+
+# Names are imported on first use (PEP 562), so ``desim --help`` or ``import desim.config`` does
+# not pay for the engine's numpy, networkx, pyarrow and DuckDB.
+_WHERE = {
+    "StudyConfigError": "config", "StudySpec": "config", "load_study": "config",
+    "Engine": "engine", "RunError": "engine", "RunFailed": "engine", "RunResult": "engine", "run_study": "engine",
+    "ActionColumns": "interfaces", "DecisionModel": "interfaces", "EnvironmentProvider": "interfaces",
+    "MetricCollector": "interfaces", "PopulationProvider": "interfaces", "RunContext": "interfaces",
+    "InMemoryMessageBus": "messaging", "MessageBus": "messaging", "NeighborFeed": "messaging",
+    "build_graph": "network", "neighbors_fn": "network",
+    "Action": "schemas", "Broadcast": "schemas", "Message": "schemas", "Observation": "schemas",
+    "Persona": "schemas", "ScheduledEvent": "schemas",
+    "StudyData": "studydata", "open": "studydata",
+    "BranchRefused": "branch", "branch": "branch", "resume": "branch", "compare": "compare",
+    "EffectError": "effect", "effect_table": "effect", "effect": "effect", "run_health": "status",
+}
+_RENAMED = {"effect": "run_effect"}   # desim.effect is desim.effect.run_effect
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        import importlib
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), _RENAMED.get(name, name))
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'desim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_WHERE))
+
+
+class _Package(types.ModuleType):
+    """``desim.branch``, ``desim.compare`` and ``desim.effect`` are functions named like the modules
+    that define them; importing such a module must not rebind the package's name to the module
+    (``from desim.branch import ...`` still finds the module in ``sys.modules``)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _RENAMED or name in ("branch", "compare"):
+            if isinstance(value, types.ModuleType):
+                return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __all__ = [
     "Action", "ActionColumns", "Broadcast", "BranchRefused", "DecisionModel", "EffectError", "Engine", "EnvironmentProvider",

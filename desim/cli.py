@@ -1,7 +1,9 @@
 """The ``desim`` command line: one sub-command module per part of the workflow.
 
 Each module in ``desim.commands`` has ``register(subparsers)``, which adds
-its sub-commands and sets ``func`` on them. ``main`` turns the errors a user
+its sub-commands and sets ``func`` on them; a module imports what its
+commands need inside them, so ``desim --help`` and ``desim run`` load only
+what they use (no matplotlib, no web server). ``main`` turns the errors a user
 can fix (a bad study file, a failed run, a locked store) into a clear message
 and exit status 2 instead of a traceback.
 """
@@ -14,7 +16,6 @@ import sys
 
 from . import __version__
 from .commands import UserError
-from .config import StudyConfigError
 
 COMMANDS = [
     "desim.commands.core",
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         p.print_help()
         return 1
+    from .config import StudyConfigError
     from .engine import RunError, RunFailed
     from .refs import RefError
     from .fields import FieldError

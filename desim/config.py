@@ -61,7 +61,17 @@ class StudyFile(Strict):
     description: str = ""
     display_metrics: list[str] = Field(default_factory=list)
     display_states: list[str] = Field(default_factory=list)
+    # per state field, a "#rrggbb" colour per category, e.g. {"status": {"S": "#4c9a5b", "I": "#d62728"}}
+    state_colors: dict[str, dict[str, str]] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _colors(self) -> "StudyFile":
+        for name, colors in self.state_colors.items():
+            for category, color in colors.items():
+                if not re.fullmatch(r"#[0-9a-fA-F]{6}", color):
+                    raise ValueError(f"state_colors.{name}.{category}: {color!r} is not a #rrggbb colour")
+        return self
 
 
 class WarmStart(Strict):

@@ -69,6 +69,35 @@ def make_studies(studies_dir: Path) -> dict[str, Path]:
     return {"good": good, "broken": broken, "norun": norun}
 
 
+ODD_IDS = ["ana maria", "b.o.b", "zoë", "team/7", "x%2e", "ünï çødé"]
+
+
+def odd_ids_study(studies_dir: Path) -> Path:
+    """``opinion_diffusion`` with personas whose ids have spaces, dots, a slash, percent signs and
+    non-ASCII letters (all valid agent ids in the engine), run once."""
+    study = copy_study(studies_dir, "opinion_diffusion", "odd_ids")
+    pop_path = study / "population" / "population.json"
+    pop = json.loads(pop_path.read_text())
+    del pop["provider"]
+    pop["personas"] = [{"agent_id": a, "attributes": {"opinion": round(0.1 + 0.15 * i, 3), "media_trust": 0.5}}
+                       for i, a in enumerate(ODD_IDS)]
+    pop["interaction"] = {"kind": "ring", "k": 2}
+    pop_path.write_text(json.dumps(pop, ensure_ascii=False))
+    run_study(load_study(study, steps=3))
+    return study
+
+
+def ba_study(studies_dir: Path, n_agents: int, steps: int = 4, name: str = "rumor_ba") -> Path:
+    """``rumor_network`` on a Barabasi-Albert graph (m=2) of ``n_agents``, with its declared colours, run once."""
+    study = copy_study(studies_dir, "rumor_network", name)
+    pop_path = study / "population" / "population.json"
+    pop = json.loads(pop_path.read_text())
+    pop["interaction"] = {"kind": "barabasi_albert", "m": 2}
+    pop_path.write_text(json.dumps(pop))
+    run_study(load_study(study, steps=steps, params={"n_agents": str(n_agents)}))
+    return study
+
+
 def sql(study: Path, query: str, params: list | None = None) -> list[tuple]:
     con = duckdb.connect(str(store_path(study)), read_only=True)
     try:

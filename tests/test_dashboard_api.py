@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from dashboard_helpers import copy_study, make_studies, server_thread, sql, write_live_file, write_lock
+from dashboard_helpers import (ODD_IDS, copy_study, make_studies, odd_ids_study, server_thread, sql, write_live_file,
+                               write_lock)
 from desim.config import load_study
 from desim.engine import run_study
 
@@ -118,7 +119,7 @@ def test_panel_filters_and_pages(site):
 
 def test_agent_trajectory_and_messages(site):
     rid = runs_of(site["good"])[1]
-    a = site["client"].get("/api/studies/opinion_diffusion/agents/a05", params={"run": rid}).json()
+    a = site["client"].get("/api/studies/opinion_diffusion/agent", params={"run": rid, "agent_id": "a05"}).json()
     rows = sql(site["good"], "SELECT step, state, action_kind FROM panel WHERE run_id=? AND agent_id='a05' "
                              "ORDER BY step", [rid])
     assert [(s["step"], s["state"], s["action_kind"]) for s in a["steps"]] == [(t, s, k) for t, s, k in rows]
@@ -126,7 +127,8 @@ def test_agent_trajectory_and_messages(site):
                                                         "agent_id='a05'", [rid])[0][0])
     posted = sql(site["good"], "SELECT step, round FROM messages WHERE run_id=? AND author_id='a05' ORDER BY step", [rid])
     assert [(m["step"], m["round"]) for m in a["messages"]] == posted
-    assert site["client"].get("/api/studies/opinion_diffusion/agents/zz9", params={"run": rid}).status_code == 404
+    assert site["client"].get("/api/studies/opinion_diffusion/agent", params={"run": rid, "agent_id": "zz9"}
+                              ).status_code == 404
 
     m = site["client"].get("/api/studies/opinion_diffusion/messages", params={"run": rid, "step": 4}).json()
     counts = sql(site["good"], "SELECT round, count(*) FROM messages WHERE run_id=? AND step=4 GROUP BY round "
@@ -134,28 +136,69 @@ def test_agent_trajectory_and_messages(site):
     assert [(r["round"], r["count"], len(r["messages"])) for r in m["rounds"]] == [(r, c, c) for r, c in counts]
 
 
-def test_network_player_data(site):
+def test_network_view_data_over_every_agent(site):
     rid = runs_of(site["good"])[0]
     net = site["client"].get("/api/studies/opinion_diffusion/network", params={"run": rid, "state": "opinion"}).json()
     n = sql(site["good"], "SELECT count(*) FROM initial_states WHERE run_id=?", [rid])[0][0]
-    assert len(net["ids"]) == n and len(net["xy"]) == n
-    assert len(net["edges"]) == sql(site["good"], "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
-    assert len(net["values"]) == 13
+    assert len(net["ids"]) == net["n_agents"] == n and net["sampled"] is False
+    assert len(net["edges"]) // 2 == sql(site["good"], "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
+    assert net["steps"] == list(range(13)) and net["kind"] == "numeric"
     at5 = dict(sql(site["good"], "SELECT agent_id, CAST(state.opinion AS DOUBLE) FROM panel "
                                  "WHERE run_id=? AND step=5", [rid]))
     assert net["values"][5] == [at5[a] for a in net["ids"]]
-    assert net["categories"] == [] and len(net["xy"]) == n
+    assert net["population_mean"][5] == pytest.approx(sum(at5.values()) / n)
+    assert net["categories"] == []
 
 
-def test_network_player_with_a_categorical_state(site):
+def test_network_view_with_a_categorical_state_samples_but_counts_everyone(site, monkeypatch):
+    from desim.dashboard import data
     rumor = copy_study(site["dir"], "rumor_network", "rumor_network")
     rid = run_study(load_study(rumor, steps=3)).run_id
-    net = site["client"].get("/api/studies/rumor_network/network", params={"run": rid, "state": "rumor_state"}).json()
+    url = "/api/studies/rumor_network/network"
+    net = site["client"].get(url, params={"run": rid, "state": "rumor_state"}).json()
     stored = dict(sql(rumor, "SELECT agent_id, CAST(state.rumor_state AS VARCHAR) FROM panel WHERE run_id=? AND step=3", [rid]))
     cats = {v for (v,) in sql(rumor, "SELECT CAST(state.rumor_state AS VARCHAR) FROM panel WHERE run_id=? UNION "
                                      "SELECT CAST(state.rumor_state AS VARCHAR) FROM initial_states WHERE run_id=?", [rid, rid])}
     assert net["categories"] == sorted(cats) and len(cats) >= 2
     assert [net["categories"][c] for c in net["values"][3]] == [stored[a] for a in net["ids"]]
+    declared = json.loads((rumor / "study.json").read_text())["state_colors"]["rumor_state"]
+    assert {c: net["colors"][i] for i, c in enumerate(net["categories"]) if c in declared} == \
+        {c: declared[c] for c in net["categories"]}
+    # above the drawing limit: a neighbourhood of the limit's size around the chosen agent, counts over all
+    monkeypatch.setattr(data, "MAX_NODES", 40)
+    seed = stored and sorted(stored)[7]
+    small = site["client"].get(url, params={"run": rid, "state": "rumor_state", "seed_agent": seed}).json()
+    assert small["sampled"] is True and len(small["ids"]) == 40 and seed in small["ids"]
+    neighbours = {t for s, t in sql(rumor, "SELECT source, target FROM edges WHERE run_id=? AND source=? UNION "
+                                           "SELECT target, source FROM edges WHERE run_id=? AND target=?",
+                                    [rid, seed, rid, seed])}
+    assert neighbours <= set(small["ids"])
+    everyone = dict(sql(rumor, "SELECT CAST(state.rumor_state AS VARCHAR), count(*) FROM panel WHERE run_id=? AND step=3 "
+                               "GROUP BY 1", [rid]))
+    assert {c: small["population_counts"][c][3] for c in everyone} == everyone
+    assert small["n_agents"] == len(stored)
+
+
+def test_state_series_as_shares_and_bands(site):
+    rid = runs_of(site["good"])[0]
+    bands = site["client"].get("/api/studies/opinion_diffusion/states", params={"run": rid, "state": "opinion"}).json()
+    assert bands["kind"] == "numeric" and bands["steps"] == list(range(13))
+    med = sql(site["good"], "SELECT median(CAST(state.opinion AS DOUBLE)) FROM panel WHERE run_id=? AND step=4",
+              [rid])[0][0]
+    assert bands["quantiles"][4][2] == pytest.approx(med)
+    rumor = site["dir"] / "rumor_network"
+    if not rumor.exists():
+        copy_study(site["dir"], "rumor_network", "rumor_network")
+        run_study(load_study(rumor, steps=3))
+    rrid = runs_of(rumor)[-1]
+    shares = site["client"].get("/api/studies/rumor_network/states", params={"run": rrid, "state": "rumor_state"}).json()
+    assert shares["kind"] == "categorical"
+    at2 = dict(sql(rumor, "SELECT CAST(state.rumor_state AS VARCHAR), count(*) FROM panel WHERE run_id=? AND step=2 GROUP BY 1",
+                   [rrid]))
+    assert {c: shares["counts"][c][2] for c in at2} == at2
+    flags = site["client"].get("/api/studies/rumor_network/states", params={"run": rrid, "state": "heard"}).json()
+    assert flags["kind"] == "boolean" and set(flags["categories"]) <= {"false", "true"}
+    assert flags["colors"][flags["categories"].index("false")] == "#b0b7c3"      # booleans: off is grey
 
 
 def test_report_diffusion_player_is_linked_and_served(site):
@@ -164,7 +207,8 @@ def test_report_diffusion_player_is_linked_and_served(site):
     assert st["diffusion_player"] is True
     url = "/api/studies/opinion_diffusion/diffusion"
     assert site["client"].get(url, params={"run": rid, "state": "opinion"}).status_code == 405   # it writes files
-    res = site["client"].post(url, params={"run": rid, "state": "opinion"})
+    same = {"Origin": site["url"], "X-Desim-Request": "1"}
+    res = site["client"].post(url, params={"run": rid, "state": "opinion"}, headers=same)
     assert res.status_code == 200, res.text
     url = res.json()["url"]
     assert url.startswith("/files/opinion_diffusion/runs/")
@@ -174,11 +218,11 @@ def test_report_diffusion_player_is_linked_and_served(site):
 
 BAD_QUERIES = [
     ("panel", {"run": "x' OR '1'='1"}),
-    ("panel", {"run": "{rid}", "agent_id": "a00' OR 1=1 --"}),
     ("panel", {"run": "{rid}", "step": "1; DROP TABLE panel"}),
     ("panel", {"run": "{rid}", "step": "-1"}),
     ("panel", {"run": "{rid}", "step": "1e3"}),
-    ("panel", {"run": "{rid}", "action_kind": "post'; DELETE FROM runs; --"}),
+    ("panel", {"run": "{rid}", "agent_id": "a00\x00"}),
+    ("agent", {"run": "{rid}", "agent_id": "x" * 300}),
     ("panel", {"run": "{rid}", "page_size": "100000"}),
     ("panel", {"run": "{rid}", "page": "0x10"}),
     ("metrics", {"run": "r1) OR (1=1"}),
@@ -203,10 +247,44 @@ def test_sql_shaped_and_out_of_range_input_is_rejected(site, route, params):
                              "(SELECT count(*) FROM metrics)") == before
 
 
-def test_sql_shaped_agent_id_in_path_is_rejected(site):
+def test_sql_shaped_agent_id_and_action_kind_are_only_bound_values(site):
     rid = runs_of(site["good"])[0]
-    res = site["client"].get("/api/studies/opinion_diffusion/agents/a00'%20OR%201=1", params={"run": rid})
-    assert res.status_code == 400
+    before = sql(site["good"], "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM panel)")
+    base = "/api/studies/opinion_diffusion"
+    assert site["client"].get(f"{base}/agent", params={"run": rid, "agent_id": "a00' OR 1=1 --"}).status_code == 404
+    for q in ({"agent_id": "a00' OR 1=1 --"}, {"action_kind": "post'; DELETE FROM runs; --"}):
+        res = site["client"].get(f"{base}/panel", params={"run": rid, **q})
+        assert res.status_code == 200 and res.json()["total"] == 0
+    assert sql(site["good"], "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM panel)") == before
+
+
+def test_agent_ids_with_any_characters_are_reachable(site):
+    odd = site["dir"] / "odd_ids"
+    if not odd.exists():
+        odd_ids_study(site["dir"])
+    rid = runs_of(odd)[0]
+    for agent in ODD_IDS:
+        res = site["client"].get("/api/studies/odd_ids/agent", params={"run": rid, "agent_id": agent})
+        assert res.status_code == 200, (agent, res.text)
+        assert res.json()["agent_id"] == agent and [s["step"] for s in res.json()["steps"]] == [1, 2, 3]
+        page = site["client"].get("/api/studies/odd_ids/panel", params={"run": rid, "agent_id": agent}).json()
+        assert page["total"] == 3
+
+
+def test_cross_origin_and_headerless_posts_are_refused(site):
+    rid = runs_of(site["good"])[0]
+    url = "/api/studies/opinion_diffusion/diffusion"
+    q = {"run": rid, "state": "opinion"}
+    before = sorted(p.name for p in (site["good"] / "runs").rglob("*.html"))
+    for headers in ({"Origin": "http://evil.example", "X-Desim-Request": "1"},        # another site
+                    {"Origin": "null", "X-Desim-Request": "1"},                      # a sandboxed or file page
+                    {"Referer": "http://127.0.0.1:1/x", "X-Desim-Request": "1"},     # another port
+                    {"X-Desim-Request": "1"},                                        # no origin at all
+                    {"Origin": site["url"]}):                                        # a plain form: no header
+        res = site["client"].post(url, params=q, headers=headers)
+        assert res.status_code == 403, (headers, res.text)
+        assert "refused" in res.json()["error"]
+    assert sorted(p.name for p in (site["good"] / "runs").rglob("*.html")) == before
 
 
 TRAVERSALS = [
@@ -243,8 +321,10 @@ def test_path_traversal_is_rejected(site, path):
 
 
 def test_only_loopback_host_headers_are_answered(site):
-    assert site["client"].get("/api/studies", headers={"Host": "evil.example:80"}).status_code == 400
-    assert site["client"].get("/api/studies", headers={"Host": "localhost"}).status_code == 200
+    for evil in ("evil.example:80", "127.0.0.1.evil.example", "10.0.0.1", "[2001:db8::1]:80", ""):
+        assert site["client"].get("/api/studies", headers={"Host": evil}).status_code == 400, evil
+    for loopback in ("localhost", "localhost:8787", "127.0.0.1", "127.0.0.2:9000", "127.255.1.9", "[::1]:8787"):
+        assert site["client"].get("/api/studies", headers={"Host": loopback}).status_code == 200, loopback
 
 
 def test_files_inside_the_study_and_static_assets_are_served(site):
@@ -253,6 +333,10 @@ def test_files_inside_the_study_and_static_assets_are_served(site):
     for asset in ("/", "/static/app.js", "/static/app.css"):
         assert raw_get(site["url"], asset)[0] == 200
     assert raw_get(site["url"], "/static/nothere.js")[0] == 404
+    for vendored in ("uPlot.iife.min.js", "sigma.min.js", "graphology.umd.min.js",
+                     "graphology-layout-forceatlas2.min.js", "LICENSE.sigma"):
+        status, body = raw_get(site["url"], f"/static/vendor/{vendored}")
+        assert status == 200 and len(body) > 1000, vendored
 
 
 def test_locked_store_serves_last_good_data_and_live_progress(site, tmp_path):
@@ -309,3 +393,20 @@ def test_half_written_live_file_and_corrupt_store_do_not_break_the_page(site):
     finally:
         (norun / "runs" / "desim.duckdb").unlink()
         (norun / "runs" / "live" / "rhalf.json").unlink()
+
+
+def test_truncated_store_is_a_4xx_with_a_relative_path(site):
+    broken = copy_study(site["dir"], "opinion_diffusion", "truncated")
+    rid = run_study(load_study(broken, steps=2)).run_id
+    db = broken / "runs" / "desim.duckdb"
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 3])
+    st = site["client"].get("/api/studies/truncated")
+    assert st.status_code == 200 and "truncated/runs/desim.duckdb" in st.json()["store_error"]
+    for res in (st, site["client"].get("/api/studies/truncated/metrics", params={"run": rid}),
+                site["client"].get("/api/studies/truncated/panel", params={"run": rid})):
+        assert str(site["dir"]) not in res.text
+    res = site["client"].get("/api/studies/truncated/panel", params={"run": rid})
+    assert res.status_code == 422 and "cannot be read" in res.json()["error"], res.text
+    listing = {s["id"]: s for s in site["client"].get("/api/studies").json()["studies"]}
+    assert "truncated/runs/desim.duckdb" in listing["truncated"]["error"]
+    assert str(site["dir"]) not in json.dumps(listing["truncated"])

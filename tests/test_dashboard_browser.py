@@ -12,17 +12,21 @@ import sys
 import pytest
 from playwright.sync_api import sync_playwright
 
-from dashboard_helpers import ARTIFACTS, make_studies, server_process, sql
+from dashboard_helpers import ARTIFACTS, ROOT, ba_study, make_studies, odd_ids_study, server_process, sql
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 LIVE_AGENTS, LIVE_STEPS = 4000, 40     # a run of several seconds (~0.2-0.5 s per step here)
+BA_AGENTS = 5000
+DECLARED = json.loads((ROOT / "studies" / "rumor_network" / "study.json").read_text())["state_colors"]["rumor_state"]
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     studies_dir = tmp_path_factory.mktemp("dashb") / "studies"
     studies = make_studies(studies_dir)
+    studies["odd"] = odd_ids_study(studies_dir)
+    studies["ba"] = ba_study(studies_dir, BA_AGENTS)
     ARTIFACTS.mkdir(exist_ok=True)
     with server_process(studies_dir) as url:
         with sync_playwright() as pw:
@@ -51,6 +55,26 @@ def latest_run(study) -> str:
     return sql(study, "SELECT run_id FROM runs WHERE status='completed' ORDER BY started_at DESC LIMIT 1")[0][0]
 
 
+def chart(pg, metric: str, mode: str | None = None) -> str:
+    return f'figure.chart[data-metric="{metric}"]' + (f'[data-mode="{mode}"]' if mode else "")
+
+
+def drawn_series(pg, selector: str) -> dict[str, list]:
+    """What a uPlot chart was given to draw, per series: its element's data-series."""
+    return {k: [tuple(p) for p in v] for k, v in json.loads(pg.get_attribute(selector, "data-series")).items()}
+
+
+def rgb(hex_color: str) -> tuple[int, int, int]:
+    return tuple(int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def pixels_near(png_path, color: tuple[int, int, int], tol: int = 40) -> int:
+    import numpy as np
+    from PIL import Image
+    img = np.asarray(Image.open(png_path).convert("RGB"), dtype=int)
+    return int((np.abs(img - np.array(color)).max(axis=2) <= tol).sum())
+
+
 def test_study_list_loads_with_error_cards(site, page):
     page.goto(site["url"] + "/#/")
     page.wait_for_selector('[data-study="opinion_diffusion"] .badge')
@@ -64,45 +88,63 @@ def test_study_page_population_card_and_metric_chart(site, page):
     good = site["good"]
     rid = latest_run(good)
     page.goto(site["url"] + "/#/study/opinion_diffusion")
-    page.wait_for_selector("#metric-charts svg.metric-chart")
+    page.wait_for_selector(f'{chart(None, "mean_opinion")} canvas')
     n_agents = sql(good, "SELECT count(*) FROM initial_states WHERE run_id=?", [rid])[0][0]
     assert page.inner_text("#population-card .pop-size") == str(n_agents)
     assert page.inner_text("#population-card .pop-interaction").startswith("watts_strogatz")
     assert page.inner_text("#population-card .pop-propagation") == "broadcast_then_local"
     assert page.locator("#population-card svg.dist rect.bar").count() > 0
     for name, count in sql(good, "SELECT name, count(*) FROM metrics WHERE run_id=? GROUP BY name", [rid]):
-        points = page.locator(f'svg.metric-chart[data-metric="{name}"] circle.pt[data-run="{rid}"]')
-        assert points.count() == count
-    drawn = [(int(c.get_attribute("data-step")), float(c.get_attribute("data-value"))) for c in
-             page.locator(f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{rid}"]').all()]
+        assert len(drawn_series(page, chart(page, name))[rid]) == count
+    drawn = drawn_series(page, chart(page, "mean_opinion"))[rid]
     assert drawn == sql(good, "SELECT step, value FROM metrics WHERE run_id=? AND name='mean_opinion' ORDER BY step",
                         [rid])
-    # intervention markers at the campaign's step, on the timeline and on the charts
-    assert page.locator('svg.metric-chart[data-metric="mean_opinion"] line.marker[data-step="2"]').count() >= 1
+    # intervention markers at the campaign's step, on the timeline and on the charts; the latest run is a
+    # branch: nested under its parent, and its own fired events (step 6) mark the charts
+    page.wait_for_function("document.querySelector('figure.chart[data-metric=\"mean_opinion\"]').dataset.markers"
+                           " === '2,6'")
     assert page.locator("#timeline .tl-event").count() == 1
-    # the latest run is a branch: nested under its parent, and its own fired events mark the charts
     parent = sql(good, "SELECT parent_run_id, fork_step FROM runs WHERE run_id=?", [rid])[0]
     assert parent[1] == 6
     assert "from step 6" in page.inner_text(f'#runs-tree li[data-run="{parent[0]}"] li[data-run="{rid}"]')
-    page.wait_for_selector('svg.metric-chart[data-metric="mean_opinion"] line.marker[data-step="6"]', state="attached")
-    # overlay the other run: its points appear too
+    assert "step 6: counter_campaign" in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
+    # overlay the other run: its curve appears too
     other = [r for (r,) in sql(good, "SELECT run_id FROM runs ORDER BY started_at") if r != rid][1]
     page.check(f'input.overlay[data-run="{other}"]')
-    page.wait_for_selector(f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{other}"]')
-    assert page.locator(f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{other}"]').count() == 13
+    page.wait_for_function(f"'{other}' in JSON.parse(document.querySelector('{chart(page, 'mean_opinion')}')"
+                           ".dataset.series)")
+    assert len(drawn_series(page, chart(page, "mean_opinion"))[other]) == 13
+    page.uncheck(f'input.overlay[data-run="{other}"]')
     # branch minus parent: zero before the fork (replayed steps), the counter-campaign's effect after
     page.check("#diff-mode")
-    diff = f'svg.metric-chart[data-mode="diff"][data-metric="mean_opinion"] circle.pt[data-run="{rid}"]'
-    page.wait_for_selector(diff)
-    values = {int(c.get_attribute("data-step")): float(c.get_attribute("data-value")) for c in page.locator(diff).all()}
+    diff = chart(page, "mean_opinion", "diff")
+    page.wait_for_selector(f"{diff} canvas")
+    page.wait_for_function(f"(JSON.parse(document.querySelector('{diff}').dataset.series)['{rid}'] || []).length > 0")
+    values = dict(drawn_series(page, diff)[rid])
     expected = dict(sql(good, "SELECT b.step, b.value - p.value FROM metrics b JOIN metrics p USING (step, name) "
                               "WHERE b.run_id=? AND p.run_id=? AND name='mean_opinion'", [rid, parent[0]]))
     assert sorted(values) == sorted(expected) == list(range(13))
     assert all(values[t] == 0 for t in range(6))
     assert values == expected
     assert any(values[t] != 0 for t in range(6, 13))
+    # a chart whose differences go negative: its tick labels keep the minus sign, and a zero line is drawn
+    negative = [n for (n,) in sql(good, "SELECT DISTINCT b.name FROM metrics b JOIN metrics p USING (step, name) "
+                                        "WHERE b.run_id=? AND p.run_id=? AND b.value < p.value", [rid, parent[0]])]
+    assert negative, "the branch lowers no metric: the fixture no longer tests negative differences"
+    for name in negative:
+        sel = chart(page, name, "diff")
+        page.wait_for_function(f"document.querySelector('{sel}').dataset.zeroLine !== undefined")
+        ticks = json.loads(page.get_attribute(sel, "data-yticks"))
+        assert any(t.startswith("\u2212") for t in ticks), ticks
+        assert any(float(t) == 0 for t in ticks if t and not t.startswith("\u2212"))
+        low = min(v for _, v in drawn_series(page, sel)[rid])
+        lowest_tick = min(float(t.replace("\u2212", "-")) for t in ticks if t)
+        assert lowest_tick <= low + abs(low) * 0.5       # the ticks cover the negative values
+    page.locator(chart(page, "mean_opinion", "diff")).screenshot(path=str(ARTIFACTS / "dashboard_difference.png"))
     page.uncheck("#diff-mode")
-    page.wait_for_selector('svg.metric-chart[data-mode="level"]')
+    page.wait_for_selector(chart(page, "mean_opinion", "level"))
+    # display states: opinion is numeric, drawn as quantile bands of all agents
+    page.wait_for_selector(f'#state-charts {chart(page, "opinion", "bands")} canvas')
     page.wait_for_selector("#panel-total")
     assert page.get_attribute("#panel-total", "data-total") == str(
         sql(good, "SELECT count(*) FROM panel WHERE run_id=?", [rid])[0][0])
@@ -110,8 +152,8 @@ def test_study_page_population_card_and_metric_chart(site, page):
     page.click("#panel-filters button[type=submit]")
     page.wait_for_selector(f'#panel-total[data-total="{n_agents}"]')
     page.click("text=Show network")
-    page.wait_for_selector("#net-svg circle.node")
-    assert page.locator("#net-svg circle.node").count() == n_agents
+    page.wait_for_selector("#net-canvas canvas")
+    assert page.get_attribute("#net-canvas", "data-nodes") == str(n_agents)
     shot(page, "study")
     # the report's diffusion player, built on request and embedded from the study's runs/ folder
     page.click("text=Full diffusion player (report)")
@@ -120,6 +162,115 @@ def test_study_page_population_card_and_metric_chart(site, page):
     frame = page.frame_locator("#report-player")
     frame.locator("body *").first.wait_for(timeout=30_000)
     page.locator("#network").screenshot(path=str(ARTIFACTS / "dashboard_report_player.png"))
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_no_chart_overflows_its_card(site, width):
+    context = site["browser"].new_context(viewport={"width": width, "height": 900})
+    pg = context.new_page()
+    try:
+        pg.goto(site["url"] + "/#/study/opinion_diffusion")
+        pg.wait_for_selector("#state-charts figure.chart canvas")
+        pg.wait_for_timeout(300)           # let the charts follow their cells' widths
+        boxes = pg.evaluate("""() => [...document.querySelectorAll('figure.chart')].map(f => {
+            const card = f.closest('.card').getBoundingClientRect();
+            const plot = f.querySelector('.uplot').getBoundingClientRect();
+            const canvas = f.querySelector('canvas').getBoundingClientRect();
+            return {metric: f.dataset.metric, card: [card.left, card.right], plot: [plot.left, plot.right],
+                    canvas: [canvas.left, canvas.right], scroll: f.scrollWidth, client: f.clientWidth};
+        })""")
+        assert len(boxes) >= 5
+        for b in boxes:
+            assert b["card"][0] <= b["plot"][0] and b["plot"][1] <= b["card"][1], b
+            assert b["canvas"][1] <= b["card"][1] and b["canvas"][1] - b["canvas"][0] > 200, b
+            assert b["scroll"] <= b["client"] + 1, b
+        assert pg.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        if width == 1920:
+            pg.screenshot(path=str(ARTIFACTS / "dashboard_study_1920.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def test_ba_network_of_5000_agents_with_counts_over_all_and_declared_colours(site, page):
+    ba = site["ba"]
+    rid = latest_run(ba)
+    page.goto(site["url"] + "/#/study/rumor_ba")
+    page.wait_for_selector("#net-run")
+    page.select_option("#net-state", "rumor_state")
+    page.click("text=Show network")
+    # drawn within a few seconds (the layout then keeps refining in slices)
+    page.wait_for_selector("#net-canvas canvas", timeout=10_000)
+    page.wait_for_selector("#net-counts[data-counts]", timeout=10_000)
+    assert page.get_attribute("#net-canvas", "data-nodes") == str(BA_AGENTS)
+    assert int(page.get_attribute("#net-canvas", "data-edges")) == sql(
+        ba, "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
+    last = sql(ba, "SELECT max(step) FROM panel WHERE run_id=?", [rid])[0][0]
+    page.fill("#net-step", "0")
+    page.evaluate(f"(() => {{ const s = document.getElementById('net-step'); s.value = {last}; "
+                  "s.dispatchEvent(new Event('input')); })()")
+    counts = json.loads(page.get_attribute("#net-counts", "data-counts"))
+    stored = dict(sql(ba, "SELECT CAST(state.rumor_state AS VARCHAR), count(*) FROM panel WHERE run_id=? AND step=? GROUP BY 1",
+                      [rid, last]))
+    assert {k: v for k, v in counts.items() if v} == stored
+    assert sum(counts.values()) == BA_AGENTS
+    assert f"all {BA_AGENTS:,} agents" in page.inner_text("#net-counts")
+    # the study's declared colours: in the legend and on the drawn nodes
+    for category, color in DECLARED.items():
+        style = page.get_attribute(f'#net-legend [data-category="{category}"] .swatch', "style")
+        assert color.lower() in style.lower() or "rgb(%d, %d, %d)" % rgb(color) in style
+    page.wait_for_selector('#net-canvas[data-layout="done"]', timeout=120_000)
+    png = ARTIFACTS / "dashboard_ba_network.png"
+    page.locator("#network").screenshot(path=str(png))
+    assert pixels_near(png, rgb(DECLARED["ignorant"])) > 2000
+    assert pixels_near(png, rgb(DECLARED["spreader"]), tol=30) > 20
+    # the shares chart of the same state uses them too
+    colors = json.loads(page.get_attribute(f'#state-charts {chart(page, "rumor_state", "shares")}', "data-colors"))
+    assert {c: colors[c] for c in DECLARED} == DECLARED
+
+
+def test_declared_colours_in_the_report_player(site, page):
+    page.goto(site["url"] + "/#/study/rumor_ba")
+    page.wait_for_selector("#net-run")
+    page.select_option("#net-state", "rumor_state")
+    page.click("text=Full diffusion player (report)")
+    page.wait_for_selector("#report-player", timeout=120_000)
+    frame = page.frame_locator("#report-player")
+    payload = json.loads(frame.locator("#desim-diffusion-data").text_content(timeout=60_000))
+    assert {c: payload["palette"][payload["categories"].index(c)] for c in DECLARED} == DECLARED
+    for category, color in DECLARED.items():
+        assert frame.locator(f'#legend i[style*="{color}"]').count() == 1
+    page.locator("#network").screenshot(path=str(ARTIFACTS / "dashboard_report_player_ba.png"))
+
+
+def test_cross_origin_post_is_refused(site, page):
+    """A page elsewhere submits a form to the dashboard's one writing endpoint: refused, nothing written."""
+    good = site["good"]
+    rid = latest_run(good)
+    target = f"{site['url']}/api/studies/opinion_diffusion/diffusion?run={rid}&state=opinion"
+    before = sorted(p.name for p in (good / "runs").rglob("*.html"))
+    page.set_content(f'<form method="post" action="{target}"><button id="go">go</button></form>')
+    with page.expect_response(lambda r: "/diffusion" in r.url) as answer:
+        page.click("#go")
+    assert answer.value.status == 403
+    assert "cross-origin" in answer.value.text()
+    assert sorted(p.name for p in (good / "runs").rglob("*.html")) == before
+
+
+def test_agent_ids_of_any_characters_open(site, page):
+    from dashboard_helpers import ODD_IDS
+    odd = site["odd"]
+    rid = latest_run(odd)
+    page.goto(site["url"] + "/#/study/odd_ids")
+    page.wait_for_selector("#panel-table a.agent-link")
+    for agent in ODD_IDS:
+        link = page.locator("#panel-table a.agent-link", has_text=agent).first
+        link.click()
+        page.wait_for_selector("#trajectory tbody tr[data-step]")
+        assert page.inner_text("#agent-view h1") == f"Agent {agent}"
+        assert page.locator("#trajectory tbody tr[data-step]").count() == sql(
+            odd, "SELECT count(*) FROM panel WHERE run_id=? AND agent_id=?", [rid, agent])[0][0] == 3
+        page.go_back()
+        page.wait_for_selector("#panel-table a.agent-link")
 
 
 def test_agent_view_shows_trajectory(site, page):
@@ -134,7 +285,7 @@ def test_agent_view_shows_trajectory(site, page):
     assert page.locator("#trajectory tbody tr[data-step]").count() == len(rows) == 12
     cell = page.inner_text('#trajectory tbody tr[data-step="7"] td.json >> nth=0')
     assert json.loads(cell) == rows[6][1]
-    assert page.locator('#agent-view svg.metric-chart[data-metric="opinion"] circle.pt').count() == 13
+    assert len(drawn_series(page, '#agent-view figure.chart[data-metric="opinion"]')[rid]) == 13
     assert page.locator("#agent-messages tbody tr").count() == sql(
         good, "SELECT count(*) FROM messages WHERE run_id=? AND author_id=?", [rid, agent])[0][0]
     shot(page, "agent")
@@ -166,11 +317,12 @@ def test_run_started_during_the_test_appears_live_and_grows(site, page):
         page.wait_for_selector("#live-banner .live-run", timeout=60_000)
         rid = page.get_attribute("#live-banner .live-run", "data-run")
         assert rid not in before
-        pts = f'svg.metric-chart[data-metric="mean_opinion"] circle.pt[data-run="{rid}"]'
-        page.wait_for_selector(pts, timeout=60_000)
-        first = page.locator(pts).count()
-        page.wait_for_function(f"document.querySelectorAll('{pts}').length > {first}", timeout=60_000)
-        grown = page.locator(pts).count()
+        sel = chart(page, "mean_opinion")
+        pts = f"(JSON.parse((document.querySelector('{sel}') || {{dataset: {{}}}}).dataset.series || '{{}}')['{rid}'] || []).length"
+        page.wait_for_function(f"{pts} > 0", timeout=60_000)
+        first = page.evaluate(pts)
+        page.wait_for_function(f"{pts} > {first}", timeout=60_000)
+        grown = page.evaluate(pts)
         assert first < grown <= LIVE_STEPS + 1
         assert page.locator(f'#runs-tree li[data-run="{rid}"] .badge').first.inner_text() == "running"
         shot(page, "live_running")
@@ -180,7 +332,7 @@ def test_run_started_during_the_test_appears_live_and_grows(site, page):
         banner = second.wait_for_selector(f'#live-banner .live-run[data-run="{rid}"]', timeout=30_000)
         assert banner.inner_text().startswith(f"run in progress: {rid} at step")
         assert second.locator(".error-card").count() == 0
-        second.wait_for_selector(pts)                    # its curve so far, from the live file
+        second.wait_for_function(f"{pts} > 0")            # its curve so far, from the live file
         assert second.locator(f'#runs-tree li[data-run="{rid}"]').count() == 1
         second.screenshot(path=str(ARTIFACTS / "dashboard_live_opened_during_run.png"), full_page=True)
         second.close()
@@ -192,7 +344,7 @@ def test_run_started_during_the_test_appears_live_and_grows(site, page):
     assert run.returncode == 0, err          # the dashboard never blocked the run's writes
     assert f"run {rid}: completed" in out
     page.wait_for_selector(f'#runs-tree li[data-run="{rid}"] > .badge[data-status="completed"]', timeout=30_000)
-    page.wait_for_function(f"document.querySelectorAll('{pts}').length === {LIVE_STEPS + 1}", timeout=30_000)
+    page.wait_for_function(f"{pts} === {LIVE_STEPS + 1}", timeout=30_000)
     assert sql(good, "SELECT count(*) FROM metrics WHERE run_id=? AND name='mean_opinion'", [rid])[0][0] == \
         LIVE_STEPS + 1
     assert page.locator("#live-banner .live-run").count() == 0

@@ -8,9 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-from ..config import load_study, read_json
-from ..store import last_step, read_only, store_path
-
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 REFERENCE_STUDIES = Path(__file__).resolve().parent.parent.parent / "studies"
 
@@ -48,6 +45,7 @@ class Progress:
 
 def cmd_new(args) -> int:
     from . import UserError
+    from ..config import read_json
     dest = Path(args.dir) / args.id
     if dest.exists():
         raise UserError(f"{dest} already exists")
@@ -87,6 +85,7 @@ def cmd_validate(args) -> int:
 def cmd_run(args) -> int:
     from ..branch import branch, resume
     from . import UserError
+    from ..config import load_study
     from ..engine import Engine
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
@@ -143,7 +142,7 @@ def _diff_summary(diff: list[dict], limit: int = 4) -> str:
 
 def cmd_runs(args) -> int:
     from ..status import health_of
-    from ..store import fetch_dicts
+    from ..store import fetch_dicts, last_step, read_only, store_path
     from ..versions import describe_overrides
     db = store_path(args.study)
     if not db.exists():
@@ -222,6 +221,7 @@ def print_table(columns: list[str], rows: list[tuple], limit: int = 200) -> None
 def cmd_sql(args) -> int:
     from . import UserError
     import duckdb
+    from ..store import read_only, store_path
     db = store_path(args.study)
     if not db.exists():
         raise UserError(f"{db} does not exist: run the study first")

@@ -3,7 +3,8 @@
 The server binds 127.0.0.1 by default: the dashboard shows study data and
 has no authentication, so exposing it on a network is an explicit choice
 (``--host 0.0.0.0``). ``--port 0`` picks a free port; the first line printed
-is always the URL, so scripts and tests can read it.
+is always the URL, printed once the server accepts connections, so scripts
+and tests can read it and connect at once.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def cmd_dashboard(args) -> int:
     import uvicorn
     from . import UserError
     from ..dashboard.app import create_app
+    from ..dashboard.safety import is_loopback
     studies = Path(args.studies_dir)
     if not studies.is_dir():
         raise UserError(f"{studies} is not a folder of studies")
@@ -27,14 +29,20 @@ def cmd_dashboard(args) -> int:
         raise UserError(f"cannot listen on {args.host}:{args.port}: {e}") from None
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"desim dashboard on http://{host}:{port}/ serving {studies.resolve()}", flush=True)
-    loopback = args.host in ("127.0.0.1", "localhost", "::1")
+    loopback = is_loopback(args.host)
     if not loopback:
         print(f"warning: listening on {args.host}: anyone who can reach this address sees the studies",
               file=sys.stderr)
     app = create_app(studies, allowed_hosts=None if loopback else ["*"])
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    server.run(sockets=[sock])
+    url = f"http://{host}:{port}/"
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets=sockets)
+            if self.started:        # the socket accepts connections: now the URL is true
+                print(f"desim dashboard on {url} serving {studies.resolve()}", flush=True)
+
+    Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
     return 0
 
 

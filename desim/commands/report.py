@@ -1,11 +1,11 @@
 """``desim report`` and ``desim viz diffusion``: figures of what happened in a run or a sweep."""
 from __future__ import annotations
 
-from ..report import ReportError, diffusion_player, write_report, write_sweep_report
 from . import UserError
 
 
 def cmd_report(args) -> int:
+    from ..report import ReportError, write_report, write_sweep_report
     if args.sweep and (args.run or args.compare):
         raise UserError("--sweep reports a whole sweep; it cannot be combined with --run or --compare")
     if args.effect and (args.run or args.compare or args.sweep):
@@ -29,6 +29,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_viz_diffusion(args) -> int:
+    from ..report import ReportError, diffusion_player
     try:
         paths = diffusion_player(args.study, args.state, run_id=args.run, max_nodes=args.max_nodes,
                                  sample_size=args.sample_size, out_dir=args.out)

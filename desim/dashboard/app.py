@@ -28,7 +28,9 @@ Safety: files are served only from the package's ``static`` folder and from
 inside the studies folder (``safety.safe_file``); paths with encoded dots or
 slashes are refused before routing; every id and number from a request is
 validated (``safety``) and bound as a SQL parameter; only loopback ``Host``
-headers are accepted unless the server is deliberately exposed.
+headers are accepted unless the server is deliberately exposed; the POST is
+refused unless it comes from the dashboard's own page (``Origin`` check and a
+custom header, see ``Guard``).
 """
 from __future__ import annotations
 
@@ -39,9 +41,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
-import duckdb
 from starlette.applications import Starlette
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -49,8 +49,8 @@ from starlette.routing import Route
 from ..config import StudyConfigError
 from ..store import StoreBusyError
 from . import data
-from .safety import (BadRequest, NotFound, check_id, check_state_key, int_param, optional_id,
-                     raw_path_suspicious, safe_file)
+from .safety import (BadRequest, NotFound, check_id, check_state_key, check_text, host_name, int_param,
+                     is_loopback, optional_text, raw_path_suspicious, refuse_cross_site, safe_file)
 
 STATIC = Path(__file__).resolve().parent / "static"
 RUN_IN_PROGRESS = ("run in progress: a desim run is writing this study's store, which cannot be read "
@@ -89,33 +89,52 @@ def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
             return JSON({"error": str(e)}, 404)
         except StoreBusyError:
             return JSON({"busy": True, "message": RUN_IN_PROGRESS})
-        except StudyConfigError as e:
+        except (StudyConfigError, data.BrokenStore) as e:
             return JSON({"error": str(e)}, 422)
-        except duckdb.Error as e:
-            return JSON({"error": f"store query failed: {e}"}, 500)
 
     endpoint.__name__ = fn.__name__
     return endpoint
 
 
-class RejectEncodedPaths:
-    """ASGI middleware: 400 for request paths with ``%2e``, ``%2f``, ``..`` and the like."""
+class Guard:
+    """ASGI middleware in front of every route.
 
-    def __init__(self, app):
+    * 400 for request paths with ``%2e``, ``%2f``, ``..`` and the like;
+    * 400 for a ``Host`` header that is not a loopback name (``localhost``,
+      127.0.0.0/8, ``::1``) unless the server is deliberately exposed, so a
+      web page elsewhere cannot read the dashboard through DNS rebinding;
+    * 403 for a POST from another origin or without the page's header
+      (:func:`safety.refuse_cross_site`).
+    """
+
+    def __init__(self, app, allowed_hosts: list[str] | None):
         self.app = app
+        self.any_host = bool(allowed_hosts) and "*" in allowed_hosts
+        self.hosts = {h.lower() for h in allowed_hosts or []}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             raw = scope.get("raw_path") or scope["path"].encode()
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            host = host_name(headers.get("host", ""))
+            refusal = None
             if raw_path_suspicious(raw.split(b"?")[0]):
-                await JSON({"error": "path refused"}, 400)(scope, receive, send)
+                refusal = JSON({"error": "path refused"}, 400)
+            elif not (self.any_host or is_loopback(host) or host.lower() in self.hosts):
+                refusal = JSON({"error": f"Host header {host[:80]!r} refused: the dashboard answers loopback "
+                                         "names only (start it with --host to expose it)"}, 400)
+            else:
+                reason = refuse_cross_site(scope["method"], headers)
+                if reason:
+                    refusal = JSON({"error": reason}, 403)
+            if refusal is not None:
+                await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
 
 class LastGood:
-    """A small LRU of answers: the last read from each store, served (marked stale) while a
-    run locks it; and network layouts, which never change for a run."""
+    """A small LRU of answers: the last read from each store, served (marked stale) while a run locks it."""
 
     def __init__(self, size: int = 256):
         self.size = size
@@ -140,7 +159,6 @@ class Dashboard:
     def __init__(self, studies_dir: str | Path):
         self.studies_dir = Path(studies_dir).resolve()
         self.last_good = LastGood()
-        self.layouts = LastGood(32)
 
     # --- helpers ------------------------------------------------------------------
     def study_root(self, request: Request) -> Path:
@@ -183,7 +201,7 @@ class Dashboard:
         except StoreBusyError:
             store = self.last_good.get((root.name, "store"))
             out["busy"], out["stale"] = True, store is not None
-        except (data.NoStore, duckdb.Error) as e:
+        except (data.NoStore, data.BrokenStore) as e:
             out["store_error"] = str(e)
             store = None
         store = dict(store or {"runs": [], "versions": [], "metric_names": [], "population": {}, "events": [],
@@ -252,14 +270,15 @@ class Dashboard:
         return data.panel_page(
             root, self.run_param(request),
             step=int_param(q.get("step"), "step", 0, MAX_STEP),
-            agent_id=optional_id(q.get("agent_id"), "agent_id"),
-            action_kind=optional_id(q.get("action_kind"), "action_kind"),
+            agent_id=optional_text(q.get("agent_id"), "agent_id"),
+            action_kind=optional_text(q.get("action_kind"), "action_kind"),
             page=int_param(q.get("page"), "page", 0, 1_000_000, 0),
             page_size=int_param(q.get("page_size"), "page_size", 1, 500, 50))
 
     def agent(self, request: Request) -> dict:
+        """One agent; its id is a query parameter, so ids with any characters (``/``, dots, spaces) work."""
         root = self.study_root(request)
-        agent_id = check_id(request.path_params["agent"], "agent_id")
+        agent_id = check_text(request.query_params.get("agent_id"), "agent_id")
         return data.agent_trajectory(root, self.run_param(request), agent_id)
 
     def messages(self, request: Request) -> dict:
@@ -269,16 +288,17 @@ class Dashboard:
             raise BadRequest("step is required")
         return data.step_messages(root, self.run_param(request), step)
 
-    def network(self, request: Request) -> dict:
+    def states(self, request: Request) -> dict:
         root = self.study_root(request)
-        run_id = self.run_param(request)
-        net = data.network(root, run_id, check_state_key(request.query_params.get("state")))
-        key = (root.name, "layout", run_id, len(net["ids"]))
-        xy = self.layouts.get(key)
-        if xy is None:                  # a run's network never changes: lay it out once
-            xy = data.layout(len(net["ids"]), net["edges"])
-            self.layouts.put(key, xy)
-        return {**net, "xy": xy}
+        return data.state_series(root, self.run_param(request), check_state_key(request.query_params.get("state")))
+
+    def network(self, request: Request) -> dict:
+        """Nodes, edges and per-step values; the page lays the graph out (ForceAtlas2) and caches it."""
+        root = self.study_root(request)
+        q = request.query_params
+        return data.network(root, self.run_param(request), check_state_key(q.get("state")),
+                            seed_agent=optional_text(q.get("seed_agent"), "seed_agent"),
+                            messages=q.get("messages") in ("1", "true"))
 
     def diffusion(self, request: Request) -> dict:
         """The full diffusion player of ``desim.report.diffusion``, when that module is installed."""
@@ -350,15 +370,12 @@ def merge_live_runs(runs: list[dict], live: list[dict], *, busy: bool) -> list[d
     return list(by_id.values())
 
 
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
-
-
 def create_app(studies_dir: str | Path, allowed_hosts: list[str] | None = None) -> Starlette:
     """The dashboard over ``studies_dir``.
 
-    ``allowed_hosts`` are the ``Host`` headers accepted (default: loopback
-    names only), so a web page elsewhere cannot read the dashboard through
-    DNS rebinding; pass ``["*"]`` when serving on a network address.
+    ``allowed_hosts`` are ``Host`` names accepted besides the loopback ones
+    (``localhost``, 127.0.0.0/8, ``::1``); pass ``["*"]`` when serving on a
+    network address. See :class:`Guard`.
     """
     d = Dashboard(studies_dir)
     routes = [
@@ -372,12 +389,12 @@ def create_app(studies_dir: str | Path, allowed_hosts: list[str] | None = None) 
         Route("/api/studies/{study}/metrics", api(d.metrics)),
         Route("/api/studies/{study}/events", api(d.events)),
         Route("/api/studies/{study}/panel", api(d.panel)),
-        Route("/api/studies/{study}/agents/{agent}", api(d.agent)),
+        Route("/api/studies/{study}/agent", api(d.agent)),
+        Route("/api/studies/{study}/states", api(d.states)),
         Route("/api/studies/{study}/messages", api(d.messages)),
         Route("/api/studies/{study}/network", api(d.network)),
         Route("/api/studies/{study}/diffusion", api(d.diffusion), methods=["POST"]),
     ]
     app = Starlette(routes=routes)
-    app.add_middleware(RejectEncodedPaths)
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS)
+    app.add_middleware(Guard, allowed_hosts=allowed_hosts)
     return app

@@ -26,17 +26,22 @@ import duckdb
 
 from ..config import StudyConfigError, load_study, read_json
 from ..effect import list_effects
+from ..palette import category_colors, declared_colors
 from ..status import health_of
 from ..store import StoreBusyError, fetch_dicts, field, read_only, store_path
 from .safety import NotFound
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
-MAX_NODES = 1500           # nodes drawn by the built-in diffusion player
+MAX_NODES = 10_000         # agents drawn by the network view; above, a neighbourhood sample of this many
 MESSAGES_PER_ROUND = 200   # messages listed per round (the count is always exact)
 
 
 class NoStore(LookupError):
     """The study has no database yet (never run) or it is not a DuckDB file."""
+
+
+class BrokenStore(ValueError):
+    """The study's database exists but cannot be read (HTTP 422); the message names it relative to the studies folder."""
 
 
 # --- studies and the store ------------------------------------------------------
@@ -51,23 +56,37 @@ def reading(root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only connection held only for one query batch.
 
     Few, short retries: a dashboard request should answer "run in progress"
-    within a fraction of a second rather than wait for a run to finish.
+    within a fraction of a second rather than wait for a run to finish. A
+    store that opens but cannot be read (truncated, damaged) raises
+    :class:`BrokenStore`, naming the file relative to the studies folder.
     """
     db = store_path(root)
+    rel = db.relative_to(root.parent)
     if not db.is_file():
-        raise NoStore(f"no store yet: {db.relative_to(root.parent)} does not exist (run the study first)")
+        raise NoStore(f"no store yet: {rel} does not exist (run the study first)")
     with db.open("rb") as fh:
         # DuckDB reports a foreign file with the same IOException as a lock; the magic bytes tell them apart
         if fh.read(12)[8:12] != b"DUCK":
-            raise NoStore(f"{db.relative_to(root.parent)} cannot be opened: it is not a DuckDB database")
+            raise NoStore(f"{rel} cannot be opened: it is not a DuckDB database")
     try:
         con = read_only(db, attempts=4, wait=0.05)
+    except StoreBusyError as e:
+        if "lock" in str(e).lower():
+            raise
+        raise BrokenStore(f"{rel} cannot be opened: {_relative(e, root)}") from None
     except duckdb.Error as e:
-        raise NoStore(f"{db.name} cannot be opened as a DuckDB database: {e}") from None
+        raise BrokenStore(f"{rel} cannot be opened as a DuckDB database: {_relative(e, root)}") from None
     try:
         yield con
+    except duckdb.Error as e:
+        raise BrokenStore(f"{rel} cannot be read (damaged or truncated?): {_relative(e, root)}") from None
     finally:
         con.close()
+
+
+def _relative(error: Exception, root: Path) -> str:
+    """An error message with the studies folder's absolute path taken out."""
+    return str(error).replace(str(root.parent.resolve()) + "/", "").replace(str(root.parent) + "/", "")
 
 
 def live_runs(root: Path) -> list[dict[str, Any]]:
@@ -120,7 +139,7 @@ def study_summary(root: Path) -> dict[str, Any]:
         entry["status"] = "running"
         entry["last_run"] = live_summary(live[-1]) if live else None
         return entry
-    except (NoStore, duckdb.Error) as e:
+    except (NoStore, BrokenStore) as e:
         entry["error"] = str(e)
         return entry
     if rows:
@@ -355,43 +374,156 @@ def step_messages(root: Path, run_id: str, step: int) -> dict[str, Any]:
     return {"run": run, "step": step, "rounds": [rounds[r] for r in sorted(rounds)]}
 
 
-# --- the built-in network diffusion player -----------------------------------------------
+# --- state fields: the only queries that read panel state -------------------------------
 
-def network(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
-    """Nodes, edges, and one state value per node and step (step 0 = the initial states).
+def field_rows_sql(state_key: str, where: str = "") -> str:
+    """One state field at every step as ``(step, agent_id, v)`` text rows, the initial states as step 0.
 
-    Numbers and booleans (as 0/1) are returned as numbers; any other state
-    (``"spreader"``) as the index of its category in ``categories``. At most
-    :data:`MAX_NODES` nodes (the first ids in order) are returned.
+    The one place that reads a field out of ``state`` (the typed ``state."name"``, as text so that
+    numbers, booleans and categories share one shape; parameter ``$run``); ``where`` is a fixed
+    fragment chosen here, never request text.
     """
+    v = f"CAST({field('state', state_key)} AS VARCHAR)"
+    return (f"SELECT 0 AS step, agent_id, {v} AS v FROM initial_states "
+            f"WHERE run_id = $run {where} UNION ALL "
+            f"SELECT step, agent_id, {v} AS v FROM panel WHERE run_id = $run {where}")
+
+
+def _has_field(con: duckdb.DuckDBPyConnection, state_key: str) -> bool:
+    try:
+        con.execute(f"SELECT {field('state', state_key)} FROM initial_states LIMIT 0")
+        return True
+    except duckdb.BinderException:
+        return False
+
+
+def field_kind(texts: set[str]) -> str:
+    """``boolean``, ``numeric`` or ``categorical``, from the distinct text values of a field."""
+    if texts and texts <= {"true", "false"}:
+        return "boolean"
+    return "numeric" if all(_as_number(v) is not None for v in texts) else "categorical"
+
+
+def field_summary(con: duckdb.DuckDBPyConnection, run_id: str, state_key: str) -> dict[str, Any]:
+    """Per step over all agents: counts per category (booleans, categories) or quantiles and mean (numbers)."""
+    params = {"run": run_id}
+    if not _has_field(con, state_key):
+        return {"kind": "numeric", "steps": [], "quantiles": [], "mean": [], "n": []}
+    rows = con.execute(f"SELECT step, v, count(*) FROM ({field_rows_sql(state_key)}) GROUP BY step, v "
+                       "ORDER BY step", params).fetchall()
+    kind = field_kind({v for _, v, _ in rows if v is not None})
+    steps = sorted({r[0] for r in rows})
+    pos = {t: i for i, t in enumerate(steps)}
+    if kind == "numeric":
+        stats = con.execute(
+            f"SELECT step, quantile_cont(TRY_CAST(v AS DOUBLE), [0.05, 0.25, 0.5, 0.75, 0.95]), "
+            f"avg(TRY_CAST(v AS DOUBLE)), count(v) FROM ({field_rows_sql(state_key)}) GROUP BY step ORDER BY step",
+            params).fetchall()
+        return {"kind": kind, "steps": steps, "quantiles": [r[1] for r in stats], "mean": [r[2] for r in stats],
+                "n": [r[3] for r in stats]}
+    categories = sorted({"null" if v is None else v for _, v, _ in rows})
+    counts = {c: [0] * len(steps) for c in categories}
+    for step, v, n in rows:
+        counts["null" if v is None else v][pos[step]] += n
+    return {"kind": kind, "steps": steps, "categories": categories, "counts": counts}
+
+
+def field_values(con: duckdb.DuckDBPyConnection, run_id: str, state_key: str,
+                 ids: list[str] | None) -> list[tuple[int, str, str | None]]:
+    """``(step, agent_id, text)`` of one field for ``ids`` (all agents when ``None``), by step."""
+    params: dict[str, Any] = {"run": run_id}
+    if not _has_field(con, state_key):
+        return []
+    where = ""
+    if ids is not None:
+        where, params["ids"] = "AND agent_id IN (SELECT unnest($ids))", ids
+    return con.execute(f"SELECT * FROM ({field_rows_sql(state_key, where)}) ORDER BY step", params).fetchall()
+
+
+def state_series(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
+    """A display state over time for the study page's charts, with the study's colours."""
     with reading(root) as con:
         run = _require_run(con, run_id)
-        ids = [r[0] for r in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? ORDER BY agent_id "
-                                         "LIMIT ?", [run_id, MAX_NODES + 1]).fetchall()]
-        truncated = len(ids) > MAX_NODES
-        ids = ids[:MAX_NODES]
-        last = ids[-1] if ids else ""
-        edges = con.execute("SELECT source, target FROM edges WHERE run_id = ? AND source <= ? AND target <= ?",
-                            [run_id, last, last]).fetchall()
-        v = f"CAST({field('state', state_key)} AS VARCHAR)"
-        rows = con.execute(f"SELECT 0 AS step, agent_id, {v} FROM initial_states "
-                           "WHERE run_id = ? AND agent_id <= ? UNION ALL "
-                           f"SELECT step, agent_id, {v} FROM panel "
-                           "WHERE run_id = ? AND agent_id <= ? ORDER BY step",
-                           [run_id, last, run_id, last]).fetchall()
+        out = field_summary(con, run_id, state_key)
+    if not out["steps"]:
+        raise NotFound(f"run '{run_id}' has no state field '{state_key}'")
+    if out["kind"] != "numeric":
+        out["colors"] = category_colors(out["categories"], declared_colors(study_file(root), state_key))
+    return {"run": run, "state": state_key, **out}
+
+
+def study_file(root: Path) -> dict[str, Any]:
+    """``study.json`` as plain data ({} when it cannot be read: the study page reports that error)."""
+    try:
+        data = read_json(root / "study.json")
+    except StudyConfigError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# --- the network view --------------------------------------------------------------------
+
+def network(root: Path, run_id: str, state_key: str, *, seed_agent: str | None = None,
+            messages: bool = False) -> dict[str, Any]:
+    """The run's network and one state field per node and step (step 0 = the initial states).
+
+    Every agent up to :data:`MAX_NODES`; above that, a breadth-first
+    neighbourhood of that many agents around ``seed_agent`` (or seeded random
+    starts). Counts per category (or the mean) are always over the whole
+    population. Booleans and categories are sent as the index of their
+    category; numbers as numbers. With ``messages``, the agents who posted in
+    each step (as node indices).
+    """
+    import networkx as nx
+    from ..sampling import sample_nodes
+    with reading(root) as con:
+        run = _require_run(con, run_id)
+        all_ids = [r[0] for r in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? "
+                                             "ORDER BY agent_id", [run_id]).fetchall()]
+        pairs = con.execute("SELECT source, target FROM edges WHERE run_id = ?", [run_id]).fetchall()
+        ids = all_ids
+        if len(all_ids) > MAX_NODES:
+            graph = nx.Graph()
+            graph.add_nodes_from(all_ids)
+            graph.add_edges_from(pairs)
+            ids = sorted(sample_nodes(graph, all_ids, MAX_NODES, int(run.get("seed") or 0),
+                                      [seed_agent] if seed_agent else ()))
+        sampled = len(ids) < len(all_ids)
+        rows = field_values(con, run_id, state_key, ids if sampled else None)
+        summary = field_summary(con, run_id, state_key)
+        posted = con.execute("SELECT DISTINCT step, author_id FROM messages WHERE run_id = ? ORDER BY step",
+                             [run_id]).fetchall() if messages else []
+    if not summary["steps"]:
+        raise NotFound(f"run '{run_id}' has no state field '{state_key}'")
     index = {a: i for i, a in enumerate(ids)}
-    links = [[index[s], index[t]] for s, t in edges if s in index and t in index]
-    texts = {v for _, _, v in rows if v is not None}
-    numeric = all(_as_number(v) is not None for v in texts)
-    categories = [] if numeric else sorted(texts)
+    edges = [v for s, t in pairs if s in index and t in index for v in (index[s], index[t])]
+    kind = summary["kind"]
+    categories = summary.get("categories", [])
     code = {c: i for i, c in enumerate(categories)}
-    n_steps = max([r[0] for r in rows], default=0)
-    values: list[list[float | None]] = [[None] * len(ids) for _ in range(n_steps + 1)]
+    values: list[list[float | None]] = [[None] * len(ids) for _ in summary["steps"]]
+    pos = {t: i for i, t in enumerate(summary["steps"])}
     for step, agent, v in rows:
-        if agent in index and v is not None:
-            values[step][index[agent]] = _as_number(v) if numeric else code[v]
-    return {"run": run, "state": state_key, "ids": ids, "truncated": truncated, "edges": links,
-            "values": values, "categories": categories}
+        if kind == "numeric":
+            values[pos[step]][index[agent]] = None if v is None else _as_number(v)
+        else:
+            values[pos[step]][index[agent]] = code["null" if v is None else v]
+    out = {"run": run, "state": state_key, "kind": kind, "ids": ids, "n_agents": len(all_ids), "sampled": sampled,
+           "seed_agent": seed_agent if sampled else None, "edges": edges, "steps": summary["steps"],
+           "values": values, "categories": categories}
+    if kind == "numeric":
+        out["population_mean"] = summary["mean"]
+        finite = [v for row in values for v in row if v is not None]
+        out["range"] = [min(finite), max(finite)] if finite else [0.0, 1.0]
+    else:
+        out["population_counts"] = summary["counts"]
+        out["colors"] = category_colors(categories, declared_colors(study_file(root), state_key))
+    if messages:
+        posters: dict[int, list[int]] = {}
+        for step, author in posted:
+            if author in index:
+                posters.setdefault(step, []).append(index[author])
+        out["posters"] = {str(k): v for k, v in posters.items()}
+    return out
 
 
 def _as_number(text: str) -> float | None:
@@ -402,20 +534,3 @@ def _as_number(text: str) -> float | None:
     except ValueError:
         return None
     return number if math.isfinite(number) else None
-
-
-def layout(n_nodes: int, edges: list[list[int]]) -> list[list[float]]:
-    """2-D positions: a force layout started from a circle, its iterations capped so that
-    about 10^7 node-pair updates are spent whatever the size (the force step is O(n^2))."""
-    import networkx as nx
-    import numpy as np
-    if n_nodes == 0:
-        return []
-    graph = nx.Graph()
-    graph.add_nodes_from(range(n_nodes))
-    graph.add_edges_from(edges)
-    angle = 2 * np.pi * np.arange(n_nodes) / n_nodes
-    start = {i: (float(np.cos(a)), float(np.sin(a))) for i, a in enumerate(angle)}
-    iterations = int(min(50, max(2, 1e7 / n_nodes ** 2)))
-    pos = nx.spring_layout(graph, pos=start, seed=7, iterations=iterations, method="force") if n_nodes > 1 else start
-    return [[round(float(pos[i][0]), 4), round(float(pos[i][1]), 4)] for i in range(n_nodes)]

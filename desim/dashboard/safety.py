@@ -7,8 +7,10 @@ file paths cannot leave the folder they are served from.
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ID = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 STATE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -30,8 +32,19 @@ def check_id(value: str | None, name: str) -> str:
     return value
 
 
-def optional_id(value: str | None, name: str) -> str | None:
-    return None if value in (None, "") else check_id(value, name)
+def check_text(value: str | None, name: str, limit: int = 256) -> str:
+    """Free text such as an agent id: any characters but control characters, at most ``limit`` long.
+
+    The engine accepts any string as an agent id, so the dashboard must too;
+    the value is only ever a bound SQL parameter.
+    """
+    if not value or len(value) > limit or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise BadRequest(f"{name} must be 1-{limit} characters without control characters, got {value!r:.80}")
+    return value
+
+
+def optional_text(value: str | None, name: str) -> str | None:
+    return None if value in (None, "") else check_text(value, name)
 
 
 def check_state_key(value: str | None, name: str = "state") -> str:
@@ -83,3 +96,47 @@ def safe_file(base: Path, relative: str) -> Path:
     if not target.is_file():
         raise NotFound(f"no file {relative}")
     return target
+
+
+def host_name(host_header: str) -> str:
+    """The host part of a ``Host`` header: ``[::1]:8787`` -> ``::1``, ``127.0.0.2:80`` -> ``127.0.0.2``."""
+    host = host_header.strip()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host[1:]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or any loopback address (all of 127.0.0.0/8, ``::1``)."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+WRITE_HEADER = "x-desim-request"   # the page sends it on every POST; a cross-site form cannot
+
+
+def refuse_cross_site(method: str, headers: dict[str, str]) -> str | None:
+    """Why a state-changing request is refused, or ``None`` to let it through.
+
+    A POST must come from a page of this dashboard: its ``Origin`` (or, when
+    a browser sends none, its ``Referer``) must name the same host and port
+    as the ``Host`` header, and it must carry the ``X-Desim-Request`` header,
+    which a cross-site form cannot send and a cross-site script can only send
+    after a CORS preflight that this server never grants.
+    """
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return None
+    host = headers.get("host", "")
+    origin = headers.get("origin") or headers.get("referer")
+    if not origin:
+        return "cross-origin check: request refused, it has neither an Origin nor a Referer header"
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or parts.netloc.lower() != host.lower():
+        return f"cross-origin request refused: origin {origin[:80]!r} is not this dashboard ({host[:80]})"
+    if headers.get(WRITE_HEADER) != "1":
+        return f"request refused: the {WRITE_HEADER} header is missing"
+    return None

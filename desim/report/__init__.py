@@ -51,6 +51,7 @@ def write_report(study_root: str | Path, run_id: str | None = None, compare: str
         elif run["kind"] == "branch" and run.get("parent_run_id"):
             control_row = data.resolve_run(con, run["parent_run_id"])
         rd = data.load_run(con, run)
+        _current_colors(rd, study_root)
         control = data.load_run(con, control_row) if control_row else None
         fork = data.fork_step(run, control_row) if control_row else None
         report = content.build(con, rd, control, fork)
@@ -58,6 +59,15 @@ def write_report(study_root: str | Path, run_id: str | None = None, compare: str
         con.close()
     name = rd.run_id if compare is None else f"{rd.run_id}-vs-{control.run_id}"
     return save(report, Path(out_dir) if out_dir else reports_dir(study_root, name))
+
+
+def _current_colors(rd: data.RunData, study_root: str | Path) -> None:
+    """Category colours from the study's ``study.json`` as it is now (colours are presentation, not part
+    of the experiment), over those stored with the run: the dashboard and the players use the same."""
+    from .diffusion import study_colors
+    stored = rd.config.setdefault("study", {}).setdefault("state_colors", {})
+    for name in rd.study.get("display_states", []):
+        stored.update({name: {**stored.get(name, {}), **study_colors(study_root, name)}})
 
 
 def write_sweep_report(study_root: str | Path, sweep_id: str, metrics: list[str] | None = None,

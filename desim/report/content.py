@@ -157,7 +157,8 @@ def states_section(con: duckdb.DuckDBPyConnection, rd: RunData) -> Section | Non
             caption = f"'{name}': median, mean and quantile bands across agents at each step."
         else:
             counts = data.category_counts(con, rd.run_id, name)
-            png = figures.categorical_shares(name, counts, rd.event_steps(), rd.run["time_unit"])
+            png = figures.categorical_shares(name, counts, rd.event_steps(), rd.run["time_unit"],
+                                             (rd.study.get("state_colors") or {}).get(name))
             caption = f"'{name}': share of agents in each category at each step."
             last = counts["steps"][-1] if counts["steps"] else None
             if last is not None:
@@ -187,21 +188,15 @@ def add_metric_differences(section: Section, diffs: dict, treat: RunData, contro
     section.figures.append(Figure("difference_metrics", "Treatment minus control", png,
                                   "Bars: treatment minus control per step"
                                   + (f"; the red line is the fork step {fork}." if fork is not None else ".")))
-    names = list(diffs)
-    t_vals = {n: dict(treat.metrics[n]) for n in names}
-    c_vals = {n: dict(control.metrics[n]) for n in names}
-    steps = sorted({s for n in names for s, _ in diffs[n]})
-    cols = ["step"]
-    for n in names:
-        cols += [f"{n} treatment", f"{n} control", f"{n} diff"]
-    rows = []
-    for s in _steps_shown(steps):
-        row = [str(s)]
-        for n in names:
-            t, c = t_vals[n].get(s), c_vals[n].get(s)
-            row += [fmt(t), fmt(c), fmt(t - c if t is not None and c is not None else None)]
-        rows.append(row)
-    section.tables.append(Table(cols, rows))
+    # one narrow table per metric: a single table of 1 + 3 x metrics columns overflows the page
+    for n in diffs:
+        t_vals, c_vals = dict(treat.metrics[n]), dict(control.metrics[n])
+        steps = sorted({s for s, _ in diffs[n]})
+        rows = []
+        for s in _steps_shown(steps):
+            t, c = t_vals.get(s), c_vals.get(s)
+            rows.append([str(s), fmt(t), fmt(c), fmt(t - c if t is not None and c is not None else None)])
+        section.tables.append(Table(["step", f"{n} treatment", f"{n} control", f"{n} diff"], rows))
 
 
 def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: RunData,

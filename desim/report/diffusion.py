@@ -10,18 +10,20 @@ Two outputs from the same frames:
 * ``diffusion.png``: small multiples of up to 12 evenly spaced frames.
 
 The layout is computed once per run and is stable: a spring layout started
-from the agents on a circle in id order, with a fixed seed. A spring layout
-costs O(n²) per iteration, so the number of iterations shrinks as the graph
-grows. Graphs above ``max_nodes`` agents are drawn as a breadth-first
+from seeded random positions (a start on a circle in id order left the hubs
+of a Barabasi-Albert graph on the ring). A spring layout costs O(n²) per
+iteration, so the number of iterations shrinks as the graph grows, but never
+below ``MIN_ITERATIONS``. Graphs above ``max_nodes`` agents are drawn as a breadth-first
 neighbourhood of ``sample_size`` agents around a seeded start (a thousand
 dots still read as a network, and lay out in seconds); the figure and the
 player say so, and give the whole population's counts too.
 Messages per step light the edges of the agents who posted in that step.
+Category colours are the study's (``state_colors`` in ``study.json``, see
+``desim.palette``), the same as in the dashboard and the report's figures.
 """
 from __future__ import annotations
 
 import json
-from collections import deque
 from html import escape
 from pathlib import Path
 
@@ -33,43 +35,23 @@ import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 
+from ..config import StudyConfigError, read_json  # noqa: E402
+from ..palette import category_colors, declared_colors  # noqa: E402
+from ..sampling import sample_nodes  # noqa: E402,F401 - part of this module's interface
 from . import data  # noqa: E402
 from .content import file_stem  # noqa: E402
-from .figures import category_colors, png  # noqa: E402
+from .figures import png  # noqa: E402
 
 MAX_NODES = 5000
 SAMPLE_SIZE = 1000
 NUMERIC_BINS = 32
 LAYOUT_BUDGET = 3e7  # node pairs x iterations: about 3 s of spring layout on this machine
+MIN_ITERATIONS = 15
 MISSING = "#cccccc"
 
 
 def _hex(rgba) -> str:
     return "#{:02x}{:02x}{:02x}".format(*(int(round(255 * c)) for c in rgba[:3]))
-
-
-def sample_nodes(graph: nx.Graph, ids: list[str], limit: int, seed: int) -> list[str]:
-    """``limit`` agents reached breadth-first from a seeded start (restarting in unvisited parts)."""
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(ids))
-    seen: set[str] = set()
-    picked: list[str] = []
-    for start in order:
-        root = ids[start]
-        if root in seen:
-            continue
-        queue = deque([root])
-        seen.add(root)
-        while queue and len(picked) < limit:
-            node = queue.popleft()
-            picked.append(node)
-            for nb in graph.neighbors(node):
-                if nb not in seen:
-                    seen.add(nb)
-                    queue.append(nb)
-        if len(picked) >= limit:
-            break
-    return picked
 
 
 def _unit(xy: np.ndarray) -> np.ndarray:
@@ -84,8 +66,9 @@ def _spring(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
     n = len(nodes)
     if n == 1:
         return np.array([[0.5, 0.5]])
-    start = {a: (np.cos(2 * np.pi * i / n), np.sin(2 * np.pi * i / n)) for i, a in enumerate(nodes)}
-    iterations = int(min(50, max(3, LAYOUT_BUDGET / (n * n))))
+    rng = np.random.default_rng(seed)
+    start = {a: tuple(rng.uniform(-1, 1, 2)) for a in nodes}
+    iterations = int(min(50, max(MIN_ITERATIONS, LAYOUT_BUDGET / (n * n))))
     pos = nx.spring_layout(graph.subgraph(nodes), pos=start, seed=seed, iterations=iterations, method="force")
     return _unit(np.array([pos[a] for a in nodes], dtype=float))
 
@@ -148,11 +131,20 @@ def _posters(con, run_id: str, nodes: list[str]) -> dict[int, list[int]]:
     return out
 
 
-def _encode(kind: str, steps: list[int], values: dict[int, list], population_counts: dict | None):
+def study_colors(study_root: str | Path, field: str) -> dict[str, str]:
+    """The colours ``study.json`` declares for ``field`` ({} when none or unreadable)."""
+    try:
+        return declared_colors(read_json(Path(study_root) / "study.json"), field)
+    except (StudyConfigError, AttributeError):
+        return {}
+
+
+def _encode(kind: str, steps: list[int], values: dict[int, list], population_counts: dict | None,
+            declared: dict[str, str] | None = None):
     """Colour codes per node per frame, the palette, and per-frame counts by category."""
     if kind == "categorical":
         cats = sorted({"null" if v is None else v for s in steps for v in values[s]})
-        palette = category_colors(cats)
+        palette = category_colors(cats, declared)
         code = {c: i for i, c in enumerate(cats)}
         frames = []
         for s in steps:
@@ -210,7 +202,7 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
     xy = layout(sub, nodes, seed=int(run["seed"]) & 0x7FFFFFFF)
     index = {a: i for i, a in enumerate(nodes)}
     edges = [(index[a], index[b]) for a, b in sub.edges()]
-    colouring, frames = _encode(kind, steps, values, population)
+    colouring, frames = _encode(kind, steps, values, population, study_colors(study_root, state))
     for f in frames:
         f["posters"] = posters.get(f["step"], [])
     note = (f"Sampled view: {len(nodes):,} of {len(ids):,} agents, a breadth-first neighbourhood of the "

@@ -2,8 +2,12 @@
 
 Every figure is ``WIDTH`` pixels wide with a height set by its number of
 panels (no tight bounding box), so the size of an image is predictable and
-tests can check it. Intervention steps are drawn as dashed vertical lines
-labelled with the event names; a fork step as a solid red line.
+tests can check it. Intervention steps are drawn as dotted vertical lines
+labelled with the event names, staggered in rows so that labels of nearby
+steps never overlap; a fork step as a solid red line, labelled in the same
+rows. Legends sit above the plot area, clear of both. Markers are drawn only
+on short series (up to ``MARKER_MAX_POINTS`` points), where they help read
+single steps; on long series they would blur the line.
 """
 from __future__ import annotations
 
@@ -16,11 +20,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from ..palette import PALETTE, category_colors  # noqa: E402,F401 - shared with the players and sweep figures
+
 DPI = 100
 WIDTH = 900
 PANEL_HEIGHT = 2.3  # inches per subplot row
 CONTROL_STYLE = {"color": "0.45", "linestyle": "--", "linewidth": 1.4}
 TREATMENT_STYLE = {"color": "tab:blue", "linewidth": 1.8}
+MARKER_MAX_POINTS = 40
+LABEL_FONT = 7.5      # points
+LABEL_ROWS = 4        # rows of staggered event labels at the top of a panel
 
 
 def figure_size(rows: int) -> tuple[float, float]:
@@ -39,23 +48,62 @@ def _subplots(rows: int):
     return fig, [row[0] for row in axes]
 
 
+def marker_style(n_points: int) -> dict:
+    """Point markers for short series only."""
+    return {"marker": "o", "markersize": 3} if n_points <= MARKER_MAX_POINTS else {}
+
+
+def label_rows(labels: list[tuple[float, str]], px_per_step: float, font_px: float) -> list[int]:
+    """A row per label (labels sorted by step) so that no two labels in a row overlap.
+
+    A label starts just right of its step and is about ``0.6 * font_px`` per
+    character wide; it takes the first row whose last label ends before it
+    starts. Past ``LABEL_ROWS`` rows the row with the most room is reused.
+    """
+    ends = [float("-inf")] * LABEL_ROWS
+    rows = []
+    for step, text in labels:
+        start = step * px_per_step + 3
+        width = 0.6 * font_px * len(text) + 6
+        free = [r for r in range(LABEL_ROWS) if ends[r] < start]
+        row = free[0] if free else min(range(LABEL_ROWS), key=lambda r: ends[r])
+        ends[row] = start + width
+        rows.append(row)
+    return rows
+
+
 def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label: bool = True) -> None:
-    """Dotted lines at intervention steps (named at the top), a red line at the fork step.
+    """Dotted lines at intervention steps, a red line at the fork step, their names in staggered rows.
 
     Every figure over steps calls this, so it also keeps the step axis on whole numbers.
     """
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    labels: list[tuple[float, str, str]] = []
     for step, names in sorted(events.items()):
         ax.axvline(step, color="tab:orange", linestyle=":", linewidth=1.3, zorder=0)
-        if label:
-            ax.annotate(", ".join(names), xy=(step, 1.0), xycoords=("data", "axes fraction"),
-                        xytext=(3, -3), textcoords="offset points", va="top", ha="left",
-                        fontsize=7.5, color="tab:orange",
-                        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+        labels.append((step, ", ".join(names), "tab:orange"))
     if fork is not None:
         ax.axvline(fork, color="tab:red", linewidth=1.4, zorder=0)
-        ax.annotate(f"fork at step {fork}", xy=(fork, 0.0), xycoords=("data", "axes fraction"),
-                    xytext=(3, 3), textcoords="offset points", fontsize=7.5, color="tab:red")
+        labels.append((fork, f"fork at step {fork}", "tab:red"))
+    if not label or not labels:
+        return
+    labels.sort(key=lambda x: x[0])
+    fig = ax.figure
+    lo, hi = ax.get_xlim()
+    width_px = ax.get_position().width * fig.get_figwidth() * fig.dpi
+    px_per_step = width_px / max(1e-9, hi - lo)
+    rows = label_rows([(s - lo, t) for s, t, _ in labels], px_per_step, LABEL_FONT * fig.dpi / 72)
+    for (step, text, color), row in zip(labels, rows):
+        ax.annotate(text, xy=(step, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(3, -3 - row * (LABEL_FONT + 3)), textcoords="offset points", va="top", ha="left",
+                    fontsize=LABEL_FONT, color=color, zorder=5,
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+
+
+def legend_above(ax, ncol: int = 4) -> None:
+    """The legend in a row above the plot area: never over the data, the event labels or the fork label."""
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=ncol, frameon=False,
+              borderaxespad=0.0, handlelength=2.2)
 
 
 def metric_trajectories(metrics: dict[str, list[tuple[int, float]]], names: list[str],
@@ -66,18 +114,21 @@ def metric_trajectories(metrics: dict[str, list[tuple[int, float]]], names: list
     fig, axes = _subplots(len(names))
     for ax, name in zip(axes, names):
         steps, values = zip(*metrics[name]) if metrics.get(name) else ((), ())
-        ax.plot(steps, values, marker="o", markersize=3, label=labels[0], **TREATMENT_STYLE)
+        ax.plot(steps, values, label=labels[0], **marker_style(len(steps)), **TREATMENT_STYLE)
         if control and control.get(name):
             cs, cv = zip(*control[name])
             ax.plot(cs, cv, label=labels[1], **CONTROL_STYLE)
         ax.set_ylabel(name, fontsize=9)
         ax.grid(alpha=0.3)
-        mark_events(ax, events, fork)
-    if control:
-        axes[0].legend(fontsize=8, loc="best")
     axes[-1].set_xlabel(f"step ({time_unit})")
     fig.suptitle("Metric trajectories", fontsize=11)
-    fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.45 / fig.get_figheight(), bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
+    top = 0.45 + (0.3 if control else 0.0)
+    fig.subplots_adjust(left=0.1, right=0.97, top=1 - top / fig.get_figheight(),
+                        bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
+    for ax in axes:     # after the layout is final, so labels are staggered at their drawn width
+        mark_events(ax, events, fork)
+    if control:
+        legend_above(axes[0], ncol=2)
     return png(fig)
 
 
@@ -90,25 +141,25 @@ def numeric_distribution(name: str, bands: dict[str, list], events: dict[int, li
     ax.fill_between(steps, q[1], q[3], color="tab:blue", alpha=0.35, label="25-75 %")
     ax.plot(steps, q[2], color="tab:blue", linewidth=1.8, label="median")
     ax.plot(steps, bands["mean"], color="black", linewidth=1, linestyle="--", label="mean")
-    mark_events(ax, events)
     ax.set_ylabel(name)
     ax.set_xlabel(f"step ({time_unit}; 0 = initial state)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right", ncol=4)
     fig.suptitle(f"Distribution of '{name}' over time", fontsize=11)
-    fig.subplots_adjust(left=0.1, right=0.97, top=0.85, bottom=0.2)
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.78, bottom=0.2)
+    mark_events(ax, events)
+    legend_above(ax)
     return png(fig)
 
 
-def categorical_shares(name: str, counts: dict, events: dict[int, list[str]], time_unit: str) -> bytes:
-    """Stacked shares of each category of a categorical state field."""
+def categorical_shares(name: str, counts: dict, events: dict[int, list[str]], time_unit: str,
+                       colors: dict[str, str] | None = None) -> bytes:
+    """Stacked shares of each category of a categorical or boolean state field, in the study's colours."""
     fig, (ax,) = _subplots(1)
     steps = counts["steps"]
     totals = [sum(counts["counts"][c][i] for c in counts["categories"]) or 1 for i in range(len(steps))]
     shares = [[n / t for n, t in zip(counts["counts"][c], totals)] for c in counts["categories"]]
-    ax.stackplot(steps, *shares, labels=counts["categories"], colors=category_colors(counts["categories"]),
-                 alpha=0.9)
-    mark_events(ax, events)
+    ax.stackplot(steps, *shares, labels=counts["categories"],
+                 colors=category_colors(counts["categories"], colors), alpha=0.9)
     ax.set_ylim(0, 1)
     ax.set_xlim(min(steps, default=0), max(steps, default=1))
     ax.set_ylabel("share of agents")
@@ -116,6 +167,7 @@ def categorical_shares(name: str, counts: dict, events: dict[int, list[str]], ti
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(f"Shares of '{name}' over time", fontsize=11)
     fig.subplots_adjust(left=0.1, right=0.84, top=0.85, bottom=0.2)
+    mark_events(ax, events)
     return png(fig)
 
 
@@ -131,10 +183,12 @@ def metric_differences(diffs: dict[str, list[tuple[int, float]]], events: dict[i
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_ylabel(f"Δ {name}", fontsize=9)
         ax.grid(alpha=0.3)
-        mark_events(ax, events, fork)
     axes[-1].set_xlabel(f"step ({time_unit})")
     fig.suptitle(title, fontsize=11)
-    fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.45 / fig.get_figheight(), bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
+    fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.45 / fig.get_figheight(),
+                        bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
+    for ax in axes:
+        mark_events(ax, events, fork)
     return png(fig)
 
 
@@ -149,23 +203,15 @@ def paired_differences(name: str, kind: str, data: dict[str, list], fork: int | 
         ax.plot(steps, data["mean"], color="black", linewidth=1.5, label="mean difference")
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_ylabel(f"Δ {name} per agent")
-        ax.legend(fontsize=8, loc="lower right", ncol=3)
     else:
-        ax.plot(steps, data["changed_share"], color="tab:green", marker="o", markersize=3)
+        ax.plot(steps, data["changed_share"], color="tab:green", **marker_style(len(steps)))
         ax.set_ylim(0, 1)
         ax.set_ylabel(f"share with a different {name}")
-    mark_events(ax, {}, fork)
     ax.grid(alpha=0.3)
     ax.set_xlabel(f"step ({time_unit})")
     fig.suptitle(f"Per-agent paired differences in '{name}' (treatment minus control)", fontsize=11)
-    fig.subplots_adjust(left=0.1, right=0.97, top=0.85, bottom=0.2)
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.78 if kind == "numeric" else 0.85, bottom=0.2)
+    mark_events(ax, {}, fork)
+    if kind == "numeric":
+        legend_above(ax, ncol=3)
     return png(fig)
-
-
-PALETTE = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d",
-           "#ff9da6", "#bab0ac"]
-
-
-def category_colors(categories: list[str]) -> list[str]:
-    """A fixed colour per category position (sorted names), shared by reports and the diffusion player."""
-    return [PALETTE[i % len(PALETTE)] for i in range(len(categories))]

@@ -16,7 +16,8 @@ th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertic
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 0.85em; } .note { color: #777; font-size: 0.85em; }
-.scroll { overflow-x: auto; }
+.scroll { max-width: 100%; overflow-x: auto; }
+th { overflow-wrap: anywhere; } td { overflow-wrap: anywhere; max-width: 28em; }
 """
 
 

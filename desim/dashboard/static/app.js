@@ -3,8 +3,9 @@
  * Views are chosen by the URL hash (#/, #/study/<id>, #/study/<id>/agent/<run>/<agent>,
  * #/study/<id>/messages/<run>/<step>). Everything from the server is put into the page
  * with textContent or SVG attributes, never as HTML, so study text cannot inject markup.
- * Charts are plain SVG drawn here. While a run is going the page polls only the live
- * progress endpoints (files, never the database), so it never blocks the run's writes.
+ * Time charts are uPlot (charts.js), the network is sigma.js + ForceAtlas2 (network.js), all
+ * vendored. While a run is going the page polls only the live progress endpoints (files,
+ * never the database), so it never blocks the run's writes.
  */
 "use strict";
 
@@ -12,6 +13,7 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const COLORS = ["#2f6fdf", "#d92d20", "#079455", "#dc6803", "#6941c6", "#0e9384", "#c11574", "#475467"];
 const POLL_MS = 1000;
 let timers = [];          // intervals and timeouts of the current view, cleared on navigation
+let disposers = [];       // clean-ups of the current view (WebGL renderers), run on navigation
 let viewToken = 0;        // bumps on navigation so late answers of an old view are dropped
 
 // --- small DOM helpers -----------------------------------------------------------------
@@ -55,59 +57,15 @@ function later(fn, ms) { timers.push(setTimeout(fn, ms)); }
 function every(fn, ms) { timers.push(setInterval(fn, ms)); }
 
 async function getJSON(url, method = "GET") {
-  const res = await fetch(url, {cache: "no-store", method});
+  // the server refuses a POST without this header (a cross-site form cannot send it)
+  const res = await fetch(url, {cache: "no-store", method, headers: method === "GET" ? {} : {"X-Desim-Request": "1"}});
   let body;
   try { body = await res.json(); } catch (e) { body = {error: `${res.status} ${res.statusText}`}; }
   if (!res.ok) { const err = new Error(body.error || res.statusText); err.status = res.status; throw err; }
   return body;
 }
 
-// --- charts ---------------------------------------------------------------------------------
-/* A line chart of one metric: series [{run, color, points: [[step, value]], live}], vertical
-   markers at intervention steps, broadcast spans shaded. Each point is a circle.pt carrying
-   data-run and data-step, so tests (and people with devtools) can count them. */
-function lineChart({title, metric, series, xmax, markers = [], spans = [], width = 420, height = 210}) {
-  const m = {l: 46, r: 10, t: 18, b: 24};
-  const W = width - m.l - m.r, H = height - m.t - m.b;
-  const ys = series.flatMap(se => se.points.map(p => p[1])).filter(v => v !== null && Number.isFinite(v));
-  let lo = ys.length ? Math.min(...ys) : 0, hi = ys.length ? Math.max(...ys) : 1;
-  if (hi - lo < 1e-12) { lo -= 0.5; hi += 0.5; }
-  const pad = (hi - lo) * 0.06; lo -= pad; hi += pad;
-  xmax = Math.max(1, xmax);
-  const X = v => m.l + (v / xmax) * W, Y = v => m.t + H - ((v - lo) / (hi - lo)) * H;
-  const svg = s("svg", {class: "metric-chart", "data-metric": metric, viewBox: `0 0 ${width} ${height}`, width, height, role: "img"});
-  svg.append(s("text", {x: m.l, y: 12, class: "chart-title"}, title));
-  for (let i = 0; i <= 4; i++) {
-    const v = lo + (hi - lo) * i / 4;
-    svg.append(s("line", {x1: m.l, x2: m.l + W, y1: Y(v), y2: Y(v), class: "grid-line"}));
-    svg.append(s("text", {x: m.l - 4, y: Y(v) + 3, "text-anchor": "end"}, fmt(+v.toPrecision(3))));
-  }
-  for (let v = 0, every = Math.ceil(xmax / 10); v <= xmax; v += every) {
-    svg.append(s("text", {x: X(v), y: m.t + H + 14, "text-anchor": "middle"}, v));
-  }
-  svg.append(s("line", {x1: m.l, x2: m.l, y1: m.t, y2: m.t + H, class: "axis"}));
-  svg.append(s("line", {x1: m.l, x2: m.l + W, y1: m.t + H, y2: m.t + H, class: "axis"}));
-  for (const sp of spans) {
-    const x0 = X(Math.min(sp.from, xmax)), x1 = X(Math.min(sp.to, xmax));
-    svg.append(s("rect", {x: x0, y: m.t, width: Math.max(2, x1 - x0), height: H, class: "broadcast"}, s("title", {}, sp.label)));
-  }
-  for (const mk of markers) {
-    if (mk.step > xmax) continue;
-    svg.append(s("line", {x1: X(mk.step), x2: X(mk.step), y1: m.t, y2: m.t + H, class: "marker", "data-step": mk.step}, s("title", {}, mk.label)));
-  }
-  for (const se of series) {
-    const pts = se.points.filter(p => p[1] !== null && Number.isFinite(p[1]));
-    svg.append(s("polyline", {points: pts.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none",
-      stroke: se.color, "stroke-width": 1.6, class: se.live ? "live-line" : null, "data-run": se.run}));
-    const r = pts.length > 120 ? 1.2 : 2.4;
-    for (const p of pts) {
-      svg.append(s("circle", {cx: X(p[0]), cy: Y(p[1]), r, fill: se.color, class: "pt", "data-run": se.run, "data-step": p[0], "data-value": p[1]},
-        s("title", {}, `${se.run} step ${p[0]}: ${fmt(p[1])}`)));
-    }
-  }
-  return svg;
-}
-
+// --- population histograms (small SVG; the time charts are in charts.js) -----------------------
 function histogram(dist, width = 260) {
   const height = dist.kind === "categorical" ? 26 + 15 * dist.values.length : dist.kind === "empty" ? 34 : 110;
   const svg = s("svg", {class: "dist", "data-attr": dist.name, viewBox: `0 0 ${width} ${height}`, width, height});
@@ -142,6 +100,8 @@ function crumbs(...parts) {
 function route() {
   timers.forEach(t => { clearTimeout(t); clearInterval(t); });
   timers = [];
+  disposers.forEach(fn => { try { fn(); } catch (e) { /* already gone */ } });
+  disposers = [];
   viewToken += 1;
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const view = document.getElementById("view");
@@ -210,7 +170,8 @@ async function studyView(view, sid) {
   const els = {
     banner: h("div", {id: "live-banner"}),
     runs: h("div", {id: "runs-tree"}),
-    charts: h("div", {id: "metric-charts", class: "grid"}),
+    charts: h("div", {id: "metric-charts", class: "chart-grid"}),
+    states: (st.study.display_states || []).length ? h("div", {id: "state-charts", class: "chart-grid"}) : null,
     legend: h("div", {class: "legend", id: "legend"}),
   };
   fill(view, 
@@ -224,6 +185,7 @@ async function studyView(view, sid) {
     card("Metrics", h("label", {class: "muted"}, h("input", {type: "checkbox", id: "diff-mode",
       onchange: async ev => { S.diff = ev.target.checked; await loadMetrics(S); }}),
       " show each ticked run minus its parent (a branch's effect, step by step)"), els.legend, els.charts),
+    els.states ? card("States over time", els.states) : null,
     panelCard(S),
     networkCard(S));
   S.els = els;
@@ -242,7 +204,8 @@ function populationCard(st) {
     h("dt", {text: "interaction"}), h("dd", {class: "pop-interaction", text: p.interaction + (p.n_edges != null ? ` (${p.n_edges} edges)` : "")}),
     h("dt", {text: "propagation"}), h("dd", {class: "pop-propagation", text: p.propagation}),
     h("dt", {text: "personas from"}), h("dd", {text: p.source}),
-    h("dt", {text: "steps"}), h("dd", {text: `${st.simulation.n_steps} × ${st.simulation.time_unit}, ${st.simulation.interaction_rounds} round(s)/step`}),
+    h("dt", {text: "steps"}), h("dd", {class: "pop-steps", text: `${stepsOfLatest(st)} × ${st.simulation.time_unit}, ${st.simulation.interaction_rounds} round(s)/step` +
+      (stepsOfLatest(st) !== st.simulation.n_steps ? ` (latest run; the study file says ${st.simulation.n_steps})` : "")}),
     h("dt", {text: "decision"}), h("dd", {text: st.simulation.decision}));
   const warnings = st.warnings.length
     ? h("ul", {class: "warnings"}, st.warnings.map(w => h("li", {text: "⚠ " + w})))
@@ -252,22 +215,31 @@ function populationCard(st) {
     p.distributions_from ? h("p", {class: "muted", text: "Distributions: " + p.distributions_from}) : null, dists);
 }
 
-function interventionMarks(st) {
+/* Steps of the latest run (a run may override the study file's n_steps with --steps). */
+function stepsOfLatest(st) {
+  const runs = st.store.runs || [];
+  const done = runs.filter(r => r.status === "completed" && r.n_steps);
+  const last = done.length ? done[done.length - 1] : runs[runs.length - 1];
+  return (last && last.n_steps) || st.simulation.n_steps;
+}
+
+function interventionMarks(st, xmax) {
   const iv = st.interventions;
   const markers = iv.scheduled_events.map(e => ({step: e.at_step, name: e.name, label: `${e.name}: ${e.op} ${e.target} = ${short(e.value, 40)}`}));
-  const spans = iv.broadcasts.map(b => ({from: b.at_step, to: b.ttl ? b.at_step + b.ttl : st.simulation.n_steps, label: `${b.name} (${b.channel})`}));
+  const spans = iv.broadcasts.map(b => ({from: b.at_step, to: b.ttl ? b.at_step + b.ttl : xmax, label: `${b.name} (${b.channel})`}));
   for (const b of iv.broadcasts) markers.push({step: b.at_step, name: b.name, label: `broadcast ${b.name}`});
   return {markers, spans};
 }
 
 function interventionsCard(st) {
-  const iv = st.interventions, n = st.simulation.n_steps;
+  const iv = st.interventions, n = Math.max(stepsOfLatest(st), ...iv.scheduled_events.map(e => e.at_step), ...iv.broadcasts.map(b => b.at_step));
   const width = 900, m = {l: 20, r: 20}, W = width - m.l - m.r, X = v => m.l + (v / Math.max(1, n)) * W;
   const rows = iv.scheduled_events.length + iv.broadcasts.length + 1;
   const height = 40 + rows * 22;
   const svg = s("svg", {id: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", height});
   svg.append(s("line", {x1: m.l, x2: m.l + W, y1: height - 20, y2: height - 20, class: "axis"}));
   for (let t = 0; t <= n; t += Math.max(1, Math.ceil(n / 20))) svg.append(s("text", {x: X(t), y: height - 6, "text-anchor": "middle"}, t));
+  if (n > stepsOfLatest(st)) svg.append(s("line", {x1: X(stepsOfLatest(st)), x2: X(stepsOfLatest(st)), y1: 4, y2: height - 20, class: "run-end"}, s("title", {}, "last step of the latest run")));
   let y = 16;
   for (const e of iv.scheduled_events) {
     svg.append(s("circle", {cx: X(e.at_step), cy: y, r: 5, fill: "#d92d20", class: "tl-event", "data-step": e.at_step}));
@@ -344,6 +316,7 @@ function parentOf(S, rid) {
 }
 
 async function loadMetrics(S) {
+  const call = S.metricsCall = (S.metricsCall || 0) + 1;   // only the latest call draws (ticks can overlap)
   const wanted = new Set(S.selected);
   if (S.diff) for (const rid of S.selected) { const p = parentOf(S, rid); if (p) wanted.add(p); }
   const stored = [...wanted].filter(rid => S.liveStatus[rid] !== "running");
@@ -358,7 +331,7 @@ async function loadMetrics(S) {
       }
     } catch (e) { fill(S.els.charts, errorCard(e.message, "metrics")); return; }
   }
-  if (S.token === viewToken) renderCharts(S);
+  if (S.token === viewToken && call === S.metricsCall) { renderCharts(S); renderStates(S); }
 }
 
 function renderCharts(S) {
@@ -367,15 +340,17 @@ function renderCharts(S) {
   (S.st.store.metric_names || []).forEach(add);
   for (const rid of S.selected) Object.keys(S.series[rid] || {}).forEach(add);
   for (const rid of S.selected) Object.keys((S.live[rid] || {}).metrics || {}).forEach(add);
-  const {markers, spans} = interventionMarks(S.st);
   const selected = S.runs.filter(r => S.selected.has(r.run_id));
+  // the step axis covers the ticked runs' own steps (a run may have been started with --steps)
+  const xmax = Math.max(1, ...selected.map(r => r.n_steps || 0));
+  const {markers, spans} = interventionMarks(S.st, xmax);
   const seen = new Set(markers.map(mk => mk.step + " " + mk.name));
   for (const r of selected) for (const e of S.events[r.run_id] || []) {
     if (seen.has(e.step + " " + e.name)) continue;
     seen.add(e.step + " " + e.name);
     markers.push({step: e.step, name: e.name, label: `${e.kind} ${e.name} fired in ${r.run_id}`});
   }
-  const xmax = Math.max(1, ...selected.map(r => r.n_steps || 0), S.st.simulation.n_steps);
+  S.marks = {markers, spans, xmax};
   fill(S.els.legend, ...selected.map(r => h("span", {}, h("span", {class: "swatch", style: `background:${runColor(S, r.run_id)}`}),
     r.run_id + (S.liveStatus[r.run_id] === "running" ? " (live)" : ""))));
   if (!names.length) { fill(S.els.charts, h("p", {class: "muted", text: "No metrics yet."})); return; }
@@ -390,13 +365,33 @@ function renderCharts(S) {
   };
   const shown = S.diff ? selected.filter(r => parentOf(S, r.run_id)) : selected;
   if (S.diff && !shown.length) { fill(S.els.charts, infoCard("None of the ticked runs has a parent run to compare with.")); return; }
-  fill(S.els.charts, ...names.map(name => {
-    const chart = lineChart({title: S.diff ? `${name}: run − parent` : name, metric: name, xmax, markers, spans,
-      series: shown.map(r => ({run: r.run_id, color: runColor(S, r.run_id), live: S.liveStatus[r.run_id] === "running",
-        points: S.diff ? diffOf(r.run_id, name) : pointsOf(r.run_id, name)}))});
-    chart.setAttribute("data-mode", S.diff ? "diff" : "level");
-    return chart;
+  fill(S.els.charts, ...names.map(name => timeChart({
+    title: S.diff ? `${name}: run − parent` : name, key: name, mode: S.diff ? "diff" : "level", xmax, markers, spans,
+    zeroLine: S.diff,
+    series: shown.map(r => ({label: r.run_id, color: runColor(S, r.run_id), dash: S.liveStatus[r.run_id] === "running" ? [4, 2] : undefined,
+      points: S.diff ? diffOf(r.run_id, name) : pointsOf(r.run_id, name)}))})));
+}
+
+/* Display states of one run: stacked shares per category (booleans too), or quantile bands of numbers. */
+async function renderStates(S) {
+  const keys = S.st.study.display_states || [];
+  const runs = S.runs.filter(r => S.selected.has(r.run_id) && S.liveStatus[r.run_id] !== "running");
+  if (!keys.length || !S.els.states) return;
+  if (!runs.length) { fill(S.els.states, h("p", {class: "muted", text: "Tick a finished run to see its states."})); return; }
+  const run = runs[runs.length - 1];
+  const {markers = [], spans = []} = S.marks || {};
+  const charts = await Promise.all(keys.map(async key => {
+    let summary;
+    try { summary = await getJSON(`/api/studies/${enc(S.sid)}/states?run=${enc(run.run_id)}&state=${enc(key)}`); }
+    catch (e) { return errorCard(e.message, key); }
+    if (summary.busy) return infoCard(summary.message);
+    const xmax = Math.max(1, run.n_steps || 0, ...summary.steps);
+    const title = `${key} (run ${run.run_id})`;
+    return summary.kind === "numeric"
+      ? bandsChart({title, key, summary, xmax, markers, spans, note: "median, mean and 5–95 % / 25–75 % of agents"})
+      : sharesChart({title, key, summary, xmax, markers, spans, note: "share of agents in each category"});
   }));
+  if (S.token === viewToken) fill(S.els.states, ...charts);
 }
 
 async function pollLive(S) {
@@ -469,90 +464,42 @@ function panelCard(S) {
   return h("section", {class: "card", id: "panel"}, h("h2", {text: "Panel"}), form, out, pager);
 }
 
-// --- the network diffusion player --------------------------------------------------------------------
+// --- the network view (network.js) ----------------------------------------------------------------
 function networkCard(S) {
   const runs = S.runs.filter(r => r.status !== "running" || r.stalled);
   const dists = S.st.population.distributions || [];
   const keys = [...new Set([...(S.st.study.display_states || []), ...dists.filter(d => d.kind === "numeric").map(d => d.name), ...dists.map(d => d.name)])];
   const runSel = h("select", {id: "net-run"}, runs.slice().reverse().map(r => h("option", {value: r.run_id, text: r.run_id})));
   const keySel = h("select", {id: "net-state"}, keys.map(k => h("option", {value: k, text: k})));
+  const seedIn = h("input", {id: "net-seed", size: 10, placeholder: "agent id", title: "for networks too large to draw whole: the agent whose neighbourhood is drawn"});
   const stage = h("div", {id: "net-stage"});
   const external = h("span", {});
+  const url = extra => `/api/studies/${enc(S.sid)}/network?run=${enc(runSel.value)}&state=${enc(keySel.value)}` +
+    (seedIn.value.trim() ? `&seed_agent=${enc(seedIn.value.trim())}` : "") + extra;
   const load = async () => {
+    disposers.forEach(fn => fn()); disposers = [];
     fill(stage, h("p", {class: "muted", text: "Loading network…"}));
     let net;
-    try { net = await getJSON(`/api/studies/${enc(S.sid)}/network?run=${enc(runSel.value)}&state=${enc(keySel.value)}`); }
-    catch (e) { fill(stage, errorCard(e.message, "network")); return; }
+    try { net = await getJSON(url("")); } catch (e) { fill(stage, errorCard(e.message, "network")); return; }
     if (net.busy) { fill(stage, infoCard(net.message)); return; }
-    fill(stage, diffusionPlayer(net));
+    fill(stage, networkView(S.sid, net, {
+      loadPosters: async () => (await getJSON(url("&messages=1"))).posters || {},
+      onDispose: fn => disposers.push(fn)}));
   };
   const openFull = async () => {
     fill(external, h("span", {class: "muted", text: " building…"}));
     try {
       const r = await getJSON(`/api/studies/${enc(S.sid)}/diffusion?run=${enc(runSel.value)}&state=${enc(keySel.value)}`, "POST");
       fill(external, " ", h("a", {href: r.url, target: "_blank", rel: "noopener", text: "open in a new tab"}));
-      fill(stage, h("iframe", {id: "report-player", src: r.url, title: "diffusion player", style: "width:100%;height:640px;border:1px solid #d9dee7"}));
+      disposers.forEach(fn => fn()); disposers = [];
+      fill(stage, h("iframe", {id: "report-player", src: r.url, title: "diffusion player", style: "width:100%;height:900px;border:1px solid #d9dee7"}));
     } catch (e) { fill(external, errorCard(e.message)); }
   };
-  const controls = h("div", {class: "filters"}, "run ", runSel, " state ", keySel, " ",
+  const controls = h("div", {class: "filters"}, "run ", runSel, " state ", keySel, " around ", seedIn, " ",
     h("button", {type: "button", class: "primary", onclick: load, text: "Show network"}),
     S.st.diffusion_player ? h("button", {type: "button", onclick: openFull, text: "Full diffusion player (report)"}) : null, external);
   return h("section", {class: "card", id: "network"}, h("h2", {text: "Network diffusion"}),
     runs.length && keys.length ? controls : h("p", {class: "muted", text: "Needs a finished run with numeric states."}), stage);
-}
-
-function diffusionPlayer(net) {
-  const size = 460, pad = 14;
-  const xs = net.xy.map(p => p[0]), ys = net.xy.map(p => p[1]);
-  const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-  const X = v => pad + ((v - x0) / ((x1 - x0) || 1)) * (size - 2 * pad), Y = v => pad + ((v - y0) / ((y1 - y0) || 1)) * (size - 2 * pad);
-  const cats = net.categories || [];
-  const all = net.values.flat().filter(v => v !== null);
-  const lo = all.length ? Math.min(...all) : 0, hi = all.length ? Math.max(...all) : 1;
-  const color = v => {
-    if (v === null || v === undefined) return "#c0c6d0";
-    if (cats.length) return COLORS[v % COLORS.length];
-    const t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
-    return `rgb(${Math.round(40 + 200 * t)},${Math.round(90 + 40 * (1 - Math.abs(t - 0.5) * 2))},${Math.round(230 - 190 * t)})`;
-  };
-  const summary = vals => {
-    if (!vals.length) return "";
-    if (!cats.length) return `, mean ${net.state} ${fmt(vals.reduce((a, b) => a + b, 0) / vals.length)}`;
-    const counts = cats.map(() => 0);
-    vals.forEach(v => { counts[v] += 1; });
-    return ", " + cats.map((c, i) => `${c} ${counts[i]}`).join(", ");
-  };
-  const scale = cats.length
-    ? h("div", {class: "legend"}, cats.map((c, i) => h("span", {}, h("span", {class: "swatch", style: `background:${COLORS[i % COLORS.length]}`}), c)))
-    : h("p", {class: "muted", text: `colour: ${net.state} from ${fmt(lo)} (blue) to ${fmt(hi)} (red)`});
-  const svg = s("svg", {id: "net-svg", viewBox: `0 0 ${size} ${size}`, width: size, height: size});
-  const edges = s("g", {stroke: "#cfd4dc", "stroke-width": 0.6});
-  for (const [a, b] of net.edges.slice(0, 6000)) edges.append(s("line", {x1: X(net.xy[a][0]), y1: Y(net.xy[a][1]), x2: X(net.xy[b][0]), y2: Y(net.xy[b][1])}));
-  svg.append(edges);
-  const r = net.ids.length > 400 ? 2.5 : 5;
-  const nodes = net.ids.map((id, i) => { const c = s("circle", {cx: X(net.xy[i][0]), cy: Y(net.xy[i][1]), r, class: "node"}, s("title", {}, id)); svg.append(c); return c; });
-  const last = net.values.length - 1;
-  const slider = h("input", {type: "range", id: "net-step", min: 0, max: last, value: 0});
-  const label = h("span", {id: "net-step-label"});
-  const show = t => {
-    nodes.forEach((c, i) => c.setAttribute("fill", color(net.values[t][i])));
-    const vals = net.values[t].filter(v => v !== null);
-    label.textContent = ` step ${t}/${last}` + summary(vals);
-  };
-  slider.addEventListener("input", () => show(+slider.value));
-  let playing = null;
-  const play = h("button", {type: "button", text: "▶ play", onclick: () => {
-    if (playing) { clearInterval(playing); playing = null; play.textContent = "▶ play"; return; }
-    play.textContent = "❚❚ pause";
-    playing = setInterval(() => {
-      const t = (+slider.value + 1) % (last + 1); slider.value = t; show(t);
-      if (t === last) { clearInterval(playing); playing = null; play.textContent = "▶ play"; }
-    }, 450);
-    timers.push(playing);
-  }});
-  show(0);
-  return h("div", {}, h("div", {}, play, " ", slider, label),
-    h("p", {class: "muted", text: `${net.ids.length} agents${net.truncated ? " (the first by id only)" : ""}, ${net.edges.length} edges`}), scale, svg);
 }
 
 // --- one agent ----------------------------------------------------------------------------------------
@@ -560,7 +507,7 @@ async function agentView(view, sid, rid, aid) {
   const token = viewToken;
   crumbs({text: "studies", href: "#/"}, {text: sid, href: "#/study/" + enc(sid)}, {text: `run ${rid}`}, {text: `agent ${aid}`});
   let a;
-  try { a = await getJSON(`/api/studies/${enc(sid)}/agents/${enc(aid)}?run=${enc(rid)}`); }
+  try { a = await getJSON(`/api/studies/${enc(sid)}/agent?run=${enc(rid)}&agent_id=${enc(aid)}`); }
   catch (e) { fill(view, errorCard(e.message, "agent")); return; }
   if (token !== viewToken) return;
   if (a.busy) { fill(view, infoCard(a.message)); return; }
@@ -573,8 +520,8 @@ async function agentView(view, sid, rid, aid) {
   };
   take(0, a.initial);
   a.steps.forEach(r => take(r.step, r.state));
-  const charts = h("div", {class: "grid"}, Object.entries(numeric).map(([k, pts]) =>
-    lineChart({title: k, metric: k, xmax: a.run.n_steps, series: [{run: rid, color: COLORS[0], points: pts}]})));
+  const charts = h("div", {class: "chart-grid"}, Object.entries(numeric).map(([k, pts]) =>
+    timeChart({title: k, key: k, xmax: a.run.n_steps, series: [{label: rid, color: COLORS[0], points: pts}]})));
   const rows = [h("tr", {class: "initial"}, h("td", {text: "0 (initial)"}), h("td", {class: "json", text: short(a.initial, 300)}), h("td", {}), h("td", {}), h("td", {}), h("td", {}))];
   for (const r of a.steps) rows.push(h("tr", {"data-step": r.step},
     h("td", {}, h("a", {href: `#/study/${enc(sid)}/messages/${enc(rid)}/${r.step}`, text: r.step})),
