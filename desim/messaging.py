@@ -11,6 +11,9 @@ neighbors, step, round_idx)`` returns message ``m`` iff its author is one of
 the recipient's neighbours and either ``m.step == step and m.round <
 round_idx`` (posted earlier this step) or ``carry_previous_step and m.step ==
 step - 1`` (last step's).
+An agent never reads its own posts: the recipient is skipped among its
+neighbours, so a self-loop would change nothing, and ``population.json``
+refuses one in explicit ``edges`` rather than let it look meaningful.
 
 Delivery is indexed by step and author, so a reader costs its neighbours'
 look-ups plus the messages it receives, never a scan of the whole bus.
@@ -32,6 +35,7 @@ from typing import Callable, Iterable
 import networkx as nx
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .schemas import Action, Message
 
@@ -55,6 +59,31 @@ def _message(author_id: str, step: int, round_idx: int, content, channel: str, k
     object.__setattr__(m, "__pydantic_extra__", None)
     object.__setattr__(m, "__pydantic_private__", None)
     return m
+
+
+def split_by_step(drained: list[Message] | pa.Table, step: int) -> dict[int, list[Message] | pa.Table]:
+    """Drained messages grouped by the step each was posted in (``step`` when they do not say).
+
+    Almost always one group, the step being written; a study process that posts
+    between steps (at t = 1.5, stamped ``step=1``) adds a group for its own step,
+    so the ``messages`` table keeps the step a message says, not the step
+    during whose close it happened to be drained.
+    """
+    if isinstance(drained, pa.Table):
+        if "step" not in drained.column_names or drained.num_rows == 0:
+            return {step: drained}
+        col = drained["step"]
+        lo, hi = (v.as_py() for v in pc.min_max(col).values())
+        if lo == hi:
+            return {lo: drained}
+        return {s: drained.filter(pc.equal(col, s)) for s in sorted(pc.unique(col).to_pylist())}
+    steps = {m.step for m in drained}
+    if len(steps) <= 1:
+        return {steps.pop() if steps else step: drained}
+    out: dict[int, list[Message]] = {}
+    for m in drained:
+        out.setdefault(m.step, []).append(m)
+    return dict(sorted(out.items()))
 
 
 class MessageBus:

@@ -95,6 +95,7 @@ CREATE TABLE IF NOT EXISTS versions (
     config JSON NOT NULL, config_hash VARCHAR NOT NULL, diff JSON, created_at TIMESTAMP NOT NULL
 );
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS version_id VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS traceback VARCHAR;
 """
 
 def store_path(study_root: str | Path) -> Path:
@@ -150,10 +151,10 @@ class Store:
         self.con.execute("UPDATE runs SET status='running', finished_at=NULL, error=NULL WHERE run_id=?", [run_id])
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
-                   wall_seconds: float | None = None) -> None:
-        self.con.execute("UPDATE runs SET status=?, error=?, finished_at=?, "
+                   wall_seconds: float | None = None, traceback: str | None = None) -> None:
+        self.con.execute("UPDATE runs SET status=?, error=?, traceback=?, finished_at=?, "
                          "wall_seconds=coalesce(wall_seconds, 0) + coalesce(?, 0) WHERE run_id=?",
-                         [status, error, now(), wall_seconds, run_id])
+                         [status, error, traceback, now(), wall_seconds, run_id])
 
     def run_row(self, run_id: str) -> dict[str, Any] | None:
         rows = fetch_dicts(self.con, "SELECT * FROM runs WHERE run_id = ?", [run_id])
