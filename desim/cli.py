@@ -3,7 +3,10 @@
 Each module in ``desim.commands`` has ``register(subparsers)``, which adds
 its sub-commands and sets ``func`` on them. ``main`` turns the errors a user
 can fix (a bad study file, a failed run, a locked store) into a clear message
-and exit status 2 instead of a traceback.
+and exit status 2 instead of a traceback. ``--traceback`` (on ``run`` and
+``validate``) or ``DESIM_TRACEBACK=1`` adds the traceback of the study code
+that failed; anything else escaping ``main`` is a desim bug and keeps
+Python's traceback.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
 from . import __version__
 from .commands import UserError
@@ -43,12 +47,20 @@ def main(argv: list[str] | None = None) -> int:
         p.print_help()
         return 1
     from .engine import RunError, RunFailed
+    from .errors import StudyCodeError
     from .refs import RefError
     from .store import StoreBusyError
     try:
         return int(args.func(args) or 0)
-    except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreBusyError) as e:
+    except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreBusyError, StudyCodeError) as e:
         print(f"desim: error: {e}", file=sys.stderr)
+        trace = getattr(e, "traceback", "") or ("".join(traceback.format_exception(e.__cause__))
+                                                 if e.__cause__ is not None else "")
+        if trace and (getattr(args, "traceback", False) or os.environ.get("DESIM_TRACEBACK") == "1"):
+            print(trace, file=sys.stderr, end="")
+        elif trace:
+            kept = f"completed steps are kept in {e.db_path}; " if isinstance(e, RunFailed) else ""
+            print(f"desim: {kept}--traceback (or DESIM_TRACEBACK=1) shows the traceback", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("desim: interrupted", file=sys.stderr)
