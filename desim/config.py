@@ -451,8 +451,8 @@ def _read_csv_roster(path: Path) -> list[Persona]:
         if not row or (len(row) == 1 and not row[0].strip()):
             continue                    # a blank line
         if len(row) != len(header):
-            raise StudyConfigError(path, [(f"line {line}", f"{len(row)} fields, but the header has "
-                                           f"{len(header)} ({', '.join(header)})")])
+            raise StudyConfigError(path, [(f"line {line}", f"{len(row)} field{'s' * (len(row) != 1)}, but the "
+                                           f"header has {len(header)} ({', '.join(header)})")])
         agent_id = row[key].strip()
         if not agent_id:
             raise StudyConfigError(path, [(f"line {line}, column agent_id", "empty agent_id")])

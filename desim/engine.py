@@ -39,7 +39,7 @@ from simpy.events import NORMAL, Event
 
 from .clock import Clock
 from .config import StudyConfigError, StudySpec, check_population, read_roster
-from .errors import StudyCodeError, call, process_failure
+from .errors import StudyCodeError, call, original, process_failure
 from .interfaces import ActionColumns, MetricCollector, RunContext, StopRun, has_columnar_path
 from .interventions import Interventions
 from .live import LiveFile
@@ -176,9 +176,9 @@ class Engine:
             return read_roster(root, pop.roster)
         provider = build(pop.provider, root, "population/population.json: provider")
         personas = call(provider.personas, self.streams.numpy("population"), root=root, step="population")
-        if not isinstance(personas, list) or not personas:
-            raise RunError(f"population provider {pop.provider.ref}: returned {personas!r:.40}, "
-                           "not a non-empty list of Persona")
+        if not isinstance(personas, list):
+            raise RunError(f"population provider {pop.provider.ref}: returned {type(personas).__name__}, "
+                           "not a list of Persona")
         seen: set[str] = set()
         for i, p in enumerate(personas):
             if not isinstance(p, Persona):
@@ -421,6 +421,7 @@ class Engine:
             status, error = "interrupted", "interrupted by the user"
             raise
         except Exception as e:  # the run is marked failed; completed steps stay in the store
+            e = original(e)
             if not isinstance(e, StudyCodeError):   # raised while the clock ran: maybe a study process
                 e = process_failure(e, self.spec.root, self.sim.now, self.ctx.step) or e
             status, failure = "failed", e

@@ -152,6 +152,14 @@ def call(fn: Callable, *args, root: Path | None = None, step: int | str | None =
         raise failure(e, what, root, step, round_idx, _module_file(owner)) from e
 
 
+def original(exc: BaseException) -> BaseException:
+    """The exception a SimPy process raised: SimPy re-raises a copy whose ``__cause__`` it is."""
+    while (exc.__cause__ is not None and type(exc.__cause__) is type(exc)
+           and exc.__cause__.args == exc.args):
+        exc = exc.__cause__
+    return exc
+
+
 def process_failure(exc: BaseException, root: Path | None, now: float, step: int) -> StudyCodeError | None:
     """A study process (or an errand) that raised while the clock ran; ``None`` when no study
     frame is on the traceback (the failure is the engine's own, not the study's)."""
