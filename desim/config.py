@@ -203,7 +203,7 @@ def _describe(err: dict) -> str:
     kind = type(got).__name__ if got is not None else "null"
     msg = err["msg"]
     if err["type"] in ("value_error", "assertion_error") or err["loc"] == ():
-        return msg
+        return msg.removeprefix("Value error, ")
     return f"{msg} (got {kind} {json.dumps(got, default=str)[:60]})"
 
 
@@ -353,20 +353,21 @@ def check_population(spec: StudySpec, personas: list[Persona]) -> None:
     """What needs the population: it is not empty, and every selector of ``environment.json``
     names attributes the agents have and matches at least one agent.
 
-    A selector on an attribute that events change is checked only for the name:
-    whom it matches depends on the run.
+    A selector on an attribute that an earlier event changes is checked only
+    for the name: whom it matches then depends on the run.
     """
     pop_path = spec.root / FILES["population"][0]
     if not personas:
         raise StudyConfigError(pop_path, [("", "the population is empty: a study needs at least one agent")])
     env, path = spec.environment, spec.root / FILES["environment"][0]
-    changing = {ev.target for ev in env.scheduled_events if ev.selector is not None}
-    have = {k for p in personas for k in p.attributes} | changing
-    items = ([(f"scheduled_events[{i}]", ev) for i, ev in enumerate(env.scheduled_events)]
-             + [(f"broadcasts[{i}]", b) for i, b in enumerate(env.broadcasts)])
-    for where, item in items:
+    events = [(ev.at_step, i, ev.target) for i, ev in enumerate(env.scheduled_events) if ev.selector is not None]
+    have = {k for p in personas for k in p.attributes} | {target for _, _, target in events}
+    items = ([(f"scheduled_events[{i}]", (ev.at_step, i), ev) for i, ev in enumerate(env.scheduled_events)]
+             + [(f"broadcasts[{i}]", (b.at_step, len(events)), b) for i, b in enumerate(env.broadcasts)])
+    for where, when, item in items:
         if not item.selector:
             continue
+        changing = {target for at, i, target in events if (at, i) < when}
         for key in item.selector:
             if key not in have:
                 raise StudyConfigError(path, [(f"{where}.selector.{key}", f"no agent has attribute '{key}' "

@@ -130,7 +130,7 @@ def write_study(root: Path, *, env: dict | None = None, decision: dict | None = 
         "parameters": {"n_agents": 4}, **(simulation or {})}))
     (root / "population" / "population.json").write_text(json.dumps({
         "provider": {"ref": "model:Pop", "args": {"n": "$n_agents"}},
-        "interaction": {"kind": "ring", "k": 2}, **(population or {})}))
+        "interaction": {"kind": "none"}, **(population or {})}))
     (root / "environment" / "environment.json").write_text(json.dumps({
         "provider": {"ref": "model:Env", "args": env or {}}, "layers": {"level": 1.0},
         **(environment or {})}))
