@@ -106,6 +106,8 @@ def study_summary(root: Path) -> dict[str, Any]:
         entry["error"] = str(e).replace(str(root.parent) + "/", "")
         return entry
     live = live_runs(root)
+    if not live and not store_path(root).exists():
+        return entry                    # never run: a neutral card, not an error
     running = [r for r in live if r.get("status") == "running"]
     if running:
         entry["last_run"], entry["status"] = live_summary(running[-1]), "running"
