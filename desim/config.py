@@ -306,7 +306,7 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
             try:
                 merged[k] = coerce_like(v, sim.parameters[k])
             except ValueError as e:
-                raise StudyConfigError(sim_path, [(f"parameters.{k}", f"{e} (declared as "
+                raise StudyConfigError(sim_path, [(f"parameters.{k}", f"--set value {e} (declared as "
                                                    f"{json.dumps(sim.parameters[k])})")]) from None
         updates["parameters"] = merged
     if updates:
@@ -392,7 +392,7 @@ def coerce_like(value: Any, like: Any) -> Any:
     """Turn a command-line string into the type of the parameter's declared default."""
     if not isinstance(value, str) or isinstance(like, str):
         return value
-    kinds = {bool: "true or false", int: "an integer", float: "a number"}
+    kinds = {bool: "true or false", int: "an int", float: "a float"}
     try:
         if isinstance(like, bool):
             if value.lower() in ("true", "1", "yes"):
@@ -408,7 +408,7 @@ def coerce_like(value: Any, like: Any) -> Any:
                 raise ValueError(value)
             return number
     except ValueError:
-        raise ValueError(f"--set value '{value}' is not {kinds[type(like)]}") from None
+        raise ValueError(f"'{value}' is not {kinds[type(like)]}") from None
     return value
 
 

@@ -97,7 +97,7 @@ def test_an_arithmetic_event_needs_a_number_not_a_boolean(root, capsys):
 
 def test_set_with_a_value_of_the_wrong_type(root, capsys):
     refused(capsys, root, ["run", S, "--set", "n_agents=abc"],
-            f"{S}/simulation/simulation.json: parameters.n_agents: --set value 'abc' is not an integer "
+            f"{S}/simulation/simulation.json: parameters.n_agents: --set value 'abc' is not an int "
             "(declared as 4)")
 
 
