@@ -5,7 +5,10 @@ its sub-commands and sets ``func`` on them; a module imports what its
 commands need inside them, so ``desim --help`` and ``desim run`` load only
 what they use (no matplotlib, no web server). ``main`` turns the errors a user
 can fix (a bad study file, a failed run, a locked store) into a clear message
-and exit status 2 instead of a traceback.
+and exit status 2 instead of a traceback. ``--traceback`` (on ``run`` and
+``validate``) or ``DESIM_TRACEBACK=1`` adds the traceback of the study code
+that failed; anything else escaping ``main`` is a desim bug and keeps
+Python's traceback.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
 from . import __version__
 from .commands import UserError
@@ -47,14 +51,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from .config import StudyConfigError
     from .engine import RunError, RunFailed
+    from .errors import StudyCodeError
     from .refs import RefError
     from .fields import FieldError
     from .store import StoreBusyError, StoreLayoutError
     try:
         return int(args.func(args) or 0)
     except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreBusyError, StoreLayoutError,
-            FieldError) as e:
+            FieldError, StudyCodeError) as e:
         print(f"desim: error: {e}", file=sys.stderr)
+        trace = getattr(e, "traceback", "") or ("".join(traceback.format_exception(e.__cause__))
+                                                 if e.__cause__ is not None else "")
+        if trace and (getattr(args, "traceback", False) or os.environ.get("DESIM_TRACEBACK") == "1"):
+            print(trace, file=sys.stderr, end="")
+        elif trace:
+            kept = f"completed steps are kept in {e.db_path}; " if isinstance(e, RunFailed) else ""
+            print(f"desim: {kept}--traceback (or DESIM_TRACEBACK=1) shows the traceback", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("desim: interrupted", file=sys.stderr)

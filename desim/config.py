@@ -11,7 +11,10 @@ A study is a folder::
 
 Every file is validated on load. An error names the file, the field path and
 what was expected; unknown keys are errors, because a typo (``n_step``) that
-silently falls back to a default is the worst kind of bug in a study.
+silently falls back to a default is the worst kind of bug in a study. Types
+are strict (``true`` is not an integer, ``"yes"`` is not a boolean) and
+integers stay inside what the store can hold, so nothing that passes here
+fails later, after a run has been recorded.
 """
 from __future__ import annotations
 
@@ -19,11 +22,16 @@ import csv
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict as StrictType, ValidationError, model_validator
 
-from .schemas import Broadcast, Persona, ScheduledEvent
+from .schemas import INT32, Broadcast, Persona, ScheduledEvent, selector_matches
+
+INT64 = 2**63 - 1
+Int = Annotated[int, StrictType()]
+Bool = Annotated[bool, StrictType()]
+Number = Annotated[float, StrictType()]     # an integer is accepted, a string or boolean is not
 
 TIME_UNITS = ("second", "minute", "hour", "day", "week", "month", "quarter", "year", "step")
 PROPAGATIONS = ("independent", "contagion", "broadcast_then_local")
@@ -76,7 +84,7 @@ class StudyFile(Strict):
 
 class WarmStart(Strict):
     from_run: str
-    at_step: int = Field(ge=1)
+    at_step: Int = Field(ge=1, le=INT32)
 
 
 class PanelOptions(Strict):
@@ -87,16 +95,16 @@ class PanelOptions(Strict):
 
 
 class SimulationFile(Strict):
-    n_steps: int = Field(ge=1)
+    n_steps: Int = Field(ge=1, le=INT32)
     time_unit: Literal[TIME_UNITS] = "step"  # type: ignore[valid-type]
-    interaction_rounds: int = 1
-    seed: int = 0
+    interaction_rounds: Int = Field(default=1, le=INT32)
+    seed: Int = Field(default=0, ge=-INT64 - 1, le=INT64)
     decision: Ref
     collector: Ref | None = None
-    memory_window: int = Field(default=5, ge=0)
+    memory_window: Int = Field(default=5, ge=0, le=INT32)
     warm_start: WarmStart | None = None
-    record_rounds: bool = False
-    agent_processes: bool = True
+    record_rounds: Bool = False
+    agent_processes: Bool = True
     parameters: dict[str, float | int | str | bool] = Field(default_factory=dict)
     llm: dict[str, Any] | None = None
     panel: PanelOptions | None = None
@@ -107,15 +115,15 @@ class Interaction(Strict):
 
     kind: Literal[NETWORK_KINDS] = "none"  # type: ignore[valid-type]
     edges: list[tuple[str, str]] | None = None
-    k: int | None = Field(default=None, ge=1)
-    p: float | None = Field(default=None, ge=0.0, le=1.0)
-    m: int | None = Field(default=None, ge=1)
-    width: int | None = Field(default=None, ge=1)
-    height: int | None = Field(default=None, ge=1)
+    k: Int | None = Field(default=None, ge=1, le=INT32)
+    p: Number | None = Field(default=None, ge=0.0, le=1.0)
+    m: Int | None = Field(default=None, ge=1, le=INT32)
+    width: Int | None = Field(default=None, ge=1, le=INT32)
+    height: Int | None = Field(default=None, ge=1, le=INT32)
     neighborhood: Literal["moore", "von_neumann"] = "moore"
-    torus: bool = True
+    torus: Bool = True
     attribute: str | None = None
-    directed: bool = False
+    directed: Bool = False
 
     @model_validator(mode="after")
     def _needs(self) -> "Interaction":
@@ -213,20 +221,35 @@ def _describe(err: dict) -> str:
     kind = type(got).__name__ if got is not None else "null"
     msg = err["msg"]
     if err["type"] in ("value_error", "assertion_error") or err["loc"] == ():
-        return msg
+        return msg.removeprefix("Value error, ")
     return f"{msg} (got {kind} {json.dumps(got, default=str)[:60]})"
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A UTF-8 text file (a byte-order mark is dropped); any failure names the file."""
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise StudyConfigError(path, [("", f"{what} not found")]) from None
+    except IsADirectoryError:
+        raise StudyConfigError(path, [("", f"is a directory, not a {what}")]) from None
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        raise StudyConfigError(path, [("", f"not UTF-8 text: byte 0x{e.object[e.start]:02x} at line {line} "
+                                           "(save the file as UTF-8)")]) from None
+    except OSError as e:
+        raise StudyConfigError(path, [("", f"cannot be read: {e.strerror or e}")]) from None
 
 
 def read_json(path: Path) -> Any:
     """Read a JSON file; a syntax error names the file, line and column."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise StudyConfigError(path, [("", "file not found")]) from None
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise StudyConfigError(path, [("", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}")]) from None
+    except RecursionError:
+        raise StudyConfigError(path, [("", "JSON nested too deeply to be a study file")]) from None
 
 
 def validate_file(path: Path, model: type[BaseModel], data: Any) -> BaseModel:
@@ -326,7 +349,11 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
                                                              f"declared: {sorted(sim.parameters)}")])
         merged = dict(sim.parameters)
         for k, v in params.items():
-            merged[k] = coerce_like(v, sim.parameters[k])
+            try:
+                merged[k] = coerce_like(v, sim.parameters[k])
+            except ValueError as e:
+                raise StudyConfigError(sim_path, [(f"parameters.{k}", f"--set value {e} (declared as "
+                                                   f"{json.dumps(sim.parameters[k])})")]) from None
         updates["parameters"] = merged
     if updates:
         sim = validate_file(sim_path, SimulationFile, {**sim.model_dump(mode="json"), **updates})
@@ -335,7 +362,13 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     pops: PopulationFile = loaded["population"]
     pop_path = root / FILES["population"][0]
     if pops.personas is not None:
+        if not pops.personas:
+            raise StudyConfigError(pop_path, [("personas", "the list is empty: a study needs at least one agent")])
         _check_unique_ids(pop_path, pops.personas, "personas")
+    for i, (a, b) in enumerate(pops.interaction.edges or []):
+        if a == b:
+            raise StudyConfigError(pop_path, [(f"interaction.edges[{i}]", f"self-loop '{a}' -> '{b}': an agent "
+                                               "never reads its own posts, so it would change nothing; remove it")])
 
     # resolve "$param" references in the interventions and in every ref's args
     p = sim.parameters
@@ -350,13 +383,64 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
         pops.provider.args = substitute_parameters(pops.provider.args, p, pop_path, "provider.args")
     env.provider.args = substitute_parameters(env.provider.args, p, env_path, "provider.args")
     env.layers = substitute_parameters(env.layers, p, env_path, "layers")
+    _check_layers(env_path, env)
     return StudySpec(root=root, files=files, **loaded)
+
+
+def _check_layers(path: Path, env: EnvironmentFile) -> None:
+    """An event without a selector changes a layer: it must be one ``layers`` declares (a typo
+    would otherwise make a new layer nobody reads, or fail mid-run on ``add``)."""
+    for i, ev in enumerate(env.scheduled_events):
+        if ev.selector is None and ev.target not in env.layers:
+            known = f"layers: {', '.join(env.layers)}" if env.layers else "environment.json declares no layers"
+            raise StudyConfigError(path, [(f"scheduled_events[{i}].target", f"unknown layer '{ev.target}' "
+                                           f"({known}; an event with a selector changes agent attributes)")])
+
+
+def check_population(spec: StudySpec, personas: list[Persona]) -> None:
+    """What needs the population: it is not empty, and every selector of ``environment.json``
+    names attributes the agents have and matches at least one agent.
+
+    A selector on an attribute that an earlier event changes is checked only
+    for the name: whom it matches then depends on the run.
+    """
+    pop_path = spec.root / FILES["population"][0]
+    if not personas:
+        raise StudyConfigError(pop_path, [("", "the population is empty: a study needs at least one agent")])
+    env, path = spec.environment, spec.root / FILES["environment"][0]
+    events = [(ev.at_step, i, ev.target) for i, ev in enumerate(env.scheduled_events) if ev.selector is not None]
+    have = {k for p in personas for k in p.attributes} | {target for _, _, target in events}
+    items = ([(f"scheduled_events[{i}]", (ev.at_step, i), ev) for i, ev in enumerate(env.scheduled_events)]
+             + [(f"broadcasts[{i}]", (b.at_step, len(events)), b) for i, b in enumerate(env.broadcasts)])
+    for where, when, item in items:
+        if not item.selector:
+            continue
+        changing = {target for at, i, target in events if (at, i) < when}
+        for key in item.selector:
+            if key not in have:
+                raise StudyConfigError(path, [(f"{where}.selector.{key}", f"no agent has attribute '{key}' "
+                                               f"(attributes: {', '.join(sorted(have)) or 'none'})")])
+        if set(item.selector) & changing:
+            continue
+        matched = [p for p in personas if selector_matches(item.selector, p.attributes)]
+        if not matched:
+            raise StudyConfigError(path, [(f"{where}.selector", f"{json.dumps(item.selector)} matches no "
+                                           f"agent of the {len(personas)}")])
+        op = getattr(item, "op", "set")
+        if op != "set" and item.target not in changing:
+            lacking = next((p for p in matched if isinstance(p.attributes.get(item.target), bool)
+                            or not isinstance(p.attributes.get(item.target), (int, float))), None)
+            if lacking is not None:
+                raise StudyConfigError(path, [(f"{where}.target", f"cannot {op} attribute '{item.target}' of "
+                                               f"agent '{lacking.agent_id}': it is "
+                                               f"{json.dumps(lacking.attributes.get(item.target))}, not a number")])
 
 
 def coerce_like(value: Any, like: Any) -> Any:
     """Turn a command-line string into the type of the parameter's declared default."""
     if not isinstance(value, str) or isinstance(like, str):
         return value
+    kinds = {bool: "true or false", int: "an int", float: "a float"}
     try:
         if isinstance(like, bool):
             if value.lower() in ("true", "1", "yes"):
@@ -367,9 +451,12 @@ def coerce_like(value: Any, like: Any) -> Any:
         if isinstance(like, int):
             return int(value)
         if isinstance(like, float):
-            return float(value)
+            number = float(value)
+            if number != number or number in (float("inf"), float("-inf")):
+                raise ValueError(value)
+            return number
     except ValueError:
-        raise ValueError(f"parameter value '{value}' is not a {type(like).__name__}") from None
+        raise ValueError(f"'{value}' is not {kinds[type(like)]}") from None
     return value
 
 
@@ -377,19 +464,12 @@ def read_roster(root: Path, roster: str) -> list[Persona]:
     """Personas from a roster file beside population.json: JSON (a list) or CSV (an ``agent_id`` column)."""
     path = root / "population" / roster
     if path.suffix.lower() == ".csv":
-        try:
-            with path.open(newline="", encoding="utf-8") as fh:
-                rows = list(csv.DictReader(fh))
-        except FileNotFoundError:
-            raise StudyConfigError(path, [("", "roster file not found")]) from None
-        data = []
-        for row in rows:
-            agent_id = row.pop("agent_id", None)
-            data.append({"agent_id": agent_id, "attributes": {k: _csv_value(v) for k, v in row.items()}})
-    else:
-        data = read_json(path)
+        return _read_csv_roster(path)
+    data = read_json(path)
     if not isinstance(data, list):
         raise StudyConfigError(path, [("", "expected a list of personas")])
+    if not data:
+        raise StudyConfigError(path, [("", "the roster is empty: a study needs at least one agent")])
     personas = []
     for i, item in enumerate(data):
         try:
@@ -400,12 +480,59 @@ def read_roster(root: Path, roster: str) -> list[Persona]:
     return personas
 
 
+def _read_csv_roster(path: Path) -> list[Persona]:
+    """A CSV roster; every problem names the line (as an editor counts them) and the column."""
+    rows = csv.reader(read_text(path, "roster file").splitlines(keepends=True))
+    header = next(rows, None)
+    if not header or not any(h.strip() for h in header):
+        raise StudyConfigError(path, [("", "the roster is empty: expected a header line with an agent_id column")])
+    header = [h.strip() for h in header]
+    if "agent_id" not in header:
+        raise StudyConfigError(path, [("line 1", f"no agent_id column (columns: {', '.join(header)})")])
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise StudyConfigError(path, [("line 1", f"column {twice[0]!r} appears twice")])
+    key = header.index("agent_id")
+    personas: list[Persona] = []
+    first: dict[str, int] = {}
+    for row in rows:
+        line = rows.line_num
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue                    # a blank line
+        if len(row) != len(header):
+            raise StudyConfigError(path, [(f"line {line}", f"{len(row)} field{'s' * (len(row) != 1)}, but the "
+                                           f"header has {len(header)} ({', '.join(header)})")])
+        agent_id = row[key].strip()
+        if not agent_id:
+            raise StudyConfigError(path, [(f"line {line}, column agent_id", "empty agent_id")])
+        if agent_id in first:
+            raise StudyConfigError(path, [(f"line {line}, column agent_id", f"duplicate agent_id "
+                                           f"'{agent_id}' (first at line {first[agent_id]})")])
+        first[agent_id] = line
+        attributes = {}
+        for name, cell in zip(header, row):
+            if name != "agent_id":
+                try:
+                    attributes[name] = _csv_value(cell)
+                except ValueError as e:
+                    raise StudyConfigError(path, [(f"line {line}, column {name}", str(e))]) from None
+        personas.append(Persona.model_construct(agent_id=agent_id, attributes=attributes, description=""))
+    if not personas:
+        raise StudyConfigError(path, [("", "the roster has a header but no rows: a study needs at least one agent")])
+    return personas
+
+
 def _csv_value(v: str) -> Any:
+    """A cell as an int, a float or text; a number that is not finite (nan, inf) is refused."""
+    text = v.strip()
     for cast in (int, float):
         try:
-            return cast(v)
+            value = cast(text)
         except ValueError:
-            pass
+            continue
+        if cast is float and value - value != 0:
+            raise ValueError(f"'{v}' is not a finite number")
+        return value
     return v
 
 

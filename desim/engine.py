@@ -28,8 +28,10 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -40,7 +42,8 @@ import simpy
 from simpy.events import NORMAL, Event
 
 from .clock import Clock
-from .config import StudyConfigError, StudySpec, read_roster
+from .config import StudyConfigError, StudySpec, check_population, read_roster
+from .errors import StudyCodeError, call, original, process_failure
 from .interfaces import ActionColumns, MetricCollector, RunContext, StopRun, has_columnar_path
 from .interventions import Interventions
 from .live import Heartbeat, LiveFile
@@ -66,9 +69,9 @@ class RunError(RuntimeError):
 class RunFailed(RuntimeError):
     """Raised by :meth:`Engine.run` when a run ends ``failed``; its completed steps stay stored."""
 
-    def __init__(self, run_id: str, error: str, db_path: Path):
-        self.run_id, self.error, self.db_path = run_id, error, db_path
-        super().__init__(f"run {run_id} failed: {error}\n(completed steps are kept in {db_path})")
+    def __init__(self, run_id: str, error: str, db_path: Path, traceback: str = ""):
+        self.run_id, self.error, self.db_path, self.traceback = run_id, error, db_path, traceback
+        super().__init__(f"run {run_id} failed: {error}")
 
 
 class StepTick(Event):
@@ -165,6 +168,7 @@ class Engine:
             raise StudyConfigError(root / "population" / "population.json",
                                    [("interaction", f"cannot build a '{spec.population.interaction.kind}' "
                                                     f"network over {len(self.personas)} agents: {e}")]) from None
+        check_population(spec, self.personas)
         self.sim = simpy.Environment()
         self.interventions = Interventions(spec.environment.layers, spec.environment.scheduled_events,
                                            spec.environment.broadcasts, self.personas)
@@ -179,7 +183,8 @@ class Engine:
                           if self.sim_cfg.collector else MetricCollector())
         for part in (self.environment, self.decision, self.collector):
             part.ctx = self.ctx
-        self.decision.reset(self.seed)      # before anything is written: a bad llm block stops here
+        self._call = partial(call, root=root)
+        self._call(self.decision.reset, self.seed)   # before anything is written: a bad llm block stops here
         self.columnar = has_columnar_path(self.environment, self.decision)
         self.ids = self.ctx.agent_ids
         self.id_array = pa.array(self.ids, pa.string())
@@ -189,6 +194,7 @@ class Engine:
         self._gate = self.sim.event()
         self._present: list[int] = []
         self._busy: set[str] = set()
+        self._errands: dict[str, simpy.Process] = {}
         self._agents: list[simpy.Process] = []
         self._step_closed = self.sim.event()
         self._round_rows: list[pa.Table] = []
@@ -200,7 +206,10 @@ class Engine:
         if pop.roster is not None:
             return read_roster(root, pop.roster)
         provider = build(pop.provider, root, "population/population.json: provider")
-        personas = provider.personas(self.streams.numpy("population"))
+        personas = call(provider.personas, self.streams.numpy("population"), root=root, step="population")
+        if not isinstance(personas, list):
+            raise RunError(f"population provider {pop.provider.ref}: returned {type(personas).__name__}, "
+                           "not a list of Persona")
         seen: set[str] = set()
         for i, p in enumerate(personas):
             if not isinstance(p, Persona):
@@ -218,16 +227,20 @@ class Engine:
         self._busy.add(agent_id)
         if self._agents:
             self._agents[self.ctx.index[agent_id]].interrupt(errand)
-        else:                           # no standing agent processes: the errand gets its own
-            self.sim.process(self._errand(agent_id, errand))
+        else:   # no standing agent processes (yet, in reset, or at all): the errand gets its own
+            self._errands[agent_id] = self.sim.process(self._errand(agent_id, errand))
 
     def _errand(self, agent_id: str, errand):
         yield from errand
         self._busy.discard(agent_id)
+        del self._errands[agent_id]
 
     # --- SimPy processes --------------------------------------------------------
     def _agent(self, i: int, agent_id: str):
         """An agent waits at the round gate; when sent on an errand it runs it, then returns."""
+        away = self._errands.get(agent_id)
+        if away is not None:            # sent on an errand in reset(), before this process existed
+            yield away
         while True:
             try:
                 yield self._gate
@@ -253,7 +266,7 @@ class Engine:
         for t in range(first, self.n_steps + 1):
             yield StepTick(self.sim, t - self.sim.now)
             self.ctx.step = t
-            events = self.environment.advance_to(t)
+            events = self._call(self.environment.advance_to, t, step=t)
             if t in self.replay:
                 actions = self._replay_step(t)
             else:
@@ -261,6 +274,7 @@ class Engine:
                     self.ctx.round_idx = r
                     present = yield from self._open_round()
                     actions = self._round(present, t, r)
+            self._call(self.environment.end_step, t, step=t)
             self._close_step(t, actions, events)
 
     def _collector(self):
@@ -292,25 +306,25 @@ class Engine:
         self.counters["decide_calls"] += 1
         if self.columnar:
             idx = np.asarray(present, dtype=np.int64)
-            obs = self.environment.observe_columns(idx, t, r)
-            actions = self.decision.decide_columns(obs, idx, t, r)
+            obs = self._call(self.environment.observe_columns, idx, t, r, step=t, round_idx=r)
+            actions = self._call(self.decision.decide_columns, obs, idx, t, r, step=t, round_idx=r)
             if not isinstance(actions, ActionColumns) or len(actions) != len(idx):
                 raise RunError(f"step {t} round {r}: decide_columns must return ActionColumns with "
                                f"{len(idx)} entries, got {type(actions).__name__} of {len(actions) if isinstance(actions, ActionColumns) else '?'}")
             actions.idx = idx
-            self.environment.apply_columns(idx, actions)
+            self._call(self.environment.apply_columns, idx, actions, step=t, round_idx=r)
             if self.sim_cfg.record_rounds:
                 self._round_rows.append(columnar_round_rows(self.types, t, self.id_array, actions, r))
             self._last_present = present
             return actions
         ids = [self.ids[i] for i in present]
-        observations = self.environment.observe_batch(ids, t, r)
+        observations = self._call(self.environment.observe_batch, ids, t, r, step=t, round_idx=r)
         if len(observations) != len(ids):
             raise RunError(f"step {t} round {r}: observe_batch returned {len(observations)} "
                            f"observations for {len(ids)} agents")
-        actions = self._checked(self.decision.decide_batch(observations, self.memory.for_batch(ids)),
-                                set(ids), t, r)
-        self.environment.apply(actions)
+        actions = self._checked(self._call(self.decision.decide_batch, observations, self.memory.for_batch(ids),
+                                           step=t, round_idx=r), set(ids), t, r)
+        self._call(self.environment.apply, actions, step=t, round_idx=r)
         if self.sim_cfg.record_rounds:
             self._round_rows.append(round_rows(self.types, t, actions, r))
         self._last_present = present
@@ -345,20 +359,21 @@ class Engine:
         for r, actions in enumerate(self.replay[t]):
             self.ctx.round_idx = r
             if self.columnar:
-                self.environment.apply_columns(actions.idx, actions)
+                self._call(self.environment.apply_columns, actions.idx, actions, step=t, round_idx=r)
             else:
-                self.environment.apply(actions)
+                self._call(self.environment.apply, actions, step=t, round_idx=r)
         return actions
 
     # --- closing a step -------------------------------------------------------------
     def _close_step(self, t: int, actions, events: list[dict]) -> None:
         away = self._away()
         if self.columnar:
-            panel = columnar_rows(self.types, t, self.id_array, self.environment.state_columns(), actions, away)
+            panel = columnar_rows(self.types, t, self.id_array, self._call(self.environment.state_columns, step=t),
+                                  actions, away)
         else:
             self.memory.push(actions)
-            panel = agent_rows(self.types, t, self.id_array, self.ids, self.environment.agent_state, actions,
-                               away)
+            panel = self._call(agent_rows, self.types, t, self.id_array, self.ids, self.environment.agent_state,
+                               actions, away, step=t, blame=self.environment.agent_state)
         metrics = self._metrics(t, actions)
         round_rows = (pa.concat_tables(self._round_rows, promote_options="permissive") if self._round_rows
                       else None)   # a payload field new in a later round is null in the earlier ones
@@ -368,9 +383,14 @@ class Engine:
         closed.succeed(StepRecord(t, panel, metrics, events or [], round_rows, calls))
 
     def _metrics(self, t: int, actions) -> dict[str, float]:
-        raw = self.collector.collect(t, self.environment, actions) or {}
+        raw = self._call(self.collector.collect, t, self.environment, actions, step=t) or {}
+        if not isinstance(raw, dict):
+            raise RunError(f"step {t}: {type(self.collector).__name__}.collect returned "
+                           f"{type(raw).__name__}, not a dict of metric name to number")
         out = {}
         for name, value in raw.items():
+            if isinstance(value, (str, bool, np.bool_)) or value is None:
+                raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number")
             try:
                 out[str(name)] = float(value)
             except (TypeError, ValueError):
@@ -387,7 +407,7 @@ class Engine:
         return away
 
     def _messages(self, step: int) -> pa.Table:
-        drained = self.environment.drain_messages()
+        drained = self._call(self.environment.drain_messages, step=step)
         return message_table(drained, step) if isinstance(drained, pa.Table) else message_rows(drained, step)
 
     def _save_types(self) -> None:
@@ -398,10 +418,10 @@ class Engine:
 
     def _initial(self, events: list[dict]) -> None:
         if self.columnar:
-            table = columnar_initial_rows(self.types, self.id_array, self.environment.state_columns())
+            table = columnar_initial_rows(self.types, self.id_array, self._call(self.environment.state_columns, step=0))
         else:
-            table = initial_rows(self.types, self.id_array, self.ids,
-                                 [self.environment.agent_state(a) for a in self.ids])
+            states = self._call(self._initial_states, step=0, blame=self.environment.agent_state)
+            table = initial_rows(self.types, self.id_array, self.ids, states)
         metrics = self._metrics(0, None)
         messages = self._messages(0)
         if not self.resume:
@@ -414,22 +434,29 @@ class Engine:
         if self.live:
             self.live.step(0, metrics)
 
+    def _initial_states(self) -> list[dict]:
+        return [self.environment.agent_state(agent_id) for agent_id in self.ids]
+
     # --- the run --------------------------------------------------------------------
     def run(self) -> RunResult:
         """Run every step; mark the run completed, or failed with its completed steps kept."""
         started = time.perf_counter()
+        try:        # the study's set-up, before anything is written: its errors leave no trace in the store
+            self._call(self.environment.reset, self.seed)
+        except BaseException:
+            self.decision.close()
+            raise
         memory = str(self.db_path) == ":memory:"
         self.files = RunFiles(None if memory else data_dir(self.db_path), self.run_id)
         self.live = None if memory else LiveFile(self.db_path, self.run_id, self.spec.id, self.n_steps, self.kind)
         self.last_written, self._saved_types = -1, None
-        status, error, first = "running", None, 1
+        status, error, first, trace = "running", None, 1, None
         failure: Exception | None = None
         beat = Heartbeat(self.live, HEARTBEAT_SECONDS) if self.live else None
         previous = self._trap_signals()
         try:
             self._open_run(memory)
-            self.environment.reset(self.seed)
-            self._initial(self.environment.advance_to(0))
+            self._initial(self._call(self.environment.advance_to, 0, step=0))
             if self.sim_cfg.agent_processes:
                 self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
             else:
@@ -451,10 +478,17 @@ class Engine:
             status, error = "failed", f"study code called sys.exit({e.code!r}) during step {self.ctx.step}"
             raise
         except Exception as e:  # the run is marked failed; completed steps stay in the store
+            e = original(e)
             if isinstance(e.__context__, (KeyboardInterrupt, StopRun)):  # a rollback failed under Ctrl-C
                 status, error = "interrupted", f"{type(e.__context__).__name__}: {e.__context__}"
             else:
-                status, error, failure = "failed", f"{type(e).__name__}: {e}", e
+                if not isinstance(e, StudyCodeError):   # raised while the clock ran: maybe a study process
+                    e = process_failure(e, self.spec.root, self.sim.now, self.ctx.step) or e
+                status, failure = "failed", e
+                if isinstance(e, StudyCodeError):
+                    error, trace = str(e), e.traceback
+                else:
+                    error, trace = f"{type(e).__name__}: {e}", "".join(traceback.format_exception(e))
         finally:
             self._restore_signals(previous)
             if beat:
@@ -463,12 +497,12 @@ class Engine:
                 gc.enable()
                 gc.unfreeze()
             try:
-                self._close_run(memory, status, error, started)
+                self._close_run(memory, status, error, started, trace)
             finally:
                 self.decision.close()
         wall = time.perf_counter() - started
         if failure is not None:
-            raise RunFailed(self.run_id, error, self.db_path) from failure
+            raise RunFailed(self.run_id, error, self.db_path, trace or "") from failure
         if hasattr(self.decision, "counters"):
             self.counters["llm"] = dict(self.decision.counters())
         done = self.ctx.step if status != "completed" else self.n_steps
@@ -499,7 +533,8 @@ class Engine:
                 self._start_run()
         self.files.start()
 
-    def _close_run(self, memory: bool, status: str, error: str | None, started: float) -> None:
+    def _close_run(self, memory: bool, status: str, error: str | None, started: float,
+                   trace: str | None = None) -> None:
         """Merge the run's step files and record how it ended."""
         if memory:
             return
@@ -509,7 +544,8 @@ class Engine:
                     self.files.merge(store.con)
                 finally:
                     store.finish_run(self.run_id, status, error, time.perf_counter() - started,
-                                     last_step=self.last_written if self.last_written >= 0 else None)
+                                     last_step=self.last_written if self.last_written >= 0 else None,
+                                     traceback=trace)
         finally:
             if self.live:
                 self.live.finish(status, error)

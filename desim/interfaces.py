@@ -38,7 +38,39 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class RunContext:
-    """Everything about the current run that study code may use."""
+    """Everything about the current run that study code may use, as ``self.ctx``.
+
+    Set once per run:
+
+    * ``sim`` -- the SimPy environment (``ctx.sim.now``, ``ctx.sim.process(...)``,
+      ``simpy.Resource(ctx.sim)``); sim time ``t`` is step ``t``;
+    * ``clock`` -- durations finer than a step (``ctx.clock.minutes(45)`` is a
+      fraction of a step);
+    * ``streams`` -- named random streams of the run seed (``ctx.streams.numpy(name)``);
+    * ``personas`` (population order), ``agent_ids`` (the same order) and
+      ``index`` (agent id -> position); ``graph`` -- the study's networkx graph;
+    * ``interventions`` -- the environment layers and per-agent attributes the
+      scheduled events change: ``value(layer)``, ``attribute(agent_id, name)``,
+      ``active_broadcasts(agent_id=None)`` (a list of ``{name, channel, content}``);
+    * ``params`` (``simulation.json`` parameters after ``--set``), ``n_steps``,
+      ``rounds`` (``interaction_rounds`` clamped to at least 1), ``seed``,
+      ``run_id``, ``root`` (the study folder), ``llm`` (the ``llm`` block).
+
+    Kept current by the engine:
+
+    * ``step`` -- the step being run (0 during ``reset`` and the initial state;
+      between steps, the step that last started: a study process at t = 1.5
+      sees 1);
+    * ``round_idx`` -- the round being run, ``0..rounds-1`` (read it in
+      ``apply``, which gets only the actions).
+
+    Methods: ``rng(name)`` returns a ``numpy.random.Generator`` for
+    (seed, name, step, round); ``neighbors(agent_id)`` a list of neighbour
+    ids; ``persona(agent_id)`` the ``Persona``; ``occupy(agent_id, errand)``
+    sends an agent on an errand (a SimPy generator) and returns ``None``: the
+    agent skips every round until the generator ends (raises ``RunError`` if
+    it is already away). ``occupy`` works from ``reset`` too.
+    """
 
     sim: "simpy.Environment"
     clock: "Clock"
@@ -116,7 +148,9 @@ class EnvironmentProvider(Component):
     bus: Any = None
 
     def reset(self, seed: int) -> None:
-        """Prepare the step-0 world. Create the bus and start study processes here."""
+        """Prepare the step-0 world. Create the bus and start study processes here.
+
+        It runs before anything is written: an error here leaves the store untouched."""
 
     def advance_to(self, t: int) -> list[dict[str, Any]]:
         """Fire step ``t``'s exogenous input, once, before round 0. Returns what fired."""
@@ -130,6 +164,17 @@ class EnvironmentProvider(Component):
 
     def agent_state(self, agent_id: str) -> dict[str, Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement agent_state")
+
+    def end_step(self, t: int) -> None:
+        """Dynamics that close step ``t``, once, after the final round's ``apply`` and before
+        the panel row is taken (decay, growth, a market clearing). The default does nothing.
+
+        Instead of ``if self.ctx.round_idx == self.ctx.rounds - 1`` inside ``apply``::
+
+            def end_step(self, t):
+                for a in self.ctx.agent_ids:
+                    self.energy[a] *= 0.9       # recorded in step t's panel row
+        """
 
     def drain_messages(self) -> list[Message] | "pa.Table":
         """Messages posted since the last call, for the ``messages`` table (the collector calls it).

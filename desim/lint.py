@@ -1,18 +1,31 @@
-"""``desim validate``: load a study, run its first step in memory, and warn
-where the study's declarations and its wiring disagree.
+"""Every check of a study beyond its files' schemas, in one place: ``desim
+validate`` prints them and the dashboard shows the same list.
+
+Two kinds:
+
+* static warnings need only the files: a ``propagation`` label that
+  contradicts the declared network, an intervention after the last step
+  (it never fires), ``interaction_rounds`` below 1;
+* the probe runs step 1 in memory (never touching the study's store) and
+  checks what only running code can tell: whether a message bus is wired,
+  whether posts can ever be read, and whether ``study.json``'s display
+  metrics and states exist. A display name that exists nowhere is an error,
+  since reports and the dashboard would silently drop it.
 
 The ``propagation`` label is declarative (the engine never reads it), so a
-mismatch between the label and what the environment actually wires is a
-documentation bug worth a warning, not an error. The probe step also proves
-that the refs import and the code runs, without touching the study's store.
+mismatch between the label and the wiring is a documentation bug worth a
+warning, not an error.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import StudySpec, load_study
-from .engine import Engine
+from .config import FILES, StudyConfigError, StudySpec, load_study
+from .engine import Engine, RunFailed
+from .errors import StudyCodeError, call
+
+ENVIRONMENT, POPULATION, SIMULATION = (FILES[k][0] for k in ("environment", "population", "simulation"))
 
 
 @dataclass
@@ -25,33 +38,90 @@ class Report:
 
 
 def validate(root: str | Path, probe: bool = True) -> Report:
-    """Validate a study folder; raises ``StudyConfigError`` on invalid files."""
+    """Validate a study folder; raises ``StudyConfigError`` on invalid files (and, after the
+    probe, on display metrics or states nothing produces)."""
     spec = load_study(root)
-    report = Report(spec)
-    sim, pop = spec.simulation, spec.population
+    report = Report(spec, static_warnings(spec))
+    if probe:
+        _probe(spec, report)
+    return report
+
+
+def static_warnings(spec: StudySpec) -> list[str]:
+    """Checks that need no run. Each names the study file and field it is about."""
+    out = []
+    pop, sim, env = spec.population, spec.simulation, spec.environment
     if sim.interaction_rounds < 1:
-        report.warnings.append(f"interaction_rounds is {sim.interaction_rounds}; the engine clamps it to 1")
-    if not probe:
-        return report
+        out.append(f"{SIMULATION}: interaction_rounds is {sim.interaction_rounds}; the engine clamps it to 1")
+    if pop.propagation in ("contagion", "broadcast_then_local") and pop.interaction.kind == "none":
+        out.append(f"{POPULATION}: propagation is '{pop.propagation}' but interaction.kind is 'none': "
+                   "no agent has neighbours to hear from")
+    if pop.propagation == "independent" and pop.interaction.kind != "none":
+        out.append(f"{POPULATION}: propagation is 'independent' but a '{pop.interaction.kind}' network is "
+                   "declared: is the network used?")
+    if pop.propagation == "broadcast_then_local" and not env.broadcasts and not env.scheduled_events:
+        out.append(f"{POPULATION}: propagation is 'broadcast_then_local' but {ENVIRONMENT} has no broadcasts "
+                   "or events")
+    for key, kind, items in (("scheduled_events", "scheduled event", env.scheduled_events),
+                             ("broadcasts", "broadcast", env.broadcasts)):
+        for i, item in enumerate(items):
+            if item.at_step > sim.n_steps:
+                out.append(f"{ENVIRONMENT}: {key}[{i}].at_step: {kind} '{item.name}' is at step {item.at_step}, "
+                           f"after the last step ({sim.n_steps}): it never fires")
+    return out
+
+
+def _probe(spec: StudySpec, report: Report) -> None:
+    root, sim, pop = spec.root, spec.simulation, spec.population
     # an LLM study probes on scripted replies: validating must never make paid calls
     scripted = {"llm_kind": "scripted"} if "llm_kind" in sim.parameters else None
     engine = Engine(load_study(root, steps=1, params=scripted), db_path=":memory:", manage_gc=False)
-    engine.run()
+    metrics: set[str] = set()
+    engine.on_step = lambda step, values: metrics.update(values)
+    try:
+        engine.run()
+    except RunFailed as e:
+        raise StudyCodeError(f"probe step 1 failed: {e.error}", e.traceback) from None
     report.n_agents, report.n_edges = len(engine.ids), engine.graph.number_of_edges()
     report.messages_in_probe = engine.counters["messages"]
+    _display_names(spec, metrics, _state_fields(engine))
     bus = getattr(engine.environment, "bus", None)
     wired = bus is not None
+    w = report.warnings
     if pop.propagation == "contagion" and not wired:
-        report.warnings.append("propagation is 'contagion' but the environment wires no message bus "
-                               "(self.bus is None after reset): nothing propagates between agents")
-    if pop.propagation == "independent" and wired:
-        report.warnings.append("propagation is 'independent' but the environment wires a message bus: "
-                               "agents can hear each other; label it 'contagion' or 'broadcast_then_local'")
+        w.append(f"{POPULATION}: propagation is 'contagion' but the environment wires no message bus "
+                 "(self.bus is None after reset): nothing propagates between agents")
+    if pop.propagation == "independent" and wired:     # says more than the static "is the network used?"
+        w[:] = [x for x in w if "propagation is 'independent' but a" not in x]
+        w.append(f"{POPULATION}: propagation is 'independent' but the environment wires a message bus: "
+                 "agents can hear each other; label it 'contagion' or 'broadcast_then_local'")
     carry = bool(getattr(bus, "carry_previous_step", False))
     if report.messages_in_probe and spec.rounds == 1 and not carry:
-        report.warnings.append("the study posts messages with interaction_rounds: 1 and carry_previous_step "
-                               "off: no agent can ever read them (a post is visible only to later rounds "
-                               "of its step, or to the next step with carry_previous_step)")
-    if pop.interaction.kind == "none" and wired:
-        report.warnings.append("a message bus is wired but interaction.kind is 'none': no agent has neighbours")
-    return report
+        w.append(f"{SIMULATION}: the study posts messages with interaction_rounds: 1 and carry_previous_step "
+                 "off: no agent can ever read them (a post is visible only to later rounds "
+                 "of its step, or to the next step with carry_previous_step)")
+    if pop.interaction.kind == "none" and wired and not any("interaction.kind is 'none'" in x for x in w):
+        w.append(f"{POPULATION}: a message bus is wired but interaction.kind is 'none': no agent has neighbours")
+
+
+def _state_fields(engine: Engine) -> set[str]:
+    """The state fields of the panel rows the probe step wrote."""
+    env = engine.environment
+    if engine.columnar:
+        return set(call(env.state_columns, root=engine.spec.root, step=1))
+    out: set[str] = set()
+    for agent_id in engine.ids:
+        state = call(env.agent_state, agent_id, root=engine.spec.root, step=1)
+        if isinstance(state, dict):
+            out.update(str(k) for k in state)
+    return out
+
+
+def _display_names(spec: StudySpec, metrics: set[str], states: set[str]) -> None:
+    path = spec.root / FILES["study"][0]
+    for key, names, have, what in (("display_metrics", spec.study.display_metrics, metrics, "the collector reports"),
+                                   ("display_states", spec.study.display_states, states, "agent states have")):
+        for i, name in enumerate(names):
+            if name not in have:
+                raise StudyConfigError(path, [(f"{key}[{i}]", f"unknown name '{name}' ({what}: "
+                                               f"{', '.join(sorted(have)) or 'none'})")])

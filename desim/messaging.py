@@ -11,6 +11,9 @@ neighbors, step, round_idx)`` returns message ``m`` iff its author is one of
 the recipient's neighbours and either ``m.step == step and m.round <
 round_idx`` (posted earlier this step) or ``carry_previous_step and m.step ==
 step - 1`` (last step's).
+An agent never reads its own posts: the recipient is skipped among its
+neighbours, so a self-loop would change nothing, and ``population.json``
+refuses one in explicit ``edges`` rather than let it look meaningful.
 
 Delivery is indexed by step and author, so a reader costs its neighbours'
 look-ups plus the messages it receives, never a scan of the whole bus.
@@ -32,6 +35,7 @@ from typing import Callable, Iterable
 import networkx as nx
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .schemas import Action, Message
 

@@ -82,7 +82,7 @@ def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str],
                agent_state: Callable[[str], dict], actions: list, away: np.ndarray | None) -> pa.Table:
     """The per-agent path's panel rows, in population order."""
     n = len(agents)
-    states = [agent_state(a) for a in agents]
+    states = [agent_state(agent_id) for agent_id in agents]   # agent_id: named in errors (desim.errors)
     for s, a in zip(states, agents):
         if not isinstance(s, dict):
             from .fields import FieldError

@@ -15,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from .config import Ref, StudyConfigError
+from .errors import describe, load_failure, place, shown
 
 
 class RefError(ValueError):
-    """A ref names code that cannot be found or built."""
+    """A ref names code that cannot be found or built; ``problem`` is the message without the ref."""
+
+    def __init__(self, message: str, problem: str | None = None):
+        super().__init__(message)
+        self.problem = problem
 
 
 def study_module(root: Path, name: str = "model"):
@@ -28,15 +33,16 @@ def study_module(root: Path, name: str = "model"):
     if key in sys.modules:
         return sys.modules[key]
     if not path.exists():
-        raise RefError(f"{path}: not found (refs starting with '{name}:' need the study's {name}.py)")
+        problem = f"{shown(path)} not found (refs starting with '{name}:' need the study's {name}.py)"
+        raise RefError(problem, problem)
     spec = importlib.util.spec_from_file_location(key, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[key] = module
     try:
         spec.loader.exec_module(module)
-    except Exception:
+    except Exception as e:   # a syntax error, a failing import, an exception at import: name the line
         del sys.modules[key]
-        raise
+        raise RefError(load_failure(e, path, Path(root))) from e
     return module
 
 
@@ -50,21 +56,36 @@ def resolve(ref: str, root: Path) -> Any:
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
-            raise RefError(f"ref '{ref}': cannot import module '{module_name}': {e}") from None
+            problem = f"cannot import module '{module_name}': {e}"
+            raise RefError(f"ref '{ref}': {problem}", problem) from None
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise RefError(f"ref '{ref}': module '{module_name}' has no '{attr}'") from None
+        source = shown(module.__file__) if getattr(module, "__file__", None) else f"module '{module_name}'"
+        public = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_")
+                        and getattr(v, "__module__", None) == module.__name__)
+        problem = f"{source} has no '{attr}'" + (f" (it defines {', '.join(public)})" if public else "")
+        raise RefError(f"ref '{ref}': {problem}", problem) from None
 
 
 def build(ref: Ref, root: Path, where: str) -> Any:
-    """Instantiate ``ref`` with its ``args``; a bad argument names the file and field."""
-    cls = resolve(ref.ref, root)
+    """Instantiate ``ref`` with its ``args``; an error names the study file and field.
+
+    ``where`` is ``"<file inside the study>: <field>"``, e.g. ``"simulation/simulation.json: decision"``.
+    """
+    file, _, name = where.partition(": ")
+    at = f"{shown(Path(root) / file)}: {name}"
+    try:
+        cls = resolve(ref.ref, root)
+    except RefError as e:
+        if e.problem is None:           # model.py itself failed to load: its own file and line
+            raise
+        raise RefError(f"{at}.ref: cannot resolve '{ref.ref}': {e.problem}") from None
     try:
         return cls(**ref.args)
     except StudyConfigError:
         raise
     except TypeError as e:
-        raise RefError(f"{where}: cannot build {ref.ref} with args {sorted(ref.args)}: {e}") from None
+        raise RefError(f"{at}.args: cannot build {ref.ref} with args {sorted(ref.args)}: {e}") from None
     except Exception as e:
-        raise RefError(f"{where}: building {ref.ref} failed: {type(e).__name__}: {e}") from e
+        raise RefError(f"{at}: building {ref.ref} failed at {place(e, root)}: {describe(e)}") from e

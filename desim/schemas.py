@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict as StrictType, field_validator
+
+INT32 = 2**31 - 1
+"""The largest step the store holds (an INTEGER column)."""
+Step = Annotated[int, StrictType(), Field(ge=0, le=INT32)]
 
 ActionSource = Literal["rule", "llm", "fallback", "replay"]
 ACTION_SOURCES = ("rule", "llm", "fallback", "replay")
@@ -121,7 +125,7 @@ class ScheduledEvent(Strict):
     it changes the attribute ``target`` of every agent the selector matches.
     """
 
-    at_step: int = Field(ge=0)
+    at_step: Step
     name: str
     target: str
     op: Literal["set", "add", "multiply"] = "set"
@@ -133,7 +137,7 @@ class ScheduledEvent(Strict):
     @classmethod
     def _numeric_for_arithmetic(cls, v: Any, info) -> Any:
         op = info.data.get("op", "set")
-        if op in ("add", "multiply") and not isinstance(v, (int, float)):
+        if op in ("add", "multiply") and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise ValueError(f"op '{op}' needs a number, got {type(v).__name__}")
         return v
 
@@ -142,11 +146,11 @@ class Broadcast(Strict):
     """Information that reaches everyone (or a selector) from ``at_step`` for
     ``ttl`` steps (``None``: until the end)."""
 
-    at_step: int = Field(ge=0)
+    at_step: Step
     name: str
     channel: str = "broadcast"
     content: Any
-    ttl: int | None = Field(default=None, ge=1)
+    ttl: Annotated[int, StrictType(), Field(ge=1, le=INT32)] | None = None
     selector: Selector | None = None
 
     def active_at(self, step: int) -> bool:

@@ -70,6 +70,7 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS heartbeat_at TIMESTAMP;
 ALTER TABLE versions ADD COLUMN IF NOT EXISTS code JSON;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS traceback VARCHAR;
 """
 
 # view name -> data file name
@@ -180,11 +181,12 @@ class Store:
                          "heartbeat_at=? WHERE run_id=?", [os.getpid(), socket.gethostname(), now(), run_id])
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
-                   wall_seconds: float | None = None, last_step: int | None = None) -> None:
-        self.con.execute("UPDATE runs SET status=?, error=?, finished_at=?, heartbeat_at=?, "
+                   wall_seconds: float | None = None, last_step: int | None = None,
+                   traceback: str | None = None) -> None:
+        self.con.execute("UPDATE runs SET status=?, error=?, traceback=?, finished_at=?, heartbeat_at=?, "
                          "wall_seconds=coalesce(wall_seconds, 0) + coalesce(?, 0), "
                          "last_step=coalesce(?, last_step) WHERE run_id=?",
-                         [status, error, now(), now(), wall_seconds, last_step, run_id])
+                         [status, error, traceback, now(), now(), wall_seconds, last_step, run_id])
 
     def run_row(self, run_id: str) -> dict[str, Any] | None:
         rows = fetch_dicts(self.con, "SELECT * FROM runs WHERE run_id = ?", [run_id])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,18 @@ def test_cli_new_then_run(tmp_path, monkeypatch, capsys):
     assert "90" in capsys.readouterr().out
     assert main(["run", "studies/my_study", "--set", "nope=1"]) == 2
     assert "unknown parameter" in capsys.readouterr().err
+
+
+def test_cli_new_lists_only_packaged_templates(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "studies" / "mine").mkdir(parents=True)          # a user's study is not a template
+    (tmp_path / "studies" / "mine" / "study.json").write_text('{"id": "mine"}')
+    assert main(["new", "--list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    packaged = sorted(p.parent.name for p in (Path(desim.__file__).parent / "templates").glob("*/study.json"))
+    assert listed == packaged and "starter" in listed
+    assert main(["new", "x", "--template", "mine"]) == 2
+    assert capsys.readouterr().err == f"desim: error: unknown template 'mine' (templates: {', '.join(packaged)})\n"
+    assert main(["new", "bad id"]) == 2
+    assert "may use only letters, digits" in capsys.readouterr().err
+    assert not (tmp_path / "studies" / "x").exists()

@@ -50,7 +50,7 @@ def test_study_list_shows_status_and_error_cards(site):
     assert good["last_run"]["run_id"] == latest[0]
     assert "simulation/simulation.json" in by_id["broken"]["error"]
     assert "malformed JSON" in by_id["broken"]["error"]
-    assert "no store" in by_id["norun"]["error"]
+    assert by_id["norun"]["error"] is None and by_id["norun"]["status"] is None     # never run: neutral
 
 
 def test_broken_study_page_is_an_error_while_others_work(site):
@@ -350,7 +350,7 @@ def test_locked_store_serves_last_good_data_and_live_progress(site, tmp_path):
             listing = {s["id"]: s for s in client.get("/api/studies").json()["studies"]}
             assert listing["opinion_diffusion"]["status"] == "running"
             assert listing["opinion_diffusion"]["last_run"]["run_id"] == "rlive01"
-            assert listing["norun"]["error"] and listing["broken"]["error"]     # the others still answer
+            assert listing["norun"]["status"] is None and listing["broken"]["error"]   # the others still answer
 
             st = client.get("/api/studies/opinion_diffusion").json()
             assert st["busy"] is True and st["stale"] is True and st["error"] is None

@@ -101,11 +101,16 @@ def test_bus_without_neighbours_warns(tmp_path):
     assert any("interaction.kind is 'none'" in w for w in report.warnings)
 
 
-def test_cli_strict_exits_1_on_warnings(tmp_path, capsys):
+def test_cli_strict_refuses_warnings_with_status_2(tmp_path, capsys):
     root = make_study(tmp_path / "mute", propagation="contagion", bus=False, kind="choose")
     assert main(["validate", str(root)]) == 0
-    assert main(["validate", "--strict", str(root)]) == 1
-    assert "warning: propagation is 'contagion'" in capsys.readouterr().out
+    assert "warning: population/population.json: propagation is 'contagion'" in capsys.readouterr().out
+    assert main(["validate", "--strict", str(root)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (f"desim: error: {root}/population/population.json: propagation is 'contagion' but the "
+                   "environment wires no message bus (self.bus is None after reset): nothing propagates "
+                   "between agents\n")
 
 
 def test_every_shipped_study_is_found():

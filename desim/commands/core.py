@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-REFERENCE_STUDIES = Path(__file__).resolve().parent.parent.parent / "studies"
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"    # packaged with desim (the wheel)
+DEFAULT_TEMPLATE = "starter"
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
@@ -43,21 +44,33 @@ class Progress:
         sys.stderr.flush()
 
 
+def templates() -> dict[str, str]:
+    """The packaged templates: name -> title (from its study.json)."""
+    out = {}
+    for folder in sorted(TEMPLATES.iterdir()) if TEMPLATES.is_dir() else []:
+        if (folder / "study.json").is_file():
+            out[folder.name] = str(read_json(folder / "study.json").get("title", ""))
+    return out
+
+
 def cmd_new(args) -> int:
     from . import UserError
     from ..config import read_json
+    known = templates()
+    if args.list:
+        for name, title in known.items():
+            print(f"{name:14} {title}" + ("  (default)" if name == DEFAULT_TEMPLATE else ""))
+        return 0
+    if not args.id:
+        raise UserError("desim new needs a study id (or --list to see the templates)")
+    if not re.fullmatch(r"[A-Za-z0-9_\-]+", args.id):
+        raise UserError(f"study id '{args.id}' may use only letters, digits, '_' and '-'")
+    if args.template not in known:
+        raise UserError(f"unknown template '{args.template}' (templates: {', '.join(known)})")
     dest = Path(args.dir) / args.id
     if dest.exists():
         raise UserError(f"{dest} already exists")
-    source = TEMPLATES / args.template
-    if not source.is_dir():
-        source = REFERENCE_STUDIES / args.template
-    if not source.is_dir() or not (source / "study.json").exists():
-        known = sorted(({p.name for p in TEMPLATES.iterdir() if p.is_dir()} if TEMPLATES.is_dir() else set()) |
-                       ({p.name for p in REFERENCE_STUDIES.iterdir() if (p / "study.json").exists()}
-                        if REFERENCE_STUDIES.is_dir() else set()))
-        raise UserError(f"unknown template '{args.template}' (known: {', '.join(known)})")
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    shutil.copytree(TEMPLATES / args.template, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     study = read_json(dest / "study.json")
     study["id"] = args.id
     (dest / "study.json").write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
@@ -70,6 +83,10 @@ def cmd_validate(args) -> int:
     from ..lint import validate
     report = validate(args.study, probe=not args.no_probe)
     spec = report.spec
+    if args.strict and report.warnings:     # refused: the warnings as errors, exit status 2
+        for w in report.warnings:
+            print(f"desim: error: {spec.root / w}", file=sys.stderr)
+        return 2
     print(f"{spec.root}: valid study '{spec.id}'")
     print(f"  steps {spec.simulation.n_steps} x {spec.simulation.time_unit}, interaction_rounds {spec.rounds}, "
           f"seed {spec.simulation.seed}")
@@ -79,7 +96,7 @@ def cmd_validate(args) -> int:
         print(f"  probe: step 1 ran in memory, {report.messages_in_probe} messages posted")
     for w in report.warnings:
         print(f"warning: {w}")
-    return 1 if (report.warnings and args.strict) else 0
+    return 0
 
 
 def cmd_run(args) -> int:
@@ -253,16 +270,18 @@ def add_study_arg(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("new", help="create a study from a template")
-    p.add_argument("id")
-    p.add_argument("--template", default="opinion_diffusion")
+    p = sub.add_parser("new", help="create a study from a template (--list shows them)")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--template", default=DEFAULT_TEMPLATE)
+    p.add_argument("--list", action="store_true", help="list the templates and exit")
     p.add_argument("--dir", default="studies", help="where studies live (default: studies)")
     p.set_defaults(func=cmd_new)
 
     p = sub.add_parser("validate", help="validate a study's files and run its first step in memory")
     add_study_arg(p)
     p.add_argument("--no-probe", action="store_true", help="only validate the files")
-    p.add_argument("--strict", action="store_true", help="exit 1 when there are warnings")
+    p.add_argument("--strict", action="store_true", help="refuse warnings as errors (exit status 2)")
+    p.add_argument("--traceback", action="store_true", help="print the traceback of study code that fails")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("run", help="run a study and store its panel")
@@ -272,6 +291,8 @@ def register(sub) -> None:
     p.add_argument("--rounds", type=int, help="override interaction_rounds")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a study parameter")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted or failed run from its last step")
+    p.add_argument("--traceback", action="store_true",
+                   help="print the traceback of study code that fails (also DESIM_TRACEBACK=1)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("runs", help="list a study's runs as a tree of versions and branches")

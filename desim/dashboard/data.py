@@ -127,6 +127,8 @@ def study_summary(root: Path) -> dict[str, Any]:
         entry["error"] = str(e).replace(str(root.parent) + "/", "")
         return entry
     live = live_runs(root)
+    if not live and not store_path(root).exists():
+        return entry                    # never run: a neutral card, not an error
     running = [r for r in live if r.get("status") == "running"]
     if running:
         entry["last_run"], entry["status"] = live_summary(running[-1]), "running"
@@ -152,7 +154,8 @@ def study_summary(root: Path) -> dict[str, Any]:
 # --- the study page ---------------------------------------------------------------
 
 def study_config(root: Path) -> dict[str, Any]:
-    """What the study files say: title, population, interventions, cheap lint warnings."""
+    """What the study files say: title, population, interventions, and the lint warnings
+    ``desim validate --no-probe`` prints (``desim.lint``)."""
     from ..lint import validate
     report = validate(root, probe=False)
     spec = report.spec
@@ -170,29 +173,9 @@ def study_config(root: Path) -> dict[str, Any]:
         "interventions": {
             "scheduled_events": [e.model_dump(mode="json") for e in env.scheduled_events],
             "broadcasts": [b.model_dump(mode="json") for b in env.broadcasts]},
-        "warnings": list(report.warnings) + config_warnings(spec),
+        "warnings": list(report.warnings),
         "_personas": personas,
     }
-
-
-def config_warnings(spec) -> list[str]:
-    """Checks that need no run: labels that contradict the wiring, interventions that never fire."""
-    out = []
-    pop, sim, env = spec.population, spec.simulation, spec.environment
-    if pop.propagation in ("contagion", "broadcast_then_local") and pop.interaction.kind == "none":
-        out.append(f"propagation is '{pop.propagation}' but interaction.kind is 'none': "
-                   "no agent has neighbours to hear from")
-    if pop.propagation == "independent" and pop.interaction.kind != "none":
-        out.append(f"propagation is 'independent' but a '{pop.interaction.kind}' network is declared: "
-                   "is the network used?")
-    if pop.propagation == "broadcast_then_local" and not env.broadcasts and not env.scheduled_events:
-        out.append("propagation is 'broadcast_then_local' but environment.json has no broadcasts or events")
-    for kind, items in (("scheduled event", env.scheduled_events), ("broadcast", env.broadcasts)):
-        for item in items:
-            if item.at_step > sim.n_steps:
-                out.append(f"{kind} '{item.name}' is at step {item.at_step}, after the last step "
-                           f"({sim.n_steps}): it never fires")
-    return out
 
 
 def distributions(states: list[dict[str, Any]], bins: int = 12) -> list[dict[str, Any]]:

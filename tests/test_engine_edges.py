@@ -1,0 +1,103 @@
+"""Engine edge cases: an errand sent from reset(), a message posted between steps,
+and the end_step hook."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from desim import load_study, run_study
+from desim.schemas import Message
+from storeq import sql
+
+MODEL = '''
+from desim import Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, Message, Observation
+
+LOG = []
+
+
+class Env(EnvironmentProvider):
+    def reset(self, seed):
+        LOG.clear()
+        self.x = {a: 0 for a in self.ctx.agent_ids}
+        self.bus = InMemoryMessageBus()
+        self.ctx.occupy("a1", self.errand())
+        self.ctx.sim.process(self.late_post())
+
+    def errand(self):
+        yield self.ctx.sim.timeout(1.5)         # away for step 1, back for step 2
+
+    def late_post(self):
+        yield self.ctx.sim.timeout(1.5)
+        self.bus.post(Message(author_id="a0", step=self.ctx.step, round=0, content={"late": True}))
+
+    def observe_batch(self, ids, t, round_idx):
+        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
+
+    def apply(self, actions):
+        LOG.append(("apply", self.ctx.step, self.ctx.round_idx))
+        for a in actions:
+            self.x[a.agent_id] += 1
+
+    def end_step(self, t):
+        LOG.append(("end_step", t))
+        for a in self.x:
+            self.x[a] *= 10
+
+    def agent_state(self, agent_id):
+        if agent_id == "a0":
+            LOG.append(("state", self.ctx.step))
+        return {"x": self.x[agent_id]}
+
+
+class Decide(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]
+'''
+
+
+def study(root, agent_processes=True):
+    for sub in ("simulation", "population", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(MODEL)
+    (root / "study.json").write_text(json.dumps({"id": root.name}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps({
+        "n_steps": 3, "interaction_rounds": 2, "decision": {"ref": "model:Decide"},
+        "agent_processes": agent_processes}))
+    (root / "population" / "population.json").write_text(json.dumps({
+        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
+    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    return root
+
+
+def panel(root):
+    return sql(root, "SELECT step, agent_id, state::VARCHAR, action_kind FROM panel ORDER BY step, agent_id")
+
+
+def test_an_errand_from_reset_is_honoured_with_and_without_agent_processes(tmp_path):
+    on, off = study(tmp_path / "on"), study(tmp_path / "off", agent_processes=False)
+    run_study(load_study(on)), run_study(load_study(off))
+    assert panel(on) == panel(off)
+    away = [(step, kind) for step, agent, _, kind in panel(on) if agent == "a1"]
+    assert away == [(1, None), (2, "move"), (3, "move")]
+
+
+def test_a_message_posted_between_steps_keeps_its_own_step(tmp_path):
+    root = study(tmp_path / "late")
+    run_study(load_study(root))
+    assert sql(root, "SELECT step, round, author_id, content::VARCHAR FROM messages") == [
+        (1, 0, "a0", '{"late":true}')]
+
+
+def test_end_step_runs_after_the_final_round_and_before_the_panel_row(tmp_path):
+    from desim.refs import study_module
+    root = study(tmp_path / "hook")
+    run_study(load_study(root))
+    log = study_module(root).LOG
+    assert log[log.index(("state", 0)) + 1:][:5] == [("apply", 1, 0), ("apply", 1, 1), ("end_step", 1),
+                                                      ("state", 1), ("apply", 2, 0)]
+    states = {(step, agent): json.loads(s)["x"] for step, agent, s, _ in panel(root)}
+    assert states[(1, "a0")] == 20 and states[(2, "a0")] == (20 + 2) * 10
+    assert states[(1, "a1")] == 0                       # away: no apply, end_step of 0
+
+
