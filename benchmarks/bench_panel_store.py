@@ -60,11 +60,9 @@ def time_parquet(records, data: Path, one_row: bool = False) -> tuple[float, flo
             tables = dict(tables, panel=tables["panel"].slice(0, 1))
         files.write_step(step, tables)
     written = time.process_time() - t0
-    con = duckdb.connect()
     t0 = time.process_time()
-    files.merge(con)
+    files.merge()
     merged = time.process_time() - t0
-    con.close()
     shutil.rmtree(data)
     return written, merged
 

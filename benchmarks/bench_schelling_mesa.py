@@ -1,6 +1,6 @@
 """Schelling 100x100 in desim and in Mesa 3.3.1, same parameters, same script run.
 
-    python benchmarks/bench_schelling_mesa.py [--seeds 5] [--steps 100]
+    python benchmarks/bench_schelling_mesa.py [--seeds 5] [--steps 100] [--size 100] [--no-mesa]
 
 Parameters: 100x100 bounded grid (Mesa's default), density 0.8, minority 0.5,
 homophily 0.4, 100 steps, rule ``classic`` in both (happiness evaluated at
@@ -14,10 +14,11 @@ Timing, per seed, the two models interleaved so both see the same machine load:
 * Mesa: the step loop only (set-up excluded), no data collection; and
   again with a ``DataCollector`` recording every agent every step (in memory);
 * desim: the whole run (load the study, build the population, every step,
-  the full panel of 8,000 rows per step and the metrics committed to DuckDB
-  step by step);
+  the full typed panel of 8,000 rows per step and the metrics written step by
+  step, each step durable when it closes, and the merge of the step files at
+  the end);
 * desim's step loop alone (from the first written step to the last, so
-  set-up is excluded as it is for Mesa, but every step's DuckDB write counts);
+  set-up is excluded as it is for Mesa, but every step's write counts);
 * desim with ``agent_processes: false`` (no SimPy process per agent), whose
   panel must hash identically to the default run's.
 
@@ -70,14 +71,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--size", type=int, default=100, help="grid side (smoke: 10)")
+    ap.add_argument("--no-mesa", action="store_true", help="desim only, no Mesa venv (the smoke test)")
     args = ap.parse_args()
     steps = args.steps
-    python = mesa_python()
+    PARAMS.update(width=args.size, height=args.size)
+    python = None if args.no_mesa else mesa_python()
     root = fresh_copy("schelling", "mesa_compare")
     rows = []
+    nothing = {"agents": 1, "steps_s": float("nan"), "steps_cpu_s": float("nan"), "mean_same_share": float("nan"),
+               "share_happy": float("nan")}
     for seed in range(1, args.seeds + 1):
-        m = run_mesa(python, seed, steps)
-        mp = run_mesa(python, seed, steps, panel=True)
+        m = nothing if args.no_mesa else run_mesa(python, seed, steps)
+        mp = nothing if args.no_mesa else run_mesa(python, seed, steps, panel=True)
         d = run_timed(root, seed=seed, steps=steps, params=PARAMS)
         o = run_timed(root, seed=seed, steps=steps, params=PARAMS, agent_processes=False)
         n = d["rows"] // steps
@@ -109,9 +115,9 @@ def main() -> None:
           f"{rate('mesa_agents', 'mesa_cpu'):,.0f} | {mean('mesa_share'):.4f} | {mean('mesa_happy'):.3f} |")
     print(f"| Mesa {MESA} with a DataCollector agent panel (x, y, type, happy; in memory) | "
           f"{rate('mesa_agents', 'mesa_panel_wall'):,.0f} | {rate('mesa_agents', 'mesa_panel_cpu'):,.0f} | | |")
-    print(f"| desim, whole run, full panel in DuckDB | {rate('desim_agents', 'desim_wall'):,.0f} | "
+    print(f"| desim, whole run, full typed panel (Parquet, durable per step) | {rate('desim_agents', 'desim_wall'):,.0f} | "
           f"{rate('desim_agents', 'desim_cpu'):,.0f} | {mean('desim_share'):.4f} | {mean('desim_happy'):.3f} |")
-    print(f"| desim, step loop only (each step written to DuckDB; set-up excluded as for Mesa) | "
+    print(f"| desim, step loop only (each step written; set-up and end-of-run merge excluded as for Mesa) | "
           f"{rate('desim_agents', 'desim_steps_wall'):,.0f} | {rate('desim_agents', 'desim_steps_cpu'):,.0f} | | |")
     print(f"| desim, agent_processes: false | {rate('desim_agents', 'optout_wall'):,.0f} | "
           f"{rate('desim_agents', 'optout_cpu'):,.0f} | same panel: {all(r['identical_panel'] for r in rows)} | |")
@@ -134,10 +140,11 @@ def main() -> None:
         print(f"  {label}: {seconds:.2f} s")
     print(f"  everything else (set-up, SimPy agent processes and loop, metrics rows, live file): "
           f"{b['cpu_s'] - sum(spent.values()):.2f} s")
-    store = spent["store: write step (DuckDB)"]
-    print(f"  without the DuckDB writes the same run would do "
-          f"{b['rows'] / (b['cpu_s'] - store):,.0f} agent-steps/s CPU; its step loop "
-          f"{b['rows'] / (b['steps_cpu_s'] - store * (steps - 1) / steps):,.0f}")
+    store = spent["store: write step (Parquet folder)"]
+    merge = spent["store: merge step files at the end"]
+    print(f"  store per panel row: {store / b['rows'] * 1e6:.3f} us writing steps, {merge / b['rows'] * 1e6:.3f} us "
+          f"merging at the end; without the store the same run would do "
+          f"{b['rows'] / (b['cpu_s'] - store - merge):,.0f} agent-steps/s CPU")
 
 
 if __name__ == "__main__":

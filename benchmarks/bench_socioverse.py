@@ -117,9 +117,9 @@ def desim_one(cfg: dict) -> dict:
     out = {"wall_s": wall, "peak_mib": peak, "panel_rows": result.rows_written, "status": result.status,
            "final_mean": metrics["mean_opinion"], "final_sd": metrics["opinion_sd"]}
     if cfg.get("export"):
-        initial = con.execute("SELECT CAST(state->>'opinion' AS DOUBLE) FROM initial_states "
+        initial = con.execute("SELECT state.opinion FROM initial_states "
                               "WHERE run_id = ? ORDER BY agent_id", [result.run_id]).fetchall()
-        final = con.execute("SELECT CAST(state->>'opinion' AS DOUBLE) FROM panel "
+        final = con.execute("SELECT state.opinion FROM panel "
                             "WHERE run_id = ? AND step = ? ORDER BY agent_id", [result.run_id, N_STEPS]).fetchall()
         Path(cfg["export"]).write_text(json.dumps({"initial": [r[0] for r in initial],
                                                    "final": [r[0] for r in final]}))

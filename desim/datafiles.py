@@ -98,16 +98,22 @@ def _write(table: pa.Table, path: Path) -> None:
 class RunFiles:
     """The data folder of one run; ``None`` root keeps nothing (an in-memory probe run)."""
 
+    # step tables kept in memory for the merge at the end, up to this many bytes (past it the
+    # merge reads the step files back, which costs about as much again as writing them)
+    KEEP_BYTES = 512 * 2**20
+
     def __init__(self, data: Path | None, run_id: str):
         self.data, self.run_id = data, run_id
         self.dir = data / f"run_id={run_id}" if data else None
+        self._kept: dict[int, dict[str, pa.Table]] | None = {}
+        self._kept_bytes = 0
 
     @property
-    def kept(self) -> bool:
+    def on_disk(self) -> bool:
         return self.dir is not None
 
     def start(self) -> None:
-        if not self.kept:
+        if not self.on_disk:
             return
         ensure_anchors(self.data)
         (self.dir / "steps").mkdir(parents=True, exist_ok=True)
@@ -116,29 +122,36 @@ class RunFiles:
     # --- writing ------------------------------------------------------------------
     def write_step(self, step: int, tables: dict[str, pa.Table | None]) -> None:
         """Every table of one step, made visible at once."""
-        if not self.kept:
+        if not self.on_disk:
             return
         tmp = self.data / ".incoming" / f"{self.run_id}-{step:06d}-{uuid.uuid4().hex[:6]}"
         tmp.mkdir()
+        written = {}
         for name, table in tables.items():
             if table is not None and (table.num_rows or name in ("panel", "initial")):
                 _write(table, tmp / f"{name}.parquet")
+                written[name] = table
         os.rename(tmp, self.dir / "steps" / f"{step:06d}")
+        if self._kept is not None:
+            self._kept_bytes += sum(t.nbytes for t in written.values())
+            self._kept = None if self._kept_bytes > self.KEEP_BYTES else self._kept
+        if self._kept is not None:
+            self._kept[step] = written
 
     def save_types(self, types: dict) -> None:
-        if not self.kept:
+        if not self.on_disk:
             return
         tmp = self.dir / "types.json.tmp"
         tmp.write_text(json.dumps(types), encoding="utf-8")   # field order is column order
         os.replace(tmp, self.dir / "types.json")
 
     def load_types(self) -> dict | None:
-        path = self.dir / "types.json" if self.kept else None
+        path = self.dir / "types.json" if self.on_disk else None
         return json.loads(path.read_text(encoding="utf-8")) if path and path.exists() else None
 
     # --- reading the progress ---------------------------------------------------------
     def step_folders(self) -> list[int]:
-        steps = self.dir / "steps" if self.kept else None
+        steps = self.dir / "steps" if self.on_disk else None
         if not steps or not steps.is_dir():
             return []
         return sorted(int(p.name) for p in steps.iterdir() if p.name.isdigit())
@@ -146,18 +159,18 @@ class RunFiles:
     def last_step(self) -> int:
         """The last step on disk (merged or in step folders); -1 when not even step 0 is."""
         last = max(self.step_folders(), default=-1)
-        merged = self.dir / "metrics.parquet" if self.kept else None
+        merged = self.dir / "metrics.parquet" if self.on_disk else None
         if merged and merged.exists() and pq.ParquetFile(merged).metadata.num_rows:
             steps = pq.read_table(merged, columns=["step"]).column("step")
             last = max(last, pa.compute.max(steps).as_py())
-        merged_initial = self.dir / "initial.parquet" if self.kept else None
+        merged_initial = self.dir / "initial.parquet" if self.on_disk else None
         if last < 0 and merged_initial and merged_initial.exists():
             last = 0
         return last
 
     def drop_after(self, step: int) -> None:
         """Before a resume: forget step folders past ``step`` and any step that never closed."""
-        if not self.kept:
+        if not self.on_disk:
             return
         for s in self.step_folders():
             if s > step:
@@ -166,27 +179,37 @@ class RunFiles:
             shutil.rmtree(p, ignore_errors=True)
 
     # --- merging at the end of a run ------------------------------------------------------
-    def merge(self, con) -> None:
+    def merge(self) -> None:
         """One file per table for the whole run, swapped in atomically.
 
-        ``con`` is any DuckDB connection; DuckDB unifies the step files' schemas (a
-        payload field that first appeared at step 9 is null before it) and writes the
-        merged file in parallel.
-        """
-        if not self.kept or not self.step_folders():
+        Arrow unifies the step files' schemas (a payload field that first appeared at
+        step 9 is null before it); each step stays one row group, with statistics on
+        ``step`` only, so a query for some steps skips the others."""
+        if not self.on_disk or not self.step_folders():
             return
         staged = self.data / ".incoming" / f"{self.run_id}-merge-{uuid.uuid4().hex[:6]}"
         staged.mkdir()
-        steps = [self.dir / "steps" / f"{s:06d}" for s in self.step_folders()]
+        steps = self.step_folders()
+        kept = self._kept or {}
         for table in TABLES:
-            files = ([self.dir / f"{table}.parquet"] if (self.dir / f"{table}.parquet").exists() else [])
-            files += [d / f"{table}.parquet" for d in steps if (d / f"{table}.parquet").exists()]
-            if not files:
+            earlier = [self.dir / f"{table}.parquet"] if (self.dir / f"{table}.parquet").exists() else []
+            parts = []
+            for step in steps:
+                if step in kept:
+                    if table in kept[step]:
+                        parts.append(kept[step][table])
+                elif (self.dir / "steps" / f"{step:06d}" / f"{table}.parquet").exists():
+                    parts.append(pq.ParquetFile(self.dir / "steps" / f"{step:06d}" / f"{table}.parquet").read())
+            if not parts:
                 continue
-            listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-            target = str(staged / f"{table}.parquet").replace("'", "''")
-            con.execute(f"COPY (SELECT * FROM read_parquet([{listed}], union_by_name=true)) "
-                        f"TO '{target}' (FORMAT parquet, COMPRESSION snappy)")
+            per_step = max(1024, max(p.num_rows for p in parts))
+            merged = pa.concat_tables([pq.ParquetFile(f).read() for f in earlier] + parts,
+                                      promote_options="permissive")
+            dictionary = [c for c in ("action_kind", "action_source", "name", "kind", "channel")
+                          if c in merged.column_names]
+            pq.write_table(merged, staged / f"{table}.parquet", compression="snappy", use_dictionary=dictionary,
+                           write_statistics=["step"] if "step" in merged.column_names else False,
+                           row_group_size=per_step)
         for extra in ("types.json",):
             if (self.dir / extra).exists():
                 shutil.copy2(self.dir / extra, staged / extra)

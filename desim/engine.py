@@ -331,26 +331,40 @@ class Engine:
         return actions
 
     def _checked(self, actions: Any, present: set[str], t: int, r: int) -> list[Action]:
-        """Refuse garbage from a decision model with an error naming the agent."""
+        """Refuse garbage from a decision model with an error naming the agent.
+
+        This is where the hot-path records are validated (they are plain dataclasses): one
+        pass with every check in a single condition, and the slow walk only to word the error."""
         if not isinstance(actions, list):
             raise RunError(f"step {t} round {r}: decide_batch returned {type(actions).__name__}, not a list")
         seen: set[str] = set()
+        add = seen.add
+        sources = ACTION_SOURCES
         for a in actions:
-            if not isinstance(a, Action):
-                raise RunError(f"step {t} round {r}: decide_batch returned {a!r:.80}, not an Action")
-            if a.agent_id not in self.ctx.index:
-                raise RunError(f"step {t} round {r}: action for unknown agent '{a.agent_id}'")
-            if a.agent_id not in present:
-                raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}', "
-                               "which did not take part in this round")
-            if a.agent_id in seen:
-                raise RunError(f"step {t} round {r}: two actions for agent '{a.agent_id}' in one round")
-            if a.step != t:
-                raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}' says step {a.step}")
-            if a.source not in ACTION_SOURCES or not isinstance(a.payload, dict) or not a.kind:
-                raise RunError(f"step {t} round {r}: malformed action for agent '{a.agent_id}': {a!r:.120}")
-            seen.add(a.agent_id)
+            if (type(a) is not Action or a.agent_id in seen or a.agent_id not in present or a.step != t
+                    or a.source not in sources or type(a.payload) is not dict or type(a.kind) is not str
+                    or not a.kind):
+                self._refuse(a, seen, present, t, r)
+            add(a.agent_id)
         return actions
+
+    def _refuse(self, a: Any, seen: set[str], present: set[str], t: int, r: int) -> None:
+        if not isinstance(a, Action):
+            raise RunError(f"step {t} round {r}: decide_batch returned {a!r:.80}, not an Action")
+        try:
+            known = a.agent_id in self.ctx.index
+        except TypeError:
+            known = False
+        if not known:
+            raise RunError(f"step {t} round {r}: action for unknown agent {a.agent_id!r:.60}")
+        if a.agent_id not in present:
+            raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}', "
+                           "which did not take part in this round")
+        if a.agent_id in seen:
+            raise RunError(f"step {t} round {r}: two actions for agent '{a.agent_id}' in one round")
+        if a.step != t:
+            raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}' says step {a.step}")
+        raise RunError(f"step {t} round {r}: malformed action for agent '{a.agent_id}': {a!r:.120}")
 
     def _replay_step(self, t: int):
         """A warm start: the parent's stored actions, round by round, applied without
@@ -541,7 +555,7 @@ class Engine:
         try:
             with Store(self.db_path) as store:
                 try:
-                    self.files.merge(store.con)
+                    self.files.merge()
                 finally:
                     store.finish_run(self.run_id, status, error, time.perf_counter() - started,
                                      last_step=self.last_written if self.last_written >= 0 else None,

@@ -229,7 +229,10 @@ class Fields:
             mask = pa.array([r is None for r in records])
         cols = []
         for name in self.names:
-            vals = [None if r is None else r.get(name) for r in records]
+            if mask is None and self.fixed:      # every record carries exactly these fields
+                vals = [r[name] for r in records]
+            else:
+                vals = [None if r is None else r.get(name) for r in records]
             cols.append(self.column(name, vals, agents, step))
         return pa.StructArray.from_arrays(cols, names=list(self.names), mask=mask)
 

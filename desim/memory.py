@@ -27,4 +27,7 @@ class Memory:
         return list(self._items[agent_id])
 
     def for_batch(self, agent_ids: list[str]) -> list[list[Action]]:
-        return [self.of(a) for a in agent_ids]
+        if not self.window:
+            return [[] for _ in agent_ids]
+        items = self._items
+        return [list(items[a]) for a in agent_ids]

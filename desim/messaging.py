@@ -42,12 +42,6 @@ from .schemas import Action, Message
 POST_KINDS = ("post", "reply")
 
 
-def _message(author_id: str, step: int, round_idx: int, content, channel: str, kind: str,
-             reply_to: str | None) -> Message:
-    return Message(author_id=author_id, step=step, round=round_idx, content=content, channel=channel,
-                   kind=kind, reply_to=reply_to)
-
-
 class MessageBus:
     """Where messages are posted and from which each agent reads its visible share."""
 
@@ -128,11 +122,17 @@ class InMemoryMessageBus(MessageBus):
 
 
 class NeighborFeed:
-    """Routes post-shaped actions onto a bus and reads each agent's neighbours back."""
+    """Routes post-shaped actions onto a bus and reads each agent's neighbours back.
+
+    A run's network is fixed, so each reader's neighbours are resolved once,
+    on its first read, and kept as a tuple: a reader then costs its neighbours'
+    dictionary lookups on the bus, not a walk through the networkx graph.
+    """
 
     def __init__(self, neighbors_fn: Callable[[str], Iterable[str]], bus: MessageBus):
         self.neighbors_fn = neighbors_fn
         self.bus = bus
+        self._neighbours: dict[str, tuple[str, ...]] = {}
 
     def ingest(self, actions: Iterable[Action], step: int, round_idx: int) -> list[Message]:
         """Post every ``post`` or ``reply`` action; other kinds pass through untouched.
@@ -140,19 +140,27 @@ class NeighborFeed:
         The message content is ``payload["content"]`` when present, else the payload.
         """
         posted = []
+        post = self.bus.post
         for a in actions:
-            if a.kind not in POST_KINDS:
+            kind = a.kind
+            if kind != "post" and kind != "reply":
                 continue
             p = a.payload
-            m = _message(a.agent_id, step, round_idx, p.get("content", p), p.get("channel", "feed"),
-                         a.kind, p.get("reply_to"))
-            self.bus.post(m)
+            m = Message(author_id=a.agent_id, step=step, round=round_idx, content=p.get("content", p),
+                        channel=p.get("channel", "feed"), kind=kind, reply_to=p.get("reply_to"))
+            post(m)
             posted.append(m)
         return posted
 
+    def neighbours(self, agent_id: str) -> tuple[str, ...]:
+        found = self._neighbours.get(agent_id)
+        if found is None:
+            found = self._neighbours[agent_id] = tuple(self.neighbors_fn(agent_id))
+        return found
+
     def local_for(self, agent_id: str, t: int, round_idx: int) -> list[Message]:
         """The messages ``agent_id`` may see at step ``t``, round ``round_idx``."""
-        return self.bus.visible_to(agent_id, self.neighbors_fn(agent_id), t, round_idx)
+        return self.bus.visible_to(agent_id, self.neighbours(agent_id), t, round_idx)
 
 
 # --- the columnar path ------------------------------------------------------------------
@@ -426,7 +434,7 @@ class ColumnarFeed:
         if table.num_rows == 0:
             return []
         cols = table.to_pydict()
-        return [_message(a, s, r, c, ch, k, rt)
+        return [Message(author_id=a, step=s, round=r, content=c, channel=ch, kind=k, reply_to=rt)
                 for a, s, r, c, ch, k, rt in zip(cols["author_id"], cols["step"], cols["round"],
                                                  cols["content"], cols["channel"], cols["kind"],
                                                  cols["reply_to"])]

@@ -120,9 +120,9 @@ def round_rows(types: PanelTypes, step: int, actions: list, r: int) -> pa.Table:
 def _action_columns(payload_fields: Fields, step: int, ids: pa.Array, acts: ActionColumns):
     n = len(acts.idx)
     acted = None if acts.acted is None else np.asarray(acts.acted, bool)
-    kind = (pa.array(np.full(n, acts.kind, dtype=object), pa.string()) if isinstance(acts.kind, str)
+    kind = (pa.repeat(pa.scalar(acts.kind, pa.string()), n) if isinstance(acts.kind, str)
             else pa.array(np.asarray(acts.kind).astype(object), pa.string()))
-    source = pa.array(np.full(n, acts.source, dtype=object), pa.string())
+    source = pa.repeat(pa.scalar(acts.source, pa.string()), n)
     actor_ids = ids.take(pa.array(acts.idx))
     payload = payload_fields.struct_columns(acts.payload or {}, actor_ids, step)
     return kind, payload, source, acted

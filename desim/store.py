@@ -93,8 +93,18 @@ def _views_sql(data: Path, temp: bool) -> list[str]:
 
 def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempts: int = 5) -> None:
     """(Re)define the views over the data folder. Defining one reads the files' schemas; a run
-    that is merging its step files at that moment can remove one under us, so try again."""
-    for sql in _views_sql(data, temp):
+    that is merging its step files at that moment can remove one under us, so try again.
+
+    The stored views are redefined only when the data folder's path changed (a study that was
+    moved), since binding them reads every file's footer."""
+    wanted = _views_sql(data, temp)
+    if not temp:
+        root = str(data.resolve()).replace("'", "''")
+        stored = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = "
+                                  "current_database() AND schema_name = 'main'").fetchall())
+        wanted = [sql for sql, view in zip(wanted, VIEWS)
+                  if view not in stored or f"'{root}/run_id=*/**/{VIEWS[view]}.parquet'" not in stored[view]]
+    for sql in wanted:
         for attempt in range(attempts):
             try:
                 con.execute(sql)

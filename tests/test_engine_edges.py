@@ -71,7 +71,7 @@ def study(root, agent_processes=True):
 
 
 def panel(root):
-    return sql(root, "SELECT step, agent_id, state::VARCHAR, action_kind FROM panel ORDER BY step, agent_id")
+    return sql(root, "SELECT step, agent_id, state, action_kind FROM panel ORDER BY step, agent_id")
 
 
 def test_an_errand_from_reset_is_honoured_with_and_without_agent_processes(tmp_path):
@@ -96,7 +96,7 @@ def test_end_step_runs_after_the_final_round_and_before_the_panel_row(tmp_path):
     log = study_module(root).LOG
     assert log[log.index(("state", 0)) + 1:][:5] == [("apply", 1, 0), ("apply", 1, 1), ("end_step", 1),
                                                       ("state", 1), ("apply", 2, 0)]
-    states = {(step, agent): json.loads(s)["x"] for step, agent, s, _ in panel(root)}
+    states = {(step, agent): s["x"] for step, agent, s, _ in panel(root)}
     assert states[(1, "a0")] == 20 and states[(2, "a0")] == (20 + 2) * 10
     assert states[(1, "a1")] == 0                       # away: no apply, end_step of 0
 

@@ -93,7 +93,7 @@ def main() -> None:
     if cfg["model"] == "ring":
         out["final_mean"], out["final_sd"] = last["mean_opinion"], last["opinion_sd"]
         if cfg.get("final"):
-            rows = con.execute("SELECT CAST(state->>'opinion' AS DOUBLE) FROM panel "
+            rows = con.execute("SELECT state.opinion FROM panel "
                                "WHERE step = ? ORDER BY agent_id", [N_STEPS]).fetchall()
             Path(cfg["final"]).write_text(json.dumps([r[0] for r in rows]))
     else:

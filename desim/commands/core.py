@@ -46,6 +46,7 @@ class Progress:
 
 def templates() -> dict[str, str]:
     """The packaged templates: name -> title (from its study.json)."""
+    from ..config import read_json
     out = {}
     for folder in sorted(TEMPLATES.iterdir()) if TEMPLATES.is_dir() else []:
         if (folder / "study.json").is_file():
