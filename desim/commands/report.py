@@ -1,7 +1,7 @@
-"""``desim report`` and ``desim viz diffusion``: figures of what happened in a run or a sweep."""
+"""``desim report``, ``desim viz diffusion`` and ``desim viz grid``: figures of what happened in a run or a sweep."""
 from __future__ import annotations
 
-from ..report import ReportError, diffusion_player, write_report, write_sweep_report
+from ..report import ReportError, diffusion_player, grid_player, write_report, write_sweep_report
 from . import UserError
 
 
@@ -27,6 +27,16 @@ def cmd_viz_diffusion(args) -> int:
     try:
         paths = diffusion_player(args.study, args.state, run_id=args.run, max_nodes=args.max_nodes,
                                  sample_size=args.sample_size, out_dir=args.out)
+    except ReportError as e:
+        raise UserError(str(e)) from None
+    print(f"player: {paths['html']}")
+    print(f"small multiples: {paths['png']}")
+    return 0
+
+
+def cmd_viz_grid(args) -> int:
+    try:
+        paths = grid_player(args.study, args.state, run_id=args.run, out_dir=args.out)
     except ReportError as e:
         raise UserError(str(e)) from None
     print(f"player: {paths['html']}")
@@ -60,3 +70,11 @@ def register(sub) -> None:
                    help="how many agents a sampled view shows (default 1000)")
     p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
     p.set_defaults(func=cmd_viz_diffusion)
+
+    p = kinds.add_parser("grid", help="a positioned study's grid (state fields x, y) coloured by a state field, "
+                                      "one frame per step")
+    p.add_argument("study", help="the study folder, e.g. studies/schelling")
+    p.add_argument("--run", help="the run to draw (default: the latest completed run)")
+    p.add_argument("--state", required=True, help="the state field that colours the agents, e.g. type")
+    p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
+    p.set_defaults(func=cmd_viz_grid)
