@@ -45,6 +45,11 @@ def make_studies(studies_dir: Path) -> dict[str, Path]:
     after its last step (a lint warning the dashboard must show)."""
     studies_dir.mkdir(parents=True, exist_ok=True)
     good = copy_study(studies_dir, "opinion_diffusion", "opinion_diffusion")
+    # a dozen agents (ids a00..a11) keep the pages and payloads the tests read small
+    sim_path = good / "simulation" / "simulation.json"
+    sim = json.loads(sim_path.read_text())
+    sim["parameters"]["n_agents"] = 12
+    sim_path.write_text(json.dumps(sim, indent=2))
     first = run_study(load_study(good))
     run_study(load_study(good, seed=7))
     # a branch of the first run with a counter-campaign from step 6; the study files are then put

@@ -112,7 +112,7 @@ def test_scripted_mode_runs_prompt_reply_parse_and_reproduces_the_rule(study_cop
     root = llm_study(study_copy)
     rule_root = root.parent / "opinion_diffusion"
     llm_run = run_study(load_study(root, steps=4))
-    rule_run = run_study(load_study(rule_root, steps=4, rounds=3))
+    rule_run = run_study(load_study(rule_root, steps=4, rounds=3, params={"n_agents": 12}))  # the LLM study's size
     assert llm_run.status == rule_run.status == "completed"
     assert llm_run.counters["llm"]["calls"] == 12 * 4 * 3
     assert llm_run.counters["llm"]["fallbacks"] == 0

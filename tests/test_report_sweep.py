@@ -160,7 +160,9 @@ def test_sweep_report_figures_and_table_match_sql(swept):
             got = [float(v) for v in values]
             assert got[4] == want[4] == REPLICATES
             assert got[:4] == pytest.approx(want[:4], rel=1e-5, abs=1e-9)
-            assert got[2] < got[0] < got[3]
+            # the interval holds the mean; it is a point only when the replicates agree (20 agents' shares
+            # take few values)
+            assert got[2] <= got[0] <= got[3] and (got[2] < got[3]) == (got[1] > 0)
             checked += 1
     assert checked == len([k for k in expected if k[0] in metrics]) == 6 * len(metrics)
 

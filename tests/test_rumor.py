@@ -3,6 +3,7 @@ official correction cuts the spreaders compared with a branch without it."""
 from __future__ import annotations
 
 import json
+import math
 
 import duckdb
 import pytest
@@ -120,3 +121,74 @@ def test_report_shows_the_branch_against_its_parent(rumor):
     html = paths["html"].read_text()
     assert f"{without} is a branch of {parent} forked at step {CORRECTION_STEP}" in html
     assert html.count('src="data:image/png;base64,') == 4
+
+
+def mt_copy(root, interaction):
+    """The study with ``interaction`` as its network, no correction, and no recorded rounds."""
+    pop_file, env_file = root / "population" / "population.json", root / "environment" / "environment.json"
+    pop, env = json.loads(pop_file.read_text()), json.loads(env_file.read_text())
+    pop["interaction"] = interaction
+    env["broadcasts"] = []
+    pop_file.write_text(json.dumps(pop))
+    env_file.write_text(json.dumps(env))
+    return root
+
+
+CLASSIC_MT = {"transmission": "maki_thompson", "p_believe": 1.0, "p_stop": 1.0, "n_seeds": 1}
+
+
+def test_maki_thompson_leaves_a_fifth_ignorant_on_a_complete_graph(study_copy, tmp_path):
+    """Maki & Thompson's limit: a fraction of about 0.203 never hears the rumour (the root of
+    x = exp(-2 (1 - x))). 400 agents, 8 seeds, 8 weeks of 3 rounds (the spreaders are gone by week 6)."""
+    from scipy import stats
+    root = mt_copy(study_copy("rumor_network"), {"kind": "complete"})
+    finals = []
+    for seed in range(1, 9):
+        db = tmp_path / f"mt{seed}.duckdb"
+        run = desim.run_study(desim.load_study(root, seed=seed, steps=8, params={**CLASSIC_MT, "n_agents": 400}),
+                              db_path=db).run_id
+        con = duckdb.connect(str(db), read_only=True)
+        m = dict(((s, n), v) for s, n, v in con.execute(
+            "SELECT step, name, value FROM metrics WHERE run_id = ?", [run]).fetchall())
+        # one contact per spreader per round: every tell goes to a neighbour, at most one per agent and round
+        per_round = con.execute("SELECT max(c) FROM (SELECT count(*) c FROM messages WHERE run_id = ? "
+                                "AND kind = 'tell' GROUP BY step, round, author_id)", [run]).fetchone()[0]
+        kinds = {k for (k,) in con.execute("SELECT DISTINCT kind FROM messages WHERE run_id = ?", [run]).fetchall()}
+        con.close()
+        assert per_round == 1 and kinds == {"tell"}
+        assert m[(8, "share_spreader")] == 0                        # the rumour has died out
+        assert m[(8, "reach")] == pytest.approx(1 - m[(8, "share_ignorant")])
+        finals.append(m[(8, "share_ignorant")])
+    x = 0.2
+    for _ in range(50):
+        x = math.exp(-2 * (1 - x))
+    assert x == pytest.approx(0.2032, abs=1e-4)
+    mean, se = sum(finals) / len(finals), stats.sem(finals)
+    assert abs(mean - x) <= stats.t.ppf(0.975, len(finals) - 1) * se + 0.005   # within the 95 % interval
+
+
+def test_maki_thompson_settles_tells_in_turn_order(study_copy, tmp_path):
+    """A told ignorant believes and spreads from the next round; a teller who meets someone who knows
+    stops; the panel shows it: a spreader's only actions are tells, and stiflers told someone informed."""
+    root = mt_copy(study_copy("rumor_network"), {"kind": "watts_strogatz", "k": 6, "p": 0.1})
+    db = tmp_path / "mt.duckdb"
+    run = desim.run_study(desim.load_study(root, seed=3, steps=6, params={**CLASSIC_MT, "n_seeds": 5}),
+                          db_path=db).run_id
+    con = duckdb.connect(str(db), read_only=True)
+    kinds = {k for (k,) in con.execute("SELECT DISTINCT action_kind FROM round_actions WHERE run_id = ?",
+                                       [run]).fetchall()}
+    tells = con.execute("SELECT r.agent_id, CAST(r.payload.to AS VARCHAR) FROM round_actions r WHERE r.run_id = ? "
+                        "AND r.action_kind = 'tell'", [run]).fetchall()
+    edges = {frozenset(e) for e in con.execute("SELECT source, target FROM edges WHERE run_id = ?", [run]).fetchall()}
+    reach = con.execute("SELECT value FROM metrics WHERE run_id = ? AND name = 'reach' AND step = 6",
+                        [run]).fetchone()[0]
+    con.close()
+    assert kinds == {"tell"} and len(tells) > 5
+    assert all(frozenset((a, b)) in edges for a, b in tells)       # every contact is a neighbour
+    assert 5 / 1000 < reach < 1.0
+
+
+def test_unknown_transmission_is_refused(study_copy):
+    root = study_copy("rumor_network")
+    with pytest.raises(desim.StudyConfigError, match="parameters.transmission: rumor_network: must be one of"):
+        desim.run_study(desim.load_study(root, steps=1, params={"transmission": "gossip"}))

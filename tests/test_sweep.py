@@ -18,6 +18,8 @@ from desim.sweep import SweepError, make_plan, run_sweep, sweep_table
 ROOT = Path(__file__).resolve().parent.parent
 T975_DF2 = 4.302652729911275   # Student t quantile 0.975 with 2 degrees of freedom (tables)
 GRID = {"epsilon": ["0.2", "0.3", "0.45"], "mu": ["0.3", "0.6"]}
+DEFAULTS = json.loads((ROOT / "studies" / "opinion_diffusion" / "simulation" / "simulation.json").read_text())[
+    "parameters"]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def test_every_combination_and_replicate_is_a_run_with_its_parameters_and_seed(s
     combos: dict[tuple, int] = {}
     for run_id, _, parameters, seed, config in rows:
         p = json.loads(parameters)
-        assert (p["n_agents"], p["campaign_weight"]) == (12, 0.4)        # the defaults stay
+        assert (p["n_agents"], p["campaign_weight"]) == (DEFAULTS["n_agents"], 0.4)   # the defaults stay
         combos[(p["epsilon"], p["mu"])] = combos.get((p["epsilon"], p["mu"]), 0) + 1
         args = json.loads(config)["simulation"]["decision"]["args"]
         assert (args["epsilon"], args["mu"]) == (p["epsilon"], p["mu"])  # the model got them
@@ -56,7 +58,7 @@ def test_every_combination_and_replicate_is_a_run_with_its_parameters_and_seed(s
     assert {r[0]: r[3] for r in rows} == planned
     per_run = query(root, "SELECT count(*), count(DISTINCT run_id) FROM panel WHERE run_id LIKE ?",
                     [f"{result.sweep_id}-%"])[0]
-    assert per_run == (18 * 12 * 12, 18)
+    assert per_run == (18 * DEFAULTS["n_agents"] * 12, 18)
     assert not (root / "runs" / "sweeps" / result.sweep_id).exists()   # worker files merged and gone
     plan_row = query(root, "SELECT replicates, grid FROM sweeps WHERE sweep_id = ?", [result.sweep_id])
     assert plan_row[0][0] == 3 and json.loads(plan_row[0][1]) == {"epsilon": [0.2, 0.3, 0.45], "mu": [0.3, 0.6]}

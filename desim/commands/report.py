@@ -1,4 +1,4 @@
-"""``desim report`` and ``desim viz diffusion``: figures of what happened in a run or a sweep."""
+"""``desim report``, ``desim viz diffusion`` and ``desim viz grid``: figures of what happened in a run or a sweep."""
 from __future__ import annotations
 
 from . import UserError
@@ -40,6 +40,17 @@ def cmd_viz_diffusion(args) -> int:
     return 0
 
 
+def cmd_viz_grid(args) -> int:
+    from ..report import ReportError, grid_player
+    try:
+        paths = grid_player(args.study, args.state, run_id=args.run, out_dir=args.out)
+    except ReportError as e:
+        raise UserError(str(e)) from None
+    print(f"player: {paths['html']}")
+    print(f"small multiples: {paths['png']}")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("report", help="write an HTML + Markdown report of a run, a comparison of two, "
                                       "or a sweep")
@@ -68,3 +79,11 @@ def register(sub) -> None:
                    help="how many agents a sampled view shows (default 1000)")
     p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
     p.set_defaults(func=cmd_viz_diffusion)
+
+    p = kinds.add_parser("grid", help="a positioned study's grid (state fields x, y) coloured by a state field, "
+                                      "one frame per step")
+    p.add_argument("study", help="the study folder, e.g. studies/schelling")
+    p.add_argument("--run", help="the run to draw (default: the latest completed run)")
+    p.add_argument("--state", required=True, help="the state field that colours the agents, e.g. type")
+    p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
+    p.set_defaults(func=cmd_viz_grid)

@@ -10,7 +10,10 @@ Two calls, for the command line and for notebooks alike:
   metric's final-step mean against the swept parameter with 95 % intervals;
 * :func:`diffusion_player` draws the run's network coloured by a state
   field, one frame per step: ``diffusion.html`` (slider and play button,
-  offline) and ``diffusion.png`` (small multiples).
+  offline) and ``diffusion.png`` (small multiples);
+* :func:`grid_player` does the same on the grid for positioned studies
+  (state fields ``x`` and ``y``): ``grid_<state>.html`` and ``grid_<state>.png``;
+  :func:`grid_payload` gives its frames as plain data.
 
 Both read the store read-only and return the paths they wrote; outputs go
 under ``<study>/runs/reports/<run_id>/`` (``sweep-<sweep_id>/`` for a sweep) unless ``out_dir`` says otherwise.
@@ -23,8 +26,10 @@ from . import content, data, html, markdown, sweep
 from .content import Report
 from .data import ReportError
 from .diffusion import diffusion_player
+from .grid import grid_payload, grid_player
 
-__all__ = ["ReportError", "diffusion_player", "reports_dir", "write_report", "write_sweep_report"]
+__all__ = ["ReportError", "diffusion_player", "grid_payload", "grid_player", "reports_dir", "write_report",
+           "write_sweep_report"]
 
 
 def reports_dir(study_root: str | Path, name: str) -> Path:
@@ -54,7 +59,7 @@ def write_report(study_root: str | Path, run_id: str | None = None, compare: str
         _current_colors(rd, study_root)
         control = data.load_run(con, control_row) if control_row else None
         fork = data.fork_step(run, control_row) if control_row else None
-        report = content.build(con, rd, control, fork)
+        report = content.build(con, rd, control, fork, study_root=study_root)
     finally:
         con.close()
     name = rd.run_id if compare is None else f"{rd.run_id}-vs-{control.run_id}"

@@ -223,8 +223,42 @@ def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: 
     return section
 
 
-def build(con: duckdb.DuckDBPyConnection, rd: RunData, control: RunData | None, fork: int | None) -> Report:
+def grid_section(con: duckdb.DuckDBPyConnection, rd: RunData, study_root) -> Section | None:
+    """For a positioned study (state fields ``x``, ``y``): the grid at the first and the last step,
+    coloured by the first display state, with the study's layer (Sugarscape: sugar left) when it has one."""
+    from . import grid
+    if study_root is None or not grid.is_positioned(con, rd.run_id):
+        return None
+    state = next((n for n in rd.study.get("display_states", []) if n not in ("x", "y")), None)
+    if state is None:
+        return None
+    payload = grid.grid_payload(study_root, state, rd.run_id)
+    last = len(payload["frames"]) - 1
+    png = grid.frames_figure(payload, [0, last])
+    first_f, last_f = payload["frames"][0], payload["frames"][last]
+    caption = (f"Who lives where: each cell of the {payload['width']}x{payload['height']} grid holds at most one "
+               f"agent, coloured by '{state}'; left the initial state, right step {last_f['step']}.")
+    paragraphs = [f"'{state}' on the grid: {first_f['agents']} agents at the start, {last_f['agents']} at step "
+                  f"{last_f['step']}; desim viz grid <study> --state {state} plays every step."]
+    if payload["layer"]:
+        lay = payload["layer"]
+        totals = [f["total"] for f in (lay["frames"][0], lay["frames"][last]) if f]
+        caption += (f" Bottom row: {lay['name']} per cell (white {lay['range'][0]:g}, orange {lay['range'][1]:g}), "
+                    "replayed from the panel.")
+        if len(totals) == 2:
+            paragraphs.append(f"{lay['name']}: {totals[0]:,.0f} at the start, {totals[1]:,.0f} at step "
+                              f"{last_f['step']}.")
+    if payload["note"]:
+        paragraphs.append(payload["note"])
+    return Section("The grid", paragraphs, figures=[Figure("grid", f"{state} on the grid", png, caption)])
+
+
+def build(con: duckdb.DuckDBPyConnection, rd: RunData, control: RunData | None, fork: int | None,
+          study_root=None) -> Report:
     sections = [study_card(rd, control), metrics_section(rd, control, fork)]
+    grid = grid_section(con, rd, study_root)
+    if grid:
+        sections.append(grid)
     states = states_section(con, rd)
     if states:
         sections.append(states)

@@ -1,23 +1,40 @@
-"""opinion_diffusion: bounded-confidence opinions on a small-world network.
+"""opinion_diffusion: bounded-confidence opinions on a small-world network, with a media campaign.
 
-Each week (one step) an agent reads the opinions its neighbours posted the
-week before (a ``NeighborFeed`` over an ``InMemoryMessageBus`` with
-``carry_previous_step=True``: a deliberate one-step-delayed channel, since
-the study runs one round per step), moves by ``mu`` towards the mean of the
-ones within ``epsilon`` of its own (Deffuant et al. 2000, averaged over the
-neighbours), and posts its new opinion. While the TV campaign is on air
-(weeks 2-3), agents also move towards the campaign's position in proportion
-to their trust in media, if that position is within their confidence bound
-widened by half.
+Opinions lie in [0, 1]. The ``rule`` parameter chooses the bounded-confidence model:
+
+``hegselmann_krause`` (the default): Hegselmann & Krause's (2002) rule on the
+network. Each week (one step) an agent reads the opinions its neighbours
+posted the week before (a ``NeighborFeed`` over an ``InMemoryMessageBus``
+with ``carry_previous_step=True``: a deliberate one-step-delayed channel,
+since the study runs one round per step), moves by ``mu`` towards the mean of
+those within ``epsilon`` of its own, and posts its new opinion. Everyone
+updates at once, from last week's opinions (``mu = 1`` is the original HK
+update; smaller ``mu`` damps it).
+
+``deffuant``: Deffuant, Neau, Amblard & Weisbuch's (2000) pairwise rule.
+Each week ``round(encounters * n / 2)`` encounters happen one after another
+(``encounters`` is the number of meetings an agent has a week on average):
+a random agent meets a random neighbour and, when their opinions differ by
+less than ``epsilon``, both move by ``mu`` towards each other
+(``x += mu (y - x)``, ``y += mu (x - y)``). Under complete mixing
+(``interaction: complete``) the opinions settle in about ``1 / (2 epsilon)``
+major clusters.
+
+In both rules, while the TV campaign is on air (weeks 2-3), agents also move
+towards the campaign's position in proportion to their trust in media, if
+that position is within their confidence bound widened by half.
 """
 from __future__ import annotations
 
 from desim import (Action, EnvironmentProvider, InMemoryMessageBus, MetricCollector, NeighborFeed,
-                   Observation, Persona, PopulationProvider, DecisionModel, neighbors_fn)
+                   Observation, Persona, PopulationProvider, DecisionModel, StudyConfigError, neighbors_fn)
+
+
+RULES = ("hegselmann_krause", "deffuant")
 
 
 class Population(PopulationProvider):
-    def __init__(self, n: int = 12):
+    def __init__(self, n: int = 500):
         self.n = int(n)
 
     def personas(self, rng):
@@ -62,24 +79,66 @@ class OpinionEnvironment(EnvironmentProvider):
 
 
 class BoundedConfidence(DecisionModel):
-    def __init__(self, epsilon: float = 0.3, mu: float = 0.5, campaign_weight: float = 0.4):
+    """Bounded confidence by ``rule``: Hegselmann-Krause on the network, or Deffuant's pairwise encounters."""
+
+    def __init__(self, epsilon: float = 0.3, mu: float = 0.5, campaign_weight: float = 0.4,
+                 rule: str = "hegselmann_krause", encounters: float = 1.0):
         self.epsilon, self.mu, self.campaign_weight = float(epsilon), float(mu), float(campaign_weight)
+        self.rule, self.encounters = str(rule), float(encounters)
+        problems = [(f"parameters.{name}", f"opinion_diffusion: {message}") for name, ok, message in [
+            ("rule", self.rule in RULES, f"must be one of {', '.join(RULES)} (got '{self.rule}')"),
+            ("encounters", self.encounters >= 0, f"must be 0 or more (got {self.encounters})")] if not ok]
+        if problems:
+            raise StudyConfigError("simulation/simulation.json", problems)
 
     def decide_batch(self, observations, memories):
+        if self.rule == "deffuant":
+            new, why = self._encounters(observations)
+        else:
+            new, why = {}, {}
+            for obs in observations:
+                x = obs.local_physical["opinion"]
+                close = [y for y in obs.local_information["neighbour_opinions"] if abs(y - x) < self.epsilon]
+                new[obs.agent_id] = x + self.mu * (sum(close) / len(close) - x) if close else x
+                why[obs.agent_id] = f"{len(close)} neighbours within reach"
         actions = []
         for obs in observations:
-            x = obs.local_physical["opinion"]
-            close = [y for y in obs.local_information["neighbour_opinions"] if abs(y - x) < self.epsilon]
-            new = x + self.mu * (sum(close) / len(close) - x) if close else x
+            x = new[obs.agent_id]
             if obs.macro_information["broadcasts"]:
                 target = obs.macro_information["campaign_position"]
-                if abs(target - new) < 1.5 * self.epsilon:
-                    new += self.campaign_weight * obs.local_physical["media_trust"] * (target - new)
-            new = round(min(1.0, max(0.0, new)), 9)
+                if abs(target - x) < 1.5 * self.epsilon:
+                    x += self.campaign_weight * obs.local_physical["media_trust"] * (target - x)
+            x = round(min(1.0, max(0.0, x)), 9)
             actions.append(Action(
-                agent_id=obs.agent_id, step=obs.step, kind="post", payload={"opinion": new},
-                rationale=f"{len(close)} neighbours within reach", source="rule"))
+                agent_id=obs.agent_id, step=obs.step, kind="post", payload={"opinion": x},
+                rationale=why[obs.agent_id], source="rule"))
         return actions
+
+    def _encounters(self, observations) -> tuple[dict[str, float], dict[str, str]]:
+        """Deffuant's pairs, one after another on the opinions as the pairs before left them."""
+        opinion = {obs.agent_id: obs.local_physical["opinion"] for obs in observations}
+        ids = list(opinion)
+        met = dict.fromkeys(ids, 0)
+        moved = dict.fromkeys(ids, 0)
+        n_pairs = round(self.encounters * len(ids) / 2)
+        rng = self.ctx.rng("encounters")
+        picks, partners = rng.integers(0, len(ids), n_pairs).tolist(), rng.random(n_pairs).tolist()
+        neighbours: dict[str, list[str]] = {}
+        for k, u in zip(picks, partners):
+            a = ids[k]
+            if a not in neighbours:
+                neighbours[a] = [b for b in self.ctx.neighbors(a) if b in opinion]
+            if not neighbours[a]:
+                continue
+            b = neighbours[a][int(u * len(neighbours[a]))]
+            x, y = opinion[a], opinion[b]
+            met[a] += 1
+            met[b] += 1
+            if abs(x - y) < self.epsilon:
+                opinion[a], opinion[b] = x + self.mu * (y - x), y + self.mu * (x - y)
+                moved[a] += 1
+                moved[b] += 1
+        return opinion, {a: f"met {met[a]} neighbour(s), {moved[a]} within reach" for a in ids}
 
 
 class OpinionMetrics(MetricCollector):

@@ -1,14 +1,14 @@
-"""rumor_network: a rumour on a Watts-Strogatz small-world network.
+"""rumor_network: a rumour on a Watts-Strogatz small-world network, in one of two transmission modes.
 
-States: ``ignorant``, ``spreader``, ``stifler`` (Maki-Thompson style: only
-the spreader who meets someone already informed changes; Daley-Kendall's
-pairwise rule, where two spreaders meeting both stop, is not used).
+States: ``ignorant``, ``spreader``, ``stifler``. A week (one step) has three
+rounds, so the rumour can travel several hops a week. ``transmission`` picks
+how it travels.
 
-A week (one step) has three rounds, so the rumour can travel several hops
-a week. The wiring, per round ``r``:
+``contagion`` (the default): the rumour spreads like an epidemic, with a
+Maki-Thompson stopping rule. Per round ``r``:
 
-* spreaders post the rumour (an action of kind ``post``, routed to the
-  message bus by ``NeighborFeed.ingest`` in ``apply``);
+* every spreader posts the rumour to all its neighbours (an action of kind
+  ``post``, routed to the message bus by ``NeighborFeed.ingest`` in ``apply``);
 * every agent reads the posts its neighbours made in the round before
   (``NeighborFeed.local_for``; the bus carries the previous step, so round 0
   reads the previous week's last round): an ignorant who reads posts from
@@ -17,11 +17,24 @@ a week. The wiring, per round ``r``:
   just notes that it has heard (kind ``hear``);
 * a spreader addresses one neighbour at random; if that neighbour already
   knows the rumour, the spreader stops with probability ``p_stop`` (kind
-  ``stop``).
+  ``stop``). Only the spreader changes, as in Maki-Thompson; Daley-Kendall's
+  rule (two spreaders meeting both stop) is not used.
 
-From the step of the ``official_correction`` broadcast on, spreaders also
-stop with probability ``correction_stop`` per round and ignorants believe
-with ``p_believe * (1 - correction_doubt)``.
+``maki_thompson``: Maki & Thompson's (1973) process, one contact per spreader
+per round. Each spreader picks one random neighbour and tells it (kind
+``tell``, payload ``to``); the tells of a round are resolved one at a time in
+a random order (``turn``), each against the states as the tells before it
+left them: a told ignorant believes with probability ``p_believe`` and
+becomes a spreader (it tells from the next round on), or has only heard it;
+a spreader who tells a spreader or a stifler becomes a stifler with
+probability ``p_stop``. With ``p_believe = p_stop = 1`` this is the classic
+model: on a complete graph, where the outcome of a contact depends only on
+the counts, a random sequence of single contacts is exactly its jump chain,
+and about 0.203 of the population never hears the rumour.
+
+In both modes, from the step of the ``official_correction`` broadcast on,
+spreaders also stop with probability ``correction_stop`` per round and
+ignorants believe with ``p_believe * (1 - correction_doubt)``.
 
 The state changes only through ``apply``, and every draw comes from
 ``ctx.rng`` (per step and round), so a branch that replays stored rounds
@@ -29,11 +42,20 @@ reproduces the parent exactly up to its fork.
 """
 from __future__ import annotations
 
-from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector,
-                   NeighborFeed, Observation, Persona, PopulationProvider, neighbors_fn)
+from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, Message, MetricCollector,
+                   NeighborFeed, Observation, Persona, PopulationProvider, StudyConfigError, neighbors_fn)
 
 IGNORANT, SPREADER, STIFLER = "ignorant", "spreader", "stifler"
 CORRECTION_CHANNEL = "official"
+TRANSMISSIONS = ("contagion", "maki_thompson")
+
+
+def check_transmission(transmission: str) -> str:
+    if transmission not in TRANSMISSIONS:
+        raise StudyConfigError("simulation/simulation.json", [(
+            "parameters.transmission", f"rumor_network: must be one of {', '.join(TRANSMISSIONS)} "
+                                       f"(got '{transmission}')")])
+    return transmission
 
 
 class Population(PopulationProvider):
@@ -48,8 +70,9 @@ class Population(PopulationProvider):
 class RumorEnvironment(EnvironmentProvider):
     """Who knows the rumour, who heard it, and the feed the rumour travels on."""
 
-    def __init__(self, n_seeds: int = 5):
+    def __init__(self, n_seeds: int = 5, transmission: str = "contagion"):
         self.n_seeds = int(n_seeds)
+        self.transmission = check_transmission(transmission)
 
     def reset(self, seed):
         ctx = self.ctx
@@ -65,9 +88,11 @@ class RumorEnvironment(EnvironmentProvider):
         for a in seeds:
             self.state[a] = SPREADER
             self.heard.add(a)
-        # the seed spreaders' first posts, read in round 0 of week 1
-        self.feed.ingest([Action(agent_id=a, step=0, kind="post", payload={"rumor": True}) for a in seeds],
-                         step=0, round_idx=ctx.rounds - 1)
+        # the seed spreaders' first posts, read in round 0 of week 1 (under contagion; Maki-Thompson spreaders
+        # tell from round 0 on)
+        if self.transmission == "contagion":
+            self.feed.ingest([Action(agent_id=a, step=0, kind="post", payload={"rumor": True}) for a in seeds],
+                             step=0, round_idx=ctx.rounds - 1)
 
     def advance_to(self, t):
         self.new_spreaders = 0
@@ -77,9 +102,15 @@ class RumorEnvironment(EnvironmentProvider):
         return any(b["channel"] == CORRECTION_CHANNEL for b in self.ctx.interventions.active_broadcasts())
 
     def observe_batch(self, ids, t, round_idx):
+        macro = {"correction": self.correction_on_air()}
+        if self.transmission == "maki_thompson":
+            return [Observation.model_construct(
+                agent_id=a, step=t, round_idx=round_idx, macro_physical={}, macro_information=macro,
+                local_physical={"rumor_state": self.state[a]},
+                local_information={"neighbours": self.neighbors(a) if self.state[a] == SPREADER else []},
+                text=None) for a in ids]
         # posts of the round before: this step's previous round, or last step's final round
         src_step, src_round = (t, round_idx - 1) if round_idx > 0 else (t - 1, self.ctx.rounds - 1)
-        macro = {"correction": self.correction_on_air()}
         out = []
         for a in ids:
             posters = sorted({m.author_id for m in self.feed.local_for(a, t, round_idx)
@@ -93,6 +124,7 @@ class RumorEnvironment(EnvironmentProvider):
         return out
 
     def apply(self, actions):
+        tells = []
         for a in actions:
             who = a.agent_id
             if a.kind == "post":
@@ -104,21 +136,46 @@ class RumorEnvironment(EnvironmentProvider):
                 self.heard.add(who)
             elif a.kind == "stop":
                 self.state[who] = STIFLER
+            elif a.kind == "tell":
+                tells.append(a)
         self.feed.ingest(actions, self.ctx.step, self.ctx.round_idx)
+        self._resolve_tells(tells)
+
+    def _resolve_tells(self, tells: list[Action]) -> None:
+        """Maki-Thompson contacts, one at a time in turn order, each on the states the ones before left."""
+        for a in sorted(tells, key=lambda a: (a.payload["turn"], a.agent_id)):
+            who, to = a.agent_id, a.payload["to"]
+            if self.state[who] != SPREADER:
+                raise ValueError(f"rumor_network: agent {who} tells the rumour but is {self.state[who]}")
+            if to not in self.neighbors(who):
+                raise ValueError(f"rumor_network: agent {who} tells {to!r}, who is not its neighbour")
+            self.bus.post(Message.model_construct(author_id=who, step=self.ctx.step, round=self.ctx.round_idx,
+                                                  content={"rumor": True}, channel="feed", kind="tell",
+                                                  audience=to, reply_to=None))
+            if self.state[to] == IGNORANT:
+                self.heard.add(to)
+                if a.payload["believe"]:
+                    self.state[to] = SPREADER
+                    self.new_spreaders += 1
+            elif a.payload["stop"]:
+                self.state[who] = STIFLER
 
     def agent_state(self, agent_id):
         return {"rumor_state": self.state[agent_id], "heard": agent_id in self.heard}
 
 
-class MakiThompson(DecisionModel):
-    """Believe, spread or stop, from the posts read and one addressed neighbour."""
+class RumorRule(DecisionModel):
+    """Believe, spread or stop: by reading posts (``contagion``) or by one contact a round (``maki_thompson``)."""
 
     def __init__(self, p_believe: float = 0.1, p_stop: float = 0.2, correction_stop: float = 0.25,
-                 correction_doubt: float = 0.5):
+                 correction_doubt: float = 0.5, transmission: str = "contagion"):
         self.p_believe, self.p_stop = float(p_believe), float(p_stop)
         self.correction_stop, self.correction_doubt = float(correction_stop), float(correction_doubt)
+        self.transmission = check_transmission(transmission)
 
     def decide_batch(self, observations, memories):
+        if self.transmission == "maki_thompson":
+            return self._maki_thompson(observations)
         rng = self.ctx.rng("decisions")
         draws = rng.random((len(observations), 4))  # the same four draws for every agent, whatever its state
         actions = []
@@ -146,6 +203,31 @@ class MakiThompson(DecisionModel):
             if act:
                 actions.append(Action.model_construct(agent_id=obs.agent_id, step=obs.step, kind=act[0],
                                                       payload=act[1], rationale=act[2], source="rule"))
+        return actions
+
+    def _maki_thompson(self, observations):
+        """Each spreader tells one random neighbour; the coins for the outcome are drawn here, the
+        outcome is settled by the environment in turn order."""
+        rng = self.ctx.rng("decisions")
+        draws = rng.random((len(observations), 5))
+        actions = []
+        for obs, (u_contact, u_turn, u_believe, u_stop, u_correction) in zip(observations, draws):
+            if obs.local_physical["rumor_state"] != SPREADER:
+                continue
+            correction = obs.macro_information["correction"]
+            nbrs = obs.local_information["neighbours"]
+            if correction and u_correction < self.correction_stop:
+                kind, payload, why = "stop", {}, "the official correction"
+            elif nbrs:
+                to = nbrs[int(u_contact * len(nbrs))]
+                p = self.p_believe * ((1 - self.correction_doubt) if correction else 1.0)
+                kind, why = "tell", f"told {to}"
+                payload = {"to": to, "turn": float(u_turn), "believe": bool(u_believe < p),
+                           "stop": bool(u_stop < self.p_stop)}
+            else:
+                continue
+            actions.append(Action.model_construct(agent_id=obs.agent_id, step=obs.step, kind=kind,
+                                                  payload=payload, rationale=why, source="rule"))
         return actions
 
 

@@ -12,7 +12,7 @@ day 3) pushes towards 1. The panel row of the day is taken after that.
 
 What to change first: the rule in ``Listen.decide_batch``, the state in
 ``Neighbourhood.agent_state`` (every key becomes a panel column you can
-query as ``state->>'support'``), and the figures in ``Support.collect``.
+query as ``state.support``, a DOUBLE), and the figures in ``Support.collect``.
 """
 from __future__ import annotations
 

@@ -1,0 +1,438 @@
+"""The grid player: where a positioned study's agents are, coloured by a state field, one frame per step.
+
+The convention (documented in the README): a study is *positioned* when its
+agents' state has integer cell fields ``x`` and ``y`` (0-based, one agent per
+cell). The grid is ``width`` x ``height`` cells, from the run's parameters of
+those names when present, else the layer's shape, else the largest coordinate
+seen plus one. Agents whose state says ``alive: false`` are not drawn (their
+rows stay in the panel). A field with at most ``MAX_CATEGORIES`` distinct
+values (strings, booleans, small integers such as Schelling's ``type``) is
+drawn by category, any other number on a ramp.
+
+A study can add a *layer* under the agents, such as Sugarscape's sugar left:
+its environment class defines ``grid_layer(read, parameters)``, where
+``read(field)`` returns ``(steps, values[step, agent])`` from the panel (agents in
+id order; booleans as ``bool``, numbers as ``float``, else text) and the
+result is ``(name, steps, values[step, y, x])``. The layer is derived from the
+stored panel, so it needs nothing the store does not hold.
+
+Three plain functions: :func:`grid_payload` (the frames as plain data, for a
+notebook or the dashboard), :func:`grid_player` (``grid_<state>.html``, an
+offline canvas player with the frames embedded as JSON in
+``<script type="application/json" id="desim-grid-data">``, and
+``grid_<state>.png``, small multiples) and :func:`frames_figure` (chosen
+frames as one PNG, for reports). Each frame is one string per grid, one
+character per cell (``.`` empty, else the colour code in ``CODES``), row by row.
+"""
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any, Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import duckdb  # noqa: E402
+import numpy as np  # noqa: E402
+
+from . import data  # noqa: E402
+from .content import file_stem  # noqa: E402
+from .data import ReportError  # noqa: E402
+from ..store import field as state_field  # noqa: E402
+from .figures import PALETTE, png  # noqa: E402
+
+MAX_CATEGORIES = 12
+NUMERIC_BINS = 32
+CODES = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+EMPTY_CELL = "#f2f2f2"
+LAYER_LOW, LAYER_HIGH = (1.0, 1.0, 1.0), (0.93, 0.62, 0.05)   # white to sugar orange
+ON_LAYER = [c for c in PALETTE if c not in ("#f58518", "#eeca3b", "#ff9da6")]  # agent colours that stand out on it
+
+
+def read_states(con, run_id: str, field: str) -> tuple[list[int], list[str], list[list[Any]]]:
+    """``field`` of every agent at every step (initial states as step 0): steps, agent ids, values[step][agent].
+
+    The one query of this module, so the panel layout can change in one place.
+    """
+    try:                                  # a field the run does not have reads as null, like a dead agent's
+        con.execute(f"SELECT {state_field('state', field)} FROM initial_states LIMIT 0")
+        v = f"CAST({state_field('state', field)} AS VARCHAR)"
+    except duckdb.BinderException:
+        v = "NULL"
+    rows = con.execute(f"SELECT step, list(v ORDER BY agent_id), list(agent_id ORDER BY agent_id) FROM ("
+                       f"SELECT 0 AS step, agent_id, {v} AS v FROM initial_states WHERE run_id = $run UNION ALL "
+                       f"SELECT step, agent_id, {v} AS v FROM panel WHERE run_id = $run) "
+                       "GROUP BY step ORDER BY step", {"run": run_id}).fetchall()
+    if not rows:
+        raise ReportError(f"run {run_id}: no panel rows")
+    return [r[0] for r in rows], rows[0][2], [r[1] for r in rows]
+
+
+def _typed(values: list[list[Any]]) -> np.ndarray:
+    """Values (as text) as booleans or numbers when they all are, else as text. Missing values are
+    ``False``, ``nan`` or ``"null"``."""
+    flat = [v for row in values for v in row if v is not None]
+    if flat and all(v in ("true", "false") for v in flat):
+        return np.array([[v == "true" for v in row] for row in values], dtype=bool)
+    try:
+        [float(v) for v in flat]
+        return np.array([[np.nan if v is None else float(v) for v in row] for row in values])
+    except ValueError:
+        return np.array([["null" if v is None else str(v) for v in row] for row in values], dtype=object)
+
+
+def is_positioned(con, run_id: str) -> bool:
+    """The run's agents have numeric ``x`` and ``y`` state fields."""
+    try:
+        return data.field_kind(con, run_id, "x") == data.field_kind(con, run_id, "y") == "numeric"
+    except ReportError:
+        return False
+
+
+def _layer(study_root: Path, run: dict, read: Callable) -> tuple[tuple | None, str]:
+    """The environment's ``grid_layer``, if it has one; a note when it could not be drawn."""
+    from ..refs import resolve
+    config = json.loads(run["config"]) if isinstance(run["config"], str) else (run["config"] or {})
+    ref = config.get("environment", {}).get("provider", {}).get("ref")
+    if not ref:
+        return None, ""
+    try:
+        hook = getattr(resolve(ref, Path(study_root)), "grid_layer", None)
+        if hook is None:
+            return None, ""
+        params = run.get("parameters") or {}
+        params = json.loads(params) if isinstance(params, str) else params
+        name, steps, values = hook(read, params)
+        return (str(name), [int(s) for s in steps], np.asarray(values, dtype=float)), ""
+    except Exception as e:  # a study's hook failing costs the layer, not the picture
+        return None, f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}"
+
+
+def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) -> dict[str, Any]:
+    """The frames of a positioned run as plain data (see the module docstring for the encoding)."""
+    con = data.connect(study_root)
+    try:
+        run = data.resolve_run(con, run_id)
+        rid = run["run_id"]
+        if not is_positioned(con, rid):
+            raise ReportError(f"run {rid}: the agents' state has no numeric 'x' and 'y' fields, "
+                              "so there is no grid to draw")
+        cache: dict[str, tuple] = {}
+
+        def read(field: str):
+            if field not in cache:
+                steps, _, values = read_states(con, rid, field)
+                cache[field] = (steps, _typed(values))
+            return cache[field]
+
+        steps, ids, _ = read_states(con, rid, "x")
+        xs, ys = read("x")[1], read("y")[1]
+        data.field_kind(con, rid, state)      # refuses a field the panel does not have
+        colour = read(state)[1]
+        if colour.dtype == bool:
+            colour = np.where(colour, "true", "false").astype(object)
+        alive = read("alive")[1]
+        layer, note = _layer(Path(study_root), run, read)
+    finally:
+        con.close()
+    hidden = ~alive if alive.dtype == bool else np.zeros(xs.shape, bool)
+    params = run.get("parameters") or {}
+    params = json.loads(params) if isinstance(params, str) else params
+    if layer is not None:
+        height, width = layer[2].shape[1:]
+    elif isinstance(params.get("width"), int) and isinstance(params.get("height"), int):
+        width, height = params["width"], params["height"]
+    else:
+        width, height = int(np.nanmax(xs)) + 1, int(np.nanmax(ys)) + 1
+    # categories and ranges of the agents drawn, not of the dead
+    colour = np.where(hidden, None, colour) if colour.dtype == object else np.where(hidden, np.nan, colour)
+    colouring, codes = _encode(colour, ON_LAYER if layer is not None else PALETTE)
+    frames = []
+    for k, step in enumerate(steps):
+        cells = ["."] * (width * height)
+        counts: dict[str, int] = {}
+        shown = ~hidden[k] & ~np.isnan(xs[k]) & ~np.isnan(ys[k])
+        for i in np.flatnonzero(shown):
+            x, y = int(xs[k, i]), int(ys[k, i])
+            if 0 <= x < width and 0 <= y < height:
+                cells[y * width + x] = CODES[codes[k][i]]
+        if colouring["kind"] == "categorical":
+            for c in np.asarray(colour[k])[shown]:
+                counts[_label(c)] = counts.get(_label(c), 0) + 1
+        frame = {"step": int(step), "cells": "".join(cells), "agents": int(shown.sum())}
+        if colouring["kind"] == "categorical":
+            frame["counts"] = {c: counts.get(c, 0) for c in colouring["categories"]}
+        else:
+            vals = np.asarray(colour[k], float)[shown]
+            frame["mean"] = float(np.nanmean(vals)) if len(vals) else None
+        frames.append(frame)
+    payload = {"study": run["study_id"], "run_id": rid, "field": state, "time_unit": run["time_unit"],
+               "width": width, "height": height, "n_agents": len(ids), "note": note, **colouring,
+               "frames": frames, "layer": None}
+    if layer is not None:
+        payload["layer"] = _encode_layer(*layer, steps)
+    return payload
+
+
+def _label(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _encode(values: np.ndarray, palette: list[str]) -> tuple[dict[str, Any], list[list[int]]]:
+    """Colour codes per step per agent, and how to read them (categories or a numeric range)."""
+    if values.dtype == object:
+        distinct = sorted({_label(v) for v in values.ravel() if v is not None})
+    else:
+        finite = values[~np.isnan(values)]
+        whole = bool(np.all(finite == np.round(finite)))
+        distinct = sorted({_label(float(v)) for v in np.unique(finite)}, key=float) if whole else []
+    if values.dtype == object or 0 < len(distinct) <= MAX_CATEGORIES:
+        code = {c: i for i, c in enumerate(distinct)}
+        codes = [[0 if v is None or (isinstance(v, float) and np.isnan(v)) else code[_label(v)] for v in row]
+                 for row in values]
+        colours = [palette[i % len(palette)] for i in range(len(distinct))]
+        return {"kind": "categorical", "categories": distinct, "palette": colours}, codes
+    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+    span = (hi - lo) or 1.0
+    binned = np.clip(((np.nan_to_num(values, nan=lo) - lo) / span * NUMERIC_BINS).astype(int), 0, NUMERIC_BINS - 1)
+    cmap = plt.get_cmap("viridis", NUMERIC_BINS)
+    return ({"kind": "numeric", "range": [lo, hi], "palette": [_hex(cmap(i)) for i in range(NUMERIC_BINS)]},
+            binned.tolist())
+
+
+def _encode_layer(name: str, steps: list[int], values: np.ndarray, frame_steps: list[int]) -> dict[str, Any]:
+    """One character per cell per frame: the value itself when it is a whole number below ``len(CODES)``,
+    else one of ``NUMERIC_BINS`` bins."""
+    by_step = {s: values[i] for i, s in enumerate(steps)}
+    lo, hi = float(np.min(values)), float(np.max(values))
+    whole = bool(np.all(values == np.round(values))) and lo >= 0 and hi < len(CODES)
+    levels = int(hi) + 1 if whole else NUMERIC_BINS
+    frames = []
+    for s in frame_steps:
+        grid = by_step.get(s)
+        if grid is None:
+            frames.append(None)
+            continue
+        idx = grid.astype(int) if whole else np.clip(((grid - lo) / ((hi - lo) or 1.0) * levels).astype(int),
+                                                      0, levels - 1)
+        frames.append({"cells": "".join(CODES[v] for v in idx.ravel()), "total": float(grid.sum())})
+    palette = [_hex(_layer_rgb(i / max(1, levels - 1))) for i in range(levels)]
+    return {"name": name, "range": [lo, hi], "levels": levels, "whole": whole, "palette": palette, "frames": frames}
+
+
+def _layer_rgb(t: float) -> tuple[float, float, float]:
+    return tuple(a + (b - a) * t for a, b in zip(LAYER_LOW, LAYER_HIGH))
+
+
+def _hex(rgb) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*(int(round(255 * c)) for c in rgb[:3]))
+
+
+def _rgb(code: str) -> tuple[float, float, float]:
+    return tuple(int(code[i:i + 2], 16) / 255 for i in (1, 3, 5))
+
+
+def frame_image(payload: dict, k: int, agents: bool = True, layer: bool = True) -> np.ndarray:
+    """Frame ``k`` as an RGB array ``[y, x]``: the layer (or empty grey), agents' cells on top."""
+    w, h = payload["width"], payload["height"]
+    img = np.empty((h * w, 3))
+    img[:] = _rgb(EMPTY_CELL) if not (layer and payload["layer"]) else (1.0, 1.0, 1.0)
+    lay = payload["layer"]["frames"][k] if layer and payload["layer"] else None
+    if lay:
+        colours = np.array([_rgb(c) for c in payload["layer"]["palette"]])
+        img[:] = colours[[CODES.index(c) for c in lay["cells"]]]
+    if agents:
+        colours = np.array([_rgb(c) for c in payload["palette"]])
+        cells = payload["frames"][k]["cells"]
+        at = [i for i, c in enumerate(cells) if c != "."]
+        img[at] = colours[[CODES.index(cells[i]) for i in at]]
+    return img.reshape(h, w, 3)
+
+
+def _frame_title(payload: dict, k: int, named: bool = True) -> str:
+    f = payload["frames"][k]
+    label = "initial" if f["step"] == 0 else f"{payload['time_unit']} {f['step']}"
+    if payload["kind"] == "categorical":
+        field = f"{payload['field']} " if named else ""
+        return label + "\n" + ", ".join(f"{field}{c}: {n}" for c, n in f["counts"].items())
+    return label + (f"\nmean {f['mean']:.3g}" if f.get("mean") is not None else "")
+
+
+def frames_figure(payload: dict, which: list[int], title: str | None = None) -> bytes:
+    """The frames at positions ``which`` side by side (agents over the layer); with a layer, a second row
+    shows the layer alone, so what the agents cover can be read too."""
+    rows = 2 if payload["layer"] else 1
+    cols = len(which)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.5 * rows + 0.8), squeeze=False)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    for j, k in enumerate(which):
+        axes[0][j].imshow(frame_image(payload, k), interpolation="nearest")
+        axes[0][j].set_title(_frame_title(payload, k), fontsize=8)
+        if rows == 2:
+            lay = payload["layer"]["frames"][k]
+            axes[1][j].imshow(frame_image(payload, k, agents=False), interpolation="nearest")
+            axes[1][j].set_title(f"{payload['layer']['name']}" + (f": {lay['total']:,.0f} in all" if lay else ""),
+                                 fontsize=8)
+    fig.suptitle(title or f"{payload['study']}: '{payload['field']}' on the {payload['width']}x"
+                          f"{payload['height']} grid, run {payload['run_id']}", fontsize=10)
+    handles = []
+    if payload["kind"] == "categorical":
+        handles = [plt.Line2D([], [], marker="s", linestyle="", color=c, label=f"{payload['field']} {n}")
+                   for n, c in zip(payload["categories"], payload["palette"])]
+    if payload["layer"]:
+        lo, hi = payload["layer"]["range"]
+        handles.append(plt.Line2D([], [], marker="s", linestyle="", color=_hex(LAYER_HIGH),
+                                  label=f"{payload['layer']['name']} {hi:g} (white: {lo:g})"))
+    else:
+        handles.append(plt.Line2D([], [], marker="s", linestyle="", color=EMPTY_CELL, label="empty cell"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
+    if payload["kind"] == "numeric":
+        lo, hi = payload["range"]
+        sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
+        fig.colorbar(sm, ax=axes.ravel().tolist(), orientation="vertical", fraction=0.03, label=payload["field"])
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95), h_pad=2.5)
+    return png(fig)
+
+
+def panel_positions(n: int, max_panels: int) -> list[int]:
+    if n <= max_panels:
+        return list(range(n))
+    return sorted({int(round(i * (n - 1) / (max_panels - 1))) for i in range(max_panels)})
+
+
+def small_multiples(payload: dict, max_panels: int = 12) -> bytes:
+    chosen = panel_positions(len(payload["frames"]), max_panels)
+    cols = min(4, len(chosen))
+    rows = -(-len(chosen) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3.1 * rows + 0.9), squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    for ax, k in zip(axes.flat, chosen):
+        ax.imshow(frame_image(payload, k), interpolation="nearest")
+        ax.set_title(_frame_title(payload, k, named=False), fontsize=7)
+    title = f"{payload['study']}: '{payload['field']}' on the grid, run {payload['run_id']}"
+    if payload["layer"]:
+        title += f" (background: {payload['layer']['name']}, white = {payload['layer']['range'][0]:g})"
+    fig.suptitle(title, fontsize=10)
+    if payload["kind"] == "categorical":
+        handles = [plt.Line2D([], [], marker="s", linestyle="", color=c, label=f"{payload['field']} {n}")
+                   for n, c in zip(payload["categories"], payload["palette"])]
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    else:
+        lo, hi = payload["range"]
+        sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
+        fig.colorbar(sm, ax=axes.ravel().tolist(), orientation="horizontal", fraction=0.03, pad=0.02,
+                     label=payload["field"])
+    return png(fig)
+
+
+def grid_player(study_root: str | Path, state: str, run_id: str | None = None,
+                out_dir: str | Path | None = None, max_panels: int = 12) -> dict[str, Path]:
+    """Write ``grid_<state>.html`` (the player) and ``grid_<state>.png`` (small multiples); their paths."""
+    payload = grid_payload(study_root, state, run_id)
+    out = Path(out_dir) if out_dir else Path(study_root) / "runs" / "reports" / payload["run_id"]
+    out.mkdir(parents=True, exist_ok=True)
+    html_path = out / f"grid_{file_stem(state)}.html"
+    html_path.write_text(player_html(payload), encoding="utf-8")
+    png_path = out / f"grid_{file_stem(state)}.png"
+    png_path.write_bytes(small_multiples(payload, max_panels))
+    return {"html": html_path, "png": png_path, "dir": out}
+
+
+PLAYER_JS = r"""
+(function () {
+  const D = JSON.parse(document.getElementById('desim-grid-data').textContent);
+  const CODES = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
+  const canvas = document.getElementById('grid'), ctx = canvas.getContext('2d');
+  const slider = document.getElementById('step'), label = document.getElementById('label');
+  const play = document.getElementById('play'), counts = document.getElementById('counts');
+  const cell = Math.max(2, Math.floor(760 / Math.max(D.width, D.height)));
+  canvas.width = cell * D.width; canvas.height = cell * D.height;
+  slider.max = D.frames.length - 1;
+  function draw(k) {
+    const f = D.frames[k], lay = D.layer ? D.layer.frames[k] : null;
+    ctx.fillStyle = D.layer ? '#ffffff' : '#f2f2f2'; ctx.fillRect(0, 0, canvas.width, canvas.height);
+    for (let i = 0; i < D.width * D.height; i++) {
+      const x = (i % D.width) * cell, y = Math.floor(i / D.width) * cell;
+      if (lay) { ctx.fillStyle = D.layer.palette[CODES.indexOf(lay.cells[i])]; ctx.fillRect(x, y, cell, cell); }
+      const c = f.cells[i];
+      if (c !== '.') {
+        ctx.fillStyle = D.palette[CODES.indexOf(c)];
+        if (lay) { ctx.beginPath(); ctx.arc(x + cell / 2, y + cell / 2, cell * 0.4, 0, 2 * Math.PI); ctx.fill(); }
+        else ctx.fillRect(x, y, cell, cell);
+      }
+    }
+    label.textContent = (f.step === 0 ? 'initial state' : D.time_unit + ' ' + f.step) +
+      ' (frame ' + (k + 1) + ' of ' + D.frames.length + '), ' + f.agents + ' agents shown';
+    let text = D.kind === 'categorical'
+      ? D.categories.map(c => D.field + ' ' + c + ': ' + f.counts[c]).join(' \u00b7 ')
+      : 'mean ' + (f.mean === null ? 'n/a' : f.mean.toFixed(3));
+    if (lay) text += ' \u00b7 ' + D.layer.name + ' in all: ' + Math.round(lay.total).toLocaleString();
+    counts.textContent = text;
+  }
+  let timer = null;
+  function stop() { clearInterval(timer); timer = null; play.textContent = '\u25b6 play'; }
+  play.addEventListener('click', () => {
+    if (timer) { stop(); return; }
+    if (+slider.value >= D.frames.length - 1) slider.value = 0;
+    play.textContent = '\u275a\u275a pause';
+    timer = setInterval(() => {
+      if (+slider.value >= D.frames.length - 1) { stop(); return; }
+      slider.value = +slider.value + 1; draw(+slider.value);
+    }, 300);
+  });
+  slider.addEventListener('input', () => draw(+slider.value));
+  draw(0);
+})();
+"""
+
+
+def _legend_html(payload: dict) -> str:
+    if payload["kind"] == "categorical":
+        keys = [f'<span class="key"><i style="background:{c}"></i>{escape(payload["field"])} {escape(n)}</span>'
+                for n, c in zip(payload["categories"], payload["palette"])]
+    else:
+        lo, hi = payload["range"]
+        keys = [f'<span class="key">{escape(payload["field"])} {lo:.3g} <b class="ramp" style="background:'
+                f'linear-gradient(to right, {", ".join(payload["palette"])})"></b> {hi:.3g}</span>']
+    if payload["layer"]:
+        lay = payload["layer"]
+        keys.append(f'<span class="key">{escape(lay["name"])} {lay["range"][0]:g} <b class="ramp" style="background:'
+                    f'linear-gradient(to right, {lay["palette"][0]}, {lay["palette"][-1]})"></b> '
+                    f'{lay["range"][1]:g}</span>')
+    return " ".join(keys)
+
+
+def player_html(payload: dict) -> str:
+    blob = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+    note = f'<p class="note">{escape(payload["note"])}</p>' if payload["note"] else ""
+    title = f"{payload['study']}: {payload['field']} on the grid (run {payload['run_id']})"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
+canvas {{ border: 1px solid #ddd; max-width: 100%; image-rendering: pixelated; }}
+.controls {{ margin: 0.6em 0; display: flex; gap: 0.8em; align-items: center; }}
+#step {{ width: 420px; }} .note {{ color: #a33; font-weight: bold; }}
+.key {{ margin-right: 1em; }} .key i {{ display: inline-block; width: 0.8em; height: 0.8em; margin-right: 0.3em; }}
+.ramp {{ display: inline-block; width: 120px; height: 0.8em; vertical-align: middle; border: 1px solid #ccc; }}
+</style></head><body>
+<h1>{escape(title)}</h1>
+{note}
+<div class="controls"><button id="play">&#9654; play</button>
+<input id="step" type="range" min="0" max="0" value="0"><span id="label"></span></div>
+<div id="legend">{_legend_html(payload)}</div>
+<p id="counts"></p>
+<canvas id="grid" width="760" height="760"></canvas>
+<p>{payload['width']} x {payload['height']} cells; y = 0 is the top row. One frame per step; agents not alive are not drawn.</p>
+<script type="application/json" id="desim-grid-data">{blob}</script>
+<script>{PLAYER_JS}</script>
+</body></html>
+"""

@@ -1,0 +1,99 @@
+"""opinion_diffusion: the quickstart (Hegselmann-Krause on a small-world network, a media campaign)
+and the Deffuant rule, whose cluster count under complete mixing follows Deffuant et al. (2000)."""
+from __future__ import annotations
+
+import json
+import math
+
+import duckdb
+import numpy as np
+import pytest
+
+import desim
+from storeq import query
+
+
+def complete_mixing(root):
+    """The study on a complete graph, without the campaign."""
+    pop_file, env_file = root / "population" / "population.json", root / "environment" / "environment.json"
+    pop, env = json.loads(pop_file.read_text()), json.loads(env_file.read_text())
+    pop["interaction"] = {"kind": "complete"}
+    env["broadcasts"], env["scheduled_events"] = [], []
+    pop_file.write_text(json.dumps(pop))
+    env_file.write_text(json.dumps(env))
+    return root
+
+
+def final_opinions(db, run_id, step):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return np.array([v for (v,) in con.execute(
+            "SELECT CAST(state.opinion AS DOUBLE) FROM panel WHERE run_id = ? AND step = ?",
+            [run_id, step]).fetchall()])
+    finally:
+        con.close()
+
+
+def major_clusters(opinions, gap=0.02, share=0.05):
+    """Groups of sorted opinions split where two neighbours differ by more than ``gap``; those holding at
+    least ``share`` of the agents are major (Deffuant et al. count the rest as extremists)."""
+    x = np.sort(opinions)
+    cuts = np.flatnonzero(np.diff(x) > gap)
+    sizes = np.diff(np.concatenate([[0], cuts + 1, [len(x)]]))
+    return int((sizes >= share * len(x)).sum())
+
+
+def test_quickstart_shows_the_dynamics(study_copy):
+    """The default run (500 agents, 12 weeks): opinions cluster and the campaign moves the mean."""
+    root = study_copy("opinion_diffusion")
+    run = desim.run_study(desim.load_study(root))
+    db = root / "runs" / "desim.duckdb"
+    (n,), = query(db, "SELECT n_agents FROM runs WHERE run_id = ?", [run.run_id])
+    assert 200 <= n <= 5000
+    m = {(s, k): v for s, k, v in query(db, "SELECT step, name, value FROM metrics WHERE run_id = ?", [run.run_id])}
+    # bounded confidence pulls neighbours together: the extremes empty, the spread narrows week by week
+    assert m[(12, "extreme_share")] < 0.5 * m[(0, "extreme_share")]
+    assert all(m[(t + 1, "opinion_sd")] <= m[(t, "opinion_sd")] for t in range(3, 12))   # after the campaign
+    assert m[(12, "opinion_sd")] < m[(0, "opinion_sd")] - 0.02
+    assert m[(3, "mean_opinion")] > m[(1, "mean_opinion")] + 0.01        # the campaign (0.9) on air weeks 2-3
+    distinct = query(db, "SELECT count(DISTINCT CAST(state.opinion AS VARCHAR)) FROM panel WHERE run_id = ? AND step = 12",
+                     [run.run_id])[0][0]
+    assert distinct > 50                                                   # a population, not a handful
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.15, 0.25])
+def test_deffuant_gives_about_one_over_two_epsilon_major_clusters(study_copy, tmp_path, epsilon):
+    """Complete mixing, mu = 0.5, 200 agents, 200 meetings per agent (10 weeks of 20): the opinions settle
+    in about 1 / (2 epsilon) major clusters, in every seed."""
+    root = complete_mixing(study_copy("opinion_diffusion"))
+    expected = 1 / (2 * epsilon)
+    counts = []
+    for seed in (1, 2, 3):
+        db = tmp_path / f"d{seed}.duckdb"
+        params = {"n_agents": 200, "rule": "deffuant", "epsilon": epsilon, "mu": 0.5, "encounters": 20}
+        run = desim.run_study(desim.load_study(root, seed=seed, steps=10, params=params), db_path=db).run_id
+        counts.append(major_clusters(final_opinions(db, run, 10)))
+        # pairwise moves are symmetric: the mean opinion stays where it started (no campaign here)
+        means = [v for (v,) in query(db, "SELECT value FROM metrics WHERE run_id = ? AND name = 'mean_opinion' "
+                                         "ORDER BY step", [run])]
+        assert max(means) - min(means) < 1e-6
+    assert all(math.floor(expected) - 1 <= c <= math.ceil(expected) + 1 for c in counts)
+    assert abs(np.mean(counts) - expected) <= 1.0
+
+
+def test_deffuant_is_pairwise_and_hegselmann_krause_is_not(study_copy, tmp_path):
+    """Under Deffuant an agent met someone or no one; under HK everyone averages its close neighbours."""
+    root = study_copy("opinion_diffusion")
+    db = tmp_path / "d.duckdb"
+    deffuant = desim.run_study(desim.load_study(root, steps=3, params={"n_agents": 300, "rule": "deffuant"}),
+                               db_path=db).run_id
+    hk = desim.run_study(desim.load_study(root, steps=3, params={"n_agents": 300}), db_path=db).run_id
+    why = dict(query(db, "SELECT run_id, list(DISTINCT split_part(action_rationale, ' ', 1)) FROM panel "
+                         "GROUP BY run_id", []))
+    assert why[deffuant] == ["met"] and why[hk] != ["met"]
+    # with one meeting per agent a week on average, some agents met nobody in a week and kept their opinion
+    (kept,), = query(db, "SELECT count(*) FROM panel WHERE run_id = ? AND step = 1 "
+                         "AND action_rationale LIKE 'met 0 %'", [deffuant])
+    assert 0 < kept < 300
+    with pytest.raises(desim.StudyConfigError, match="parameters.rule: opinion_diffusion: must be one of"):
+        desim.run_study(desim.load_study(root, steps=1, params={"rule": "voter"}))
