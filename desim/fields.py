@@ -239,6 +239,8 @@ class Fields:
     # --- columns from numpy (the columnar path) --------------------------------------
     def array(self, name: str, values: Any, ids: pa.Array, step: int) -> pa.Array:
         """One numpy column as an Arrow array of the field's type."""
+        # copies, never views: a study mutates its arrays in place, and the step's table is kept
+        # (for the merge at the end of the run) after the study has moved on
         values = np.asarray(values)
         k = values.dtype.kind
         if k == "b":
@@ -248,9 +250,9 @@ class Fields:
                 i = int(np.argmax(values >= 2**63))
                 raise FieldError(f"step {step}: agent '{ids[i]}': {self.what}.{name} = {values[i]} is beyond "
                                  "64-bit integers")
-            arr, got = pa.array(values.astype(np.int64, copy=False)), "int"
+            arr, got = pa.array(values.astype(np.int64)), "int"
         elif k == "f":
-            arr, got = pa.array(values.astype(np.float64, copy=False)), "float"
+            arr, got = pa.array(values.astype(np.float64)), "float"
         else:
             return self.column(name, values.tolist(), ids.to_pylist(), step)
         return self._accept(name, arr, got, _Lazy(ids), step, values)

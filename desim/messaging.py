@@ -281,7 +281,7 @@ class ColumnarFeed:
         if kind not in POST_KINDS:
             raise ValueError(f"ColumnarFeed.post: kind '{kind}' is not one of {POST_KINDS}")
         authors = np.asarray(authors, dtype=np.int64)
-        cols = {k: np.asarray(v) for k, v in columns.items()}
+        cols = {k: np.array(v) for k, v in columns.items()}   # copies: the study may reuse its arrays
         for name, v in cols.items():
             if len(v) != len(authors):
                 raise ValueError(f"ColumnarFeed.post: column '{name}' has {len(v)} values for {len(authors)} authors")

@@ -250,3 +250,15 @@ def test_a_study_without_metrics_still_reports(study_copy):
     page = parse(write_report(root, run_id=b, compare=a)["html"])
     assert "The run recorded no metrics (the study has no collector)." in page.text
     assert len(page.images) == 2  # the opinion bands and the paired differences
+
+
+def test_binary_and_small_integer_states_are_drawn_as_shares(study_copy):
+    root = study_copy("schelling")
+    run = desim.run_study(desim.load_study(root, steps=3, params={"width": 12, "height": 12}))
+    text = " ".join(parse(write_report(root, run_id=run.run_id)["html"]).text)
+    # Schelling's type (0/1, an integer) and happy (a boolean): shares per category, never a 0-1 band
+    assert "'type': share of agents in each category at each step." in text
+    assert "'happy': share of agents in each category at each step." in text
+    (zeros, ones), = sql(root, "SELECT count(*) FILTER (WHERE state.type = 0), count(*) FILTER (WHERE state.type = 1) "
+                               "FROM panel WHERE run_id = ? AND step = 3", [run.run_id])
+    assert f"'type' at step 3: 0 {zeros}, 1 {ones} agents." in text

@@ -150,7 +150,7 @@ def states_section(con: duckdb.DuckDBPyConnection, rd: RunData) -> Section | Non
         return None
     section = Section("State distributions over time")
     for name in names:
-        kind = data.field_kind(con, rd.run_id, name)
+        kind = data.display_kind(con, rd.run_id, name)
         if kind == "numeric":
             png = figures.numeric_distribution(name, data.quantile_bands(con, rd.run_id, name),
                                                rd.event_steps(), rd.run["time_unit"])

@@ -141,6 +141,20 @@ def field_kind(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str:
     return "numeric" if row[0] in {"DOUBLE", "BIGINT", "INTEGER", "FLOAT", "UBIGINT"} else "categorical"
 
 
+def display_kind(con: duckdb.DuckDBPyConnection, run_id: str, name: str, most: int = 8) -> str:
+    """How a state is drawn over time: ``categorical`` (shares per category) for text, booleans and
+    integers taking at most ``most`` values (Schelling's ``type``, a 0/1 flag), else ``numeric``
+    (quantile bands). A binary state as a 0-1 band says nothing; its share says everything."""
+    kind = field_kind(con, run_id, name)
+    if kind == "numeric":
+        typ, distinct = con.execute(f"SELECT any_value(typeof({field('state', name)})), "
+                                    f"count(DISTINCT {field('state', name)}) FROM panel WHERE run_id = ?",
+                                    [run_id]).fetchone()
+        if typ in {"BIGINT", "INTEGER", "UBIGINT"} and distinct <= most:
+            return "categorical"
+    return kind
+
+
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
