@@ -13,9 +13,10 @@ and on plain neighbour lists) in its own virtual environment,
 dependency, never a desim one).
 
 Both sides run the same agents: the first desim run exports its initial
-states, its media trust and its edges to a JSON file that the Mesa runs read;
-the final metrics of the two must agree, and the summary says whether they
-are identical or how far apart. The runs are interleaved (desim, Mesa on the
+states and its edges (from the store), its media trust (a persona attribute)
+and the order in which its feed lists each agent's neighbours to a JSON file
+that the Mesa runs read; the final metrics of the two must agree, and the
+summary says whether they are identical or how far apart. The runs are interleaved (desim, Mesa on the
 network, Mesa on lists, desim, ...), each in a fresh process, so all see the
 same machine load.
 
@@ -107,6 +108,14 @@ def export_population(engine, result, path: Path) -> None:
     stored_edges = {frozenset(e) for e in zip(edges["source"], edges["target"])}
     if stored_edges != {frozenset(e) for e in engine.graph.edges()}:
         raise SystemExit("the stored edges are not the run's network")
+    # the order in which the study's feed hands each agent its neighbours' posts (neighbors_fn over the
+    # run's graph): the mean of the close ones is a float sum, so the order decides its last bit, and
+    # rounding to 9 decimals often meets an exact tie (the mean of two 9-decimal opinions) where that bit
+    # decides the 9th decimal. Given the same order, the Mesa side reproduces desim bit for bit.
+    neighbours = [[position[b] for b in engine.graph.adj[a]] for a in engine.ids]
+    if {frozenset((i, j)) for i, nbrs in enumerate(neighbours) for j in nbrs} != \
+            {frozenset((position[s], position[t])) for s, t in stored_edges}:
+        raise SystemExit("the run's neighbour lists are not its stored edges")
     env = engine.spec.environment
     event, broadcast = env.scheduled_events[0], env.broadcasts[0]
     if event.at_step != broadcast.at_step or event.target != "campaign_position":
@@ -117,6 +126,7 @@ def export_population(engine, result, path: Path) -> None:
         "n_steps": engine.n_steps, "agent_ids": engine.ids,
         "opinion": [opinion[a] for a in engine.ids], "media_trust": [trust[a] for a in engine.ids],
         "edges": [[position[s], position[t]] for s, t in zip(edges["source"], edges["target"])],
+        "neighbours": neighbours,
         "parameters": {k: params[k] for k in ("epsilon", "mu", "campaign_weight")},
         "campaign": {"week": broadcast.at_step, "ttl": broadcast.ttl, "position": event.value,
                      "position_before": env.layers["campaign_position"]}}))

@@ -21,6 +21,11 @@ posts makes the update synchronous, so it is two passes over the agents
 
 The population (initial opinions, media trust, the network) comes from a
 JSON file exported from a desim run, so both sides start from the same agents.
+Each agent's neighbours are listed in the order desim's feed reads them: the
+mean of the close opinions is a float sum whose last bit depends on the order,
+and rounding to 9 decimals often meets an exact tie that bit decides, so only
+the same order gives the same run bit for bit (another order moves the final
+mean by about 1e-13).
 
 Usage: ``python mesa_opinion.py POPULATION.json network|lists``; prints one
 JSON line with the timing and the final metrics.
@@ -82,6 +87,20 @@ class ListCitizen(Citizen, mesa.Agent):
         return self.linked
 
 
+def who_reads_whom(neighbours: list[list[int]]) -> nx.DiGraph:
+    """The network as a graph whose ``neighbors(i)`` lists ``neighbours[i]`` in that order.
+
+    The exported network is undirected, but an undirected ``nx.Graph`` orders
+    each node's neighbours by when its edges were added, which cannot follow
+    every agent's given order at once; a directed graph with both directions of
+    every tie can, and ``Network`` connects each cell to ``G.neighbors`` of it.
+    """
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(len(neighbours)))
+    graph.add_edges_from((i, j) for i, nbrs in enumerate(neighbours) for j in nbrs)
+    return graph
+
+
 class OpinionModel(mesa.Model):
     def __init__(self, population: dict, variant: str, seed: int = 42):
         super().__init__(seed=seed)
@@ -91,19 +110,15 @@ class OpinionModel(mesa.Model):
         self.campaign_position, self.campaign_week, self.campaign_ttl = c["position_before"], c["week"], c["ttl"]
         self.campaign_target = c["position"]
         self.on_air = False
-        opinions, trust, edges = population["opinion"], population["media_trust"], population["edges"]
+        opinions, trust, neighbours = population["opinion"], population["media_trust"], population["neighbours"]
         if variant == "network":
-            graph = nx.Graph()
-            graph.add_nodes_from(range(len(opinions)))
-            graph.add_edges_from(edges)
-            self.network = Network(graph, random=self.random)
+            self.network = Network(who_reads_whom(neighbours), random=self.random)
             for i, (x, m) in enumerate(zip(opinions, trust)):
                 NetworkCitizen(self, self.network[i], x, m)
         elif variant == "lists":
             agents = [ListCitizen(self, x, m) for x, m in zip(opinions, trust)]
-            for i, j in edges:
-                agents[i].linked.append(agents[j])
-                agents[j].linked.append(agents[i])
+            for agent, nbrs in zip(agents, neighbours):
+                agent.linked = [agents[j] for j in nbrs]
         else:
             raise SystemExit(f"variant must be 'network' or 'lists', not {variant!r}")
 

@@ -30,3 +30,6 @@ def test_peragent_benchmark_smoke(tmp_path):
     population = json.loads((tmp_path / "population.json").read_text())
     assert len(population["opinion"]) == len(population["media_trust"]) == 200
     assert population["edges"] and all(0 <= i < 200 and 0 <= j < 200 for i, j in population["edges"])
+    # each agent's neighbours, in the feed's order, are exactly its stored edges
+    ties = {frozenset(e) for e in population["edges"]}
+    assert {frozenset((i, j)) for i, nbrs in enumerate(population["neighbours"]) for j in nbrs} == ties
