@@ -1,0 +1,357 @@
+"""opinion_diffusion on desim's per-agent path against the same model in Mesa 3.3.1 (issue 13).
+
+    python benchmarks/bench_peragent_mesa.py [--agents 20000] [--steps 12] [--repeat 3] [--profile]
+    python benchmarks/bench_peragent_mesa.py --agents 200 --steps 2 --repeat 1 --no-mesa   # smoke
+
+desim runs ``studies/opinion_diffusion`` as it stands (``observe_batch`` ->
+``Observation`` -> ``decide_batch`` -> ``Action`` -> ``apply``, posts through
+``InMemoryMessageBus`` + ``NeighborFeed``, one round per step), with the full
+panel, the messages and the metrics of every step stored. Mesa runs
+``benchmarks/mesa_opinion.py`` (the same rule, on ``discrete_space.Network``
+and on plain neighbour lists) in its own virtual environment,
+``benchmarks/.venv-mesa`` (created on first use: Mesa is a benchmark-only
+dependency, never a desim one).
+
+Both sides run the same agents: the first desim run exports its initial
+states and its edges (from the store), its media trust (a persona attribute)
+and the order in which its feed lists each agent's neighbours to a JSON file
+that the Mesa runs read; the final metrics of the two must agree, and the
+summary says whether they are identical or how far apart. The runs are interleaved (desim, Mesa on the
+network, Mesa on lists, desim, ...), each in a fresh process, so all see the
+same machine load.
+
+Timings: desim's whole run (load the study, build the population and the
+network, every step, the store), desim's step loop (steps 2..n, each written
+to its Parquet folder, scaled to n steps, as ``desim_probe.run_timed`` does),
+and Mesa's step loop (set-up excluded). Agent-steps/s = agents x steps /
+seconds, on wall time and on the process's CPU time (the machine is shared;
+CPU time is the steadier figure).
+
+The engine's share is everything but the study's own methods: the study's
+``observe_batch``, ``decide_batch``, ``apply`` and ``collect`` are timed
+through a wrapper (one call per round, so the wrapper costs nothing worth
+counting), ``agent_state`` (one call per agent per step, where a per-call
+timer would cost as much as the call) is timed by calling it for every agent
+``steps`` times over after the run, and the rest of the CPU time is the
+engine's (panel rows, memory, action checks, SimPy, the store), reported in
+µs per agent-round. Note that desim's library code called from inside the
+study's methods (``NeighborFeed``, the bus, building ``Observation`` and
+``Action`` records) counts as the study's here; ``--profile`` shows a
+cProfile of one more desim run, grouped by where the time goes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+VENV = HERE / ".venv-mesa"
+MESA = "3.3.1"
+STUDY_METHODS = (("OpinionEnvironment", "observe_batch"), ("BoundedConfidence", "decide_batch"),
+                 ("OpinionEnvironment", "apply"), ("OpinionMetrics", "collect"))
+SETUP_METHODS = (("Population", "personas"), ("OpinionEnvironment", "reset"))
+VARIANTS = ("network", "lists")
+METRICS = ("mean_opinion", "opinion_sd", "support_share", "extreme_share")
+
+
+def mesa_python() -> Path:
+    """The Mesa venv's interpreter (with networkx for ``Network``), creating the venv on first use."""
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"mesa=={MESA}"], check=True)
+    probe = "import importlib.util, mesa; print(mesa.__version__, importlib.util.find_spec('networkx') is not None)"
+    found, has_networkx = subprocess.run([str(python), "-c", probe], check=True, capture_output=True,
+                                         text=True).stdout.split()
+    if found != MESA:
+        raise SystemExit(f"{VENV} has mesa {found}, expected {MESA}; delete it to rebuild")
+    if has_networkx != "True":         # Mesa does not require it; its Network does
+        import networkx  # the version desim builds its graphs with
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"networkx=={networkx.__version__}"], check=True)
+    return python
+
+
+# --- one desim run, in its own process ---------------------------------------------------------
+def timed_methods(model, spent: dict[str, float]) -> None:
+    """Wrap the study's per-round methods so their CPU seconds add up in ``spent``."""
+    for cls_name, name in STUDY_METHODS + SETUP_METHODS:
+        owner = getattr(model, cls_name)
+        original = getattr(owner, name)
+        label = name if (cls_name, name) in STUDY_METHODS else "set-up"
+
+        def timed(*args, _original=original, _label=label, **kwargs):
+            t0 = time.process_time()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                spent[_label] = spent.get(_label, 0.0) + time.process_time() - t0
+        setattr(owner, name, timed)
+
+
+def export_population(engine, result, path: Path) -> None:
+    """The run's agents for the Mesa side: initial states and edges from the store, media trust
+    (a persona attribute, not a state, so not in the store) from the run's personas."""
+    data = result.data()
+    initial = data.initial_states(result.run_id).to_pydict()
+    opinion = dict(zip(initial["agent_id"], initial["opinion"]))
+    edges = data.edges(result.run_id).to_pydict()
+    position = {a: i for i, a in enumerate(engine.ids)}
+    trust = {p.agent_id: p.attributes["media_trust"] for p in engine.personas}
+    stored_edges = {frozenset(e) for e in zip(edges["source"], edges["target"])}
+    if stored_edges != {frozenset(e) for e in engine.graph.edges()}:
+        raise SystemExit("the stored edges are not the run's network")
+    # the order in which the study's feed hands each agent its neighbours' posts (neighbors_fn over the
+    # run's graph): the mean of the close ones is a float sum, so the order decides its last bit, and
+    # rounding to 9 decimals often meets an exact tie (the mean of two 9-decimal opinions) where that bit
+    # decides the 9th decimal. Given the same order, the Mesa side reproduces desim bit for bit.
+    neighbours = [[position[b] for b in engine.graph.adj[a]] for a in engine.ids]
+    if {frozenset((i, j)) for i, nbrs in enumerate(neighbours) for j in nbrs} != \
+            {frozenset((position[s], position[t])) for s, t in stored_edges}:
+        raise SystemExit("the run's neighbour lists are not its stored edges")
+    env = engine.spec.environment
+    event, broadcast = env.scheduled_events[0], env.broadcasts[0]
+    if event.at_step != broadcast.at_step or event.target != "campaign_position":
+        raise SystemExit("mesa_opinion.py models one campaign: an event setting campaign_position and a "
+                         "broadcast starting the same week")
+    params = engine.spec.simulation.parameters
+    path.write_text(json.dumps({
+        "n_steps": engine.n_steps, "agent_ids": engine.ids,
+        "opinion": [opinion[a] for a in engine.ids], "media_trust": [trust[a] for a in engine.ids],
+        "edges": [[position[s], position[t]] for s, t in zip(edges["source"], edges["target"])],
+        "neighbours": neighbours,
+        "parameters": {k: params[k] for k in ("epsilon", "mu", "campaign_weight")},
+        "campaign": {"week": broadcast.at_step, "ttl": broadcast.ttl, "position": event.value,
+                     "position_before": env.layers["campaign_position"]}}))
+
+
+def warm_imports() -> None:
+    """Import what a run imports lazily (DuckDB, pandas through DuckDB's Arrow scans), so a timed run
+    excludes imports, as Mesa's does (``import mesa`` happens before its clock starts)."""
+    import importlib.util
+
+    import duckdb
+    import desim.engine  # noqa: F401
+    if importlib.util.find_spec("pandas"):
+        import pandas  # noqa: F401
+    duckdb.connect().execute("SELECT 1").fetchall()
+
+
+def one_desim(cfg: dict) -> dict:
+    import desim
+    from desim.engine import Engine
+    from desim.refs import study_module
+
+    warm_imports()
+
+    root, steps, n = Path(cfg["study"]), cfg["steps"], cfg["agents"]
+    spent: dict[str, float] = {}
+    timed_methods(study_module(root), spent)
+    marks = []      # (wall, cpu, study seconds so far) when each step has been written
+    on_step = lambda t, m: marks.append((time.perf_counter(), time.process_time(), sum(spent.values())))  # noqa: E731
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    spec = desim.load_study(root, steps=steps, params={"n_agents": n})
+    engine = Engine(spec, on_step=on_step)
+    result = engine.run()
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    rounds = engine.rounds
+    # agent_state: the engine calls it once per agent at step 0 and after every step
+    env, ids = engine.environment, engine.ids
+    t0 = time.process_time()
+    for _ in range(steps + 1):
+        for a in ids:
+            env.agent_state(a)
+    spent["agent_state"] = time.process_time() - t0
+    per_state_step = spent["agent_state"] / (steps + 1)
+    loop = steps - 1 if steps > 1 else None          # steps 2..n are the timed loop
+    scale = steps / loop if loop else None
+    out = {"side": "desim", "run_id": result.run_id, "agents": len(ids), "steps": steps, "rounds": rounds,
+           "rows": result.rows_written, "messages": result.counters["messages"],
+           "wall_s": wall, "cpu_s": cpu, "study_s": dict(spent),
+           "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "steps_wall_s": (marks[-1][0] - marks[0][0]) * scale if loop else None,
+           "steps_cpu_s": (marks[-1][1] - marks[0][1]) * scale if loop else None}
+    agent_rounds = len(ids) * steps * rounds
+    study_all = sum(spent.values())
+    out["engine_us_per_agent_round"] = (cpu - study_all) / agent_rounds * 1e6
+    out["study_us_per_agent_round"] = (study_all - spent.get("set-up", 0.0)) / agent_rounds * 1e6
+    if loop:
+        study_loop = marks[-1][2] - marks[0][2] + per_state_step * loop
+        out["loop_engine_us_per_agent_round"] = ((marks[-1][1] - marks[0][1]) - study_loop) / (
+            len(ids) * loop * rounds) * 1e6
+    final = result.metrics().to_pydict()
+    out["metrics"] = {k: final[k][-1] for k in METRICS}
+    if cfg.get("export"):
+        export_population(engine, result, Path(cfg["export"]))
+    return out
+
+
+def profile_desim(cfg: dict) -> str:
+    """A cProfile of one desim run: CPU seconds (own time) by where the code lives, then the top functions."""
+    import cProfile
+    import io
+    import pstats
+
+    import desim
+    from desim.engine import Engine
+
+    warm_imports()
+    spec = desim.load_study(Path(cfg["study"]), steps=cfg["steps"], params={"n_agents": cfg["agents"]})
+    prof = cProfile.Profile()
+    prof.enable()
+    Engine(spec).run()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    groups: dict[str, float] = {}
+    for (filename, _, _), (_, _, tottime, _, _) in stats.stats.items():
+        groups[where(filename)] = groups.get(where(filename), 0.0) + tottime
+    total = sum(groups.values())
+    lines = [f"cProfile of one desim run, own time by where the code lives ({total:.2f} s profiled):"]
+    lines += [f"  {k}: {v:.2f} s ({v / total:.0%})" for k, v in sorted(groups.items(), key=lambda kv: -kv[1])
+              if v >= 0.005 * total]
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
+    lines.append("top functions by own time:")
+    lines += ["  " + ln for ln in buf.getvalue().splitlines() if ln.strip()][-26:]
+    return "\n".join(lines)
+
+
+def where(filename: str) -> str:
+    path = filename.replace("\\", "/")
+    if "/desim/" in path:
+        return "desim: " + path.rsplit("/desim/", 1)[1]
+    if path.endswith("/model.py"):
+        return "study: model.py"
+    for lib in ("simpy", "pyarrow", "duckdb", "networkx", "numpy", "pydantic"):
+        if f"/{lib}/" in path:
+            return lib
+    if path == "<string>":
+        return "generated __init__ of dataclasses (Observation, Action, Message, ...)"
+    if path.startswith("~") or path.startswith("<"):
+        return "builtins (list, dict, round, ...)"
+    return "other Python"
+
+
+# --- the comparison ------------------------------------------------------------------------------
+def run_child(argv: list[str]) -> dict:
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{' '.join(argv[:3])} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def agreement(desim_metrics: dict, mesa_metrics: dict) -> str:
+    gaps = {k: abs(desim_metrics[k] - mesa_metrics[k]) for k in METRICS}
+    if all(v == 0 for v in gaps.values()):
+        return "identical"
+    return "differ: " + ", ".join(f"{k} by {v:.3g}" for k, v in gaps.items())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--agents", type=int, default=20_000)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-mesa", action="store_true", help="desim only (no Mesa venv needed)")
+    ap.add_argument("--profile", action="store_true", help="also profile one desim run with cProfile")
+    ap.add_argument("--work", type=Path, default=HERE / "out" / "peragent_mesa",
+                    help="where the study copy and the exported population go (default benchmarks/out/...)")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--profile-one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one_desim(json.loads(args.one))))
+        return
+    if args.profile_one:
+        print(profile_desim(json.loads(args.profile_one)))
+        return
+
+    python = None if args.no_mesa else mesa_python()
+    study = args.work / "opinion_diffusion"
+    shutil.rmtree(study, ignore_errors=True)
+    shutil.copytree(ROOT / "studies" / "opinion_diffusion", study, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    population = args.work / "population.json"
+    cfg = {"study": str(study), "steps": args.steps, "agents": args.agents}
+    me = [sys.executable, str(Path(__file__).resolve())]
+    desim_runs, mesa_runs = [], {v: [] for v in VARIANTS}
+    for i in range(args.repeat):
+        d = run_child(me + ["--one", json.dumps({**cfg, "export": str(population) if i == 0 else None})])
+        desim_runs.append(d)
+        print(json.dumps(d), flush=True)
+        if python:
+            for v in VARIANTS:
+                m = run_child([str(python), str(HERE / "mesa_opinion.py"), str(population), v])
+                mesa_runs[v].append(m)
+                print(json.dumps({"side": f"mesa-{v}", **m}), flush=True)
+
+    n, steps = desim_runs[0]["agents"], args.steps
+
+    def rate(runs: list[dict], key: str) -> float:
+        return sum(n * steps for _ in runs) / sum(r[key] for r in runs)
+
+    def mean(values) -> float:
+        values = list(values)
+        return sum(values) / len(values)
+
+    print()
+    load = os.getloadavg()
+    print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores; "
+          f"N = {n:,}, {steps} steps, {desim_runs[0]['rounds']} round per step, {args.repeat} repeats, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print("| model | agent-steps/s (wall) | agent-steps/s (CPU) | µs per agent-step (CPU) |")
+    print("|---|---|---|---|")
+    rows = [("desim, whole run (full panel, messages and metrics stored)", desim_runs, "wall_s", "cpu_s")]
+    if steps > 1:
+        rows.append(("desim, step loop only (each step stored; set-up excluded as for Mesa)", desim_runs,
+                     "steps_wall_s", "steps_cpu_s"))
+    if python:
+        rows += [(f"Mesa {MESA}, discrete_space.Network (step loop)", mesa_runs["network"], "steps_s", "steps_cpu_s"),
+                 (f"Mesa {MESA}, plain neighbour lists (step loop)", mesa_runs["lists"], "steps_s", "steps_cpu_s")]
+    for label, runs, wall_key, cpu_key in rows:
+        cpu_rate = rate(runs, cpu_key)
+        print(f"| {label} | {rate(runs, wall_key):,.0f} | {cpu_rate:,.0f} | {1e6 / cpu_rate:.1f} |")
+    print()
+    if python:
+        for v in VARIANTS:
+            r_w, r_c = (rate(mesa_runs[v], "steps_s"), rate(mesa_runs[v], "steps_cpu_s"))
+            line = (f"ratio desim / Mesa ({v}): whole run {rate(desim_runs, 'wall_s') / r_w:.2f}x wall, "
+                    f"{rate(desim_runs, 'cpu_s') / r_c:.2f}x CPU")
+            if steps > 1:
+                line += (f"; step loop {rate(desim_runs, 'steps_wall_s') / r_w:.2f}x wall, "
+                         f"{rate(desim_runs, 'steps_cpu_s') / r_c:.2f}x CPU")
+            print(line)
+    engine = mean(r["engine_us_per_agent_round"] for r in desim_runs)
+    study_us = mean(r["study_us_per_agent_round"] for r in desim_runs)
+    line = (f"engine share (everything but the study's methods), µs per agent-round (CPU): whole run {engine:.2f}")
+    if steps > 1:
+        line += f", step loop {mean(r['loop_engine_us_per_agent_round'] for r in desim_runs):.2f}"
+    print(line + f"; the study's own methods {study_us:.2f}")
+    first = desim_runs[0]
+    print("study's methods in the first desim run, CPU s: " + ", ".join(
+        f"{k} {v:.2f}" for k, v in sorted(first["study_s"].items(), key=lambda kv: -kv[1])) +
+        f"; run {first['cpu_s']:.2f} s CPU, {first['wall_s']:.2f} s wall, peak {first['peak_mib']:.0f} MiB, "
+        f"{first['rows']:,} panel rows, {first['messages']:,} messages")
+    dm = first["metrics"]
+    print("final metrics, desim: " + ", ".join(f"{k} {dm[k]!r}" for k in METRICS))
+    same = all(r["metrics"] == dm for r in desim_runs)
+    print(f"desim repeats give the same metrics: {same}")
+    if python:
+        for v in VARIANTS:
+            mm = mesa_runs[v][0]["metrics"]
+            print(f"final metrics, Mesa ({v}): " + ", ".join(f"{k} {mm[k]!r}" for k in METRICS))
+            print(f"desim vs Mesa ({v}): {agreement(dm, mm)}")
+    if args.profile:
+        print()
+        out = subprocess.run(me + ["--profile-one", json.dumps(cfg)], capture_output=True, text=True)
+        print(out.stdout if out.returncode == 0 else out.stderr[-3000:])
+
+
+if __name__ == "__main__":
+    main()
