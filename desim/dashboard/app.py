@@ -365,7 +365,7 @@ def merge_live_runs(runs: list[dict], live: list[dict], *, busy: bool) -> list[d
             by_id[rid] = {"run_id": rid, "kind": lv.get("kind") or "run", "status": lv.get("status"),
                           "last_step": lv.get("step"), "n_steps": lv.get("n_steps"), "parent_run_id": None,
                           "fork_step": None, "started_at": None, "live": True, "stalled": False}
-        elif busy:
+        elif busy or (by_id[rid].get("status") == "running" and not by_id[rid].get("stalled")):
             by_id[rid].update(status=lv.get("status"), last_step=lv.get("step"), live=True, stalled=False)
     return list(by_id.values())
 

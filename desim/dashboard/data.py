@@ -28,7 +28,7 @@ from ..config import StudyConfigError, load_study, read_json
 from ..effect import list_effects
 from ..palette import category_colors, declared_colors
 from ..status import health_of
-from ..store import StoreBusyError, fetch_dicts, field, read_only, store_path
+from ..store import StoreBusyError, fetch_dicts, field, last_step, read_only, store_path
 from .safety import NotFound
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
@@ -241,9 +241,11 @@ def study_store(root: Path) -> dict[str, Any]:
                                       "ORDER BY step, name LIMIT 1000", [rid])
     for r in runs:
         r["parameters"] = _json(r.get("parameters"))
-        # the writer holds the lock for its whole run: if we could read, nobody is writing
-        r["stalled"] = r["status"] == "running"
         r["health"] = health_of(store_path(root), r)      # "stale": its process is gone (desim.status)
+        # a run holds the database only at its start and end, so a readable store says nothing about
+        # who is writing: a "running" run is stalled when its process is gone
+        r["stalled"] = r["status"] == "running" and r["health"] == "stale"
+        r["last_step"] = last_step(store_path(root), r["run_id"], r["last_step"])   # its step folders so far
     for v in versions:
         v["diff"] = _json(v.get("diff"))
     for e in events:
