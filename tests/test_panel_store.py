@@ -308,3 +308,30 @@ def test_export_writes_typed_files_that_pandas_reads(tmp_path):
     assert pd.read_csv(csv_out / "panel.csv")["x"].tolist() == panel["x"].tolist()
     for name in ("metrics", "events", "messages", "initial_states"):
         assert (csv_out / f"{name}.csv").exists()
+
+
+def test_the_dashboard_shows_a_json_layout_store_as_an_error_naming_it(tmp_path):
+    from desim.dashboard import data as dashboard
+    root = write_study(tmp_path / "studies" / "walk")
+    db = store_path(root)
+    db.parent.mkdir()
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE panel (run_id VARCHAR, step INTEGER, agent_id VARCHAR, state JSON)")
+    con.close()
+    with pytest.raises(dashboard.BrokenStore) as err:
+        dashboard.study_store(root)
+    assert "walk/runs/desim.duckdb was written by an earlier desim" in str(err.value)
+    assert str(tmp_path) not in str(err.value)             # no absolute path reaches the page
+
+
+def test_a_run_in_progress_is_readable_while_it_goes(tmp_path):
+    """The database is held only at a run's start and end: a reader between steps sees the steps so far."""
+    root = write_study(tmp_path / "walk", n_steps=6)
+    seen = []
+
+    def look(step, metrics):
+        if step >= 1:
+            seen.append((step, desim.open(root).sql("SELECT max(step) AS s FROM panel").column("s")[0].as_py()))
+
+    desim.Engine(desim.load_study(root), on_step=look).run()
+    assert seen == [(s, s) for s in range(1, 7)]

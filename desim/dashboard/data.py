@@ -28,7 +28,7 @@ from ..config import StudyConfigError, load_study, read_json
 from ..effect import list_effects
 from ..palette import category_colors, declared_colors
 from ..status import health_of
-from ..store import StoreBusyError, fetch_dicts, field, last_step, read_only, store_path
+from ..store import StoreBusyError, StoreLayoutError, fetch_dicts, field, last_step, read_only, store_path
 from .safety import NotFound
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
@@ -76,6 +76,8 @@ def reading(root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         raise BrokenStore(f"{rel} cannot be opened: {_relative(e, root)}") from None
     except duckdb.Error as e:
         raise BrokenStore(f"{rel} cannot be opened as a DuckDB database: {_relative(e, root)}") from None
+    except StoreLayoutError as e:
+        raise BrokenStore(_relative(e, root)) from None
     try:
         yield con
     except duckdb.Error as e:
