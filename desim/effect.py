@@ -149,10 +149,11 @@ def _run_tasks(root: Path, db: Path, tasks: list[RunTask], version_id: str, back
                     try:
                         merge_run(db, outcome.worker_file, outcome.run_id, version_id, on_wait)
                     except (duckdb.Error, ValueError) as e:
-                        outcome.status, outcome.error = "failed", f"could not merge the worker's file: {e}"
+                        outcome.status, outcome.error = "failed", "; ".join(
+                            x for x in (outcome.error, f"could not merge the worker's file: {e}") if x)
             finally:
                 if outcome.worker_file:
-                    remove_db(outcome.worker_file)
+                    remove_db(outcome.worker_file, outcome.run_id)
             if outcome.status != "completed":
                 errors[outcome.run_id] = outcome.error or outcome.status
             if on_run:

@@ -166,7 +166,8 @@ def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outco
                 merge_run(db, outcome.worker_file, run.run_id, version_id, on_wait)
                 return
             except (duckdb.Error, ValueError) as e:
-                outcome.status, outcome.error = "failed", f"could not merge the worker's file: {e}"
+                outcome.status, outcome.error = "failed", "; ".join(
+                            x for x in (outcome.error, f"could not merge the worker's file: {e}") if x)
         try:
             spec = load_study(root, steps=plan.n_steps, seed=run.seed, params=run.parameters)
         except Exception:  # the run's own settings broke the study: record it with the defaults
