@@ -87,8 +87,9 @@ CREATE TABLE IF NOT EXISTS round_actions (
 CREATE TABLE IF NOT EXISTS llm_calls (
     run_id VARCHAR NOT NULL, step INTEGER, round INTEGER, agent_id VARCHAR,
     model VARCHAR, prompt_hash VARCHAR, tokens_in INTEGER, tokens_out INTEGER,
-    latency_ms DOUBLE, cached BOOLEAN, outcome VARCHAR, attempts INTEGER
+    latency_ms DOUBLE, cached BOOLEAN, outcome VARCHAR, attempts INTEGER, endpoint VARCHAR
 );
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS endpoint VARCHAR;
 CREATE TABLE IF NOT EXISTS versions (
     version_id VARCHAR PRIMARY KEY, study_id VARCHAR NOT NULL, parent_version_id VARCHAR,
     parent_run_id VARCHAR, fork_step INTEGER, kind VARCHAR NOT NULL, note VARCHAR,
@@ -207,7 +208,7 @@ class Store:
             if llm_calls is not None and llm_calls.num_rows:
                 self._insert("llm_calls", llm_calls,
                              "SELECT ?, step, round, agent_id, model, prompt_hash, tokens_in, tokens_out, "
-                             "latency_ms, cached, outcome, attempts FROM {src}", [run_id])
+                             "latency_ms, cached, outcome, attempts, endpoint FROM {src}", [run_id])
             self.con.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", [step, run_id])
             self.con.commit()
         except BaseException:
