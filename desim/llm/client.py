@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from typing import Any, Coroutine, Mapping
 
@@ -72,6 +74,15 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float:
     return 0.0
 
 
+def endpoint_proxy(url: str) -> str | None:
+    """The proxy the environment (``https_proxy``, ``no_proxy``, ...) names for ``url``, if any."""
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
+
+
 class _Retry(Exception):
     """One attempt failed in a way worth retrying; ``down`` when the endpoint did not answer at all."""
 
@@ -86,14 +97,14 @@ class ChatClient:
     def __init__(self, cfg: LLMConfig, api_key: str | None):
         self.cfg = cfg
         urls = cfg.endpoints()
-        self.scrub = Scrubber(api_key, urls).clean
+        self.scrub = Scrubber(api_key, urls + [p for p in map(endpoint_proxy, urls) if p]).clean
         creds = [userinfo(u) for u in urls]
         if api_key and any(creds):
             raise LLMError("credentials twice: DESIM_LLM_API_KEY and user:password@ in DESIM_LLM_BASE_URL; "
                            "use one of them")
         self._auth = [f"Bearer {api_key}" if api_key else f"Basic {basic_token(*c)}" if c else None for c in creds]
         self.endpoints = [Endpoint(url=shown_url(u) + "/chat/completions", shown=shown_url(u),
-                                   limit=cfg.concurrency) for u in urls]
+                                   limit=cfg.concurrency, proxy=endpoint_proxy(u)) for u in urls]
         self.shown_url = ", ".join(e.shown for e in self.endpoints)
         self.retries = 0
         self._jitter = random.Random()
@@ -106,8 +117,11 @@ class ChatClient:
                 headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
                 if auth:
                     headers["Authorization"] = auth
+                # trust_env=False: aiohttp would look up netrc and the proxy variables on a thread
+                # for every request; the proxy is looked up once instead (endpoint_proxy)
                 endpoint.session = aiohttp.ClientSession(
-                    headers=headers, auto_decompress=False, trust_env=True,
+                    headers=headers, auto_decompress=False, trust_env=False,
+                    cookie_jar=aiohttp.DummyCookieJar(),
                     timeout=aiohttp.ClientTimeout(total=None),     # our own deadlines bound every attempt
                     connector=aiohttp.TCPConnector(limit=self.cfg.concurrency, enable_cleanup_closed=True))
             self._pool = EndpointPool(self.endpoints, self.cfg.backoff_s, self.cfg.backoff_max_s, self._jitter)
@@ -204,7 +218,7 @@ class ChatClient:
         cap = self.cfg.max_reply_bytes
         try:
             async with asyncio.timeout(max(timeout, 0.0)):
-                async with endpoint.session.post(endpoint.url, data=payload) as resp:
+                async with endpoint.session.post(endpoint.url, data=payload, proxy=endpoint.proxy) as resp:
                     status = resp.status
                     if resp.content_length is not None and resp.content_length > cap:
                         resp.close()

@@ -33,6 +33,7 @@ class Endpoint:
     url: str                  # .../chat/completions, without credentials: what the HTTP library sees
     shown: str                # the base URL as messages and llm_calls show it
     limit: int
+    proxy: str | None = None  # from the environment, looked up once
     session: Any = None
     in_flight: int = 0
     failures: int = 0         # failures in a row since the last success (0: healthy)
