@@ -135,7 +135,7 @@ class ChatClient:
         cancelled and the replies already in are returned with the failure. So
         is a round that outlives ``round_deadline_s``. ``where`` names the round.
         """
-        self._ensure()
+        self._ensure().new_round()
         loop = asyncio.get_running_loop()
         tasks = {loop.create_task(self.complete(body, label)): i
                  for i, (body, label) in enumerate(zip(bodies, labels))}

@@ -13,6 +13,7 @@ HTTP, or no complete reply within ``timeout_s``) is *tripped*: it takes no
 request for ``backoff_s x 2^(k-1)`` (jittered, at most ``backoff_max_s``)
 after its k-th failure in a row, and then one request at a time (a probe)
 until one succeeds. Requests it failed go to the other endpoints meanwhile.
+A new round starts the back-off of a failed endpoint over (:meth:`EndpointPool.new_round`).
 A server that answers with an HTTP error is alive: those requests back off
 on their own (:mod:`desim.llm.client`), the endpoint stays open.
 """
@@ -68,6 +69,18 @@ class EndpointPool:
         self._waiters: list[_Waiter] = []
         self._order = itertools.count()
         self._timers: list[asyncio.TimerHandle] = []
+
+    def new_round(self) -> None:
+        """A new round probes a failed endpoint again at once, its back-off counted from the start.
+
+        Rounds are apart by the simulation's own work, and a study that falls back when the server is
+        unavailable should pay one request's back-off per round, not a wait grown over many rounds;
+        the endpoint stays on probation (one request at a time) until it answers.
+        """
+        now = asyncio.get_running_loop().time()
+        for endpoint in self.endpoints:
+            if endpoint.failures:
+                endpoint.failures, endpoint.down_until, endpoint.tripped_at = 1, now, now
 
     def _pick(self, avoid: frozenset) -> Endpoint | None:
         """The least-loaded endpoint with a free slot, keeping away from a still-tripped endpoint this

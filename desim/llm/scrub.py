@@ -24,8 +24,9 @@ import re
 from urllib.parse import unquote, urlsplit
 
 MASK = "***"
-_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization)([\"']?\s*[:=]\s*[\"']?)([^\r\n\"',;}\]]*)")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+# no \b before the names: in JSON-escaped text a header follows a literal "\r\n"
+_HEADER = re.compile(r"(?i)((?:proxy-)?authorization)([\"']?\s*[:=]\s*[\"']?)([^\r\n\\\"',;}\]]*)")
+_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/\s@\\\"']+@")
 
 
 def userinfo(url: str) -> tuple[str, str] | None:
