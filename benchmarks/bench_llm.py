@@ -1,31 +1,58 @@
-"""LLM throughput: dorm_deliberation_llm against the loopback stub.
+"""LLM throughput: dorm_deliberation_llm against the loopback stub, against the round-barrier floor.
 
 200 students x 12 months x 3 rounds = 7,200 chat completions at 100 ms
 latency, at several concurrencies, each in a fresh copy of the study (so an
 empty reply cache), then the cached re-run of the last copy. Two floors:
-``calls x latency / concurrency`` (the issue's) and the one the round
-barriers impose, ``steps x rounds x ceil(students / concurrency) x latency``
-(round r+1 needs every reply of round r).
+``calls x latency / concurrency`` and the one the round barriers impose,
+``steps x rounds x ceil(students / concurrency) x latency`` (round r+1 needs
+every reply of round r): no client can beat the second.
+
+Wall time on a shared machine follows its load, so CPU per call is reported
+too: of the desim process (engine, prompts, parsing, cache and HTTP client,
+all threads) and of the stub process. A second table compares the HTTP
+layer alone, client CPU per request for the same requests at the same
+concurrency: desim's client (aiohttp), a bare asyncio HTTP/1.1 exchange (the
+least any Python client can spend) and httpx (the previous client), when
+installed.
 
     python benchmarks/bench_llm.py [--students 200] [--steps 12] [--latency-ms 100] [--concurrency 8 32 64]
+    python benchmarks/bench_llm.py --smoke          # seconds: what the test suite runs
 
 The stub runs in its own process (``desim stub-llm``), as a real server would.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
+import resource
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 from desim import load_study, run_study
+from desim.llm.client import ChatClient
+from desim.llm.config import LLMConfig
 from desim.llm.stub import stub_process
 
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
+ROUNDS = 3
+
+
+def cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds of another process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fresh_copy(where: Path, concurrency: int) -> Path:
@@ -45,39 +72,147 @@ def timed_run(root: Path, students: int, steps: int):
     return result, time.perf_counter() - started
 
 
+def study_table(args, stub, tmp: Path) -> Path:
+    latency = args.latency_ms / 1000.0
+    calls = args.students * args.steps * ROUNDS
+    print(f"dorm_deliberation_llm: {args.students} students x {args.steps} steps x {ROUNDS} rounds = {calls} calls, "
+          f"stub latency {args.latency_ms:g} ms")
+    print("| concurrency | wall s | calls/s | floor s (calls x lat / c) | barrier floor s | x barrier floor "
+          "| desim CPU ms/call | stub CPU ms/call | max in flight |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    root = None
+    for c in args.concurrency:
+        root = fresh_copy(tmp / f"c{c}", c)
+        before = stub.stats()["requests"]
+        cpu0, stub0 = cpu_self(), cpu_of(stub.process.pid)
+        result, wall = timed_run(root, args.students, args.steps)
+        cpu1, stub1 = cpu_self(), cpu_of(stub.process.pid)
+        stats = stub.stats()
+        assert result.status == "completed" and result.counters["llm"]["calls"] == calls
+        assert stats["requests"] - before == calls
+        floor = calls * latency / c
+        barrier = args.steps * ROUNDS * math.ceil(args.students / c) * latency
+        print(f"| {c} | {wall:.2f} | {calls / wall:.0f} | {floor:.2f} | {barrier:.2f} | {wall / barrier:.3f} | "
+              f"{1000 * (cpu1 - cpu0) / calls:.3f} | {1000 * (stub1 - stub0) / calls:.3f} | "
+              f"{stats['max_in_flight']} |", flush=True)
+    return root
+
+
+BODY = {"model": "stub", "temperature": 0.7, "max_tokens": 200, "messages": [
+    {"role": "system", "content": "You are a student deciding where to eat. JSON schema:\n"
+                                  '{"properties":{"option":{"enum":["canteen","delivery","cook"]},'
+                                  '"reason":{"maxLength":120,"type":"string"}},"type":"object"}'},
+    {"role": "user", "content": "Step 1, round 1 of 3.\n\n## You\n- id: s001\n" + "- detail: value\n" * 100}]}
+
+
+async def desim_client(url: str, n: int, c: int) -> float:
+    client = ChatClient(LLMConfig(base_url=url, concurrency=c), None)
+    bodies = [dict(BODY, seed=i) for i in range(n + c)]
+    await client.complete_many(bodies[:c], ["warm-up"] * c, "warm-up")    # connections open
+    cpu0 = cpu_self()
+    replies, failure = await client.complete_many(bodies[c:], ["bench"] * n, "bench")
+    spent = cpu_self() - cpu0
+    assert failure is None and len(replies) == n, failure
+    await client.aclose()
+    return spent
+
+
+async def bare_asyncio(url: str, n: int, c: int) -> float:
+    """The least a Python client can do: keep-alive connections, one write, read the head and the body."""
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    free: asyncio.Queue = asyncio.Queue()
+    for _ in range(c):
+        free.put_nowait(await asyncio.open_connection(host, int(port)))
+
+    async def one(i: int) -> None:
+        reader, writer = await free.get()
+        body = orjson.dumps(dict(BODY, seed=i))
+        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (host.encode(), len(body), body))
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        orjson.loads(await reader.readexactly(length))
+        free.put_nowait((reader, writer))
+
+    await asyncio.gather(*(one(i) for i in range(c)))
+    cpu0 = cpu_self()
+    await asyncio.gather(*(one(i) for i in range(c, c + n)))
+    spent = cpu_self() - cpu0
+    while not free.empty():
+        free.get_nowait()[1].close()
+    return spent
+
+
+async def httpx_per_slot(url: str, n: int, c: int) -> float | None:
+    """The previous client: one single-connection httpx client per slot."""
+    try:
+        import httpx
+    except ImportError:
+        return None
+    free: asyncio.Queue = asyncio.Queue()
+    for _ in range(c):
+        free.put_nowait(httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=1,
+                                                                          max_keepalive_connections=1)))
+
+    async def one(i: int) -> None:
+        client = await free.get()
+        try:
+            (await client.post(url, json=dict(BODY, seed=i))).json()
+        finally:
+            free.put_nowait(client)
+
+    await asyncio.gather(*(one(i) for i in range(c)))
+    cpu0 = cpu_self()
+    await asyncio.gather(*(one(i) for i in range(c, c + n)))
+    spent = cpu_self() - cpu0
+    while not free.empty():
+        await free.get_nowait().aclose()
+    return spent
+
+
+def client_table(args, stub) -> None:
+    n, c = args.client_requests, args.concurrency[-1]
+    url = stub.base_url + "/chat/completions"
+    print(f"\nHTTP layer alone: {n} requests at concurrency {c} against the same stub, client CPU per request "
+          f"(median of {args.repeat})")
+    print("| client | CPU ms/request |")
+    print("|---|---|")
+    for name, fn, target in (("desim ChatClient (aiohttp)", desim_client, stub.base_url),
+                             ("bare asyncio HTTP/1.1", bare_asyncio, url),
+                             ("httpx, one client per slot (before)", httpx_per_slot, url)):
+        spent = [asyncio.run(fn(target, n, c)) for _ in range(args.repeat)]
+        if None in spent:
+            print(f"| {name} | (not installed) |")
+            continue
+        print(f"| {name} | {1000 * sorted(spent)[len(spent) // 2] / n:.3f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--students", type=int, default=200)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--latency-ms", type=float, default=100.0)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 64])
+    ap.add_argument("--client-requests", type=int, default=3000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="a tiny configuration, seconds long")
     args = ap.parse_args()
-    latency, rounds = args.latency_ms / 1000.0, 3
-    calls = args.students * args.steps * rounds
-    print(f"dorm_deliberation_llm: {args.students} students x {args.steps} steps x {rounds} rounds = {calls} calls, "
-          f"stub latency {args.latency_ms:g} ms")
-    print("| concurrency | wall s | calls/s | floor s (calls x lat / c) | x floor | barrier floor s | x barrier floor | max in flight |")
-    print("|---|---|---|---|---|---|---|---|")
+    if args.smoke:
+        args.students, args.steps, args.latency_ms, args.concurrency = 20, 1, 20.0, [4, 8]
+        args.client_requests, args.repeat = 40, 1
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp, stub_process(latency_ms=args.latency_ms) as stub:
         os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
-        root = None
-        for c in args.concurrency:
-            root = fresh_copy(Path(tmp) / f"c{c}", c)
-            before = stub.stats()["requests"]
-            result, wall = timed_run(root, args.students, args.steps)
-            stats = stub.stats()
-            assert result.status == "completed" and result.counters["llm"]["calls"] == calls
-            assert stats["requests"] - before == calls
-            floor = calls * latency / c
-            barrier = args.steps * rounds * math.ceil(args.students / c) * latency
-            print(f"| {c} | {wall:.1f} | {calls / wall:.0f} | {floor:.1f} | {wall / floor:.2f} | {barrier:.1f} | "
-                  f"{wall / barrier:.2f} | {stats['max_in_flight']} |", flush=True)
+        root = study_table(args, stub, Path(tmp))
         before = stub.stats()["requests"]
         result, wall = timed_run(root, args.students, args.steps)
         llm = result.counters["llm"]
         assert llm["calls"] == 0 and stub.stats()["requests"] == before
         print(f"\ncached re-run (c={args.concurrency[-1]}): {wall:.2f} s, {llm['calls']} calls, "
               f"{llm['cache_hits']} cache hits")
+        client_table(args, stub)
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -184,6 +184,9 @@ class ChatClient:
                         endpoint = await pool.acquire(attempt - 1, avoid)
                 except TimeoutError:
                     break
+                if loop.time() >= deadline:
+                    pool.release(endpoint, None)
+                    break
             tried.append(endpoint.shown)
             sent = loop.time()
             try:

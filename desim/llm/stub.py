@@ -129,10 +129,10 @@ def build_app(settings: StubSettings, stats: StubStats) -> web.Application:
         try:
             body = orjson.loads(await request.read())
             messages = body["messages"]
-            prompt = json.dumps([body.get("model"), messages, body.get("seed")], sort_keys=True)
+            prompt = orjson.dumps([body.get("model"), messages, body.get("seed")], option=orjson.OPT_SORT_KEYS)
         except (ValueError, KeyError, TypeError):
             return _json({"error": {"message": "expected a JSON body with messages"}}, 400)
-        digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+        digest = hashlib.sha256(prompt).hexdigest()
         stats.sends[digest] += 1
         sending = stats.sends[digest]
         delay = settings.latency_ms + (jitter.uniform(0, settings.jitter_ms) if settings.jitter_ms else 0.0)
@@ -148,7 +148,7 @@ def build_app(settings: StubSettings, stats: StubStats) -> web.Application:
             stats.garbage += 1
             content = GARBAGE[seed_from(settings.seed, digest, "which") % len(GARBAGE)]
         else:
-            content = json.dumps(fake_reply(request_schema(body), seed_from(settings.seed, digest)))
+            content = orjson.dumps(fake_reply(request_schema(body), seed_from(settings.seed, digest))).decode()
         stats.replies += 1
         tokens_in = sum(estimate_tokens(str(m.get("content", ""))) for m in messages)
         tokens_out = estimate_tokens(content)
