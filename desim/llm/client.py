@@ -226,12 +226,15 @@ class ChatClient:
                     if resp.content_length is not None and resp.content_length > cap:
                         resp.close()
                         raise _Retry(f"a reply of {resp.content_length} bytes is over llm.max_reply_bytes={cap}")
-                    data = bytearray()
-                    while chunk := await resp.content.readany():
-                        data += chunk
-                        if len(data) > cap:
-                            resp.close()
-                            raise _Retry(f"the reply grew past llm.max_reply_bytes={cap} bytes")
+                    if resp.content_length is not None:       # announced and within the cap
+                        data = await resp.read()
+                    else:                                      # read until the end, counting
+                        data = bytearray()
+                        while chunk := await resp.content.readany():
+                            data += chunk
+                            if len(data) > cap:
+                                resp.close()
+                                raise _Retry(f"the reply grew past llm.max_reply_bytes={cap} bytes")
                     headers = resp.headers
         except TimeoutError:
             raise _Retry(f"no complete answer within {timeout:g} s (llm.timeout_s)", down=True) from None
