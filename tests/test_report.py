@@ -208,7 +208,9 @@ def test_branch_report_marks_the_fork(opinion):
 def test_llm_calls_appear_on_the_card(opinion):
     root, run_id = opinion
     con = duckdb.connect(str(store_path(root)))
-    con.execute("INSERT INTO llm_calls VALUES (?, 1, 0, 'a00', 'm', 'h1', 100, 20, 5.0, false, 'ok', 1), "
+    con.execute("INSERT INTO llm_calls (run_id, step, round, agent_id, model, prompt_hash, tokens_in, tokens_out, "
+                "latency_ms, cached, outcome, attempts) "
+                "VALUES (?, 1, 0, 'a00', 'm', 'h1', 100, 20, 5.0, false, 'ok', 1), "
                 "(?, 1, 0, 'a01', 'm', 'h2', 120, 0, 9.0, false, 'fallback', 3), "
                 "(?, 2, 0, 'a00', 'm', 'h1', 100, 20, 0.1, true, 'ok', 1)", [run_id] * 3)
     con.execute("UPDATE panel SET action_source = 'fallback' WHERE run_id = ? AND step = 1 AND agent_id = 'a01'",
