@@ -14,8 +14,10 @@ all threads) and of the stub process. A second table compares the HTTP
 layer alone, client CPU per request for the same requests at the same
 concurrency: desim's client (aiohttp), a bare asyncio HTTP/1.1 exchange (the
 least any Python client can spend) and httpx (the previous client), when
-installed; and a scripted run of the same study gives the CPU per call of
-everything but HTTP and the cache.
+installed; then whole rounds of the study's size through the HTTP layer
+alone, against the barrier floor (what the client and the stub cost before
+any prompt is rendered); and a scripted run of the same study gives the CPU
+per call of everything but HTTP and the cache.
 
     python benchmarks/bench_llm.py [--students 200] [--steps 12] [--latency-ms 100] [--concurrency 8 32 64]
     python benchmarks/bench_llm.py --smoke          # seconds: what the test suite runs
@@ -125,19 +127,23 @@ BODY = {"model": "stub", "temperature": 0.7, "max_tokens": 200, "messages": [
     {"role": "user", "content": "Step 1, round 1 of 3.\n\n## You\n- id: s001\n" + "- detail: value\n" * 100}]}
 
 
-async def desim_client(url: str, n: int, c: int) -> float:
+async def desim_client(url: str, n: int, c: int, rounds: int = 1) -> tuple[float, list[float]]:
+    """CPU spent and the wall of each round of ``n`` requests (``rounds`` of them, after a warm-up)."""
     client = ChatClient(LLMConfig(base_url=url, concurrency=c), None)
-    bodies = [dict(BODY, seed=i) for i in range(n + c)]
-    await client.complete_many(bodies[:c], ["warm-up"] * c, "warm-up")    # connections open
-    cpu0 = cpu_self()
-    replies, failure = await client.complete_many(bodies[c:], ["bench"] * n, "bench")
+    await client.complete_many([dict(BODY, seed=-i) for i in range(c)], ["warm-up"] * c, "warm-up")
+    cpu0, walls = cpu_self(), []
+    for r in range(rounds):
+        started = time.perf_counter()
+        replies, failure = await client.complete_many([dict(BODY, seed=r * n + i) for i in range(n)],
+                                                      ["bench"] * n, "bench")
+        walls.append(time.perf_counter() - started)
+        assert failure is None and len(replies) == n, failure
     spent = cpu_self() - cpu0
-    assert failure is None and len(replies) == n, failure
     await client.aclose()
-    return spent
+    return spent, walls
 
 
-async def bare_asyncio(url: str, n: int, c: int) -> float:
+async def bare_asyncio(url: str, n: int, c: int, rounds: int = 1) -> tuple[float, list[float]]:
     """The least a Python client can do: keep-alive connections, one write, read the head and the body."""
     host, port = url.split("//")[1].split("/")[0].split(":")
     free: asyncio.Queue = asyncio.Queue()
@@ -155,16 +161,19 @@ async def bare_asyncio(url: str, n: int, c: int) -> float:
         orjson.loads(await reader.readexactly(length))
         free.put_nowait((reader, writer))
 
-    await asyncio.gather(*(one(i) for i in range(c)))
-    cpu0 = cpu_self()
-    await asyncio.gather(*(one(i) for i in range(c, c + n)))
+    await asyncio.gather(*(one(-i) for i in range(1, c + 1)))
+    cpu0, walls = cpu_self(), []
+    for r in range(rounds):
+        started = time.perf_counter()
+        await asyncio.gather(*(one(r * n + i) for i in range(n)))
+        walls.append(time.perf_counter() - started)
     spent = cpu_self() - cpu0
     while not free.empty():
         free.get_nowait()[1].close()
-    return spent
+    return spent, walls
 
 
-async def httpx_per_slot(url: str, n: int, c: int) -> float | None:
+async def httpx_per_slot(url: str, n: int, c: int, rounds: int = 1) -> tuple[float, list[float]] | None:
     """The previous client: one single-connection httpx client per slot."""
     try:
         import httpx
@@ -182,13 +191,13 @@ async def httpx_per_slot(url: str, n: int, c: int) -> float | None:
         finally:
             free.put_nowait(client)
 
-    await asyncio.gather(*(one(i) for i in range(c)))
+    await asyncio.gather(*(one(-i) for i in range(1, c + 1)))
     cpu0 = cpu_self()
-    await asyncio.gather(*(one(i) for i in range(c, c + n)))
+    await asyncio.gather(*(one(i) for i in range(n * rounds)))
     spent = cpu_self() - cpu0
     while not free.empty():
         await free.get_nowait().aclose()
-    return spent
+    return spent, []
 
 
 def client_table(args, stub) -> None:
@@ -205,7 +214,18 @@ def client_table(args, stub) -> None:
         if None in spent:
             print(f"| {name} | (not installed) |")
             continue
-        print(f"| {name} | {1000 * sorted(spent)[len(spent) // 2] / n:.3f} |", flush=True)
+        print(f"| {name} | {1000 * sorted(s for s, _ in spent)[len(spent) // 2] / n:.3f} |", flush=True)
+    rounds, waves = args.round_count, math.ceil(args.students / c)
+    floor = waves * args.latency_ms
+    print(f"\nHTTP rounds alone: {rounds} rounds of {args.students} requests at concurrency {c} (barrier floor "
+          f"{floor:g} ms a round: {waves} waves)")
+    print("| client | mean ms/round | best ms/round | x barrier floor (mean) |")
+    print("|---|---|---|---|")
+    for name, fn, target in (("desim ChatClient (aiohttp)", desim_client, stub.base_url),
+                             ("bare asyncio HTTP/1.1", bare_asyncio, url)):
+        _, walls = asyncio.run(fn(target, args.students, c, rounds))
+        mean = 1000 * sum(walls) / len(walls)
+        print(f"| {name} | {mean:.0f} | {1000 * min(walls):.0f} | {mean / floor:.3f} |", flush=True)
 
 
 def main() -> None:
@@ -217,11 +237,12 @@ def main() -> None:
     ap.add_argument("--client-requests", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--runs", type=int, default=2, help="runs per concurrency: the best wall is reported")
+    ap.add_argument("--round-count", type=int, default=12, help="rounds in the HTTP-only round table")
     ap.add_argument("--smoke", action="store_true", help="a tiny configuration, seconds long")
     args = ap.parse_args()
     if args.smoke:
         args.students, args.steps, args.latency_ms, args.concurrency = 20, 1, 20.0, [4, 8]
-        args.client_requests, args.repeat, args.runs = 40, 1, 1
+        args.client_requests, args.repeat, args.runs, args.round_count = 40, 1, 1, 2
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp, stub_process(latency_ms=args.latency_ms) as stub:
         os.environ["DESIM_LLM_BASE_URL"] = stub.base_url

@@ -22,3 +22,4 @@ def test_bench_llm_smoke_reports_the_barrier_ratio_and_cpu_per_call():
     clients = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in run.stdout.splitlines()
                if line.startswith("| ") and "ms/request" not in line and not line.split("|")[1].strip().isdigit()}
     assert float(clients["desim ChatClient (aiohttp)"]) > 0 and float(clients["bare asyncio HTTP/1.1"]) > 0
+    assert "HTTP rounds alone: 2 rounds of 20 requests at concurrency 8" in run.stdout
