@@ -95,7 +95,7 @@ def test_prompt_rounds_quadrants_memory_and_schema():
     second = template.messages(persona, later, [], schema, rounds=3)
     user0, user1 = first[1]["content"], second[1]["content"]
     assert "opening round" in user0 and "neighbours' posts" not in user0.lower()
-    assert "revise" in user1 and '"from": "s2"' in user1 and "Your neighbours' posts" in user1
+    assert "revise" in user1 and '{"choice":"cook","from":"s2"}' in user1 and "Your neighbours' posts" in user1
     for text in ("The world around everyone", "- price: 12", "Your own situation", "- queue_min: 4",
                  "News everyone has heard", "What you have heard yourself", "- rumour: x", "A second-year.",
                  "- budget: 300", "round 2 of 3"):

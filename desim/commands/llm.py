@@ -6,7 +6,7 @@ import sys
 
 def cmd_stub_llm(args) -> int:
     from . import UserError
-    from ..llm.stub import StubSettings, StubStats, bind, make_server
+    from ..llm.stub import StubSettings, StubStats, bind, serve
     for name in ("error_rate", "garbage_rate"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             raise UserError(f"--{name.replace('_', '-')} must be between 0 and 1")
@@ -21,7 +21,7 @@ def cmd_stub_llm(args) -> int:
           f"(latency {args.latency_ms:g} ms + up to {args.jitter_ms:g} ms, errors {args.error_rate:g}, "
           f"garbage {args.garbage_rate:g}, seed {args.seed})", flush=True)
     print(f"use it: DESIM_LLM_BASE_URL=http://{args.host}:{port}/v1 desim run STUDY", flush=True)
-    make_server(settings, StubStats()).run(sockets=[sock])
+    serve(settings, StubStats(), sock)
     print("desim stub-llm stopped", file=sys.stderr)
     return 0
 

@@ -3,7 +3,9 @@
 * ``config``: the ``llm`` block of ``simulation.json`` (:class:`LLMConfig`) and the
   ``DESIM_LLM_*`` environment variables;
 * ``prompts``: :class:`PromptTemplate`, persona + four quadrants + memory as messages;
-* ``client``: async HTTP with bounded concurrency, retries and back-off;
+* ``client``: async HTTP (aiohttp) with deadlines, a reply size cap, retries and fail-fast rounds;
+* ``endpoints``: several servers, a concurrency limit on each, back-off of one that stops answering;
+* ``scrub``: credentials kept out of every message;
 * ``cache``: replies keyed by a hash of the request, in a DuckDB file of the study;
 * ``accounting``: the ``llm_calls`` rows and the run's counters;
 * ``decision``: :class:`LLMDecision`, the base a study subclasses (``llm_kind``

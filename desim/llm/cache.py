@@ -10,20 +10,26 @@ makes no calls.
 The cache is a DuckDB file (``<study>/runs/llm_cache.duckdb`` by default),
 separate from the panel store so it can be copied, shared between people or
 merged (``INSERT OR IGNORE INTO llm_cache SELECT * FROM other.llm_cache``).
-Look-ups and inserts are one bulk query per round. Replies are written when
-a round ends, whether it ended well or not, so a crash or a stop loses no
-reply that was paid for.
+Look-ups and inserts are one bulk query per round. Replies are handed to
+the cache when a round ends, whether it ended well or not, and written by a
+thread of their own while the next round runs (an insert costs 10-30 ms of
+DuckDB work and commit, a good part of a round against a fast server);
+look-ups see the replies still being written, and closing the cache waits
+for them, so a stop or a failed run loses no reply that was paid for.
 """
 from __future__ import annotations
 
 import hashlib
-import json
+import threading
 import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 import pyarrow as pa
 
 from .errors import LLMError
@@ -38,9 +44,9 @@ CREATE TABLE IF NOT EXISTS llm_cache (
 
 def request_key(model: str, messages: list[dict[str, str]], params: dict[str, Any], seed: int | None) -> str:
     """The cache key of one request (also stored as ``prompt_hash`` in ``llm_calls``)."""
-    blob = json.dumps({"model": model, "messages": messages, "params": params, "seed": seed},
-                      sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    blob = orjson.dumps({"model": model, "messages": messages, "params": params, "seed": seed},
+                        option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(blob).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class CachedReply:
 
 
 class ReplyCache:
-    """A read-write connection to one cache file, held for a run."""
+    """A read-write connection to one cache file, held for a run, with one writer thread."""
 
     def __init__(self, path: str | Path, attempts: int = 40, wait_s: float = 0.25):
         self.path = Path(path)
@@ -66,38 +72,84 @@ class ReplyCache:
                                    "using it; wait for it, or give this run its own llm.cache_path") from None
                 time.sleep(wait_s)
         self.con.execute(SCHEMA)
+        self._writer_con = self.con.cursor()          # its own connection to the same database
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="desim-llm-cache")
+        self._writing: dict[str, CachedReply] = {}    # handed over, not yet committed
+        self._lock = threading.Lock()
+        self._error: Exception | None = None
 
     def get_many(self, keys: list[str]) -> dict[str, CachedReply]:
         if not keys:
             return {}
-        wanted = pa.table({"key": pa.array(keys, pa.string())})
+        with self._lock:
+            found = {k: self._writing[k] for k in keys if k in self._writing}
+        wanted = pa.table({"key": pa.array([k for k in keys if k not in found], pa.string())})
         self.con.register("_wanted", wanted)
         try:
             rows = self.con.execute("SELECT c.key, c.content, c.tokens_in, c.tokens_out FROM llm_cache c "
                                     "JOIN _wanted w ON c.key = w.key").fetchall()
         finally:
             self.con.unregister("_wanted")
-        return {k: CachedReply(content, tin or 0, tout or 0) for k, content, tin, tout in rows}
+        found.update({k: CachedReply(content, tin or 0, tout or 0) for k, content, tin, tout in rows})
+        return found
 
     def put_many(self, rows: list[tuple[str, str, str, int, int]]) -> None:
-        """Store ``(key, model, content, tokens_in, tokens_out)`` rows; known keys are kept as they are."""
+        """Store ``(key, model, content, tokens_in, tokens_out)`` rows (known keys are kept as they are);
+        the write happens on the writer thread, and its error, if any, is raised by the next call."""
+        self._check()
         if not rows:
             return
+        with self._lock:
+            for key, _, content, tin, tout in rows:
+                self._writing.setdefault(key, CachedReply(content, tin, tout))
+        self._writer.submit(self._write, rows)
+
+    def _write(self, rows: list[tuple[str, str, str, int, int]]) -> None:
+        try:
+            self._insert(rows)
+        except Exception as e:  # noqa: BLE001 - reported by the next put_many or flush
+            self._error = self._error or e
+            return                       # the rows stay in _writing: this run still finds them
+        with self._lock:                 # committed: look-ups find these rows in the table now
+            for r in rows:
+                self._writing.pop(r[0], None)
+
+    def _insert(self, rows: list[tuple[str, str, str, int, int]]) -> None:
         table = pa.table({
             "key": pa.array([r[0] for r in rows], pa.string()),
             "model": pa.array([r[1] for r in rows], pa.string()),
             "content": pa.array([r[2] for r in rows], pa.string()),
             "tokens_in": pa.array([r[3] for r in rows], pa.int32()),
             "tokens_out": pa.array([r[4] for r in rows], pa.int32())})
-        self.con.register("_new", table)
+        con = self._writer_con
+        con.register("_new", table)
         try:
-            self.con.execute("INSERT OR IGNORE INTO llm_cache (key, model, content, tokens_in, tokens_out) "
-                             "SELECT DISTINCT ON (key) key, model, content, tokens_in, tokens_out FROM _new")
+            con.execute("INSERT OR IGNORE INTO llm_cache (key, model, content, tokens_in, tokens_out) "
+                        "SELECT DISTINCT ON (key) key, model, content, tokens_in, tokens_out FROM _new")
         finally:
-            self.con.unregister("_new")
+            con.unregister("_new")
+
+    def _check(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise LLMError(f"cannot write the LLM reply cache {self.path}: {error}")
+
+    def flush(self) -> None:
+        """Wait until every reply handed over is written; raise if a write failed."""
+        self._writer.submit(lambda: None).result()
+        self._check()
 
     def close(self) -> None:
+        """Write what is pending and close. A failed last write is a warning here, not an error: the
+        run's panel is complete, only a re-run would pay for those replies again."""
         try:
-            self.con.close()
-        except duckdb.Error:
-            pass
+            self.flush()
+        except LLMError as e:
+            warnings.warn(str(e), RuntimeWarning, stacklevel=2)
+        finally:
+            self._writer.shutdown(wait=True)
+            for con in (self._writer_con, self.con):
+                try:
+                    con.close()
+                except duckdb.Error:
+                    pass

@@ -1,46 +1,60 @@
-"""An OpenAI-compatible chat-completions client that keeps many requests in flight.
+"""An OpenAI-compatible chat-completions client: many requests in flight, every one bounded in time and size.
 
 vLLM, SGLang, llama.cpp's server, Ollama and the hosted APIs all serve
-``POST {base_url}/chat/completions``; this client speaks only that. It runs
-on an asyncio loop owned by the decision model (see ``LoopThread``), with at
-most ``concurrency`` requests in flight, so a round of N agents costs about
-``ceil(N / concurrency)`` times the server's latency.
+``POST {base_url}/chat/completions``; this client speaks only that, over
+aiohttp (one keep-alive session per endpoint; see the README for why), on an
+asyncio loop owned by the decision model (:class:`LoopThread`).
 
-Each request is retried on 408/409/425/429, on 5xx, on timeouts and on
-dropped or refused connections, with exponential back-off and jitter, and
-waits at least as long as the server's ``Retry-After`` (or
-``retry-after-ms``) asks, up to ``backoff_max_s``. Other 4xx answers (a wrong
-model name, a bad key) are not retried: :class:`LLMRequestRejected`. A
-request that fails every attempt raises :class:`LLMUnavailable`. The API key
-goes into the ``Authorization`` header and nowhere else; error text from the
-server is scrubbed of it before it reaches a message.
+Bounds, all derived from the ``llm`` block (:class:`~desim.llm.config.LLMConfig`):
+
+* an attempt (connect, send, the whole reply) has ``timeout_s``, so a server
+  that trickles bytes cannot hold it longer;
+* a reply body is read up to ``max_reply_bytes`` and refused beyond
+  (``Accept-Encoding: identity`` and no decompression, so what is counted is
+  what is held);
+* a request has ``request_deadline_s()``; a round has ``round_deadline_s(n)``;
+* fail-fast: the first request out of retries ends the round at once, its
+  other requests cancelled, with an error naming step, round, agent and URL.
+
+Retried: 408/409/425/429, 5xx, an answer that is not a chat completion or is
+too large (after a back-off of ``backoff_s x 2^(k-1)``, jittered, at least
+what ``Retry-After`` asks, at most ``backoff_max_s``, holding no slot), and no
+answer at all (the endpoint is backed off and the request goes to another
+endpoint; :mod:`desim.llm.endpoints`). Other 4xx are not retried:
+:class:`LLMRequestRejected`. Credentials never reach a message
+(:mod:`desim.llm.scrub`).
 """
 from __future__ import annotations
 
 import asyncio
 import random
 import threading
-import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
-from typing import Any, Coroutine
+from typing import Any, Coroutine, Mapping
 
-import httpx
+import aiohttp
+import orjson
 
-from .config import LLMConfig
-from .errors import LLMRequestRejected, LLMUnavailable
+from .config import LLMConfig, shown_url
+from .endpoints import Endpoint, EndpointPool
+from .errors import LLMError, LLMRequestRejected, LLMUnavailable
+from .scrub import Scrubber, basic_token, userinfo
 
 RETRY_STATUS = {408, 409, 425, 429}
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What one request produced: the text, its usage and how it went."""
+    """What one request produced: the text, its usage, how it went and which endpoint answered."""
 
     content: str | None
     tokens_in: int
     tokens_out: int
     latency_ms: float
     attempts: int
+    endpoint: str | None = None
 
 
 def estimate_tokens(text: str) -> int:
@@ -48,7 +62,7 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def retry_after_seconds(headers: httpx.Headers) -> float:
+def retry_after_seconds(headers: Mapping[str, str]) -> float:
     """The wait a 429/503 asks for: ``retry-after-ms`` or ``Retry-After`` in seconds (0 if absent)."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
@@ -60,103 +74,207 @@ def retry_after_seconds(headers: httpx.Headers) -> float:
     return 0.0
 
 
+def endpoint_proxy(url: str) -> str | None:
+    """The proxy the environment (``https_proxy``, ``no_proxy``, ...) names for ``url``, if any."""
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
+
+
+class _Retry(Exception):
+    """One attempt failed in a way worth retrying; ``down`` when the endpoint did not answer at all."""
+
+    def __init__(self, why: str, wait: float = 0.0, down: bool = False):
+        super().__init__(why)
+        self.why, self.wait, self.down = why, wait, down
+
+
 class ChatClient:
-    """Chat completions against one server, with bounded concurrency and retries."""
+    """Chat completions against one or more endpoints, bounded in time, size and concurrency."""
 
     def __init__(self, cfg: LLMConfig, api_key: str | None):
         self.cfg = cfg
-        self._key = api_key
-        base = httpx.URL(cfg.base_url.rstrip("/") + "/chat/completions")
-        self.url = base
-        self.shown_url = str(base.copy_with(username=None, password=None))
+        urls = cfg.endpoints()
+        self.scrub = Scrubber(api_key, urls + [p for p in map(endpoint_proxy, urls) if p]).clean
+        creds = [userinfo(u) for u in urls]
+        if api_key and any(creds):
+            raise LLMError("credentials twice: DESIM_LLM_API_KEY and user:password@ in DESIM_LLM_BASE_URL; "
+                           "use one of them")
+        self._auth = [f"Bearer {api_key}" if api_key else f"Basic {basic_token(*c)}" if c else None for c in creds]
+        self.endpoints = [Endpoint(url=shown_url(u) + "/chat/completions", shown=shown_url(u),
+                                   limit=cfg.concurrency, proxy=endpoint_proxy(u)) for u in urls]
+        self.shown_url = ", ".join(e.shown for e in self.endpoints)
         self.retries = 0
-        self._free: asyncio.Queue[httpx.AsyncClient] | None = None
         self._jitter = random.Random()
+        self._pool: EndpointPool | None = None
 
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+    def _ensure(self) -> EndpointPool:
+        """One keep-alive session per endpoint, made on the loop that uses it."""
+        if self._pool is None:
+            for endpoint, auth in zip(self.endpoints, self._auth):
+                headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+                if auth:
+                    headers["Authorization"] = auth
+                # trust_env=False: aiohttp would look up netrc and the proxy variables on a thread
+                # for every request; the proxy is looked up once instead (endpoint_proxy)
+                endpoint.session = aiohttp.ClientSession(
+                    headers=headers, auto_decompress=False, trust_env=False,
+                    cookie_jar=aiohttp.DummyCookieJar(),
+                    timeout=aiohttp.ClientTimeout(total=None),     # our own deadlines bound every attempt
+                    connector=aiohttp.TCPConnector(limit=self.cfg.concurrency, enable_cleanup_closed=True))
+            self._pool = EndpointPool(self.endpoints, self.cfg.backoff_s, self.cfg.backoff_max_s, self._jitter)
+        return self._pool
 
-    def _ensure(self) -> None:
-        """One single-connection HTTP client per slot, handed out through a queue.
+    async def complete_many(self, bodies: list[dict[str, Any]], labels: list[str],
+                            where: str) -> tuple[dict[int, Reply], Exception | None]:
+        """Send every body; ``({index: reply}, failure)``.
 
-        httpx's shared connection pool scans every connection for every
-        request (O(in-flight x connections) per round trip: ~8 ms of CPU per
-        request at 64 in flight); a client per slot keeps each pool trivial.
+        The first request that fails for good stops the round: the others are
+        cancelled and the replies already in are returned with the failure. So
+        is a round that outlives ``round_deadline_s``. ``where`` names the round.
         """
-        if self._free is None:
-            headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-            tls = httpx.create_ssl_context()
-            self._free = asyncio.Queue()
-            for _ in range(self.cfg.concurrency):
-                self._free.put_nowait(httpx.AsyncClient(
-                    headers=headers, timeout=httpx.Timeout(self.cfg.timeout_s), verify=tls,
-                    limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)))
-
-    async def complete_many(self, bodies: list[dict[str, Any]], labels: list[str]) -> list[Reply | Exception]:
-        """Send every body, at most ``concurrency`` at a time; results in input order."""
-        self._ensure()
-        return await asyncio.gather(*(self.complete(b, lab) for b, lab in zip(bodies, labels)),
-                                    return_exceptions=True)
+        self._ensure().new_round()
+        loop = asyncio.get_running_loop()
+        tasks = {loop.create_task(self.complete(body, label)): i
+                 for i, (body, label) in enumerate(zip(bodies, labels))}
+        deadline = self.cfg.round_deadline_s(len(bodies))
+        replies: dict[int, Reply] = {}
+        failure: Exception | None = None
+        try:
+            done, pending = await asyncio.wait(tasks, timeout=deadline, return_when=asyncio.FIRST_EXCEPTION)
+        finally:                        # also when the caller gives up (Ctrl-C): nothing keeps running
+            for task in tasks:
+                task.cancel()
+        for task in done:
+            error = task.exception()
+            if error is None:
+                replies[tasks[task]] = task.result()
+            elif failure is None or not isinstance(failure, LLMError):
+                failure = error
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+            if failure is None:
+                waiting = sorted(tasks[t] for t in pending)
+                failure = LLMUnavailable(
+                    f"{where}: {self.shown_url}: the round was not answered within its deadline of "
+                    f"{deadline:g} s ({len(waiting)} requests unanswered, the first: "
+                    f"{labels[waiting[0]]}); see llm.timeout_s and llm.max_retries")
+        if failure is not None and not isinstance(failure, LLMError):
+            failure = LLMUnavailable(f"{where}: {self.shown_url}: {type(failure).__name__}: "
+                                     f"{self.scrub(str(failure))}")
+        return replies, failure
 
     async def complete(self, body: dict[str, Any], label: str) -> Reply:
-        http = await self._free.get()
-        try:
-            return await self._complete(http, body, label)
-        finally:
-            self._free.put_nowait(http)
-
-    async def _complete(self, http: httpx.AsyncClient, body: dict[str, Any], label: str) -> Reply:
-        started = time.perf_counter()
-        last = ""
-        for attempt in range(1, self.cfg.max_retries + 2):
-            wait = 0.0
+        """One request: attempts until an answer, a refusal, no retries left or the request deadline."""
+        pool = self._pool
+        payload = orjson.dumps(body)
+        loop = asyncio.get_running_loop()
+        endpoint = await pool.acquire(0)
+        started = loop.time()
+        deadline = started + self.cfg.request_deadline_s()
+        last, tried, avoid = "", [], frozenset()
+        attempts = self.cfg.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                remaining = deadline - loop.time()
+                try:
+                    async with asyncio.timeout(max(remaining, 0.0)):
+                        endpoint = await pool.acquire(attempt - 1, avoid)
+                except TimeoutError:
+                    break
+                if loop.time() >= deadline:
+                    pool.release(endpoint, None)
+                    break
+            tried.append(endpoint.shown)
+            sent = loop.time()
             try:
-                resp = await http.post(self.url, json=body)
-            except httpx.TimeoutException:
-                last = f"no answer within {self.cfg.timeout_s:g} s"
-            except httpx.TransportError as e:
-                last = f"{type(e).__name__}: {self._scrub(str(e)) or 'connection failed'}"
-            else:
-                if resp.status_code == 200:
-                    reply = self._read(resp, body, started, attempt)
-                    if reply is not None:
-                        return reply
-                    last = "the server's answer is not a chat completion"
-                elif resp.status_code in RETRY_STATUS or resp.status_code >= 500:
-                    last = f"HTTP {resp.status_code}"
-                    wait = retry_after_seconds(resp.headers)
-                else:
-                    raise LLMRequestRejected(
-                        f"{label}: {self.shown_url} answered HTTP {resp.status_code}: "
-                        f"{self._scrub(resp.text)[:300]}")
-            if attempt <= self.cfg.max_retries:
+                reply = await self._attempt(endpoint, payload, body, min(self.cfg.timeout_s, deadline - sent),
+                                            label)
+            except _Retry as e:
+                pool.release(endpoint, not e.down, sent)      # an HTTP error still shows it alive
+                last = f"{endpoint.shown}: {e.why}"
+                if e.down:
+                    avoid = avoid | {endpoint}
+                if attempt == attempts:
+                    break
                 self.retries += 1
-                backoff = self.cfg.backoff_s * 2 ** (attempt - 1) * self._jitter.uniform(0.5, 1.0)
-                await asyncio.sleep(min(self.cfg.backoff_max_s, max(wait, backoff)))
-        raise LLMUnavailable(f"{label}: {self.shown_url} failed after {self.cfg.max_retries + 1} "
-                             f"attempts (last: {last})")
+                if not e.down:      # the endpoint answered: this request backs off on its own, slot freed
+                    backoff = self.cfg.backoff_s * 2 ** (attempt - 1) * self._jitter.uniform(0.5, 1.0)
+                    wait = min(self.cfg.backoff_max_s, max(e.wait, backoff), max(0.0, deadline - loop.time()))
+                    await asyncio.sleep(wait)
+                continue
+            except BaseException:
+                pool.release(endpoint, None)
+                raise
+            pool.release(endpoint, True)
+            return Reply(reply[0], reply[1], reply[2], (loop.time() - started) * 1000.0, attempt, endpoint.shown)
+        tries = f"{len(tried)} attempts" if len(tried) > 1 else "1 attempt"
+        ran_out = "" if len(tried) == attempts else f", out of its deadline of {self.cfg.request_deadline_s():g} s"
+        raise LLMUnavailable(f"{label}: {', '.join(dict.fromkeys(tried))} failed after {tries}{ran_out} "
+                             f"(last: {self.scrub(last)})")
 
-    def _read(self, resp: httpx.Response, body: dict[str, Any], started: float, attempt: int) -> Reply | None:
+    async def _attempt(self, endpoint: Endpoint, payload: bytes, body: dict[str, Any], timeout: float,
+                       label: str) -> tuple[str | None, int, int]:
+        """One HTTP exchange within ``timeout``: ``(content, tokens_in, tokens_out)`` or :class:`_Retry`."""
+        cap = self.cfg.max_reply_bytes
         try:
-            data = resp.json()
+            async with asyncio.timeout(max(timeout, 0.0)):
+                async with endpoint.session.post(endpoint.url, data=payload, proxy=endpoint.proxy) as resp:
+                    status = resp.status
+                    if resp.content_length is not None and resp.content_length > cap:
+                        resp.close()
+                        raise _Retry(f"a reply of {resp.content_length} bytes is over llm.max_reply_bytes={cap}")
+                    if resp.content_length is not None:       # announced and within the cap
+                        data = await resp.read()
+                    else:                                      # read until the end, counting
+                        data = bytearray()
+                        while chunk := await resp.content.readany():
+                            data += chunk
+                            if len(data) > cap:
+                                resp.close()
+                                raise _Retry(f"the reply grew past llm.max_reply_bytes={cap} bytes")
+                    headers = resp.headers
+        except TimeoutError:
+            raise _Retry(f"no complete answer within {timeout:g} s (llm.timeout_s)", down=True) from None
+        except (aiohttp.ClientError, OSError, ValueError) as e:
+            raise _Retry(f"{type(e).__name__}: {self.scrub(str(e)) or 'connection failed'}", down=True) from None
+        if status == 200:
+            parsed = self._read(bytes(data), body)
+            if parsed is None:
+                raise _Retry("the server's answer is not a chat completion")
+            return parsed
+        text = self.scrub(bytes(data[:600]).decode("utf-8", "replace"))[:300]
+        if status in RETRY_STATUS or status >= 500:
+            raise _Retry(f"HTTP {status}: {text}" if text else f"HTTP {status}", wait=retry_after_seconds(headers))
+        raise LLMRequestRejected(f"{label}: {endpoint.shown}/chat/completions answered HTTP {status}: {text}")
+
+    @staticmethod
+    def _read(raw: bytes, body: dict[str, Any]) -> tuple[str | None, int, int] | None:
+        try:
+            data = orjson.loads(raw)
             content = data["choices"][0]["message"].get("content")
+            usage = data.get("usage") or {}
+            tokens_in = usage.get("prompt_tokens")
+            tokens_out = usage.get("completion_tokens")
+            if tokens_in is None:
+                tokens_in = sum(estimate_tokens(m["content"]) for m in body["messages"])
+            if not isinstance(content, str):
+                content = None
+            if tokens_out is None:
+                tokens_out = estimate_tokens(content or "")
+            return content, int(tokens_in), int(tokens_out)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return None
-        usage = data.get("usage") or {}
-        tokens_in = usage.get("prompt_tokens")
-        if tokens_in is None:
-            tokens_in = sum(estimate_tokens(m["content"]) for m in body["messages"])
-        tokens_out = usage.get("completion_tokens")
-        if tokens_out is None:
-            tokens_out = estimate_tokens(content or "")
-        return Reply(content if isinstance(content, str) else None, int(tokens_in), int(tokens_out),
-                     (time.perf_counter() - started) * 1000.0, attempt)
 
     async def aclose(self) -> None:
-        if self._free is not None:
-            while not self._free.empty():
-                await self._free.get_nowait().aclose()
-            self._free = None
+        if self._pool is not None:
+            self._pool.close()
+            for endpoint in self.endpoints:
+                await endpoint.session.close()
+                endpoint.session = None
+            self._pool = None
 
 
 class LoopThread:
@@ -189,4 +307,3 @@ class LoopThread:
         self.thread.join(timeout=5)
         if not self.thread.is_alive():
             self.loop.close()
-

@@ -12,15 +12,25 @@ the study, so they come from the environment: ``DESIM_LLM_BASE_URL`` and
 study can be pointed at a stub, a local vLLM or a hosted API without being
 edited), and ``DESIM_LLM_API_KEY`` is the only place the key is read from.
 The key is never a field of :class:`LLMConfig`, so it cannot reach the stored
-config, the cache key or an error message.
+config, the cache key or an error message. For the same reason a ``base_url``
+in the file may not carry ``user:password@``: the file is stored with every
+run, the environment is not.
+
+``base_url`` may list several endpoints (``DESIM_LLM_BASE_URL`` separated by
+commas); ``concurrency`` applies to each. The deadlines the client enforces
+follow from the settings (:meth:`LLMConfig.request_deadline_s`,
+:meth:`LLMConfig.round_deadline_s`); ``docs/llm.md`` derives the worst-case
+time to fail from them.
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..config import StudyConfigError, _describe, _field_path
 
@@ -37,7 +47,7 @@ class LLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(default="stub", min_length=1)
-    base_url: str = DEFAULT_BASE_URL
+    base_url: str | list[str] = DEFAULT_BASE_URL
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(default=256, ge=1)
     # "run": a sampling seed per (run seed, step, round, agent), sent to the server
@@ -45,14 +55,59 @@ class LLMConfig(BaseModel):
     sampling_seed: Literal["run"] | int | None = "run"
     response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
     concurrency: int = Field(default=16, ge=1, le=1024)
+    # one attempt, all of it: connect, send, and the whole reply body
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=5, ge=0, le=50)
     backoff_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=30.0, ge=0)
+    # a reply body larger than this is refused while it is read (bytes on the wire)
+    max_reply_bytes: int = Field(default=256 * 1024, ge=1024)
+    # a request out of retries: "fail" the run, or give the round's unanswered agents to the rule
+    on_unavailable: Literal["fail", "fallback"] = "fail"
     max_calls: int | None = Field(default=None, ge=0)
     max_tokens_budget: int | None = Field(default=None, ge=0)
     cache: bool = True
     cache_path: str = "runs/llm_cache.duckdb"
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, value: str | list[str]) -> str | list[str]:
+        urls = [value] if isinstance(value, str) else value
+        if not urls:
+            raise ValueError("expected at least one URL")
+        for url in urls:
+            parts = urlsplit(url.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"expected an http:// or https:// URL, got {shown_url(url)!r}")
+        return value
+
+    def endpoints(self) -> list[str]:
+        """The base URLs, one per endpoint, without trailing slashes."""
+        urls = [self.base_url] if isinstance(self.base_url, str) else self.base_url
+        return [u.strip().rstrip("/") for u in urls]
+
+    def backoff_total_s(self) -> float:
+        """The waits of one request against a server that sends no ``Retry-After``: ``backoff_s x 2^(k-1)``
+        for the k-th retry (jitter only shortens it), each capped by ``backoff_max_s``."""
+        return sum(min(self.backoff_max_s, self.backoff_s * 2 ** k) for k in range(self.max_retries))
+
+    def request_deadline_s(self) -> float:
+        """The longest one request may take from its first attempt: every attempt plus every wait at its cap.
+
+        The client enforces it: a request still unanswered then is out of time,
+        whatever its retries say (a retry waiting for a free slot is still bounded).
+        """
+        return (self.max_retries + 1) * self.timeout_s + self.max_retries * self.backoff_max_s
+
+    def round_deadline_s(self, calls: int) -> float:
+        """A round of ``calls`` requests: one request deadline plus a full attempt for each further wave.
+
+        A server that answers every attempt within ``timeout_s`` needs at most
+        ``ceil(calls / concurrency)`` attempt times; one request may need its whole
+        deadline. A round that takes longer than this is stopped.
+        """
+        waves = max(1, math.ceil(calls / self.concurrency))
+        return self.request_deadline_s() + (waves - 1) * self.timeout_s
 
     def cache_file(self, study_root: Path) -> Path:
         """Where the reply cache lives: relative paths are inside the study folder."""
@@ -70,14 +125,30 @@ def load_llm_config(block: dict[str, Any] | None, environ: dict[str, str] | None
     if not isinstance(block, (dict, type(None))):
         raise StudyConfigError(where, [("llm", f"expected an object, got {type(block).__name__}")])
     data = dict(block or {})
-    for key, var in (("base_url", ENV_BASE_URL), ("model", ENV_MODEL)):
-        if environ.get(var):
-            data[key] = environ[var]
+    stored = data.get("base_url")
+    for url in [stored] if isinstance(stored, str) else stored if isinstance(stored, list) else []:
+        if isinstance(url, str) and "@" in urlsplit(url.strip()).netloc:
+            raise StudyConfigError(where, [("llm.base_url", "credentials in the URL (user:password@) would be "
+                                            f"stored with every run; put them in {ENV_BASE_URL} instead")])
+    if environ.get(ENV_BASE_URL):
+        urls = [u.strip() for u in environ[ENV_BASE_URL].split(",") if u.strip()]
+        data["base_url"] = urls[0] if len(urls) == 1 else urls
+    if environ.get(ENV_MODEL):
+        data["model"] = environ[ENV_MODEL]
     try:
         return LLMConfig.model_validate(data)
     except ValidationError as e:
         raise StudyConfigError(where, [("llm." + _field_path(err["loc"]), _describe(err))
                                        for err in e.errors()]) from None
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its ``user:password@`` part: the only form of a URL that reaches a message."""
+    parts = urlsplit(url.strip())
+    if "@" not in parts.netloc:
+        return url.strip()
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=host).geturl()
 
 
 def api_key(environ: dict[str, str] | None = None) -> str | None:

@@ -13,8 +13,10 @@ One round, for N agents, in ``decide_batch``:
 2. look every key up in the cache in one query; the misses are the calls;
 3. check the budget: if the misses would exceed ``max_calls`` or
    ``max_tokens_budget``, raise :class:`BudgetExhausted` before sending any;
-4. send the misses, ``concurrency`` at a time, on the model's private event
-   loop, and store the replies in the cache (even if the round then fails);
+4. send the misses, ``concurrency`` at a time per endpoint, on the model's
+   private event loop, and store the replies in the cache (even if the round
+   then fails); a request out of retries fails the round at once, or, with
+   ``on_unavailable: fallback``, leaves its unanswered agents to the rule;
 5. parse every reply; the unusable ones go to the rule; actions come back in
    the order of the observations, never in order of arrival.
 
@@ -38,11 +40,12 @@ from .accounting import CallLog
 from .cache import ReplyCache, request_key
 from .client import ChatClient, LoopThread, Reply, estimate_tokens
 from .config import SIMULATION_FILE, LLMConfig, api_key, load_llm_config
-from .errors import BudgetExhausted, LLMError
+from .errors import BudgetExhausted, LLMError, LLMUnavailable
 from .prompts import PromptTemplate
 from .replies import fake_reply, parse_reply, seed_from
 
 LLM_KINDS = ("openai", "scripted")
+_NO_REPLY = Reply(None, 0, 0, 0.0, 0)
 
 
 class LLMDecision(DecisionModel):
@@ -89,21 +92,27 @@ class LLMDecision(DecisionModel):
         step, round_idx = ctx.step, ctx.round_idx
         requests = [self._request(obs, mem) for obs, mem in zip(observations, memories)]
         keys = [key for key, _ in requests]
+        unanswered: str | None = None
         if self.llm_kind == "scripted":
             replies, cached = self._scripted(observations, memories, requests), set()
         else:
-            replies, cached = self._served(observations, requests, step, round_idx)
+            replies, cached, unanswered = self._served(observations, requests, step, round_idx)
         actions: list[Action | None] = []
         unusable: dict[int, str] = {}
         for i, (obs, reply) in enumerate(zip(observations, replies)):
-            action, why = self._parse(obs, reply.content)
+            if reply is None:                   # the server failed and the study falls back
+                action, why, outcome, reply = None, f"LLM unavailable ({unanswered})", "unavailable", _NO_REPLY
+            else:
+                action, why = self._parse(obs, reply.content)
+                outcome = "fallback" if action is None else "ok"
+                why = f"LLM reply unusable ({why})"
             actions.append(action)
             if action is None:
                 unusable[i] = why
             self.log.add(step=step, round_idx=round_idx, agent_id=obs.agent_id, model=self.model_name,
                          prompt_hash=keys[i], tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
-                         latency_ms=reply.latency_ms, cached=keys[i] in cached,
-                         outcome="fallback" if action is None else "ok", attempts=reply.attempts)
+                         latency_ms=reply.latency_ms, cached=keys[i] in cached, outcome=outcome,
+                         attempts=reply.attempts, endpoint=reply.endpoint)
         if unusable:
             self._fall_back(actions, unusable, observations, memories)
         return actions
@@ -164,7 +173,10 @@ class LLMDecision(DecisionModel):
         self._check_budget(len(out), sum(r.tokens_in for r in out))
         return out
 
-    def _served(self, observations, requests, step: int, round_idx: int) -> tuple[list[Reply], set[str]]:
+    def _served(self, observations, requests, step: int,
+                round_idx: int) -> tuple[list[Reply | None], set[str], str | None]:
+        """Replies from the cache and the server; ``None`` for an agent left unanswered (only when the
+        study sets ``on_unavailable: fallback``; otherwise the failure is raised), with the reason."""
         keys = [key for key, _ in requests]
         if self._cache is None and self.cfg.cache:
             self._cache = ReplyCache(self.cfg.cache_file(self._root()))
@@ -178,24 +190,28 @@ class LLMDecision(DecisionModel):
             if self._client is None:
                 self._loop, self._client = LoopThread(), ChatClient(self.cfg, api_key())
             labels = [f"step {step} round {round_idx} agent {observations[i].agent_id}" for i in todo]
-            results = self._loop.run(self._client.complete_many([requests[i][1] for i in todo], labels))
+            answered, failure = self._loop.run(self._client.complete_many(
+                [requests[i][1] for i in todo], labels, f"step {step} round {round_idx}"))
+            fresh = {todo[j]: reply for j, reply in answered.items()}
             self.log.totals["retries"] = self._client.retries
-            for i, result in zip(todo, results):
-                if isinstance(result, Reply):
-                    fresh[i] = result
-                elif failure is None:
-                    failure = result
             if self._cache:
                 self._cache.put_many([(keys[i], self.model_name, r.content, r.tokens_in, r.tokens_out)
                                       for i, r in fresh.items()])
-        if failure is not None:
+        falls_back = isinstance(failure, LLMUnavailable) and self.cfg.on_unavailable == "fallback"
+        if failure is not None and not falls_back:
             if isinstance(failure, LLMError):
                 raise type(failure)(f"{failure}; the {len(fresh)} replies received this round are cached, "
                                     "completed steps are kept: fix the server and resume the run") from None
             raise failure
-        replies = [fresh[i] if i in fresh else Reply(hits[k].content, hits[k].tokens_in, hits[k].tokens_out, 0.0, 0)
-                   for i, k in enumerate(keys)]
-        return replies, set(hits)
+        replies: list[Reply | None] = []
+        for i, k in enumerate(keys):
+            if i in fresh:
+                replies.append(fresh[i])
+            elif k in hits:
+                replies.append(Reply(hits[k].content, hits[k].tokens_in, hits[k].tokens_out, 0.0, 0))
+            else:
+                replies.append(None)
+        return replies, set(hits), (str(failure) if failure is not None else None)
 
     def _check_budget(self, calls: int, prompt_tokens: int) -> None:
         """Raise before a round that would go over ``max_calls`` or ``max_tokens_budget``."""
@@ -226,7 +242,7 @@ class LLMDecision(DecisionModel):
         for i in order:
             a = by_agent.get(observations[i].agent_id)
             if a is not None:
-                why = f"LLM reply unusable ({unusable[i]}); rule: {a.rationale}"
+                why = f"{unusable[i]}; rule: {a.rationale}"
                 actions[i] = a.model_copy(update={"source": "fallback", "rationale": why[:500]})
         actions[:] = [a for a in actions if a is not None]
 

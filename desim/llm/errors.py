@@ -5,13 +5,16 @@
   that round is sent, so the step in flight is abandoned whole; the engine
   ends the run ``interrupted`` at the step boundary and ``desim run --resume``
   continues it (re-executed steps are served by the cache, free).
-* :class:`LLMUnavailable` — a request still failed after every retry (server
-  down, timeouts, persistent 429/5xx). The run fails; completed steps and the
-  replies already paid for are kept.
+* :class:`LLMUnavailable` — a request still failed after every retry or its
+  deadline (server down, timeouts, persistent 429/5xx), or a round outlived
+  its deadline. The round stops at once and the run fails (unless the study
+  sets ``on_unavailable: fallback``); completed steps and the replies already
+  paid for are kept.
 * :class:`LLMRequestRejected` — the server refused a request in a way retrying
   cannot fix (400 wrong model name, 401 bad key, ...).
 
-Messages name the server URL and the step, round and agent, never the key.
+Messages name the server URL and the step, round and agent, never the key
+or a URL's ``user:password@`` (:mod:`desim.llm.scrub`).
 """
 from __future__ import annotations
 

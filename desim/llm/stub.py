@@ -14,7 +14,10 @@ on (prompt, k), not on arrival order, so retries eventually get through.
 ``GET /stub/stats`` reports what it did (requests, errors, garbage, the most
 requests it had in flight at once, hashes of the API keys it was sent).
 
-Run it with ``desim stub-llm --port 8000``; in-process with
+It is an aiohttp web application (the C HTTP parser of the client library
+the LLM layer uses anyway), so the stub's own CPU per request stays well
+below the client's and a benchmark measures the client. Run it with
+``desim stub-llm --port 8000``; in-process with
 ``with running_stub(latency_ms=100) as stub: ... stub.base_url``; or as a
 separate process (no GIL shared with the run: what benchmarks use, and what
 a test that kills the server needs) with ``with stub_process(...) as stub``.
@@ -30,18 +33,14 @@ import socket
 import subprocess
 import sys
 import threading
-import time
+import urllib.request
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-import httpx
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+import orjson
+from aiohttp import web
 
 from .client import estimate_tokens
 from .prompts import SCHEMA_MARKER
@@ -110,10 +109,10 @@ def request_schema(body: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {"reply": {"type": "string"}}}
 
 
-def build_app(settings: StubSettings, stats: StubStats) -> Starlette:
+def build_app(settings: StubSettings, stats: StubStats) -> web.Application:
     jitter = random.Random(settings.seed)
 
-    async def chat(request: Request) -> JSONResponse:
+    async def chat(request: web.Request) -> web.Response:
         stats.requests += 1
         stats.in_flight += 1
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
@@ -122,18 +121,18 @@ def build_app(settings: StubSettings, stats: StubStats) -> Starlette:
         finally:
             stats.in_flight -= 1
 
-    async def answer(request: Request) -> JSONResponse:
+    async def answer(request: web.Request) -> web.Response:
         auth = request.headers.get("authorization", "")
         if auth.startswith("Bearer "):
             stats.authorized += 1
             stats.key_hashes.add(hashlib.sha256(auth[7:].encode()).hexdigest()[:16])
         try:
-            body = await request.json()
+            body = orjson.loads(await request.read())
             messages = body["messages"]
-            prompt = json.dumps([body.get("model"), messages, body.get("seed")], sort_keys=True)
+            prompt = orjson.dumps([body.get("model"), messages, body.get("seed")], option=orjson.OPT_SORT_KEYS)
         except (ValueError, KeyError, TypeError):
-            return JSONResponse({"error": {"message": "expected a JSON body with messages"}}, status_code=400)
-        digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+            return _json({"error": {"message": "expected a JSON body with messages"}}, 400)
+        digest = hashlib.sha256(prompt).hexdigest()
         stats.sends[digest] += 1
         sending = stats.sends[digest]
         delay = settings.latency_ms + (jitter.uniform(0, settings.jitter_ms) if settings.jitter_ms else 0.0)
@@ -142,18 +141,18 @@ def build_app(settings: StubSettings, stats: StubStats) -> Starlette:
         if _unit(settings.seed, digest, sending, "error") < settings.error_rate:
             stats.errors += 1
             if sending % 2:
-                return JSONResponse({"error": {"message": "rate limited (stub)", "type": "rate_limit"}},
-                                    status_code=429, headers={"Retry-After": f"{settings.retry_after_s:g}"})
-            return JSONResponse({"error": {"message": "internal error (stub)"}}, status_code=500)
+                return _json({"error": {"message": "rate limited (stub)", "type": "rate_limit"}}, 429,
+                             {"Retry-After": f"{settings.retry_after_s:g}"})
+            return _json({"error": {"message": "internal error (stub)"}}, 500)
         if _unit(settings.seed, digest, "garbage") < settings.garbage_rate:
             stats.garbage += 1
             content = GARBAGE[seed_from(settings.seed, digest, "which") % len(GARBAGE)]
         else:
-            content = json.dumps(fake_reply(request_schema(body), seed_from(settings.seed, digest)))
+            content = orjson.dumps(fake_reply(request_schema(body), seed_from(settings.seed, digest))).decode()
         stats.replies += 1
         tokens_in = sum(estimate_tokens(str(m.get("content", ""))) for m in messages)
         tokens_out = estimate_tokens(content)
-        return JSONResponse({
+        return _json({
             "id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": 0,
             "model": body.get("model", "stub"),
             "choices": [{"index": 0, "finish_reason": "stop",
@@ -161,23 +160,29 @@ def build_app(settings: StubSettings, stats: StubStats) -> Starlette:
             "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                       "total_tokens": tokens_in + tokens_out}})
 
-    async def models(request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "desim"}]})
+    async def models(request: web.Request) -> web.Response:
+        return _json({"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "desim"}]})
 
-    async def stub_stats(request: Request) -> JSONResponse:
-        return JSONResponse(stats.as_dict())
+    async def stub_stats(request: web.Request) -> web.Response:
+        return _json(stats.as_dict())
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                             Route("/v1/models", models, methods=["GET"]),
-                             Route("/stub/stats", stub_stats, methods=["GET"])])
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/stub/stats", stub_stats)
+    return app
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, headers=headers, content_type="application/json")
 
 
 def bind(port: int, host: str = "127.0.0.1") -> socket.socket:
     """A listening socket (``port=0``: any free port).
 
     Made with ``IPPROTO_TCP`` so that asyncio sets ``TCP_NODELAY`` on the
-    accepted connections: without it the reply body waits for the client's
-    delayed ACK of the headers, 40 ms per request.
+    accepted connections: without it a reply written in two pieces waits for
+    the client's delayed ACK of the first, 40 ms per request.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -186,10 +191,9 @@ def bind(port: int, host: str = "127.0.0.1") -> socket.socket:
     return sock
 
 
-def make_server(settings: StubSettings, stats: StubStats) -> uvicorn.Server:
-    config = uvicorn.Config(build_app(settings, stats), log_level="warning", access_log=False,
-                            lifespan="off", backlog=1024, timeout_graceful_shutdown=1)
-    return uvicorn.Server(config)
+def serve(settings: StubSettings, stats: StubStats, sock: socket.socket) -> None:
+    """Serve on ``sock`` until interrupted (what ``desim stub-llm`` runs)."""
+    web.run_app(build_app(settings, stats), sock=sock, print=None, access_log=None, shutdown_timeout=1)
 
 
 @dataclass
@@ -199,13 +203,16 @@ class RunningStub:
     base_url: str
     port: int
     stats: StubStats
-    server: uvicorn.Server
+    loop: asyncio.AbstractEventLoop
+    runner: web.AppRunner
     thread: threading.Thread
 
     def stop(self) -> None:
         """Stop at once: in-flight requests are dropped, as when a server dies."""
-        self.server.should_exit = True
-        self.server.force_exit = True
+        if self.loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
 
 
@@ -214,19 +221,20 @@ def running_stub(port: int = 0, **settings: Any) -> Iterator[RunningStub]:
     """Serve the stub on 127.0.0.1 (an ephemeral port by default) for the ``with`` block."""
     sock = bind(port)
     stats = StubStats()
-    server = make_server(StubSettings(**settings), stats)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="desim-stub", daemon=True)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(build_app(StubSettings(**settings), stats), access_log=None, shutdown_timeout=0)
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.SockSite(runner, sock).start())
+    thread = threading.Thread(target=loop.run_forever, name="desim-stub", daemon=True)
     thread.start()
     port = sock.getsockname()[1]
-    stub = RunningStub(f"http://127.0.0.1:{port}/v1", port, stats, server, thread)
+    stub = RunningStub(f"http://127.0.0.1:{port}/v1", port, stats, loop, runner, thread)
     try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("the stub server did not start")
-            time.sleep(0.01)
         yield stub
     finally:
         stub.stop()
+        if not thread.is_alive():
+            loop.close()
         sock.close()
 
 
@@ -238,7 +246,8 @@ class StubProcess:
     process: subprocess.Popen
 
     def stats(self) -> dict[str, Any]:
-        return httpx.get(self.base_url[:-len("/v1")] + "/stub/stats", timeout=10).json()
+        with urllib.request.urlopen(self.base_url[:-len("/v1")] + "/stub/stats", timeout=10) as reply:
+            return json.loads(reply.read())
 
     def kill(self) -> None:
         """Kill the server outright (SIGKILL), as when it crashes."""
