@@ -13,6 +13,7 @@ step.
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import uuid
 from pathlib import Path
@@ -36,8 +37,12 @@ def code_files(root: str | Path, roster: str | None = None) -> dict[str, str]:
     out: dict[str, str] = {}
     if not root.is_dir():
         return out
-    paths = [p for p in root.rglob("*.py") if not SKIP_DIRS & set(p.relative_to(root).parts[:-1])
-             and not any(part.startswith(".") for part in p.relative_to(root).parts)]
+    paths = []
+    # os.walk, pruned: never descend into runs/ (thousands of step folders, which runs and sweeps
+    # running beside this one create and remove while we look)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+        paths += [Path(folder) / f for f in files if f.endswith(".py") and not f.startswith(".")]
     if roster:
         paths.append(root / "population" / roster)
     for path in sorted(set(paths)):
