@@ -245,8 +245,8 @@ def cmd_sql(args) -> int:
         raise UserError(f"{db} does not exist: run the study first")
     con = read_only(db)
     try:
-        cur = con.execute(args.query)
-        table = cur.to_arrow_table() if cur.description else None
+        rel = con.sql(args.query)               # None for a statement that returns no rows
+        table = rel.to_arrow_table() if rel is not None else None
     except duckdb.Error as e:
         raise UserError(f"query failed: {e}") from None
     finally:
