@@ -23,7 +23,6 @@ Category colours are the study's (``state_colors`` in ``study.json``, see
 """
 from __future__ import annotations
 
-import json
 from html import escape
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from ..sampling import sample_nodes  # noqa: E402,F401 - part of this module's i
 from . import data  # noqa: E402
 from .content import file_stem  # noqa: E402
 from .figures import png  # noqa: E402
+from .player import page, panel_steps  # noqa: E402
 
 MAX_NODES = 5000
 SAMPLE_SIZE = 1000
@@ -224,16 +224,9 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
     return {"html": html_path, "png": png_path, "dir": out}
 
 
-def _panel_steps(frames: list[dict], max_panels: int) -> list[int]:
-    n = len(frames)
-    if n <= max_panels:
-        return list(range(n))
-    return sorted({int(round(i * (n - 1) / (max_panels - 1))) for i in range(max_panels)})
-
-
 def small_multiples(payload: dict, xy: np.ndarray, edges: list[tuple[int, int]], max_panels: int) -> bytes:
     frames = payload["frames"]
-    chosen = _panel_steps(frames, max_panels)
+    chosen = panel_steps(len(frames), max_panels)
     cols = min(4, max(1, len(chosen)))
     rows = -(-len(chosen) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3 * rows + 0.9), squeeze=False)
@@ -278,12 +271,10 @@ PLAYER_JS = r"""
 (function () {
   const D = JSON.parse(document.getElementById('desim-diffusion-data').textContent);
   const canvas = document.getElementById('net'), ctx = canvas.getContext('2d');
-  const slider = document.getElementById('step'), label = document.getElementById('label');
-  const play = document.getElementById('play'), counts = document.getElementById('counts');
+  const label = document.getElementById('label'), counts = document.getElementById('counts');
   const W = canvas.width, H = canvas.height, pad = 12, n = D.nodes.length;
   const px = i => pad + D.x[i] * (W - 2 * pad), py = i => pad + (1 - D.y[i]) * (H - 2 * pad);
   const r = Math.max(1.2, Math.min(6, 120 / Math.sqrt(Math.max(1, n))));
-  slider.max = D.frames.length - 1;
   function draw(k) {
     const f = D.frames[k];
     ctx.clearRect(0, 0, W, H);
@@ -314,19 +305,7 @@ PLAYER_JS = r"""
       counts.textContent = 'mean ' + (f.mean === null ? 'n/a' : f.mean.toFixed(3));
     }
   }
-  let timer = null;
-  function stop() { clearInterval(timer); timer = null; play.textContent = '\u25b6 play'; }
-  play.addEventListener('click', () => {
-    if (timer) { stop(); return; }
-    if (+slider.value >= D.frames.length - 1) slider.value = 0;
-    play.textContent = '\u275a\u275a pause';
-    timer = setInterval(() => {
-      if (+slider.value >= D.frames.length - 1) { stop(); return; }
-      slider.value = +slider.value + 1; draw(+slider.value);
-    }, 700);
-  });
-  slider.addEventListener('input', () => draw(+slider.value));
-  draw(0);
+  desimControls(D.frames.length, draw, 700);
 })();
 """
 
@@ -342,29 +321,8 @@ def _legend_html(payload: dict) -> str:
 
 
 def player_html(payload: dict) -> str:
-    blob = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
-    note = f'<p class="note">{escape(payload["note"])}</p>' if payload["note"] else ""
-    title = f"{payload['study']}: {payload['field']} over the network (run {payload['run_id']})"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
-canvas {{ border: 1px solid #ddd; max-width: 100%; }}
-.controls {{ margin: 0.6em 0; display: flex; gap: 0.8em; align-items: center; }}
-#step {{ width: 420px; }} .note {{ color: #a33; font-weight: bold; }}
-.key {{ margin-right: 1em; }} .key i {{ display: inline-block; width: 0.8em; height: 0.8em;
-  border-radius: 50%; margin-right: 0.3em; }}
-.ramp {{ display: inline-block; width: 160px; height: 0.8em; vertical-align: middle; }}
-</style></head><body>
-<h1>{escape(title)}</h1>
-{note}
-<div class="controls"><button id="play">&#9654; play</button>
-<input id="step" type="range" min="0" max="0" value="0"><span id="label"></span></div>
-<div id="legend">{_legend_html(payload)}</div>
-<p id="counts"></p>
-<canvas id="net" width="760" height="760"></canvas>
-<p class="note-small">Edges lit in orange: the agent posted a message in that step.</p>
-<script type="application/json" id="desim-diffusion-data">{blob}</script>
-<script>{PLAYER_JS}</script>
-</body></html>
-"""
+    return page(payload, title=f"{payload['study']}: {payload['field']} over the network (run {payload['run_id']})",
+                data_id="desim-diffusion-data", canvas_id="net", legend=_legend_html(payload), script=PLAYER_JS,
+                caption="Edges lit in orange: the agent posted a message in that step.",
+                css=".key i { border-radius: 50%; }\n"
+                    ".ramp { display: inline-block; width: 160px; height: 0.8em; vertical-align: middle; }\n")

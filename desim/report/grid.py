@@ -43,6 +43,7 @@ from .content import file_stem  # noqa: E402
 from .data import ReportError  # noqa: E402
 from ..store import field as state_field  # noqa: E402
 from .figures import PALETTE, png  # noqa: E402
+from .player import page, panel_steps  # noqa: E402
 
 MAX_CATEGORIES = 12
 NUMERIC_BINS = 32
@@ -301,14 +302,8 @@ def frames_figure(payload: dict, which: list[int], title: str | None = None) -> 
     return png(fig)
 
 
-def panel_positions(n: int, max_panels: int) -> list[int]:
-    if n <= max_panels:
-        return list(range(n))
-    return sorted({int(round(i * (n - 1) / (max_panels - 1))) for i in range(max_panels)})
-
-
 def small_multiples(payload: dict, max_panels: int = 12) -> bytes:
-    chosen = panel_positions(len(payload["frames"]), max_panels)
+    chosen = panel_steps(len(payload["frames"]), max_panels)
     cols = min(4, len(chosen))
     rows = -(-len(chosen) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3.1 * rows + 0.9), squeeze=False)
@@ -351,11 +346,9 @@ PLAYER_JS = r"""
   const D = JSON.parse(document.getElementById('desim-grid-data').textContent);
   const CODES = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
   const canvas = document.getElementById('grid'), ctx = canvas.getContext('2d');
-  const slider = document.getElementById('step'), label = document.getElementById('label');
-  const play = document.getElementById('play'), counts = document.getElementById('counts');
+  const label = document.getElementById('label'), counts = document.getElementById('counts');
   const cell = Math.max(2, Math.floor(760 / Math.max(D.width, D.height)));
   canvas.width = cell * D.width; canvas.height = cell * D.height;
-  slider.max = D.frames.length - 1;
   function draw(k) {
     const f = D.frames[k], lay = D.layer ? D.layer.frames[k] : null;
     ctx.fillStyle = D.layer ? '#ffffff' : '#f2f2f2'; ctx.fillRect(0, 0, canvas.width, canvas.height);
@@ -377,19 +370,7 @@ PLAYER_JS = r"""
     if (lay) text += ' \u00b7 ' + D.layer.name + ' in all: ' + Math.round(lay.total).toLocaleString();
     counts.textContent = text;
   }
-  let timer = null;
-  function stop() { clearInterval(timer); timer = null; play.textContent = '\u25b6 play'; }
-  play.addEventListener('click', () => {
-    if (timer) { stop(); return; }
-    if (+slider.value >= D.frames.length - 1) slider.value = 0;
-    play.textContent = '\u275a\u275a pause';
-    timer = setInterval(() => {
-      if (+slider.value >= D.frames.length - 1) { stop(); return; }
-      slider.value = +slider.value + 1; draw(+slider.value);
-    }, 300);
-  });
-  slider.addEventListener('input', () => draw(+slider.value));
-  draw(0);
+  desimControls(D.frames.length, draw, 300);
 })();
 """
 
@@ -411,28 +392,10 @@ def _legend_html(payload: dict) -> str:
 
 
 def player_html(payload: dict) -> str:
-    blob = json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
-    note = f'<p class="note">{escape(payload["note"])}</p>' if payload["note"] else ""
-    title = f"{payload['study']}: {payload['field']} on the grid (run {payload['run_id']})"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
-canvas {{ border: 1px solid #ddd; max-width: 100%; image-rendering: pixelated; }}
-.controls {{ margin: 0.6em 0; display: flex; gap: 0.8em; align-items: center; }}
-#step {{ width: 420px; }} .note {{ color: #a33; font-weight: bold; }}
-.key {{ margin-right: 1em; }} .key i {{ display: inline-block; width: 0.8em; height: 0.8em; margin-right: 0.3em; }}
-.ramp {{ display: inline-block; width: 120px; height: 0.8em; vertical-align: middle; border: 1px solid #ccc; }}
-</style></head><body>
-<h1>{escape(title)}</h1>
-{note}
-<div class="controls"><button id="play">&#9654; play</button>
-<input id="step" type="range" min="0" max="0" value="0"><span id="label"></span></div>
-<div id="legend">{_legend_html(payload)}</div>
-<p id="counts"></p>
-<canvas id="grid" width="760" height="760"></canvas>
-<p>{payload['width']} x {payload['height']} cells; y = 0 is the top row. One frame per step; agents not alive are not drawn.</p>
-<script type="application/json" id="desim-grid-data">{blob}</script>
-<script>{PLAYER_JS}</script>
-</body></html>
-"""
+    return page(payload, title=f"{payload['study']}: {payload['field']} on the grid (run {payload['run_id']})",
+                data_id="desim-grid-data", canvas_id="grid", legend=_legend_html(payload), script=PLAYER_JS,
+                caption=f"{payload['width']} x {payload['height']} cells; y = 0 is the top row. One frame per step; "
+                        "agents not alive are not drawn.",
+                css="canvas { image-rendering: pixelated; }\n"
+                    ".ramp { display: inline-block; width: 120px; height: 0.8em; vertical-align: middle; "
+                    "border: 1px solid #ccc; }\n")
