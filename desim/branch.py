@@ -289,7 +289,7 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
                     "panel keeps only each step's final-round actions, so a multi-round step cannot be "
                     "reproduced from it. Re-run the study from step 0, or run the parent with "
                     "record_rounds: true so that every round is stored and can be replayed.")
-        parent["last_step"] = last_step(db, from_run, parent["last_step"])
+        parent["last_step"] = last_step(db, from_run, parent["last_step"], parent["status"])
         if parent["last_step"] < at_step - 1:
             raise BranchRefused(f"parent run {from_run} is {parent['status']} and complete only up to step "
                                 f"{max(parent['last_step'], 0)}; a branch at step {at_step} needs steps 1..{at_step - 1}")

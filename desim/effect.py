@@ -33,7 +33,7 @@ from .config import coerce_like, load_study, read_json
 from .store import fetch_dicts, field, now, read_only, store_path
 from .sweep.executors import make_executor
 from .sweep.merge import WaitFn, merge_run, open_store
-from .sweep.plan import SweepError, seed_for
+from .sweep.plan import seed_for
 from .sweep.summary import describe
 from .sweep.worker import RunOutcome, RunTask, remove_db
 from .versions import code_files, code_hash, ensure_version

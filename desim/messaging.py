@@ -35,7 +35,6 @@ from typing import Callable, Iterable
 import networkx as nx
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .schemas import Action, Message
 
@@ -143,7 +142,7 @@ class NeighborFeed:
         post = self.bus.post
         for a in actions:
             kind = a.kind
-            if kind != "post" and kind != "reply":
+            if kind not in POST_KINDS:
                 continue
             p = a.payload
             m = Message(author_id=a.agent_id, step=step, round=round_idx, content=p.get("content", p),

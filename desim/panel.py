@@ -18,7 +18,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .fields import Fields
+from .fields import FieldError, Fields
 from .interfaces import ActionColumns
 
 
@@ -58,16 +58,18 @@ def _texts(values: list) -> pa.Array:
     return pa.array(values, pa.string())
 
 
+def _dicts(states: list, agents: list[str], step: int) -> None:
+    for s, a in zip(states, agents):
+        if not isinstance(s, dict):
+            raise FieldError(f"step {step}: agent '{a}': agent_state returned {type(s).__name__}, not a dict")
+
+
 # --- initial states ------------------------------------------------------------------
 def initial_rows(types: PanelTypes, ids: pa.Array, agents: list[str], states: list[dict]) -> pa.Table:
     """The per-agent path's agents before step 1; fixes the run's state fields."""
     if not types.state.names:
-        first = states[0] if states else {}
-        for s, a in zip(states, agents):
-            if not isinstance(s, dict):
-                from .fields import FieldError
-                raise FieldError(f"step 0: agent '{a}': agent_state returned {type(s).__name__}, not a dict")
-        types.state.start(first)
+        _dicts(states, agents, 0)
+        types.state.start(states[0] if states else {})
     return pa.table({"agent_id": ids, "state": types.state.struct(states, agents, 0)})
 
 
@@ -83,10 +85,7 @@ def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str],
     """The per-agent path's panel rows, in population order."""
     n = len(agents)
     states = [agent_state(agent_id) for agent_id in agents]   # agent_id: named in errors (desim.errors)
-    for s, a in zip(states, agents):
-        if not isinstance(s, dict):
-            from .fields import FieldError
-            raise FieldError(f"step {step}: agent '{a}': agent_state returned {type(s).__name__}, not a dict")
+    _dicts(states, agents, step)
     by_agent = {a.agent_id: a for a in actions}
     if len(by_agent) == n:
         acts = [by_agent[a] for a in agents]

@@ -254,11 +254,14 @@ def fetch_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = 
     return [dict(zip(cols, row)) for row in cur.fetchall()]
 
 
-def last_step(path: str | Path, run_id: str, recorded: int = -1) -> int:
-    """The last step a run has on disk. ``runs.last_step`` is written when a run ends; a run in
-    progress, or one that was killed, has more steps in its step folders than it says."""
-    return max(recorded if recorded is not None else -1,
-               RunFiles(data_dir(path), run_id).last_step())
+def last_step(path: str | Path, run_id: str, recorded: int = -1, status: str = "running") -> int:
+    """The last step a run has on disk. ``runs.last_step`` is written when a run ends, so it is
+    exact for every status but ``running``; a run in progress, or one that was killed, has more
+    steps in its step folders than it says, and only then are they looked at."""
+    recorded = recorded if recorded is not None else -1
+    if status != "running":
+        return recorded
+    return max(recorded, RunFiles(data_dir(path), run_id).last_step())
 
 
 def field(column: str, name: str) -> str:

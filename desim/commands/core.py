@@ -174,7 +174,7 @@ def cmd_runs(args) -> int:
     finally:
         con.close()
     for r in runs:
-        r["last_step"] = last_step(db, r["run_id"], r["last_step"])
+        r["last_step"] = last_step(db, r["run_id"], r["last_step"], r["status"])
     ids = {r["run_id"] for r in runs}
     children: dict[str, list[dict]] = {}
     by_version: dict[str | None, list[dict]] = {}

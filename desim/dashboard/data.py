@@ -247,7 +247,7 @@ def study_store(root: Path) -> dict[str, Any]:
         # a run holds the database only at its start and end, so a readable store says nothing about
         # who is writing: a "running" run is stalled when its process is gone
         r["stalled"] = r["status"] == "running" and r["health"] == "stale"
-        r["last_step"] = last_step(store_path(root), r["run_id"], r["last_step"])   # its step folders so far
+        r["last_step"] = last_step(store_path(root), r["run_id"], r["last_step"], r["status"])  # a running one
     for v in versions:
         v["diff"] = _json(v.get("diff"))
     for e in events:
