@@ -30,8 +30,10 @@ import threading
 import time
 import traceback
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -60,6 +62,9 @@ from .store import Store, store_path
 from .versions import code_files, code_hash, ensure_version, latest_run_of, overrides_of
 
 LATE = NORMAL + 1
+_agent_id, _kind, _step, _source, _payload = (attrgetter(name) for name in
+                                              ("agent_id", "kind", "step", "source", "payload"))
+_ACTION, _DICT, _STR, _SOURCES = {Action}, {dict}, {str}, frozenset(ACTION_SOURCES)
 
 
 class RunError(RuntimeError):
@@ -154,7 +159,8 @@ class Engine:
         self._signal: int | None = None
         self.counters: dict[str, Any] = {"decide_calls": 0, "rows_written": 0, "messages": 0}
         self.write_from = 1
-        self._build()
+        with _gc_paused(manage_gc):     # set-up makes many objects and no cyclic garbage worth a pass
+            self._build()
 
     # --- set-up -----------------------------------------------------------------
     def _build(self) -> None:
@@ -333,19 +339,31 @@ class Engine:
     def _checked(self, actions: Any, present: set[str], t: int, r: int) -> list[Action]:
         """Refuse garbage from a decision model with an error naming the agent.
 
-        This is where the hot-path records are validated (they are plain dataclasses): one
-        pass with every check in a single condition, and the slow walk only to word the error."""
+        This is where the hot-path records are validated (they are plain dataclasses): each
+        check is one pass in C over the round's actions (a set of their types, of their steps,
+        ...), and only when one fails are the actions walked in Python, to word the error."""
         if not isinstance(actions, list):
             raise RunError(f"step {t} round {r}: decide_batch returned {type(actions).__name__}, not a list")
-        seen: set[str] = set()
-        add = seen.add
-        sources = ACTION_SOURCES
-        for a in actions:
-            if (type(a) is not Action or a.agent_id in seen or a.agent_id not in present or a.step != t
-                    or a.source not in sources or type(a.payload) is not dict or type(a.kind) is not str
-                    or not a.kind):
-                self._refuse(a, seen, present, t, r)
-            add(a.agent_id)
+        if not actions:
+            return actions
+        try:        # every check as one pass in C over the round's actions
+            agents = list(map(_agent_id, actions))
+            kinds = list(map(_kind, actions))
+            good = (set(map(type, actions)) == _ACTION and len(set(agents)) == len(agents)
+                    and present.issuperset(agents) and set(map(_step, actions)) == {t}
+                    and _SOURCES.issuperset(map(_source, actions))
+                    and set(map(type, map(_payload, actions))) == _DICT
+                    and set(map(type, kinds)) == _STR and "" not in kinds)
+        except (AttributeError, TypeError):     # not Actions, or an unhashable id or step
+            good = False
+        if not good:
+            seen: set[str] = set()
+            for a in actions:
+                if (type(a) is not Action or a.agent_id in seen or a.agent_id not in present or a.step != t
+                        or a.source not in ACTION_SOURCES or type(a.payload) is not dict
+                        or type(a.kind) is not str or not a.kind):
+                    self._refuse(a, seen, present, t, r)
+                seen.add(a.agent_id)
         return actions
 
     def _refuse(self, a: Any, seen: set[str], present: set[str], t: int, r: int) -> None:
@@ -455,20 +473,24 @@ class Engine:
     def run(self) -> RunResult:
         """Run every step; mark the run completed, or failed with its completed steps kept."""
         started = time.perf_counter()
-        try:        # the study's set-up, before anything is written: its errors leave no trace in the store
-            self._call(self.environment.reset, self.seed)
-        except BaseException:
-            self.decision.close()
-            raise
-        memory = str(self.db_path) == ":memory:"
-        self.files = RunFiles(None if memory else data_dir(self.db_path), self.run_id)
-        self.live = None if memory else LiveFile(self.db_path, self.run_id, self.spec.id, self.n_steps, self.kind)
+        with _gc_paused(self.manage_gc):    # no collection passes during the study's set-up either
+            try:    # the study's set-up, before anything is written: its errors leave no trace in the store
+                self._call(self.environment.reset, self.seed)
+            except BaseException:
+                self.decision.close()
+                raise
+            memory = str(self.db_path) == ":memory:"
+            self.files = RunFiles(None if memory else data_dir(self.db_path), self.run_id)
+            self.live = None if memory else LiveFile(self.db_path, self.run_id, self.spec.id, self.n_steps,
+                                                     self.kind)
         self.last_written, self._saved_types = -1, None
         status, error, first, trace = "running", None, 1, None
         failure: Exception | None = None
         beat = Heartbeat(self.live, HEARTBEAT_SECONDS) if self.live else None
         previous = self._trap_signals()
         try:
+            if self.manage_gc:      # off for the whole run; one collection and a freeze before the loop
+                gc.disable()
             self._open_run(memory)
             self._initial(self._call(self.environment.advance_to, 0, step=0))
             if self.sim_cfg.agent_processes:
@@ -480,7 +502,6 @@ class Engine:
             if self.manage_gc:
                 gc.collect()
                 gc.freeze()
-                gc.disable()
             self.sim.run(until=steps)
             status = "completed"
         except StopRun as e:
@@ -608,6 +629,19 @@ class Engine:
             config=config, parameters=dict(self.sim_cfg.parameters), parent_run_id=parent,
             fork_step=self.fork_step, note=self.note, sweep_id=self.sweep_id, n_agents=len(self.ids),
             version_id=version_id, overrides=overrides_of(self.spec), code=code, code_hash=code_hash(code))
+
+
+@contextmanager
+def _gc_paused(pause: bool):
+    """The cyclic collector off for a block (when the engine manages it), back as it was after."""
+    was = gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause and was:
+            gc.enable()
 
 
 def run_study(spec: StudySpec, **kwargs) -> RunResult:

@@ -26,12 +26,14 @@ first agent at fault.
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import Any, Iterable
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .jsontext import json_array
 
 ARROW = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string(),
          "json": pa.json_(), "null": pa.null()}
@@ -82,12 +84,8 @@ def describe(value: Any) -> str:
     return f"{text[:60]}..." if len(text) > 60 else text
 
 
+_DICT = {dict}
 _PLAIN = {"bool": bool, "int": int, "float": float, "str": str, "null": lambda v: None}
-
-
-def _json_text(values: list) -> pa.Array:
-    return pa.array([None if v is None else orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
-                     for v in values], pa.json_())
 
 
 class Fields:
@@ -116,7 +114,7 @@ class Fields:
             for v, a in zip(values, agents):
                 if v is not None and kind_of(v) != "json":
                     self._refuse(step, a, name, v, kind)
-            return _json_text(values)
+            return json_array(list(values), none_is_null=True)
         try:
             arr = pa.array(values, from_pandas=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
@@ -205,6 +203,20 @@ class Fields:
 
     def struct(self, records: list[dict | None], agents: list[str], step: int) -> pa.StructArray:
         """Dicts (None for no record) as one struct column, in this object's field order."""
+        names = self.names
+        # the common case, checked in C: every record a dict of exactly the known fields
+        if names and set(map(type, records)) == _DICT and set(map(len, records)) == {len(names)}:
+            try:
+                rows = list(map(itemgetter(*names), records))
+            except KeyError:
+                rows = None
+            if rows is not None:
+                columns = [rows] if len(names) == 1 else zip(*rows)
+                return pa.StructArray.from_arrays([self.column(name, values, agents, step)
+                                                   for name, values in zip(names, columns)], names=list(names))
+        return self._struct(records, agents, step)
+
+    def _struct(self, records: list[dict | None], agents: list[str], step: int) -> pa.StructArray:
         present = [r for r in records if r is not None]
         if self.fixed:
             for r, a in zip(records, agents):

@@ -59,7 +59,8 @@ class InMemoryMessageBus(MessageBus):
 
     ``_by_step[step][author]`` lists that author's messages of that step in
     round order, so a reader looks up each neighbour once per visible step
-    and stops at the first message of a round it may not see yet.
+    and stops at the first message of a round it may not see yet. A message
+    is stored once and the same object is handed to every reader.
     """
 
     def __init__(self, carry_previous_step: bool = False):
@@ -69,25 +70,38 @@ class InMemoryMessageBus(MessageBus):
         self._undrained: list[Message] = []
 
     def post(self, message: Message) -> None:
-        step = message.step
-        if self._latest is None or step > self._latest:
-            self._latest = step
-            for old in [s for s in self._by_step if s < step - 1]:
-                del self._by_step[old]
-        by_author = self._by_step.setdefault(step, {})
-        mine = by_author.get(message.author_id)
-        if mine is None:
-            by_author[message.author_id] = [message]
-        elif mine[-1].round <= message.round:
-            mine.append(message)
-        else:  # posted out of round order: keep the list sorted by round (stable)
-            at = next(i for i, m in enumerate(mine) if m.round > message.round)
-            mine.insert(at, message)
-        self._undrained.append(message)
+        self.post_many((message,))
 
-    def visible_to(self, recipient: str, neighbors: Iterable[str], step: int, round_idx: int) -> list[Message]:
+    def post_many(self, messages: Iterable[Message]) -> None:
+        """Post several messages, in order (what ``NeighborFeed.ingest`` does with a round's posts)."""
+        by_step, undrained = self._by_step, self._undrained
+        for m in messages:
+            step = m[1]
+            if self._latest is None or step > self._latest:
+                self._latest = step
+                for old in [s for s in by_step if s < step - 1]:
+                    del by_step[old]
+            by_author = by_step.get(step)
+            if by_author is None:
+                by_author = by_step[step] = {}
+            mine = by_author.get(m[0])
+            if mine is None:
+                by_author[m[0]] = [m]
+            elif mine[-1][2] <= m[2]:
+                mine.append(m)
+            else:  # posted out of round order: keep the list sorted by round (stable)
+                at = next(i for i, old in enumerate(mine) if old[2] > m[2])
+                mine.insert(at, m)
+            undrained.append(m)
+
+    def _steps_for(self, step: int, round_idx: int):
+        """(this step's messages if any round before ``round_idx`` exists, last step's if carried)."""
         now = self._by_step.get(step) if round_idx > 0 else None
         before = self._by_step.get(step - 1) if self.carry_previous_step else None
+        return now, before
+
+    def visible_to(self, recipient: str, neighbors: Iterable[str], step: int, round_idx: int) -> list[Message]:
+        now, before = self._steps_for(step, round_idx)
         out: list[Message] = []
         if not now and not before:
             return out
@@ -97,17 +111,45 @@ class InMemoryMessageBus(MessageBus):
             if before:
                 old = before.get(author)
                 if old:
-                    out.extend(old)
+                    out += old
             if now:
                 mine = now.get(author)
                 if mine:
-                    if mine[-1].round < round_idx:
-                        out.extend(mine)
+                    if mine[-1][2] < round_idx:
+                        out += mine
                     else:
                         for m in mine:
-                            if m.round >= round_idx:
+                            if m[2] >= round_idx:
                                 break
                             out.append(m)
+        return out
+
+    def contents_by_author(self, step: int, round_idx: int, field: str | None = None) -> dict[str, list]:
+        """For every author, the contents (``content[field]`` with ``field``) of its messages a
+        reader may see at ``step``, ``round_idx``, in ``visible_to``'s order; authors with none
+        are absent.
+
+        One pass over the messages of the visible steps: a round's readers then each cost only
+        their neighbours' look-ups in this dict (``NeighborFeed.contents``).
+        """
+        now, before = self._steps_for(step, round_idx)
+        try:
+            if field is None:
+                out = {a: [m[3] for m in ms] for a, ms in before.items()} if before else {}
+            else:
+                out = {a: [m[3][field] for m in ms] for a, ms in before.items()} if before else {}
+            for a, ms in (now or {}).items():
+                seen = [m for m in ms if m[2] < round_idx]      # sorted by round: the visible prefix
+                if seen:
+                    got = [m[3] for m in seen] if field is None else [m[3][field] for m in seen]
+                    out[a] = out[a] + got if a in out else got
+        except (KeyError, TypeError, IndexError):
+            bad = next((m for ms in [*(before or {}).values(), *(now or {}).values()] for m in ms
+                        if not isinstance(m[3], dict) or field not in m[3]), None)
+            if bad is None:
+                raise
+            raise KeyError(f"the message of '{bad[0]}' at step {bad[1]} round {bad[2]} has no content "
+                           f"field '{field}' (content: {bad[3]!r:.80})") from None
         return out
 
     def drain(self) -> list[Message]:
@@ -120,12 +162,16 @@ class InMemoryMessageBus(MessageBus):
         return sorted(self._by_step)
 
 
+_new = tuple.__new__
+
+
 class NeighborFeed:
     """Routes post-shaped actions onto a bus and reads each agent's neighbours back.
 
     A run's network is fixed, so each reader's neighbours are resolved once,
-    on its first read, and kept as a tuple: a reader then costs its neighbours'
-    dictionary lookups on the bus, not a walk through the networkx graph.
+    on its first read, and kept as a tuple (without the reader itself): a
+    reader then costs its neighbours' dictionary lookups on the bus, not a
+    walk through the networkx graph.
     """
 
     def __init__(self, neighbors_fn: Callable[[str], Iterable[str]], bus: MessageBus):
@@ -136,30 +182,68 @@ class NeighborFeed:
     def ingest(self, actions: Iterable[Action], step: int, round_idx: int) -> list[Message]:
         """Post every ``post`` or ``reply`` action; other kinds pass through untouched.
 
-        The message content is ``payload["content"]`` when present, else the payload.
+        The message content is ``payload["content"]`` when present, else the
+        payload; ``payload["channel"]`` and ``payload["reply_to"]`` set those
+        fields. Returns the messages posted.
         """
         posted = []
-        post = self.bus.post
+        add = posted.append
         for a in actions:
             kind = a.kind
-            if kind not in POST_KINDS:
+            if kind != "post" and kind != "reply":
                 continue
             p = a.payload
-            m = Message(author_id=a.agent_id, step=step, round=round_idx, content=p.get("content", p),
-                        channel=p.get("channel", "feed"), kind=kind, reply_to=p.get("reply_to"))
-            post(m)
-            posted.append(m)
+            if "content" in p or "channel" in p or "reply_to" in p:
+                add(_new(Message, (a.agent_id, step, round_idx, p.get("content", p), p.get("channel", "feed"),
+                                   kind, "neighbors", p.get("reply_to"))))
+            else:
+                add(_new(Message, (a.agent_id, step, round_idx, p, "feed", kind, "neighbors", None)))
+        bus = self.bus
+        if isinstance(bus, InMemoryMessageBus):
+            bus.post_many(posted)
+        else:
+            for m in posted:
+                bus.post(m)
         return posted
 
     def neighbours(self, agent_id: str) -> tuple[str, ...]:
         found = self._neighbours.get(agent_id)
         if found is None:
-            found = self._neighbours[agent_id] = tuple(self.neighbors_fn(agent_id))
+            found = self._neighbours[agent_id] = tuple(n for n in self.neighbors_fn(agent_id) if n != agent_id)
         return found
 
     def local_for(self, agent_id: str, t: int, round_idx: int) -> list[Message]:
         """The messages ``agent_id`` may see at step ``t``, round ``round_idx``."""
         return self.bus.visible_to(agent_id, self.neighbours(agent_id), t, round_idx)
+
+    def contents(self, ids: Iterable[str], t: int, round_idx: int, field: str | None = None) -> list[list]:
+        """For each of ``ids``, the contents of the messages it may see (``local_for``'s messages,
+        in its order), or with ``field`` each content's ``field``: the fast way to read a round.
+
+        ``feed.contents(ids, t, r, "opinion")[i]`` equals
+        ``[m.content["opinion"] for m in feed.local_for(ids[i], t, r)]``: the round's messages
+        are gathered by author once, then each reader looks up its neighbours.
+        """
+        bus = self.bus
+        if not isinstance(bus, InMemoryMessageBus):
+            if field is None:
+                return [[m.content for m in self.local_for(a, t, round_idx)] for a in ids]
+            return [[m.content[field] for m in self.local_for(a, t, round_idx)] for a in ids]
+        by_author = bus.contents_by_author(t, round_idx, field)
+        if not by_author:
+            return [[] for _ in ids]
+        get, known, out = by_author.get, self._neighbours, []
+        for a in ids:
+            nbrs = known.get(a)
+            if nbrs is None:
+                nbrs = self.neighbours(a)
+            heard = []
+            for n in nbrs:
+                got = get(n)
+                if got:
+                    heard += got
+            out.append(heard)
+        return out
 
 
 # --- the columnar path ------------------------------------------------------------------

@@ -30,8 +30,16 @@ def build_graph(interaction: Interaction, personas: list[Persona], seed: int) ->
         return g
     if kind == "groups":
         return _groups(personas, interaction.attribute or "")
-    g = _generated(interaction, n, seed)
-    return nx.relabel_nodes(g, dict(enumerate(ids)), copy=True) if n else g
+    return _labelled(_generated(interaction, n, seed), ids)
+
+
+def _labelled(g: nx.Graph, ids: list[str]) -> nx.Graph:
+    """``g`` (nodes ``0..n-1``) over the agent ids, with every node's neighbours in the same order
+    (what ``nx.relabel_nodes(g, ..., copy=True)`` gives, built directly: generators carry no data)."""
+    h = g.__class__()
+    h.add_nodes_from(ids)
+    h.add_edges_from((ids[u], ids[v]) for u, v in g.edges())
+    return h
 
 
 def _generated(it: Interaction, n: int, seed: int) -> nx.Graph:

@@ -11,6 +11,7 @@ Parquet); ``run_id`` comes from the folder the files live in.
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -19,7 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .fields import FieldError, Fields
+from .jsontext import dumps, json_array
 from .interfaces import ActionColumns
+from .schemas import Message
 
 
 class PanelTypes:
@@ -37,17 +40,6 @@ class PanelTypes:
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state.to_json(), "payload": self.payload.to_json(),
                 "round_payload": self.round_payload.to_json()}
-
-
-def dumps(value: Any) -> str:
-    """Canonical JSON (sorted keys) for message contents and event details."""
-    return orjson.dumps(value, default=_plain, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _steps(step: int, n: int) -> pa.Array:
@@ -85,19 +77,29 @@ def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str],
     """The per-agent path's panel rows, in population order."""
     n = len(agents)
     states = [agent_state(agent_id) for agent_id in agents]   # agent_id: named in errors (desim.errors)
-    _dicts(states, agents, step)
-    by_agent = {a.agent_id: a for a in actions}
-    if len(by_agent) == n:
-        acts = [by_agent[a] for a in agents]
+    if set(map(type, states)) != _DICT:
+        _dicts(states, agents, step)
+    if len(actions) == n and list(map(_agent_id, actions)) == agents:
+        acts = actions                      # everyone acted, in population order: the common case
+        kinds, payloads = list(map(_kind, acts)), list(map(_payload, acts))
+        sources, rationales = list(map(_source, acts)), list(map(_rationale, acts))
     else:
+        by_agent = {a.agent_id: a for a in actions}
         acts = [by_agent.get(a) for a in agents]
+        kinds = [a.kind if a else None for a in acts]
+        payloads = [a.payload if a else None for a in acts]
+        sources = [a.source if a else None for a in acts]
+        rationales = [a.rationale if a else None for a in acts]
     return pa.table({
         "step": _steps(step, n), "agent_id": ids, "state": types.state.struct(states, agents, step),
-        "action_kind": _texts([a.kind if a else None for a in acts]),
-        "payload": types.payload.struct([a.payload if a else None for a in acts], agents, step),
-        "action_source": _texts([a.source if a else None for a in acts]),
-        "action_rationale": _texts([a.rationale if a else None for a in acts]),
+        "action_kind": _texts(kinds), "payload": types.payload.struct(payloads, agents, step),
+        "action_source": _texts(sources), "action_rationale": _texts(rationales),
         "away": _away(away, n)})
+
+
+_DICT = {dict}
+_agent_id, _kind, _payload, _source, _rationale = (attrgetter(name) for name in
+                                                   ("agent_id", "kind", "payload", "source", "rationale"))
 
 
 def _away(away: np.ndarray | None, n: int) -> pa.Array:
@@ -172,18 +174,39 @@ def columnar_rows(types: PanelTypes, step: int, ids: pa.Array, states: dict[str,
 MESSAGE_COLUMNS = ("round", "author_id", "channel", "kind", "content", "audience", "reply_to")
 
 
-def message_rows(messages: list, step: int) -> pa.Table:
+def message_rows(messages, step: int) -> pa.Table:
     """Drained messages as the ``messages`` table's columns (content as canonical JSON),
-    each with the step it was posted in."""
+    each with the step it was posted in (``step`` for a message with none).
+
+    ``Message`` is a named tuple: the columns are one transposition of the list."""
+    rows = messages
+    if set(map(type, rows)) - {Message}:      # a study's own message objects: read by attribute
+        rows = [(m.author_id, m.step, m.round, m.content, m.channel, m.kind, m.audience, m.reply_to)
+                for m in messages]
+    if not rows:
+        return pa.table({name: pa.array([], kind) for name, kind in _MESSAGE_TYPES.items()})
+    author, steps, rounds, content, channel, kind, audience, reply_to = zip(*rows)
+    if None in steps:
+        steps = [step if s is None else s for s in steps]
+    try:
+        texts = json_array(content)
+    except TypeError:               # name the first message JSON cannot hold
+        for m in rows:
+            try:
+                dumps(m[3])
+            except TypeError as e:
+                raise FieldError(f"step {m[1]} round {m[2]}: agent '{m[0]}': message content "
+                                 f"{m[3]!r:.60} is not JSON ({e})") from None
+        raise
     return pa.table({
-        "step": pa.array([step if m.step is None else m.step for m in messages], pa.int32()),
-        "round": pa.array([m.round for m in messages], pa.int32()),
-        "author_id": _texts([m.author_id for m in messages]),
-        "channel": _texts([m.channel for m in messages]),
-        "kind": _texts([m.kind for m in messages]),
-        "content": pa.array([dumps(m.content) for m in messages], pa.json_()),
-        "audience": _texts([m.audience for m in messages]),
-        "reply_to": _texts([m.reply_to for m in messages])})
+        "step": pa.array(steps, pa.int32()), "round": pa.array(rounds, pa.int32()),
+        "author_id": _texts(author), "channel": _texts(channel), "kind": _texts(kind),
+        "content": texts, "audience": _texts(audience),
+        "reply_to": _texts(reply_to)})
+
+
+_MESSAGE_TYPES = {"step": pa.int32(), "round": pa.int32(), "author_id": pa.string(), "channel": pa.string(),
+                  "kind": pa.string(), "content": pa.json_(), "audience": pa.string(), "reply_to": pa.string()}
 
 
 def message_table(table: pa.Table, step: int) -> pa.Table:
@@ -195,8 +218,8 @@ def message_table(table: pa.Table, step: int) -> pa.Table:
         if pa.types.is_string(content.type) or pa.types.is_large_string(content.type):
             table = table.set_column(table.column_names.index("content"), "content", content.cast(pa.json_()))
         else:
-            texts = [None if v is None else dumps(v) for v in content.to_pylist()]
-            table = table.set_column(table.column_names.index("content"), "content", pa.array(texts, pa.json_()))
+            table = table.set_column(table.column_names.index("content"), "content",
+                                     json_array(content.to_pylist(), none_is_null=True))
     return table
 
 

@@ -1,0 +1,67 @@
+"""Many values as canonical JSON text, one Arrow string per value, in one serialiser call.
+
+Message contents, JSON-typed state fields and event details are stored as
+JSON text, one per row. Serialising them one call at a time costs a fixed
+price per call that dwarfs the work (orjson 3.13 takes about 3 µs per call on
+the benchmark machine, 0.15 µs per value inside one list). So the values are
+serialised at once, as one JSON array with a raw newline (an
+``orjson.Fragment``, copied verbatim) between every two of them. orjson
+escapes every newline inside strings, so the raw newlines are exactly the
+separators: one numpy pass finds them, and the text between them becomes one
+Arrow string array without a Python object per value.
+
+The text of each value is exactly what ``orjson.dumps(value, option=SORT_KEYS
+| NON_STR_KEYS)`` gives for it alone (tested): compact, keys sorted.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_NEWLINE = orjson.Fragment(b"\n")
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):          # numpy scalars and arrays
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def dumps(value: Any) -> str:
+    """One value as canonical JSON text (sorted keys)."""
+    return orjson.dumps(value, default=_plain, option=OPTIONS).decode()
+
+
+def json_array(values: list, none_is_null: bool = False) -> pa.Array:
+    """``values`` as an Arrow array of JSON text (``pa.json_()``), one entry per value.
+
+    With ``none_is_null`` a ``None`` is a SQL NULL; otherwise it is the JSON
+    text ``null``. Raises ``TypeError`` (from orjson) for a value JSON cannot hold.
+    """
+    n = len(values)
+    if n == 0:
+        return pa.array([], pa.json_())
+    items = [_NEWLINE] * (2 * n - 1)
+    items[::2] = values
+    data = orjson.dumps(items, default=_plain, option=OPTIONS)      # [v0,\n,v1,\n,...]
+    buf = np.frombuffer(data, np.uint8)
+    breaks = np.flatnonzero(buf == 10)
+    if len(breaks) != n - 1:
+        raise ValueError(f"json_array: found {len(breaks) + 1} values in the text of {n}")
+    keep = np.ones(len(buf), bool)      # drop '[' and ']', and ',\n,' between values
+    keep[[0, len(buf) - 1]] = False
+    keep[breaks - 1] = keep[breaks] = keep[breaks + 1] = False
+    text = buf[keep]
+    starts = np.empty(n + 1, np.int64)
+    starts[0], starts[1:n], starts[n] = 0, breaks + 2 - 1 - 3 * np.arange(1, n), len(text)
+    kind = pa.string() if len(text) < 2**31 else pa.large_string()
+    offsets = pa.py_buffer(starts.astype(np.int32 if kind == pa.string() else np.int64))
+    validity = None
+    if none_is_null and any(v is None for v in values):
+        validity = pa.array(np.fromiter((v is not None for v in values), bool, count=n)).buffers()[1]
+    strings = pa.Array.from_buffers(kind, n, [validity, offsets, pa.py_buffer(text)])
+    return pa.ExtensionArray.from_storage(pa.json_(), strings)
