@@ -23,7 +23,10 @@ same machine load.
 Timings: desim's whole run (load the study, build the population and the
 network, every step, the store), desim's step loop (steps 2..n, each written
 to its Parquet folder, scaled to n steps, as ``desim_probe.run_timed`` does),
-and Mesa's step loop (set-up excluded). Agent-steps/s = agents x steps /
+Mesa's step loop (set-up excluded) and Mesa's whole run (building the model,
+its ``Network`` and its agents from the exported population, then the steps;
+reading the JSON file excluded). Like for like: desim's step loop against
+Mesa's, desim's whole run against Mesa's. Agent-steps/s = agents x steps /
 seconds, on wall time and on the process's CPU time (the machine is shared;
 CPU time is the steadier figure).
 
@@ -313,7 +316,9 @@ def main() -> None:
                      "steps_wall_s", "steps_cpu_s"))
     if python:
         rows += [(f"Mesa {MESA}, discrete_space.Network (step loop)", mesa_runs["network"], "steps_s", "steps_cpu_s"),
-                 (f"Mesa {MESA}, plain neighbour lists (step loop)", mesa_runs["lists"], "steps_s", "steps_cpu_s")]
+                 (f"Mesa {MESA}, plain neighbour lists (step loop)", mesa_runs["lists"], "steps_s", "steps_cpu_s"),
+                 (f"Mesa {MESA}, discrete_space.Network, whole run (model built from the exported agents, then "
+                  "the steps)", mesa_runs["network"], "whole_s", "whole_cpu_s")]
     for label, runs, wall_key, cpu_key in rows:
         cpu_rate = rate(runs, cpu_key)
         print(f"| {label} | {rate(runs, wall_key):,.0f} | {cpu_rate:,.0f} | {1e6 / cpu_rate:.1f} |")
@@ -327,6 +332,9 @@ def main() -> None:
                 line += (f"; step loop {rate(desim_runs, 'steps_wall_s') / r_w:.2f}x wall, "
                          f"{rate(desim_runs, 'steps_cpu_s') / r_c:.2f}x CPU")
             print(line)
+        r_w, r_c = rate(mesa_runs["network"], "whole_s"), rate(mesa_runs["network"], "whole_cpu_s")
+        print(f"ratio desim whole run / Mesa (network) whole run: {rate(desim_runs, 'wall_s') / r_w:.2f}x wall, "
+              f"{rate(desim_runs, 'cpu_s') / r_c:.2f}x CPU")
     engine = mean(r["engine_us_per_agent_round"] for r in desim_runs)
     study_us = mean(r["study_us_per_agent_round"] for r in desim_runs)
     line = (f"engine share (everything but the study's methods), µs per agent-round (CPU): whole run {engine:.2f}")

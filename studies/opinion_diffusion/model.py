@@ -65,9 +65,10 @@ class OpinionEnvironment(EnvironmentProvider):
         macro = {"campaign_position": iv.value("campaign_position"), "broadcasts": iv.active_broadcasts()}
         heard = self.feed.contents(ids, t, round_idx, "opinion")
         opinion, attributes = self.opinion, iv.attributes
-        return [Observation(agent_id=a, step=t, round_idx=round_idx, macro_information=macro,
-                            local_physical={"opinion": opinion[a], "media_trust": attributes[a]["media_trust"]},
-                            local_information={"neighbour_opinions": neighbours})
+        # positional, in field order: agent_id, step, round_idx, macro_physical, local_physical,
+        # macro_information, local_information (twice as quick as keywords)
+        return [Observation(a, t, round_idx, {}, {"opinion": opinion[a], "media_trust": attributes[a]["media_trust"]},
+                            macro, {"neighbour_opinions": neighbours})
                 for a, neighbours in zip(ids, heard)]
 
     def apply(self, actions):
@@ -115,8 +116,8 @@ class BoundedConfidence(DecisionModel):
                 target = macro["campaign_position"]
                 if abs(target - x) < reach:
                     x += pull * me["media_trust"] * (target - x)
-            add(Action(agent_id=obs.agent_id, step=obs.step, kind="post",
-                       payload={"opinion": round(min(1.0, max(0.0, x)), 9)}, rationale=why, source="rule"))
+            # positional, in field order: agent_id, step, kind, payload, rationale (source: "rule")
+            add(Action(obs.agent_id, obs.step, "post", {"opinion": round(min(1.0, max(0.0, x)), 9)}, why))
         return actions
 
     def _encounters(self, observations) -> tuple[dict[str, float], dict[str, str]]:
