@@ -18,6 +18,7 @@ Two ways to write a study:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -210,7 +211,9 @@ class DecisionModel(Component):
         """Prepare for a run; ``self.ctx`` is set. The engine calls it while building the run,
         before anything is written, so a configuration error stops the run cleanly."""
 
-    def decide_batch(self, observations: list[Observation], memories: list[list[Action]]) -> list[Action]:
+    def decide_batch(self, observations: list[Observation], memories: Sequence[list[Action]]) -> list[Action]:
+        """One action per observation at most. ``memories[i]`` lists the ``i``-th agent's last
+        ``memory_window`` final-round actions, oldest first (a read-only sequence, looked up when read)."""
         raise NotImplementedError(f"{type(self).__name__} must implement decide_batch")
 
     def decide_columns(self, obs: dict[str, np.ndarray], idx: np.ndarray, t: int,

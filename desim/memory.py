@@ -51,7 +51,15 @@ class Memory:
         return out
 
     def for_batch(self, agent_ids: list[str]) -> "Memories":
-        return Memories(self, agent_ids)
+        """The memories of ``agent_ids`` as they stand now (later steps filed do not change them)."""
+        return Memories(Memory._as_of(self), agent_ids)
+
+    @staticmethod
+    def _as_of(memory: "Memory") -> "Memory":
+        """A copy that shares the filed steps but not the list of them (a few entries)."""
+        frozen = Memory.__new__(Memory)
+        frozen.window, frozen.n_agents, frozen._steps = memory.window, memory.n_agents, list(memory._steps)
+        return frozen
 
 
 class _Step:
@@ -73,7 +81,8 @@ class Memories(Sequence):
     """The memories of a round's agents, in their order, each looked up when read.
 
     ``memories[i]`` is a list of the ``i``-th agent's remembered actions
-    (oldest first), as ``decide_batch`` has always received.
+    (oldest first), as ``decide_batch`` has always received. A read-only
+    sequence, not a list: ``list(memories)`` gives the list of lists.
     """
 
     __slots__ = ("_memory", "_ids")

@@ -145,12 +145,9 @@ class InMemoryMessageBus(MessageBus):
                     got = [m[3] for m in seen] if field is None else [m[3][field] for m in seen]
                     out[a] = out[a] + got if a in out else got
         except (KeyError, TypeError, IndexError):
-            bad = next((m for ms in [*(before or {}).values(), *(now or {}).values()] for m in ms
-                        if not isinstance(m[3], dict) or field not in m[3]), None)
-            if bad is None:
-                raise
-            raise KeyError(f"the message of '{bad[0]}' at step {bad[1]} round {bad[2]} has no content "
-                           f"field '{field}' (content: {bad[3]!r:.80})") from None
+            read = [*(m for ms in (before or {}).values() for m in ms),
+                    *(m for ms in (now or {}).values() for m in ms if m[2] < round_idx)]
+            raise _missing(read, field) from None
         return out
 
     def single_contents(self, step: int, round_idx: int, field: str | None = None) -> dict | None:
@@ -183,6 +180,15 @@ class InMemoryMessageBus(MessageBus):
     def stored_steps(self) -> list[int]:
         """The steps still held for reading (at most the latest two)."""
         return sorted(self._by_step)
+
+
+def _missing(read: list[Message], field: str) -> KeyError:
+    """The error for the first message read whose content has no ``field``."""
+    bad = next((m for m in read if not isinstance(m[3], dict) or field not in m[3]), None)
+    if bad is None:
+        return KeyError(field)
+    return KeyError(f"the message of '{bad[0]}' at step {bad[1]} round {bad[2]} has no content "
+                    f"field '{field}' (content: {bad[3]!r:.80})")
 
 
 _new = tuple.__new__
@@ -250,9 +256,13 @@ class NeighborFeed:
         """
         bus = self.bus
         if not isinstance(bus, InMemoryMessageBus):
+            seen = [self.local_for(a, t, round_idx) for a in ids]
             if field is None:
-                return [[m.content for m in self.local_for(a, t, round_idx)] for a in ids]
-            return [[m.content[field] for m in self.local_for(a, t, round_idx)] for a in ids]
+                return [[m.content for m in ms] for ms in seen]
+            try:
+                return [[m.content[field] for m in ms] for ms in seen]
+            except (KeyError, TypeError, IndexError):
+                raise _missing([m for ms in seen for m in ms], field) from None
         single = bus.single_contents(t, round_idx, field)
         if single is not None:
             return self._gather_single(ids, single) if single else [[] for _ in ids]
