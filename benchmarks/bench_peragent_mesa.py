@@ -264,6 +264,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-mesa", action="store_true", help="desim only (no Mesa venv needed)")
     ap.add_argument("--profile", action="store_true", help="also profile one desim run with cProfile")
+    ap.add_argument("--no-processes-too", action="store_true",
+                    help="also run desim with agent_processes false (no standing SimPy process per agent)")
     ap.add_argument("--work", type=Path, default=HERE / "out" / "peragent_mesa",
                     help="where the study copy and the exported population go (default benchmarks/out/...)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
@@ -282,12 +284,23 @@ def main() -> None:
     shutil.copytree(ROOT / "studies" / "opinion_diffusion", study, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     population = args.work / "population.json"
     cfg = {"study": str(study), "steps": args.steps, "agents": args.agents}
+    if args.no_processes_too:        # the same study, no standing SimPy process per agent
+        lean = args.work / "opinion_diffusion_no_processes"
+        shutil.rmtree(lean, ignore_errors=True)
+        shutil.copytree(study, lean)
+        sim = lean / "simulation" / "simulation.json"
+        sim.write_text(json.dumps({**json.loads(sim.read_text()), "agent_processes": False}))
+    lean_runs = []
     me = [sys.executable, str(Path(__file__).resolve())]
     desim_runs, mesa_runs = [], {v: [] for v in VARIANTS}
     for i in range(args.repeat):
         d = run_child(me + ["--one", json.dumps({**cfg, "export": str(population) if i == 0 else None})])
         desim_runs.append(d)
         print(json.dumps(d), flush=True)
+        if args.no_processes_too:
+            d = run_child(me + ["--one", json.dumps({**cfg, "study": str(lean)})])
+            lean_runs.append(d)
+            print(json.dumps({**d, "side": "desim-no-processes"}), flush=True)
         if python:
             for v in VARIANTS:
                 m = run_child([str(python), str(HERE / "mesa_opinion.py"), str(population), v])
@@ -314,6 +327,10 @@ def main() -> None:
     if steps > 1:
         rows.append(("desim, step loop only (each step stored; set-up excluded as for Mesa)", desim_runs,
                      "steps_wall_s", "steps_cpu_s"))
+    if lean_runs:
+        rows.append(("desim, `agent_processes: false`, whole run", lean_runs, "wall_s", "cpu_s"))
+        if steps > 1:
+            rows.append(("desim, `agent_processes: false`, step loop only", lean_runs, "steps_wall_s", "steps_cpu_s"))
     if python:
         rows += [(f"Mesa {MESA}, discrete_space.Network (step loop)", mesa_runs["network"], "steps_s", "steps_cpu_s"),
                  (f"Mesa {MESA}, plain neighbour lists (step loop)", mesa_runs["lists"], "steps_s", "steps_cpu_s"),
@@ -335,6 +352,13 @@ def main() -> None:
         r_w, r_c = rate(mesa_runs["network"], "whole_s"), rate(mesa_runs["network"], "whole_cpu_s")
         print(f"ratio desim whole run / Mesa (network) whole run: {rate(desim_runs, 'wall_s') / r_w:.2f}x wall, "
               f"{rate(desim_runs, 'cpu_s') / r_c:.2f}x CPU")
+        if lean_runs:
+            r_s = rate(mesa_runs["network"], "steps_cpu_s")
+            line = f"ratio with agent_processes false / Mesa (network), CPU: whole run / whole run " \
+                   f"{rate(lean_runs, 'cpu_s') / r_c:.2f}x"
+            if steps > 1:
+                line += f", step loop / step loop {rate(lean_runs, 'steps_cpu_s') / r_s:.2f}x"
+            print(line)
     engine = mean(r["engine_us_per_agent_round"] for r in desim_runs)
     study_us = mean(r["study_us_per_agent_round"] for r in desim_runs)
     line = (f"engine share (everything but the study's methods), µs per agent-round (CPU): whole run {engine:.2f}")
@@ -350,6 +374,8 @@ def main() -> None:
     print("final metrics, desim: " + ", ".join(f"{k} {dm[k]!r}" for k in METRICS))
     same = all(r["metrics"] == dm for r in desim_runs)
     print(f"desim repeats give the same metrics: {same}")
+    if lean_runs:
+        print(f"desim with agent_processes false gives the same metrics: {all(r['metrics'] == dm for r in lean_runs)}")
     if python:
         for v in VARIANTS:
             mm = mesa_runs[v][0]["metrics"]

@@ -193,6 +193,7 @@ class Engine:
         self._call(self.decision.reset, self.seed)   # before anything is written: a bad llm block stops here
         self.columnar = has_columnar_path(self.environment, self.decision)
         self.ids = self.ctx.agent_ids
+        self._all_ids = frozenset(self.ids)
         self.id_array = pa.array(self.ids, pa.string())
         self.types = PanelTypes(self.sim_cfg.panel.allow_nonfinite if self.sim_cfg.panel else ())
         self._last_present: Any = None
@@ -323,13 +324,14 @@ class Engine:
                 self._round_rows.append(columnar_round_rows(self.types, t, self.id_array, actions, r))
             self._last_present = present
             return actions
-        ids = [self.ids[i] for i in present]
+        everyone = len(present) == len(self.ids)
+        ids = list(self.ids) if everyone else [self.ids[i] for i in present]
         observations = self._call(self.environment.observe_batch, ids, t, r, step=t, round_idx=r)
         if len(observations) != len(ids):
             raise RunError(f"step {t} round {r}: observe_batch returned {len(observations)} "
                            f"observations for {len(ids)} agents")
         actions = self._checked(self._call(self.decision.decide_batch, observations, self.memory.for_batch(ids),
-                                           step=t, round_idx=r), set(ids), t, r)
+                                           step=t, round_idx=r), self._all_ids if everyone else set(ids), t, r)
         self._call(self.environment.apply, actions, step=t, round_idx=r)
         if self.sim_cfg.record_rounds:
             self._round_rows.append(round_rows(self.types, t, actions, r))

@@ -30,6 +30,7 @@ what most rule models need; ``drain`` returns an Arrow table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from typing import Callable, Iterable
 
@@ -68,20 +69,53 @@ class InMemoryMessageBus(MessageBus):
         self.carry_previous_step = carry_previous_step
         self._by_step: dict[int, dict[str, list[Message]]] = {}
         self._latest: int | None = None
+        self._rounds: dict[int, int] = {}       # step -> the latest round posted in it
+        self._step_cache: dict[tuple, dict[str, list]] = {}    # (step, field) -> _step_contents
         self._undrained: list[Message] = []
 
     def post(self, message: Message) -> None:
         self.post_many((message,))
 
     def post_many(self, messages: Iterable[Message]) -> None:
-        """Post several messages, in order (what ``NeighborFeed.ingest`` does with a round's posts)."""
-        by_step, undrained = self._by_step, self._undrained
+        """Post several messages, in order."""
+        self._post_each(list(messages))
+
+    def _post_round(self, messages: list[Message], step: int, round_idx: int) -> None:
+        """Post one round's messages (all of ``step``, ``round_idx``), as ``NeighborFeed.ingest`` does."""
+        latest = self._latest
+        if not messages or (latest is not None and step < latest) or self._rounds.get(step, -1) > round_idx:
+            self._post_each(messages)           # an earlier step or round than posted before: the slow way
+            return
+        if latest is None or step > latest:
+            self._new_step(step)
+        self._forget(step)
+        self._rounds[step] = round_idx
+        add = self._by_step.setdefault(step, {}).setdefault
+        for m in messages:                      # after every earlier round of the step: each only appends
+            add(m[0], []).append(m)
+        self._undrained.extend(messages)
+
+    def _new_step(self, step: int) -> None:
+        """``step`` is the latest: steps before ``step - 1`` can never be seen again."""
+        self._latest = step
+        for old in [s for s in self._by_step if s < step - 1]:
+            del self._by_step[old]
+            self._rounds.pop(old, None)
+            self._forget(old)
+
+    def _forget(self, step: int) -> None:
+        """Drop what was gathered from ``step``'s messages: it has a new one."""
+        if self._step_cache:
+            for key in [k for k in self._step_cache if k[0] == step]:
+                del self._step_cache[key]
+
+    def _post_each(self, messages: list[Message]) -> None:
+        by_step, undrained, rounds = self._by_step, self._undrained, self._rounds
         for m in messages:
             step = m[1]
+            self._forget(step)
             if self._latest is None or step > self._latest:
-                self._latest = step
-                for old in [s for s in by_step if s < step - 1]:
-                    del by_step[old]
+                self._new_step(step)
             by_author = by_step.get(step)
             if by_author is None:
                 by_author = by_step[step] = {}
@@ -93,6 +127,8 @@ class InMemoryMessageBus(MessageBus):
             else:  # posted out of round order: keep the list sorted by round (stable)
                 at = next(i for i, old in enumerate(mine) if old[2] > m[2])
                 mine.insert(at, m)
+            if m[2] > rounds.get(step, -1):
+                rounds[step] = m[2]
             undrained.append(m)
 
     def _steps_for(self, step: int, round_idx: int):
@@ -135,10 +171,7 @@ class InMemoryMessageBus(MessageBus):
         """
         now, before = self._steps_for(step, round_idx)
         try:
-            if field is None:
-                out = {a: [m[3] for m in ms] for a, ms in before.items()} if before else {}
-            else:
-                out = {a: [m[3][field] for m in ms] for a, ms in before.items()} if before else {}
+            out = dict(self._step_contents(step - 1, field)) if before else {}
             for a, ms in (now or {}).items():
                 seen = [m for m in ms if m[2] < round_idx]      # sorted by round: the visible prefix
                 if seen:
@@ -149,6 +182,20 @@ class InMemoryMessageBus(MessageBus):
                     *(m for ms in (now or {}).values() for m in ms if m[2] < round_idx)]
             raise _missing(read, field) from None
         return out
+
+    def _step_contents(self, step: int, field: str | None) -> dict[str, list]:
+        """Every author's contents of a whole step (every round), kept while nothing is posted to
+        it: the previous step, read again in every round of this one."""
+        key = (step, field)
+        found = self._step_cache.get(key)
+        if found is None:
+            posts = self._by_step.get(step, {})
+            if field is None:
+                found = {a: [m[3] for m in ms] for a, ms in posts.items()}
+            else:
+                found = {a: [m[3][field] for m in ms] for a, ms in posts.items()}
+            self._step_cache[key] = found
+        return found
 
     def single_contents(self, step: int, round_idx: int, field: str | None = None) -> dict | None:
         """Like :meth:`contents_by_author`, one content per author instead of a list, when every
@@ -192,6 +239,7 @@ def _missing(read: list[Message], field: str) -> KeyError:
 
 
 _new = tuple.__new__
+chain_from = chain.from_iterable
 
 
 class NeighborFeed:
@@ -230,7 +278,7 @@ class NeighborFeed:
                 add(_new(Message, (a.agent_id, step, round_idx, p, "feed", kind, "neighbors", None)))
         bus = self.bus
         if isinstance(bus, InMemoryMessageBus):
-            bus.post_many(posted)
+            bus._post_round(posted, step, round_idx)
         else:
             for m in posted:
                 bus.post(m)
@@ -269,14 +317,25 @@ class NeighborFeed:
         by_author = bus.contents_by_author(t, round_idx, field)
         if not by_author:
             return [[] for _ in ids]
-        get, out = by_author.get, []
+        getters, get, out = self._getters, by_author.get, []
+        add, chain = out.append, chain_from
         for a in ids:
+            many = getters.get(a)
+            if many is None:
+                nbrs = self.neighbours(a)
+                many = getters[a] = itemgetter(*nbrs) if len(nbrs) > 1 else False
+            if many:
+                try:
+                    add(list(chain(many(by_author))))
+                    continue
+                except KeyError:    # a neighbour has nothing to show
+                    pass
             heard = []
             for n in self.neighbours(a):
                 got = get(n)
                 if got:
                     heard += got
-            out.append(heard)
+            add(heard)
         return out
 
     def _gather_single(self, ids: Iterable[str], single: dict) -> list[list]:

@@ -13,13 +13,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_peragent_benchmark_smoke(tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_peragent_mesa.py"), "--agents", "200",
-                          "--steps", "2", "--repeat", "1", "--no-mesa", "--work", str(tmp_path)],
+                          "--steps", "2", "--repeat", "1", "--no-mesa", "--no-processes-too", "--work", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     out = res.stdout
     run = json.loads(out.splitlines()[0])
     assert run["side"] == "desim" and run["agents"] == 200 and run["rows"] == 400 and run["messages"] == 400
     assert "| desim, whole run" in out and "| desim, step loop only" in out and "Mesa 3.3.1" not in out
+    assert "| desim, `agent_processes: false`, whole run" in out
+    assert "desim with agent_processes false gives the same metrics: True" in out
     assert re.search(r"engine share .*: whole run -?\d+\.\d+, step loop -?\d+\.\d+", out)
     metrics = re.search(r"final metrics, desim: (.*)", out).group(1)
     values = dict(part.split(" ") for part in metrics.split(", "))

@@ -31,6 +31,7 @@ from desim import (Action, EnvironmentProvider, InMemoryMessageBus, MetricCollec
 
 
 RULES = ("hegselmann_krause", "deffuant")
+REACH = tuple(f"{k} neighbours within reach" for k in range(64))   # the rationales, made once
 
 
 class Population(PopulationProvider):
@@ -39,12 +40,10 @@ class Population(PopulationProvider):
 
     def personas(self, rng):
         width = len(str(self.n - 1))
-        opinions = rng.uniform(0.0, 1.0, self.n)
-        trust = rng.uniform(0.0, 1.0, self.n)
-        return [Persona(agent_id=f"a{i:0{width}d}",
-                        attributes={"opinion": round(float(opinions[i]), 6),
-                                    "media_trust": round(float(trust[i]), 6)})
-                for i in range(self.n)]
+        opinions = rng.uniform(0.0, 1.0, self.n).tolist()
+        trust = rng.uniform(0.0, 1.0, self.n).tolist()
+        return [Persona(agent_id=f"a{i:0{width}d}", attributes={"opinion": round(x, 6), "media_trust": round(m, 6)})
+                for i, (x, m) in enumerate(zip(opinions, trust))]
 
 
 class OpinionEnvironment(EnvironmentProvider):
@@ -67,7 +66,9 @@ class OpinionEnvironment(EnvironmentProvider):
         opinion, attributes = self.opinion, iv.attributes
         # positional, in field order: agent_id, step, round_idx, macro_physical, local_physical,
         # macro_information, local_information (twice as quick as keywords)
-        return [Observation(a, t, round_idx, {}, {"opinion": opinion[a], "media_trust": attributes[a]["media_trust"]},
+        physical = {}       # nothing physical for everyone: one empty quadrant, shared
+        return [Observation(a, t, round_idx, physical,
+                            {"opinion": opinion[a], "media_trust": attributes[a]["media_trust"]},
                             macro, {"neighbour_opinions": neighbours})
                 for a, neighbours in zip(ids, heard)]
 
@@ -110,7 +111,8 @@ class BoundedConfidence(DecisionModel):
                 close = [y for y in obs.local_information["neighbour_opinions"] if abs(y - x) < eps]
                 if close:
                     x = x + mu * (sum(close) / len(close) - x)
-                why = f"{len(close)} neighbours within reach"
+                k = len(close)
+                why = REACH[k] if k < len(REACH) else f"{k} neighbours within reach"
             macro = obs.macro_information           # the campaign's pull while it is on air
             if macro["broadcasts"]:
                 target = macro["campaign_position"]
