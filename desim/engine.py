@@ -349,9 +349,8 @@ class Engine:
         if not actions:
             return actions
         try:        # every check as one pass in C over the round's actions
-            agents = list(map(_agent_id, actions))
-            kinds = list(map(_kind, actions))
-            good = (set(map(type, actions)) == _ACTION and len(set(agents)) == len(agents)
+            agents, kinds = set(map(_agent_id, actions)), set(map(_kind, actions))
+            good = (set(map(type, actions)) == _ACTION and len(agents) == len(actions)
                     and present.issuperset(agents) and set(map(_step, actions)) == {t}
                     and _SOURCES.issuperset(map(_source, actions))
                     and set(map(type, map(_payload, actions))) == _DICT

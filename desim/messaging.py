@@ -90,7 +90,16 @@ class InMemoryMessageBus(MessageBus):
             self._new_step(step)
         self._forget(step)
         self._rounds[step] = round_idx
-        add = self._by_step.setdefault(step, {}).setdefault
+        by_author = self._by_step.get(step)
+        if by_author is None:                   # the step's first posts: one list per author, in C
+            by_author = {m[0]: [m] for m in messages}
+            if len(by_author) == len(messages):
+                self._by_step[step] = by_author
+                self._undrained.extend(messages)
+                return
+            by_author = {}                      # someone posted twice: the loop below
+            self._by_step[step] = by_author
+        add = by_author.setdefault
         for m in messages:                      # after every earlier round of the step: each only appends
             add(m[0], []).append(m)
         self._undrained.extend(messages)

@@ -50,6 +50,22 @@ def _texts(values: list) -> pa.Array:
     return pa.array(values, pa.string())
 
 
+def _labels(values) -> pa.Array:
+    """A text column that is mostly one value (an action kind, a source, a channel): when it is
+    exactly one, repeated in C rather than converted string by string."""
+    try:
+        one = bool(values) and len(set(values)) == 1
+    except TypeError:                   # something unhashable: Arrow's conversion says what
+        one = False
+    if one:
+        first = values[0]
+        if first is None:
+            return pa.nulls(len(values), pa.string())
+        if type(first) is str:
+            return pa.repeat(pa.scalar(first, pa.string()), len(values))
+    return pa.array(values, pa.string())
+
+
 def _dicts(states: list, agents: list[str], step: int) -> None:
     for s, a in zip(states, agents):
         if not isinstance(s, dict):
@@ -92,8 +108,8 @@ def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str],
         rationales = [a.rationale if a else None for a in acts]
     return pa.table({
         "step": _steps(step, n), "agent_id": ids, "state": types.state.struct(states, agents, step),
-        "action_kind": _texts(kinds), "payload": types.payload.struct(payloads, agents, step),
-        "action_source": _texts(sources), "action_rationale": _texts(rationales),
+        "action_kind": _labels(kinds), "payload": types.payload.struct(payloads, agents, step),
+        "action_source": _labels(sources), "action_rationale": _texts(rationales),
         "away": _away(away, n)})
 
 
@@ -200,9 +216,8 @@ def message_rows(messages, step: int) -> pa.Table:
         raise
     return pa.table({
         "step": pa.array(steps, pa.int32()), "round": pa.array(rounds, pa.int32()),
-        "author_id": _texts(author), "channel": _texts(channel), "kind": _texts(kind),
-        "content": texts, "audience": _texts(audience),
-        "reply_to": _texts(reply_to)})
+        "author_id": _texts(author), "channel": _labels(channel), "kind": _labels(kind),
+        "content": texts, "audience": _labels(audience), "reply_to": _labels(reply_to)})
 
 
 _MESSAGE_TYPES = {"step": pa.int32(), "round": pa.int32(), "author_id": pa.string(), "channel": pa.string(),
