@@ -500,9 +500,8 @@ class Engine:
                 self._everyone = list(range(len(self.ids)))
             self.sim.process(self._collector())
             steps = self.sim.process(self._steps(first))
-            if self.manage_gc:
-                gc.collect()
-                gc.freeze()
+            if self.manage_gc:      # set-up's objects leave the collector's view; no collection pass first
+                gc.freeze()         # (set-up leaves little garbage; a pass took 0.2 s at 20,000 agents)
             self.sim.run(until=steps)
             status = "completed"
         except StopRun as e:

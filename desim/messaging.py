@@ -265,6 +265,7 @@ class NeighborFeed:
         self.bus = bus
         self._neighbours: dict[str, tuple[str, ...]] = {}
         self._getters: dict[str, Callable | bool] = {}
+        self._last_ids: tuple[list[str], list] | None = None
 
     def ingest(self, actions: Iterable[Action], step: int, round_idx: int) -> list[Message]:
         """Post every ``post`` or ``reply`` action; other kinds pass through untouched.
@@ -350,7 +351,17 @@ class NeighborFeed:
     def _gather_single(self, ids: Iterable[str], single: dict) -> list[list]:
         """Each reader's neighbours' one content each, through a cached ``itemgetter`` per reader
         (one C call a reader when all its neighbours posted)."""
-        getters, out = self._getters, []
+        getters = self._getters
+        if self._last_ids is not None and (ids is self._last_ids[0] or ids == self._last_ids[0]):
+            row = self._last_ids[1]             # the same readers as last round: their getters, in order
+        else:
+            row = [getters.get(a) or self._getter(a) for a in ids]
+            self._last_ids = (list(ids), row)
+        try:                                    # everyone's neighbours all posted: one C call a reader
+            return [list(get(single)) for get in row]
+        except (KeyError, TypeError):           # a neighbour did not post, or a reader has fewer than two
+            pass
+        out = []
         add = out.append
         for a in ids:
             get = getters.get(a)
@@ -365,6 +376,12 @@ class NeighborFeed:
                     pass
             add([single[n] for n in self.neighbours(a) if n in single])
         return out
+
+    def _getter(self, agent_id: str):
+        """A cached ``itemgetter`` over the reader's neighbours (``False`` for fewer than two)."""
+        nbrs = self.neighbours(agent_id)
+        get = self._getters[agent_id] = itemgetter(*nbrs) if len(nbrs) > 1 else False
+        return get
 
 
 # --- the columnar path ------------------------------------------------------------------
