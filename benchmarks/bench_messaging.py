@@ -41,7 +41,7 @@ import numpy as np
 
 from desim import (ActionColumns, Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus,
                    NeighborFeed, Observation, Persona, PopulationProvider, neighbors_fn)
-from desim.messaging import ColumnarFeed
+from desim.columnar_feed import ColumnarFeed
 
 
 class Crowd(PopulationProvider):

@@ -181,7 +181,7 @@ class EnvironmentProvider(Component):
         """Messages posted since the last call, for the ``messages`` table (the collector calls it).
 
         A list of ``Message``, or (columnar studies) a pyarrow Table shaped like
-        ``ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience, reply_to.
+        ``desim.columnar_feed.ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience, reply_to.
         """
         return self.bus.drain() if self.bus is not None else []
 

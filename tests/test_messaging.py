@@ -275,7 +275,7 @@ def _random_posts(rnd: random.Random, n: int, share: float) -> list[int]:
 def test_columnar_feed_equals_in_memory_bus(directed, carry):
     import numpy as np
 
-    from desim.messaging import ColumnarFeed
+    from desim.columnar_feed import ColumnarFeed
     rnd = random.Random(11)
     n = 40
     g = nx.gnp_random_graph(n, 0.12, seed=5, directed=directed)
@@ -318,7 +318,7 @@ def test_columnar_feed_equals_in_memory_bus(directed, carry):
 def test_columnar_feed_sums_and_refuses_double_posts():
     import numpy as np
 
-    from desim.messaging import ColumnarFeed
+    from desim.columnar_feed import ColumnarFeed
     columns = ColumnarFeed.from_graph(GRAPH, AGENTS)
     columns.post(np.array([0, 1, 2, 3]), 1, 0, {"v": np.array([1.0, 2.0, 4.0, 8.0])})
     seen_now = columns.visible(np.arange(5), 1, 1)
