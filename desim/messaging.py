@@ -317,59 +317,46 @@ class NeighborFeed:
                 raise _missing([m for ms in seen for m in ms], field) from None
         single = bus.single_contents(t, round_idx, field)
         if single is not None:
-            return self._gather_single(ids, single) if single else [[] for _ in ids]
+            return self._gather(ids, single, True) if single else [[] for _ in ids]
         by_author = bus.contents_by_author(t, round_idx, field)
-        if not by_author:
-            return [[] for _ in ids]
-        getters, get, out = self._getters, by_author.get, []
-        add, chain = out.append, chain_from
-        for a in ids:
-            many = getters.get(a)
-            if many is None:
-                nbrs = self.neighbours(a)
-                many = getters[a] = itemgetter(*nbrs) if len(nbrs) > 1 else False
-            if many:
-                try:
-                    add(list(chain(many(by_author))))
-                    continue
-                except KeyError:    # a neighbour has nothing to show
-                    pass
-            heard = []
-            for n in self.neighbours(a):
-                got = get(n)
-                if got:
-                    heard += got
-            add(heard)
-        return out
+        return self._gather(ids, by_author, False) if by_author else [[] for _ in ids]
 
-    def _gather_single(self, ids: Iterable[str], single: dict) -> list[list]:
-        """Each reader's neighbours' one content each, through a cached ``itemgetter`` per reader
-        (one C call a reader when all its neighbours posted)."""
-        getters = self._getters
-        if self._last_ids is not None and (ids is self._last_ids[0] or ids == self._last_ids[0]):
-            row = self._last_ids[1]             # the same readers as last round: their getters, in order
-        else:
-            row = [getters.get(a) or self._getter(a) for a in ids]
-            self._last_ids = (list(ids), row)
-        try:                                    # everyone's neighbours all posted: one C call a reader
-            return [list(get(single)) for get in row]
-        except (KeyError, TypeError):           # a neighbour did not post, or a reader has fewer than two
+    def _gather(self, ids: Iterable[str], by_author: dict, single: bool) -> list[list]:
+        """Each reader's neighbours' contents, in neighbour order: ``by_author`` holds one content per
+        author (``single``) or a list. A cached ``itemgetter`` per reader makes it one C call a
+        reader when all its neighbours have something to show."""
+        row = self._getters_for(ids)
+        try:
+            if single:
+                return [list(get(by_author)) for get in row]
+            return [list(chain_from(get(by_author))) for get in row]
+        except (KeyError, TypeError):       # a neighbour with nothing to show, or a reader with fewer than two
             pass
         out = []
         add = out.append
-        for a in ids:
-            get = getters.get(a)
-            if get is None:
-                nbrs = self.neighbours(a)
-                get = getters[a] = itemgetter(*nbrs) if len(nbrs) > 1 else False
+        for a, get in zip(ids, row):
             if get:
                 try:
-                    add(list(get(single)))
+                    add(list(get(by_author)) if single else list(chain_from(get(by_author))))
                     continue
-                except KeyError:    # a neighbour did not post
+                except KeyError:
                     pass
-            add([single[n] for n in self.neighbours(a) if n in single])
+            nbrs = self.neighbours(a)
+            if single:
+                add([by_author[n] for n in nbrs if n in by_author])
+            else:
+                add([c for n in nbrs for c in by_author.get(n, ())])
         return out
+
+    def _getters_for(self, ids: Iterable[str]) -> list:
+        """The readers' getters, in their order; the same readers as last round reuse the list."""
+        last = self._last_ids
+        if last is not None and (ids is last[0] or ids == last[0]):
+            return last[1]
+        getters = self._getters
+        row = [getters[a] if a in getters else self._getter(a) for a in ids]
+        self._last_ids = (list(ids), row)
+        return row
 
     def _getter(self, agent_id: str):
         """A cached ``itemgetter`` over the reader's neighbours (``False`` for fewer than two)."""
