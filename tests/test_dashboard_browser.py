@@ -16,7 +16,7 @@ from dashboard_helpers import ARTIFACTS, ROOT, ba_study, make_studies, odd_ids_s
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
-LIVE_AGENTS, LIVE_STEPS = 4000, 40     # a run of several seconds (~0.2-0.5 s per step here)
+LIVE_AGENTS, LIVE_STEPS = 20_000, 40   # a run of 10-20 s here (0.25-0.5 s per step), long enough to open pages during it
 BA_AGENTS = 5000
 DECLARED = json.loads((ROOT / "studies" / "rumor_network" / "study.json").read_text())["state_colors"]["rumor_state"]
 
