@@ -52,13 +52,12 @@ class Memory:
 
     def for_batch(self, agent_ids: list[str]) -> "Memories":
         """The memories of ``agent_ids`` as they stand now (later steps filed do not change them)."""
-        return Memories(Memory._as_of(self), agent_ids)
+        return Memories(self._snapshot(), agent_ids)
 
-    @staticmethod
-    def _as_of(memory: "Memory") -> "Memory":
+    def _snapshot(self) -> "Memory":
         """A copy that shares the filed steps but not the list of them (a few entries)."""
         frozen = Memory.__new__(Memory)
-        frozen.window, frozen.n_agents, frozen._steps = memory.window, memory.n_agents, list(memory._steps)
+        frozen.window, frozen.n_agents, frozen._steps = self.window, self.n_agents, list(self._steps)
         return frozen
 
 

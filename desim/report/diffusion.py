@@ -39,7 +39,7 @@ from ..palette import category_colors, declared_colors  # noqa: E402
 from ..sampling import sample_nodes  # noqa: E402,F401 - part of this module's interface
 from . import data  # noqa: E402
 from .content import file_stem  # noqa: E402
-from .figures import png  # noqa: E402
+from .figures import png, state_key  # noqa: E402
 from .player import page, panel_steps  # noqa: E402
 
 MAX_NODES = 5000
@@ -255,15 +255,7 @@ def small_multiples(payload: dict, xy: np.ndarray, edges: list[tuple[int, int]],
     if not edges:
         title += "\nno network edges saved with this run: agents on a grid in id order"
     fig.suptitle(title, fontsize=10)
-    if payload["kind"] == "categorical":
-        handles = [plt.Line2D([], [], marker="o", linestyle="", color=c, label=n)
-                   for n, c in zip(payload["categories"], payload["palette"])]
-        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-    else:
-        lo, hi = payload["range"]
-        sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
-        fig.colorbar(sm, ax=axes.ravel().tolist(), orientation="horizontal", fraction=0.03, pad=0.02,
-                     label=payload["field"])
+    state_key(fig, axes, payload, "o", list(payload.get("categories", [])))
     return png(fig)
 
 

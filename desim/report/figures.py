@@ -100,6 +100,20 @@ def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label
                     bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
 
 
+def state_key(fig: Figure, axes, payload: dict, marker: str, labels: list[str]) -> None:
+    """The key under a player's small multiples: a legend of the categories (``labels``, drawn
+    with ``marker``) or, for a numeric state, a colour bar over its range."""
+    if payload["kind"] == "categorical":
+        handles = [plt.Line2D([], [], marker=marker, linestyle="", color=c, label=label)
+                   for label, c in zip(labels, payload["palette"])]
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    else:
+        lo, hi = payload["range"]
+        sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
+        fig.colorbar(sm, ax=axes.ravel().tolist(), orientation="horizontal", fraction=0.03, pad=0.02,
+                     label=payload["field"])
+
+
 def legend_above(ax, ncol: int = 4) -> None:
     """The legend in a row above the plot area: never over the data, the event labels or the fork label."""
     ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=ncol, frameon=False,

@@ -42,7 +42,7 @@ from . import data  # noqa: E402
 from .content import file_stem  # noqa: E402
 from .data import ReportError  # noqa: E402
 from ..store import field as state_field  # noqa: E402
-from .figures import PALETTE, png  # noqa: E402
+from .figures import PALETTE, png, state_key  # noqa: E402
 from .player import page, panel_steps  # noqa: E402
 
 MAX_CATEGORIES = 12
@@ -316,15 +316,7 @@ def small_multiples(payload: dict, max_panels: int = 12) -> bytes:
     if payload["layer"]:
         title += f" (background: {payload['layer']['name']}, white = {payload['layer']['range'][0]:g})"
     fig.suptitle(title, fontsize=10)
-    if payload["kind"] == "categorical":
-        handles = [plt.Line2D([], [], marker="s", linestyle="", color=c, label=f"{payload['field']} {n}")
-                   for n, c in zip(payload["categories"], payload["palette"])]
-        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-    else:
-        lo, hi = payload["range"]
-        sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
-        fig.colorbar(sm, ax=axes.ravel().tolist(), orientation="horizontal", fraction=0.03, pad=0.02,
-                     label=payload["field"])
+    state_key(fig, axes, payload, "s", [f"{payload['field']} {n}" for n in payload.get("categories", [])])
     return png(fig)
 
 
