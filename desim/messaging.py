@@ -60,7 +60,7 @@ class InMemoryMessageBus(MessageBus):
         self._by_step: dict[int, dict[str, list[Message]]] = {}
         self._latest: int | None = None
         self._rounds: dict[int, int] = {}       # step -> the latest round posted in it
-        self._step_cache: dict[tuple, dict[str, list]] = {}    # (step, field) -> _step_contents
+        self._step_cache: dict[tuple, dict] = {}    # (step, field[, "latest"]) -> _step_contents, _step_latest
         self._undrained: list[Message] = []
 
     def post(self, message: Message) -> None:
@@ -222,6 +222,52 @@ class InMemoryMessageBus(MessageBus):
         except (KeyError, TypeError, IndexError):
             return None         # contents_by_author names the message at fault
 
+    def latest_by_author(self, step: int, round_idx: int, field: str | None = None) -> dict:
+        """For every author with a message a reader may see at ``step``, ``round_idx``, the content
+        (``content[field]`` with ``field``) of its latest one: the last of this step's visible
+        rounds, else the last of the previous step's (when carried). Authors with none are absent.
+
+        What a state-sharing model reads (an opinion, a price): each neighbour's current value,
+        not every value it stated. With one round a step it is every visible message.
+        """
+        now, before = self._steps_for(step, round_idx)
+        try:
+            if now and self._rounds.get(step, -1) < round_idx:      # all of this step's posts are visible
+                latest_now = self._step_latest(step, field)
+            elif now:
+                latest_now = {}
+                for a, ms in now.items():
+                    seen = [m for m in ms if m[2] < round_idx]
+                    if seen:
+                        latest_now[a] = seen[-1][3] if field is None else seen[-1][3][field]
+            else:
+                latest_now = {}
+            if not before:
+                return latest_now
+            latest_before = self._step_latest(step - 1, field)
+            if not latest_now:
+                return latest_before
+            out = dict(latest_before)
+            out.update(latest_now)
+            return out
+        except (KeyError, TypeError, IndexError):
+            read = [*(ms[-1] for ms in (before or {}).values()),
+                    *(m for ms in (now or {}).values() for m in ms if m[2] < round_idx)]
+            raise _missing(read, field) from None
+
+    def _step_latest(self, step: int, field: str | None) -> dict:
+        """Every author's latest content of a whole step, kept while nothing is posted to it."""
+        key = (step, field, "latest")
+        found = self._step_cache.get(key)
+        if found is None:
+            posts = self._by_step.get(step, {})
+            if field is None:
+                found = {a: ms[-1][3] for a, ms in posts.items()}
+            else:
+                found = {a: ms[-1][3][field] for a, ms in posts.items()}
+            self._step_cache[key] = found
+        return found
+
     def drain(self) -> list[Message]:
         """The messages posted since the last drain, in posting order; the buffer is cleared."""
         out, self._undrained = self._undrained, []
@@ -320,6 +366,29 @@ class NeighborFeed:
             return self._gather(ids, single, True) if single else [[] for _ in ids]
         by_author = bus.contents_by_author(t, round_idx, field)
         return self._gather(ids, by_author, False) if by_author else [[] for _ in ids]
+
+    def latest(self, ids: Iterable[str], t: int, round_idx: int, field: str | None = None) -> list[list]:
+        """For each of ``ids``, the latest visible content (or its ``field``) of each neighbour that
+        has one, in neighbour order: each neighbour's current opinion, price or state, once.
+
+        The latest is the one posted in the latest step and round, the last posted among equals:
+        for ``ids[i]``, the last of each author's messages in ``local_for(ids[i], t, r)``.
+        """
+        bus = self.bus
+        if not isinstance(bus, InMemoryMessageBus):
+            out = []
+            for a in ids:
+                last = {}
+                for m in sorted(self.local_for(a, t, round_idx), key=lambda m: (m.step, m.round)):
+                    last[m.author_id] = m
+                try:
+                    out.append([last[n].content if field is None else last[n].content[field]
+                                for n in self.neighbours(a) if n in last])
+                except (KeyError, TypeError, IndexError):
+                    raise _missing(list(last.values()), field) from None
+            return out
+        by_author = bus.latest_by_author(t, round_idx, field)
+        return self._gather(ids, by_author, True) if by_author else [[] for _ in ids]
 
     def _gather(self, ids: Iterable[str], by_author: dict, single: bool) -> list[list]:
         """Each reader's neighbours' contents, in neighbour order: ``by_author`` holds one content per

@@ -97,3 +97,39 @@ def test_deffuant_is_pairwise_and_hegselmann_krause_is_not(study_copy, tmp_path)
     assert 0 < kept < 300
     with pytest.raises(desim.StudyConfigError, match="parameters.rule: opinion_diffusion: must be one of"):
         desim.run_study(desim.load_study(root, steps=1, params={"rule": "voter"}))
+
+
+def test_hegselmann_krause_with_several_rounds_reads_each_neighbour_once(study_copy, tmp_path):
+    """Three rounds a week on a ring, no campaign: every round each agent moves from its own opinion of the
+    round before towards the mean of its two neighbours' opinions of the round before that lie within
+    epsilon (HK's synchronous update, each neighbour once), checked post by post from the messages table."""
+    root = study_copy("opinion_diffusion")
+    pop_file, env_file = root / "population" / "population.json", root / "environment" / "environment.json"
+    pop, env = json.loads(pop_file.read_text()), json.loads(env_file.read_text())
+    pop["interaction"] = {"kind": "ring", "k": 2}
+    env["broadcasts"], env["scheduled_events"] = [], []
+    pop_file.write_text(json.dumps(pop))
+    env_file.write_text(json.dumps(env))
+    db = tmp_path / "hk.duckdb"
+    eps, mu, rounds, steps = 0.3, 0.5, 3, 4
+    run = desim.run_study(desim.load_study(root, steps=steps, rounds=rounds,
+                                           params={"n_agents": 40, "epsilon": eps, "mu": mu}), db_path=db).run_id
+    said = {(a, s, r): x for a, s, r, x in query(
+        db, "SELECT author_id, step, round, CAST(content.opinion AS DOUBLE) FROM messages WHERE run_id = ?", [run])}
+    ring: dict[str, list[str]] = {}
+    for u, v in query(db, "SELECT source, target FROM edges WHERE run_id = ?", [run]):
+        ring.setdefault(u, []).append(v)
+        ring.setdefault(v, []).append(u)
+    assert len(ring) == 40 and all(len(n) == 2 for n in ring.values())
+    assert len(said) == 40 * (1 + steps * rounds)
+    moved = 0
+    for t in range(1, steps + 1):
+        for r in range(rounds):
+            before = (t, r - 1) if r else ((t - 1, rounds - 1) if t > 1 else (0, 0))
+            for a, nbrs in ring.items():
+                x = said[(a, *before)]
+                close = [y for y in (said[(n, *before)] for n in nbrs) if abs(y - x) < eps]
+                want = x + mu * (sum(close) / len(close) - x) if close else x
+                assert said[(a, t, r)] == round(min(1.0, max(0.0, want)), 9), (a, t, r)
+                moved += said[(a, t, r)] != x
+    assert moved > 40                     # the rule did move opinions

@@ -9,7 +9,10 @@ with ``carry_previous_step=True``: a deliberate one-step-delayed channel,
 since the study runs one round per step), moves by ``mu`` towards the mean of
 those within ``epsilon`` of its own, and posts its new opinion. Everyone
 updates at once, from last week's opinions (``mu = 1`` is the original HK
-update; smaller ``mu`` damps it).
+update; smaller ``mu`` damps it). Each neighbour counts once, with its latest
+opinion (``feed.latest``): run with several rounds a week, an agent updates
+once a round from its neighbours' opinions of the round before, as HK's
+synchronous update does, rather than from every opinion they stated.
 
 ``deffuant``: Deffuant, Neau, Amblard & Weisbuch's (2000) pairwise rule.
 Each week ``round(encounters * n / 2)`` encounters happen one after another
@@ -58,11 +61,11 @@ class OpinionEnvironment(EnvironmentProvider):
 
     def observe_batch(self, ids, t, round_idx):
         # written for speed, as the README recommends for per-agent studies: the round's neighbour
-        # opinions read in one call (feed.contents), names bound once, one comprehension, the macro
-        # quadrant shared by every observation of the round
+        # opinions read in one call (feed.latest: each neighbour's current opinion, once), names bound
+        # once, one comprehension, the macro quadrant shared by every observation of the round
         iv = self.ctx.interventions
         macro = {"campaign_position": iv.value("campaign_position"), "broadcasts": iv.active_broadcasts()}
-        heard = self.feed.contents(ids, t, round_idx, "opinion")
+        heard = self.feed.latest(ids, t, round_idx, "opinion")
         opinion, attributes = self.opinion, iv.attributes
         # positional, in field order: agent_id, step, round_idx, macro_physical, local_physical,
         # macro_information, local_information (twice as quick as keywords)

@@ -1,0 +1,112 @@
+"""``NeighborFeed.latest`` (each neighbour's latest visible content, once) against a brute-force
+pick over every message ever posted, on random graphs with posts made in and out of round
+order; ``latest_by_author``; the fallback for other buses; a missing field.
+
+The reference: for reader ``a`` at step ``t``, round ``r``, each neighbour ``n`` (not ``a``, in
+neighbour order) that has a message visible by the seed page's rule gives the content of the
+visible message with the greatest (step, round), the last posted among equals.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from desim import InMemoryMessageBus, Message, NeighborFeed, neighbors_fn
+from test_feed_contents import GRAPHS, ListBus, Poster, rule
+
+
+def brute_latest(everything, recipient, neighbors, step, round_idx, carry, field=None) -> list:
+    out = []
+    for n in dict.fromkeys(neighbors):
+        if n == recipient:
+            continue
+        mine = [m for m in everything if m.author_id == n and rule(m, step, round_idx, carry)]
+        if mine:
+            last = sorted(mine, key=lambda m: (m.step, m.round))[-1]     # stable: the last posted among equals
+            out.append(last.content if field is None else last.content[field])
+    return out
+
+
+@pytest.mark.parametrize("carry", [False, True])
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_latest_follows_the_rule(name, rounds, carry):
+    g = GRAPHS[name]
+    rnd = random.Random(f"latest-{name}-{rounds}-{carry}")
+    ids = list(g.nodes)
+    nbrs = neighbors_fn(g)
+    feed = NeighborFeed(nbrs, InMemoryMessageBus(carry_previous_step=carry))
+    poster = Poster(rnd, feed, ids, rounds)
+    heard_any = 0
+    for step in range(1, 5):
+        for r in range(rounds):
+            for look in (r, r + 1):                 # this round, and one whose posts are not all in yet
+                readers = rnd.sample(ids, rnd.randint(0, len(ids)))
+                for field in (None, "x", "n"):
+                    got = feed.latest(readers, step, look, field)
+                    want = [brute_latest(poster.everything, a, nbrs(a), step, look, carry, field) for a in readers]
+                    assert got == want, (step, look, field)
+                    heard_any += sum(map(len, got))
+            poster.round(step, r)
+    if rounds > 1 or carry:
+        assert heard_any > 0
+
+
+def test_latest_prefers_this_step_then_the_latest_round_then_the_last_posted():
+    bus = InMemoryMessageBus(carry_previous_step=True)
+    feed = NeighborFeed(lambda a: ["c", "b", "d"], bus)
+    for author, step, rnd, x in [("b", 1, 0, "b-1.0"), ("b", 1, 2, "b-1.2"), ("b", 1, 1, "b-1.1"),
+                                 ("c", 1, 1, "c-1.1"), ("b", 2, 0, "b-2.0"), ("b", 2, 0, "b-2.0-again"),
+                                 ("b", 2, 1, "b-2.1"), ("d", 2, 2, "d-2.2")]:
+        bus.post(Message(author_id=author, step=step, round=rnd, content={"x": x}))
+    assert feed.latest(["a"], 2, 0, "x") == [["c-1.1", "b-1.2"]]             # last step's latest round
+    assert feed.latest(["a"], 2, 1, "x") == [["c-1.1", "b-2.0-again"]]       # this step's beats last step's
+    assert feed.latest(["a"], 2, 2, "x") == [["c-1.1", "b-2.1"]]
+    assert feed.latest(["a"], 2, 3, "x") == [["c-1.1", "b-2.1", "d-2.2"]]
+    assert feed.latest(["c"], 2, 3) == [[{"x": "b-2.1"}, {"x": "d-2.2"}]]    # never itself
+    assert bus.latest_by_author(2, 1, "x") == {"b": "b-2.0-again", "c": "c-1.1"}
+    assert feed.latest(["a", "z"], 3, 0, "x") == [["b-2.1", "d-2.2"]] * 2    # step 1 can no longer be seen
+    assert feed.latest([], 2, 1) == []
+
+
+def test_latest_without_carry_reads_nothing_in_round_zero():
+    bus = InMemoryMessageBus()
+    feed = NeighborFeed(lambda a: ["b"], bus)
+    bus.post(Message(author_id="b", step=1, round=0, content={"x": 1}))
+    assert feed.latest(["a"], 2, 0, "x") == [[]]
+    bus.post(Message(author_id="b", step=2, round=0, content={"x": 2}))
+    assert feed.latest(["a"], 2, 1, "x") == [[2]]
+
+
+def test_latest_missing_field_names_the_message_read():
+    bus = InMemoryMessageBus(carry_previous_step=True)
+    feed = NeighborFeed(lambda a: ["b", "c"], bus)
+    bus.post(Message(author_id="b", step=1, round=0, content={"y": 0}))     # no x, but not b's latest
+    bus.post(Message(author_id="b", step=1, round=1, content={"x": 1}))
+    bus.post(Message(author_id="c", step=1, round=0, content={"x": 2}))
+    assert feed.latest(["a"], 2, 0, "x") == [[1, 2]]
+    bus.post(Message(author_id="c", step=2, round=0, content={"z": 3}))     # c's latest has no x
+    with pytest.raises(KeyError) as err:
+        feed.latest(["a"], 2, 1, "x")
+    text = str(err.value)
+    assert "'c'" in text and "step 2" in text and "round 0" in text and "'x'" in text
+
+
+@pytest.mark.parametrize("carry", [False, True])
+def test_other_bus_agrees(carry):
+    g = GRAPHS["watts_strogatz"]
+    ids = list(g.nodes)
+    nbrs = neighbors_fn(g)
+    rnd = random.Random(f"other-{carry}")
+    mem = Poster(random.Random(8), NeighborFeed(nbrs, InMemoryMessageBus(carry_previous_step=carry)), ids, 3)
+    other = NeighborFeed(nbrs, ListBus(carry_previous_step=carry))
+    for step in range(1, 4):
+        for r in range(3):
+            mem.round(step, r)
+            for m in mem.feed.bus.drain():
+                other.bus.post(m)
+            readers = rnd.sample(ids, 12)
+            for look in (r, r + 1):
+                assert other.latest(readers, step, look, "x") == mem.feed.latest(readers, step, look, "x") == [
+                    brute_latest(mem.everything, a, nbrs(a), step, look, carry, "x") for a in readers]
