@@ -251,9 +251,7 @@ class InMemoryMessageBus(MessageBus):
             out.update(latest_now)
             return out
         except (KeyError, TypeError, IndexError):
-            read = [*(ms[-1] for ms in (before or {}).values()),
-                    *(m for ms in (now or {}).values() for m in ms if m[2] < round_idx)]
-            raise _missing(read, field) from None
+            return _latest_one_by_one(now, before, round_idx, field)
 
     def _step_latest(self, step: int, field: str | None) -> dict:
         """Every author's latest content of a whole step, kept while nothing is posted to it."""
@@ -276,6 +274,20 @@ class InMemoryMessageBus(MessageBus):
     def stored_steps(self) -> list[int]:
         """The steps still held for reading (at most the latest two)."""
         return sorted(self._by_step)
+
+
+def _latest_one_by_one(now: dict | None, before: dict | None, round_idx: int, field: str | None) -> dict:
+    """``latest_by_author`` message by message, when some content has no ``field``: only each
+    author's latest visible message must have it, and the error names the first that does not."""
+    last = {a: ms[-1] for a, ms in (before or {}).items()}
+    for a, ms in (now or {}).items():
+        seen = [m for m in ms if m[2] < round_idx]
+        if seen:
+            last[a] = seen[-1]
+    try:
+        return {a: m[3] if field is None else m[3][field] for a, m in last.items()}
+    except (KeyError, TypeError, IndexError):
+        raise _missing(list(last.values()), field) from None
 
 
 def _missing(read: list[Message], field: str) -> KeyError:

@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from desim import InMemoryMessageBus, Message, NeighborFeed, neighbors_fn
-from test_feed_contents import GRAPHS, ListBus, Poster, rule
+from desim import Action, InMemoryMessageBus, Message, NeighborFeed, neighbors_fn
+from test_feed_contents import GRAPHS, ListBus, Poster, brute_visible, rule
 
 
 def brute_latest(everything, recipient, neighbors, step, round_idx, carry, field=None) -> list:
@@ -110,3 +110,73 @@ def test_other_bus_agrees(carry):
             for look in (r, r + 1):
                 assert other.latest(readers, step, look, "x") == mem.feed.latest(readers, step, look, "x") == [
                     brute_latest(mem.everything, a, nbrs(a), step, look, carry, "x") for a in readers]
+
+
+@pytest.mark.parametrize("carry", [False, True])
+@pytest.mark.parametrize("name", ["gnp", "directed"])
+def test_latest_and_contents_of_round_by_round_posts(name, carry):
+    """Posts made only through ``ingest``, a round at a time (kept as batches, indexed on demand), some
+    authors posting twice or not at all; midway one message posted directly to an earlier round."""
+    g = GRAPHS[name]
+    rnd = random.Random(f"batches-{name}-{carry}")
+    ids = list(g.nodes)
+    nbrs = neighbors_fn(g)
+    bus = InMemoryMessageBus(carry_previous_step=carry)
+    feed = NeighborFeed(nbrs, bus)
+    everything: list[Message] = []
+    serial = 0
+    for step in range(1, 6):
+        for r in range(3):
+            if rnd.random() < 0.5:          # read the latest before anyone asks by author
+                readers = rnd.sample(ids, 15)
+                assert feed.latest(readers, step, r, "n") == [
+                    brute_latest(everything, a, nbrs(a), step, r, carry, "n") for a in readers]
+            actions = []
+            for a in ids:
+                for _ in range(rnd.choice([0, 1, 1, 1, 2])):
+                    serial += 1
+                    actions.append(Action(agent_id=a, step=step, kind="post", payload={"n": serial}))
+            everything += feed.ingest(actions, step, r)
+            if step == 3 and r == 1:        # out of batches: an earlier round of this step
+                m = Message(author_id=ids[0], step=3, round=0, content={"n": -1})
+                bus.post(m)
+                everything.append(m)
+            readers = rnd.sample(ids, 20)
+            for look in (r, r + 1):
+                if rnd.random() < 0.5:
+                    assert feed.contents(readers, step, look, "n") == [
+                        [m.content["n"] for m in brute_visible(everything, a, nbrs(a), step, look, carry)]
+                        for a in readers]
+                assert feed.latest(readers, step, look, "n") == [
+                    brute_latest(everything, a, nbrs(a), step, look, carry, "n") for a in readers]
+                assert feed.latest(readers, step, look) == [
+                    brute_latest(everything, a, nbrs(a), step, look, carry) for a in readers]
+    assert bus.stored_steps() == [4, 5]
+    assert bus.drain() == everything
+
+
+def test_latest_of_batches_ignores_a_missing_field_in_an_earlier_post():
+    """Only the latest post counts: an author's earlier post in the same round without the field is no error."""
+    bus = InMemoryMessageBus()
+    feed = NeighborFeed(lambda a: ["b", "c"], bus)
+    feed.ingest([Action(agent_id="b", step=1, kind="post", payload={"y": 0}),
+                 Action(agent_id="b", step=1, kind="post", payload={"x": 1}),
+                 Action(agent_id="c", step=1, kind="post", payload={"x": 2})], 1, 0)
+    assert feed.latest(["a"], 1, 1, "x") == [[1, 2]]
+    feed.ingest([Action(agent_id="c", step=1, kind="post", payload={"z": 3})], 1, 1)
+    with pytest.raises(KeyError) as err:
+        feed.latest(["a"], 1, 2, "x")
+    assert "'c'" in str(err.value) and "round 1" in str(err.value)
+
+
+def test_latest_needs_the_field_only_in_the_message_it_reads():
+    """Last step's latest post of b has no ``x``, but b posted again this step: nothing is missing."""
+    bus = InMemoryMessageBus(carry_previous_step=True)
+    feed = NeighborFeed(lambda a: ["b", "c"], bus)
+    feed.ingest([Action(agent_id="b", step=1, kind="post", payload={"y": 0}),
+                 Action(agent_id="c", step=1, kind="post", payload={"x": 2})], 1, 0)
+    feed.ingest([Action(agent_id="b", step=2, kind="post", payload={"x": 1})], 2, 0)
+    assert feed.latest(["a"], 2, 1, "x") == [[1, 2]]
+    with pytest.raises(KeyError) as err:            # in round 0 of step 2, b's latest is still step 1's
+        feed.latest(["a"], 2, 0, "x")
+    assert "'b'" in str(err.value) and "step 1 round 0" in str(err.value)
