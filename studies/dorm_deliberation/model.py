@@ -96,8 +96,7 @@ def meal_action(obs: Observation, option: str, reason: str, source: str = "rule"
         kind, payload = "choose_meal", {"choice": option, "reason": reason}
     else:
         kind, payload = "post", {"content": {"lean": option, "reason": reason}}
-    return Action.model_construct(agent_id=obs.agent_id, step=obs.step, kind=kind, payload=payload,
-                                  rationale=reason, source=source)
+    return Action(obs.agent_id, obs.step, kind, payload, reason, source)
 
 
 def render_prompt(obs: Observation) -> str:
@@ -188,7 +187,7 @@ class DormEnvironment(EnvironmentProvider):
             attrs = iv.attributes[a]
             posts = [{"author": m.author_id, "round": m.round, "lean": m.content["lean"],
                       "reason": m.content["reason"]} for m in self.feed.local_for(a, t, round_idx)]
-            obs = Observation.model_construct(
+            obs = Observation(
                 agent_id=a, step=t, round_idx=round_idx, macro_physical=macro_physical,
                 macro_information=macro_information,
                 local_physical={"dorm": attrs["dorm"], "budget": attrs["budget"],
@@ -196,7 +195,7 @@ class DormEnvironment(EnvironmentProvider):
                                 "time_value": attrs["time_value"], "last_choice": self.choice[a],
                                 "my_wait_min": self.own_wait[a], "my_lean": self.lean.get(a),
                                 "my_reason": self.reason.get(a)},
-                local_information={"peer_posts": posts}, text=None)
+                local_information={"peer_posts": posts})
             obs.text = render_prompt(obs)
             out.append(obs)
         return out

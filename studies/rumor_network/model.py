@@ -102,13 +102,14 @@ class RumorEnvironment(EnvironmentProvider):
         return any(b["channel"] == CORRECTION_CHANNEL for b in self.ctx.interventions.active_broadcasts())
 
     def observe_batch(self, ids, t, round_idx):
+        # records built positionally, in field order (agent_id, step, round_idx, macro_physical,
+        # local_physical, macro_information, local_information), the shared quadrants made once
         macro = {"correction": self.correction_on_air()}
+        physical = {}
+        state = self.state
         if self.transmission == "maki_thompson":
-            return [Observation.model_construct(
-                agent_id=a, step=t, round_idx=round_idx, macro_physical={}, macro_information=macro,
-                local_physical={"rumor_state": self.state[a]},
-                local_information={"neighbours": self.neighbors(a) if self.state[a] == SPREADER else []},
-                text=None) for a in ids]
+            return [Observation(a, t, round_idx, physical, {"rumor_state": state[a]}, macro,
+                                {"neighbours": self.neighbors(a) if state[a] == SPREADER else []}) for a in ids]
         # posts of the round before: this step's previous round, or last step's final round
         src_step, src_round = (t, round_idx - 1) if round_idx > 0 else (t - 1, self.ctx.rounds - 1)
         out = []
@@ -116,11 +117,10 @@ class RumorEnvironment(EnvironmentProvider):
             posters = sorted({m.author_id for m in self.feed.local_for(a, t, round_idx)
                               if m.step == src_step and m.round == src_round})
             nbrs = self.neighbors(a)
-            informed = sum(1 for b in nbrs if self.state[b] != IGNORANT)
-            out.append(Observation.model_construct(
-                agent_id=a, step=t, round_idx=round_idx, macro_physical={}, macro_information=macro,
-                local_physical={"rumor_state": self.state[a], "degree": len(nbrs), "informed_neighbours": informed},
-                local_information={"posts_from": posters}, text=None))
+            informed = sum(1 for b in nbrs if state[b] != IGNORANT)
+            out.append(Observation(a, t, round_idx, physical,
+                                   {"rumor_state": state[a], "degree": len(nbrs), "informed_neighbours": informed},
+                                   macro, {"posts_from": posters}))
         return out
 
     def apply(self, actions):
@@ -149,9 +149,8 @@ class RumorEnvironment(EnvironmentProvider):
                 raise ValueError(f"rumor_network: agent {who} tells the rumour but is {self.state[who]}")
             if to not in self.neighbors(who):
                 raise ValueError(f"rumor_network: agent {who} tells {to!r}, who is not its neighbour")
-            self.bus.post(Message.model_construct(author_id=who, step=self.ctx.step, round=self.ctx.round_idx,
-                                                  content={"rumor": True}, channel="feed", kind="tell",
-                                                  audience=to, reply_to=None))
+            self.bus.post(Message(author_id=who, step=self.ctx.step, round=self.ctx.round_idx,
+                                  content={"rumor": True}, channel="feed", kind="tell", audience=to))
             if self.state[to] == IGNORANT:
                 self.heard.add(to)
                 if a.payload["believe"]:
@@ -201,8 +200,8 @@ class RumorRule(DecisionModel):
                 else:
                     act = ("post", {"rumor": True}, "passing it on")
             if act:
-                actions.append(Action.model_construct(agent_id=obs.agent_id, step=obs.step, kind=act[0],
-                                                      payload=act[1], rationale=act[2], source="rule"))
+                # positional, in field order: agent_id, step, kind, payload, rationale (source: "rule")
+                actions.append(Action(obs.agent_id, obs.step, *act))
         return actions
 
     def _maki_thompson(self, observations):
@@ -226,8 +225,7 @@ class RumorRule(DecisionModel):
                            "stop": bool(u_stop < self.p_stop)}
             else:
                 continue
-            actions.append(Action.model_construct(agent_id=obs.agent_id, step=obs.step, kind=kind,
-                                                  payload=payload, rationale=why, source="rule"))
+            actions.append(Action(obs.agent_id, obs.step, kind, payload, why))
         return actions
 
 
