@@ -230,6 +230,10 @@ class InMemoryMessageBus(MessageBus):
         What a state-sharing model reads (an opinion, a price): each neighbour's current value,
         not every value it stated. With one round a step it is every visible message.
         """
+        return dict(self._latest_by_author(step, round_idx, field))
+
+    def _latest_by_author(self, step: int, round_idx: int, field: str | None) -> dict:
+        """:meth:`latest_by_author`, maybe a dict the bus keeps for the next reader: read it, never change it."""
         now, before = self._steps_for(step, round_idx)
         try:
             if now and self._rounds.get(step, -1) < round_idx:      # all of this step's posts are visible
@@ -399,7 +403,7 @@ class NeighborFeed:
                 except (KeyError, TypeError, IndexError):
                     raise _missing(list(last.values()), field) from None
             return out
-        by_author = bus.latest_by_author(t, round_idx, field)
+        by_author = bus._latest_by_author(t, round_idx, field)
         return self._gather(ids, by_author, True) if by_author else [[] for _ in ids]
 
     def _gather(self, ids: Iterable[str], by_author: dict, single: bool) -> list[list]:

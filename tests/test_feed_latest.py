@@ -180,3 +180,14 @@ def test_latest_needs_the_field_only_in_the_message_it_reads():
     with pytest.raises(KeyError) as err:            # in round 0 of step 2, b's latest is still step 1's
         feed.latest(["a"], 2, 0, "x")
     assert "'b'" in str(err.value) and "step 1 round 0" in str(err.value)
+
+
+def test_latest_by_author_is_the_callers_own():
+    """Changing what ``latest_by_author`` returned changes nothing the bus hands out later."""
+    bus = InMemoryMessageBus(carry_previous_step=True)
+    feed = NeighborFeed(lambda a: ["b"], bus)
+    feed.ingest([Action(agent_id="b", step=1, kind="post", payload={"x": 1})], 1, 0)
+    got = bus.latest_by_author(2, 0, "x")
+    got["b"] = 99
+    assert bus.latest_by_author(2, 0, "x") == {"b": 1}
+    assert feed.latest(["a"], 2, 0, "x") == [[1]]
