@@ -235,27 +235,18 @@ class InMemoryMessageBus(MessageBus):
     def _latest_by_author(self, step: int, round_idx: int, field: str | None) -> dict:
         """:meth:`latest_by_author`, maybe a dict the bus keeps for the next reader: read it, never change it."""
         now, before = self._steps_for(step, round_idx)
+        if now and self._rounds.get(step, -1) >= round_idx:   # only some of this step's rounds visible yet
+            return _latest_one_by_one(now, before, round_idx, field)
         try:
-            if now and self._rounds.get(step, -1) < round_idx:      # all of this step's posts are visible
-                latest_now = self._step_latest(step, field)
-            elif now:
-                latest_now = {}
-                for a, ms in now.items():
-                    seen = [m for m in ms if m[2] < round_idx]
-                    if seen:
-                        latest_now[a] = seen[-1][3] if field is None else seen[-1][3][field]
-            else:
-                latest_now = {}
-            if not before:
-                return latest_now
-            latest_before = self._step_latest(step - 1, field)
-            if not latest_now:
-                return latest_before
-            out = dict(latest_before)
-            out.update(latest_now)
-            return out
+            latest_now = self._step_latest(step, field) if now else {}
+            latest_before = self._step_latest(step - 1, field) if before else {}
         except (KeyError, TypeError, IndexError):
             return _latest_one_by_one(now, before, round_idx, field)
+        if not latest_now or not latest_before:
+            return latest_now or latest_before
+        out = dict(latest_before)
+        out.update(latest_now)
+        return out
 
     def _step_latest(self, step: int, field: str | None) -> dict:
         """Every author's latest content of a whole step, kept while nothing is posted to it."""
@@ -281,8 +272,9 @@ class InMemoryMessageBus(MessageBus):
 
 
 def _latest_one_by_one(now: dict | None, before: dict | None, round_idx: int, field: str | None) -> dict:
-    """``latest_by_author`` message by message, when some content has no ``field``: only each
-    author's latest visible message must have it, and the error names the first that does not."""
+    """``latest_by_author`` message by message: when only some of this step's rounds are visible,
+    or some content has no ``field`` (only each author's latest visible message must have it, and
+    the error names the first that does not)."""
     last = {a: ms[-1] for a, ms in (before or {}).items()}
     for a, ms in (now or {}).items():
         seen = [m for m in ms if m[2] < round_idx]
