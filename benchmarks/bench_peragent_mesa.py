@@ -112,9 +112,8 @@ def export_population(engine, result, path: Path) -> None:
     if stored_edges != {frozenset(e) for e in engine.graph.edges()}:
         raise SystemExit("the stored edges are not the run's network")
     # the order in which the study's feed hands each agent its neighbours' posts (neighbors_fn over the
-    # run's graph): the mean of the close ones is a float sum, so the order decides its last bit, and
-    # rounding to 9 decimals often meets an exact tie (the mean of two 9-decimal opinions) where that bit
-    # decides the 9th decimal. Given the same order, the Mesa side reproduces desim bit for bit.
+    # run's graph): the mean of the close ones is a float sum, so the order decides its last bit. Given
+    # the same order, the Mesa side reproduces desim bit for bit.
     neighbours = [[position[b] for b in engine.graph.adj[a]] for a in engine.ids]
     if {frozenset((i, j)) for i, nbrs in enumerate(neighbours) for j in nbrs} != \
             {frozenset((position[s], position[t])) for s, t in stored_edges}:

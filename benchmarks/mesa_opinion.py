@@ -15,7 +15,7 @@ step 0), moves by ``mu`` towards the mean of the ones within ``epsilon`` of
 its own, and, while the campaign is on air (``campaign_week`` for ``ttl``
 steps), towards the campaign's position by ``campaign_weight * media_trust``
 if that position is within ``1.5 * epsilon``; the result is clipped to
-[0, 1] and rounded to 9 decimals; then everyone posts. Reading last step's
+[0, 1] (the same two comparisons as the study); then everyone posts. Reading last step's
 posts makes the update synchronous, so it is two passes over the agents
 (``update``, then ``post``), as Mesa's staged activation would do it.
 
@@ -23,9 +23,7 @@ The population (initial opinions, media trust, the network) comes from a
 JSON file exported from a desim run, so both sides start from the same agents.
 Each agent's neighbours are listed in the order desim's feed reads them: the
 mean of the close opinions is a float sum whose last bit depends on the order,
-and rounding to 9 decimals often meets an exact tie that bit decides, so only
-the same order gives the same run bit for bit (another order moves the final
-mean by about 1e-13).
+so only the same order gives the same run bit for bit.
 
 Usage: ``python mesa_opinion.py POPULATION.json network|lists``; prints one
 JSON line with the timing and the final metrics.
@@ -61,7 +59,7 @@ class Citizen:
             target = m.campaign_position
             if abs(target - new) < 1.5 * m.epsilon:
                 new += m.campaign_weight * self.media_trust * (target - new)
-        self.opinion = round(min(1.0, max(0.0, new)), 9)
+        self.opinion = 0.0 if new < 0.0 else 1.0 if new > 1.0 else new
 
     def post(self) -> None:
         self.posted = self.opinion

@@ -121,8 +121,9 @@ class BoundedConfidence(DecisionModel):
                 target = macro["campaign_position"]
                 if abs(target - x) < reach:
                     x += pull * me["media_trust"] * (target - x)
+            x = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x      # clipped to [0, 1] by comparisons, not calls
             # positional, in field order: agent_id, step, kind, payload, rationale (source: "rule")
-            add(Action(obs.agent_id, obs.step, "post", {"opinion": round(min(1.0, max(0.0, x)), 9)}, why))
+            add(Action(obs.agent_id, obs.step, "post", {"opinion": x}, why))
         return actions
 
     def _encounters(self, observations) -> tuple[dict[str, float], dict[str, str]]:
