@@ -331,33 +331,42 @@ class Engine:
             raise RunError(f"step {t} round {r}: observe_batch returned {len(observations)} "
                            f"observations for {len(ids)} agents")
         actions = self._checked(self._call(self.decision.decide_batch, observations, self.memory.for_batch(ids),
-                                           step=t, round_idx=r), self._all_ids if everyone else set(ids), t, r)
+                                           step=t, round_idx=r), ids, everyone, t, r)
         self._call(self.environment.apply, actions, step=t, round_idx=r)
         if self.sim_cfg.record_rounds:
             self._round_rows.append(round_rows(self.types, t, actions, r))
         self._last_present = present
         return actions
 
-    def _checked(self, actions: Any, present: set[str], t: int, r: int) -> list[Action]:
+    def _checked(self, actions: Any, ids: list[str], everyone: bool, t: int, r: int) -> list[Action]:
         """Refuse garbage from a decision model with an error naming the agent.
 
         This is where the hot-path records are validated (they are plain dataclasses): each
         check is one pass in C over the round's actions (a set of their types, of their steps,
-        ...), and only when one fails are the actions walked in Python, to word the error."""
+        ...), and only when one fails are the actions walked in Python, to word the error.
+        Actions for ``ids`` in their order (the usual reply) are one list comparison: distinct
+        agents that took part; any other order is checked through a set."""
         if not isinstance(actions, list):
             raise RunError(f"step {t} round {r}: decide_batch returned {type(actions).__name__}, not a list")
         if not actions:
             return actions
+        present = None
         try:        # every check as one pass in C over the round's actions
-            agents, kinds = set(map(_agent_id, actions)), set(map(_kind, actions))
-            good = (set(map(type, actions)) == _ACTION and len(agents) == len(actions)
-                    and present.issuperset(agents) and set(map(_step, actions)) == {t}
+            kinds = set(map(_kind, actions))
+            good = set(map(type, actions)) == _ACTION
+            if good and list(map(_agent_id, actions)) != ids:
+                present = self._all_ids if everyone else set(ids)
+                agents = set(map(_agent_id, actions))
+                good = len(agents) == len(actions) and present.issuperset(agents)
+            good = (good and set(map(_step, actions)) == {t}
                     and _SOURCES.issuperset(map(_source, actions))
                     and set(map(type, map(_payload, actions))) == _DICT
                     and set(map(type, kinds)) == _STR and "" not in kinds)
         except (AttributeError, TypeError):     # not Actions, or an unhashable id or step
             good = False
         if not good:
+            if present is None:
+                present = self._all_ids if everyone else set(ids)
             seen: set[str] = set()
             for a in actions:
                 if (type(a) is not Action or a.agent_id in seen or a.agent_id not in present or a.step != t

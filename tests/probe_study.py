@@ -108,6 +108,15 @@ class Decide(DecisionModel):
             out = out[1:]
         if self.mode == "garbage" and t == 2:
             out[0] = {"agent": "nonsense"}
+        if self.mode == "reversed":
+            out.reverse()
+        if self.mode == "duplicate_in_place" and t == 2:
+            out[1] = Action(agent_id=out[0].agent_id, step=t, kind="set", payload={"v": 1.0})
+        if self.mode == "absent_agent":
+            here = {o.agent_id for o in observations}
+            away = [a for a in self.ctx.agent_ids if a not in here]
+            if away:
+                out[0] = Action(agent_id=away[0], step=t, kind="set", payload={"v": 1.0})
         return out
 
 

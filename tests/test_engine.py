@@ -151,6 +151,27 @@ def test_bad_actions_fail_the_run_naming_the_agent(tmp_path, mode, needle):
     assert query(store_path(root), "SELECT status, last_step FROM runs") == [("failed", 1)]
 
 
+def test_bad_actions_of_the_right_number_are_refused_too(tmp_path):
+    # as many actions as agents, so only the agents' names give the fault away
+    root = write_probe_study(tmp_path / "dup", n_steps=4, decision_args={"mode": "duplicate_in_place"})
+    with pytest.raises(desim.RunFailed, match="step 2 round 0: two actions for agent 'p0'"):
+        desim.run_study(desim.load_study(root))
+    # p2 is away at step 3 (queuing at the desk): an action for it there is refused
+    root = write_probe_study(tmp_path / "away", n_steps=5, decision_args={"mode": "absent_agent"},
+                             env_args={"busy_agent": "p2", "busy_from_step": 2, "hold_until": 3.5})
+    with pytest.raises(desim.RunFailed, match="step 3 round 0: action for agent 'p2', which did not take part"):
+        desim.run_study(desim.load_study(root))
+
+
+def test_actions_in_any_order_give_the_same_panel(tmp_path):
+    in_order = write_probe_study(tmp_path / "a", n_steps=4, rounds=2)
+    backwards = write_probe_study(tmp_path / "b", n_steps=4, rounds=2, decision_args={"mode": "reversed"})
+    a = desim.run_study(desim.load_study(in_order))
+    b = desim.run_study(desim.load_study(backwards))
+    assert b.status == "completed"
+    assert panel_hash(store_path(in_order), a.run_id) == panel_hash(store_path(backwards), b.run_id)
+
+
 def test_agent_without_action_gets_row_without_action(tmp_path):
     root = write_probe_study(tmp_path / "probe", n_steps=3, decision_args={"mode": "skip_first"})
     result = desim.run_study(desim.load_study(root))
