@@ -61,6 +61,7 @@ class InMemoryMessageBus(MessageBus):
         self._latest: int | None = None
         self._rounds: dict[int, int] = {}       # step -> the latest round posted in it
         self._step_cache: dict[tuple, dict] = {}    # (step, field[, "latest"]) -> _step_contents, _step_latest
+        self._covering: set[int] = set()        # steps whose authors include every author of the step before
         self._undrained: list[Message] = []
 
     def post(self, message: Message) -> None:
@@ -100,6 +101,7 @@ class InMemoryMessageBus(MessageBus):
         for old in [s for s in self._by_step if s < step - 1]:
             del self._by_step[old]
             self._rounds.pop(old, None)
+            self._covering.discard(old)
             self._forget(old)
 
     def _forget(self, step: int) -> None:
@@ -244,6 +246,9 @@ class InMemoryMessageBus(MessageBus):
             return _latest_one_by_one(now, before, round_idx, field)
         if not latest_now or not latest_before:
             return latest_now or latest_before
+        if step in self._covering or now.keys() >= before.keys():
+            self._covering.add(step)            # authors are only ever added to a step: it stays so
+            return latest_now                   # everyone of last step has spoken since
         out = dict(latest_before)
         out.update(latest_now)
         return out
