@@ -15,8 +15,10 @@ step 0), moves by ``mu`` towards the mean of the ones within ``epsilon`` of
 its own, and, while the campaign is on air (``campaign_week`` for ``ttl``
 steps), towards the campaign's position by ``campaign_weight * media_trust``
 if that position is within ``1.5 * epsilon``; the result is clipped to
-[0, 1] (the same two comparisons as the study); then everyone posts. Reading last step's
-posts makes the update synchronous, so it is two passes over the agents
+[0, 1]; then everyone posts. The arithmetic is the study's, statement for
+statement (one loop summing the close opinions, two comparisons to clip), so
+the two sides differ only in how agents and neighbours are held and stepped.
+Reading last step's posts makes the update synchronous, so it is two passes over the agents
 (``update``, then ``post``), as Mesa's staged activation would do it.
 
 The population (initial opinions, media trust, the network) comes from a
@@ -53,8 +55,13 @@ class Citizen:
     def update(self) -> None:
         m = self.model
         x = self.opinion
-        close = [n.posted for n in self.neighbours() if abs(n.posted - x) < m.epsilon]
-        new = x + m.mu * (sum(close) / len(close) - x) if close else x
+        eps, total, k = m.epsilon, 0.0, 0
+        for n in self.neighbours():
+            y = n.posted
+            if -eps < y - x < eps:
+                total += y
+                k += 1
+        new = x + m.mu * (total / k - x) if k else x
         if m.on_air:
             target = m.campaign_position
             if abs(target - new) < 1.5 * m.epsilon:

@@ -111,10 +111,13 @@ class BoundedConfidence(DecisionModel):
             if deffuant:
                 x, why = moved[obs.agent_id], whys[obs.agent_id]
             else:                                   # Hegselmann-Krause: the mean of the close ones
-                close = [y for y in obs.local_information["neighbour_opinions"] if abs(y - x) < eps]
-                if close:
-                    x = x + mu * (sum(close) / len(close) - x)
-                k = len(close)
+                total, k = 0.0, 0
+                for y in obs.local_information["neighbour_opinions"]:
+                    if -eps < y - x < eps:
+                        total += y
+                        k += 1
+                if k:
+                    x = x + mu * (total / k - x)
                 why = REACH[k] if k < len(REACH) else f"{k} neighbours within reach"
             macro = obs.macro_information           # the campaign's pull while it is on air
             if macro["broadcasts"]:
