@@ -180,10 +180,15 @@ class EnvironmentProvider(Component):
     def drain_messages(self) -> list[Message] | "pa.Table":
         """Messages posted since the last call, for the ``messages`` table (the collector calls it).
 
-        A list of ``Message``, or (columnar studies) a pyarrow Table shaped like
+        A list of ``Message``; the same as a dict of lists by field
+        (``InMemoryMessageBus.drain_columns``, the default's answer for that bus: no ``Message``
+        object per post); or (columnar studies) a pyarrow Table shaped like
         ``desim.columnar_feed.ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience, reply_to.
         """
-        return self.bus.drain() if self.bus is not None else []
+        if self.bus is None:
+            return []
+        columns = getattr(self.bus, "drain_columns", None)
+        return columns() if columns is not None else self.bus.drain()
 
     # --- columnar path (optional) -------------------------------------------
     def observe_columns(self, idx: np.ndarray, t: int, round_idx: int) -> dict[str, np.ndarray]:

@@ -15,17 +15,22 @@ An agent never reads its own posts: the recipient is skipped among its
 neighbours, so a self-loop would change nothing, and ``population.json``
 refuses one in explicit ``edges`` rather than let it look meaningful.
 
-Delivery is indexed by step and author, so a reader costs its neighbours'
-look-ups plus the messages it receives, never a scan of the whole bus.
-Steps older than ``step - 1`` can never be seen again and are dropped.
+Posts are kept by step as batches (one ``ingest`` call each: parallel lists
+of authors and contents, no object per post); ``Message`` objects are made
+only for a read that asks for them (``local_for``, ``drain``), and the
+collector drains plain columns. Delivery is indexed by step and author, so a
+reader costs its neighbours' look-ups plus the messages it receives, never a
+scan of the whole bus. Steps older than ``step - 1`` can never be seen again
+and are dropped.
 
 Large rule-based studies on the columnar path use
 :class:`desim.columnar_feed.ColumnarFeed` instead: the same rule over numpy arrays.
 """
 from __future__ import annotations
 
-from itertools import chain
-from operator import itemgetter
+from collections.abc import Sequence
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import Callable, Iterable
 
 from .schemas import Action, Message
@@ -46,60 +51,108 @@ class MessageBus:
         raise NotImplementedError
 
 
-class InMemoryMessageBus(MessageBus):
-    """A bus held in memory, indexed by step, then author, then round.
+class _Batch:
+    """Posts made together, all of one step and round: one ``ingest`` call, or a run of direct posts.
 
-    ``_by_step[step][author]`` lists that author's messages of that step in
-    round order, so a reader looks up each neighbour once per visible step
-    and stops at the first message of a round it may not see yet. A message
-    is stored once and the same object is handed to every reader.
+    Kept as parallel lists (authors, contents; kind, channel, audience and reply-to as one value
+    when all share it), so a round of posts costs a few list builds, not an object per post.
+    The ``Message`` objects are made on the first read that wants them (``visible_to``,
+    ``contents``, ``drain``), once, and then shared by every reader."""
+
+    __slots__ = ("step", "round", "authors", "contents", "kinds", "channels", "audiences", "reply_to", "_messages")
+
+    def __init__(self, step: int, round_idx: int, authors: list, contents: list, kinds="post", channels="feed",
+                 audiences="neighbors", reply_to=None, messages: list[Message] | None = None):
+        self.step, self.round, self.authors, self.contents = step, round_idx, authors, contents
+        self.kinds, self.channels, self.audiences, self.reply_to = kinds, channels, audiences, reply_to
+        self._messages = messages
+
+    @classmethod
+    def of(cls, messages: list[Message]) -> "_Batch":
+        """Messages posted as they are (same step and round): the same objects are handed out."""
+        m = messages[0]
+        return cls(m[1], m[2], [m[0] for m in messages], [m[3] for m in messages], [m[5] for m in messages],
+                   [m[4] for m in messages], [m[6] for m in messages], [m[7] for m in messages], messages)
+
+    def messages(self) -> list[Message]:
+        if self._messages is None:
+            n = len(self.authors)
+            self._messages = list(map(_new, repeat(Message), zip(
+                self.authors, repeat(self.step, n), repeat(self.round, n), self.contents, _each(self.channels, n),
+                _each(self.kinds, n), _each(self.audiences, n), _each(self.reply_to, n))))
+        return self._messages
+
+
+def _each(value, n: int):
+    """A batch's column: its list, or its one shared value ``n`` times."""
+    return value if type(value) is list else repeat(value, n)
+
+
+class InMemoryMessageBus(MessageBus):
+    """A bus held in memory: each step's posts as batches in round order (posting order within a
+    round), indexed by author only when a reader needs per-author lists.
+
+    ``latest_by_author`` folds the batches of the visible steps into one dict, without a
+    ``Message`` per post; ``visible_to`` and ``contents_by_author`` read ``_authors(step)``,
+    each author's messages of the step in round order, built on first use and extended as
+    posts arrive. A reader then looks up each neighbour once per visible step and stops at
+    the first message of a round it may not see yet.
     """
 
     def __init__(self, carry_previous_step: bool = False):
         self.carry_previous_step = carry_previous_step
-        self._by_step: dict[int, dict[str, list[Message]]] = {}
+        self._steps: dict[int, list[_Batch]] = {}               # step -> its batches, in round order
+        self._by_author: dict[int, dict[str, list[Message]]] = {}   # step -> author -> messages (on demand)
         self._latest: int | None = None
         self._rounds: dict[int, int] = {}       # step -> the latest round posted in it
         self._step_cache: dict[tuple, dict] = {}    # (step, field[, "latest"]) -> _step_contents, _step_latest
         self._covering: set[int] = set()        # steps whose authors include every author of the step before
-        self._undrained: list[Message] = []
+        self._undrained: list[_Batch] = []
 
     def post(self, message: Message) -> None:
         self.post_many((message,))
 
     def post_many(self, messages: Iterable[Message]) -> None:
         """Post several messages, in order."""
-        self._post_each(list(messages))
+        run: list[Message] = []
+        for m in messages:
+            if run and (m[1] != run[0][1] or m[2] != run[0][2]):
+                self._post(_Batch.of(run))
+                run = []
+            run.append(m)
+        if run:
+            self._post(_Batch.of(run))
 
-    def _post_round(self, messages: list[Message], step: int, round_idx: int) -> None:
-        """Post one round's messages (all of ``step``, ``round_idx``), as ``NeighborFeed.ingest`` does."""
-        latest = self._latest
-        if not messages or (latest is not None and step < latest) or self._rounds.get(step, -1) > round_idx:
-            self._post_each(messages)           # an earlier step or round than posted before: the slow way
-            return
-        if latest is None or step > latest:
+    def _post(self, batch: _Batch) -> None:
+        """File a batch under its step, after every batch of an earlier or the same round."""
+        step = batch.step
+        if self._latest is None or step > self._latest:
             self._new_step(step)
         self._forget(step)
-        self._rounds[step] = round_idx
-        by_author = self._by_step.get(step)
-        if by_author is None:                   # the step's first posts: one list per author, in C
-            by_author = {m[0]: [m] for m in messages}
-            if len(by_author) == len(messages):
-                self._by_step[step] = by_author
-                self._undrained.extend(messages)
-                return
-            by_author = {}                      # someone posted twice: the loop below
-            self._by_step[step] = by_author
-        add = by_author.setdefault
-        for m in messages:                      # after every earlier round of the step: each only appends
-            add(m[0], []).append(m)
-        self._undrained.extend(messages)
+        batches = self._steps.setdefault(step, [])
+        in_order = not batches or batches[-1].round <= batch.round
+        if in_order:
+            batches.append(batch)
+        else:       # an earlier round than posted before: keep the batches sorted by round (stable)
+            batches.insert(next(i for i, b in enumerate(batches) if b.round > batch.round), batch)
+        if batch.round > self._rounds.get(step, -1):
+            self._rounds[step] = batch.round
+        by_author = self._by_author.get(step)
+        if by_author is not None:
+            if in_order:
+                add = by_author.setdefault
+                for m in batch.messages():
+                    add(m[0], []).append(m)
+            else:
+                del self._by_author[step]
+        self._undrained.append(batch)
 
     def _new_step(self, step: int) -> None:
         """``step`` is the latest: steps before ``step - 1`` can never be seen again."""
         self._latest = step
-        for old in [s for s in self._by_step if s < step - 1]:
-            del self._by_step[old]
+        for old in [s for s in self._steps if s < step - 1]:
+            del self._steps[old]
+            self._by_author.pop(old, None)
             self._rounds.pop(old, None)
             self._covering.discard(old)
             self._forget(old)
@@ -110,32 +163,25 @@ class InMemoryMessageBus(MessageBus):
             for key in [k for k in self._step_cache if k[0] == step]:
                 del self._step_cache[key]
 
-    def _post_each(self, messages: list[Message]) -> None:
-        by_step, undrained, rounds = self._by_step, self._undrained, self._rounds
-        for m in messages:
-            step = m[1]
-            self._forget(step)
-            if self._latest is None or step > self._latest:
-                self._new_step(step)
-            by_author = by_step.get(step)
-            if by_author is None:
-                by_author = by_step[step] = {}
-            mine = by_author.get(m[0])
-            if mine is None:
-                by_author[m[0]] = [m]
-            elif mine[-1][2] <= m[2]:
-                mine.append(m)
-            else:  # posted out of round order: keep the list sorted by round (stable)
-                at = next(i for i, old in enumerate(mine) if old[2] > m[2])
-                mine.insert(at, m)
-            if m[2] > rounds.get(step, -1):
-                rounds[step] = m[2]
-            undrained.append(m)
+    def _authors(self, step: int) -> dict[str, list[Message]] | None:
+        """Each author's messages of ``step`` in round order (posting order within a round);
+        ``None`` when the step has none."""
+        found = self._by_author.get(step)
+        if found is None:
+            batches = self._steps.get(step)
+            if not batches:
+                return None
+            found = self._by_author[step] = {}
+            add = found.setdefault
+            for b in batches:
+                for m in b.messages():
+                    add(m[0], []).append(m)
+        return found
 
     def _steps_for(self, step: int, round_idx: int):
-        """(this step's messages if any round before ``round_idx`` exists, last step's if carried)."""
-        now = self._by_step.get(step) if round_idx > 0 else None
-        before = self._by_step.get(step - 1) if self.carry_previous_step else None
+        """(this step's messages by author if any round before ``round_idx`` exists, last step's if carried)."""
+        now = self._authors(step) if round_idx > 0 else None
+        before = self._authors(step - 1) if self.carry_previous_step else None
         return now, before
 
     def visible_to(self, recipient: str, neighbors: Iterable[str], step: int, round_idx: int) -> list[Message]:
@@ -194,7 +240,7 @@ class InMemoryMessageBus(MessageBus):
         key = (step, field)
         found = self._step_cache.get(key)
         if found is None:
-            posts = self._by_step.get(step, {})
+            posts = self._authors(step) or {}
             if field is None:
                 found = {a: [m[3] for m in ms] for a, ms in posts.items()}
             else:
@@ -236,17 +282,19 @@ class InMemoryMessageBus(MessageBus):
 
     def _latest_by_author(self, step: int, round_idx: int, field: str | None) -> dict:
         """:meth:`latest_by_author`, maybe a dict the bus keeps for the next reader: read it, never change it."""
-        now, before = self._steps_for(step, round_idx)
-        if now and self._rounds.get(step, -1) >= round_idx:   # only some of this step's rounds visible yet
-            return _latest_one_by_one(now, before, round_idx, field)
+        now = self._steps.get(step) if round_idx > 0 else None
+        before = self._steps.get(step - 1) if self.carry_previous_step else None
+        whole = not now or self._rounds[step] < round_idx     # every round of this step is visible
         try:
-            latest_now = self._step_latest(step, field) if now else {}
+            latest_now = (self._step_latest(step, field) if whole else
+                          _fold([b for b in now if b.round < round_idx], field)) if now else {}
             latest_before = self._step_latest(step - 1, field) if before else {}
         except (KeyError, TypeError, IndexError):
-            return _latest_one_by_one(now, before, round_idx, field)
+            now_by, before_by = self._steps_for(step, round_idx)
+            return _latest_one_by_one(now_by, before_by, round_idx, field)
         if not latest_now or not latest_before:
             return latest_now or latest_before
-        if step in self._covering or now.keys() >= before.keys():
+        if whole and (step in self._covering or latest_now.keys() >= latest_before.keys()):
             self._covering.add(step)            # authors are only ever added to a step: it stays so
             return latest_now                   # everyone of last step has spoken since
         out = dict(latest_before)
@@ -258,22 +306,43 @@ class InMemoryMessageBus(MessageBus):
         key = (step, field, "latest")
         found = self._step_cache.get(key)
         if found is None:
-            posts = self._by_step.get(step, {})
-            if field is None:
-                found = {a: ms[-1][3] for a, ms in posts.items()}
-            else:
-                found = {a: ms[-1][3][field] for a, ms in posts.items()}
-            self._step_cache[key] = found
+            found = self._step_cache[key] = _fold(self._steps.get(step, ()), field)
         return found
 
     def drain(self) -> list[Message]:
         """The messages posted since the last drain, in posting order; the buffer is cleared."""
-        out, self._undrained = self._undrained, []
+        batches, self._undrained = self._undrained, []
+        return [m for b in batches for m in b.messages()]
+
+    def drain_columns(self) -> dict[str, list]:
+        """What :meth:`drain` gives, as plain lists by field (``author_id``, ``step``, ``round``,
+        ``content``, ``channel``, ``kind``, ``audience``, ``reply_to``), without a ``Message``
+        per post: the collector's way to fill the ``messages`` table."""
+        batches, self._undrained = self._undrained, []
+        out: dict[str, list] = {name: [] for name in Message._fields}
+        for b in batches:
+            n = len(b.authors)
+            out["author_id"] += b.authors
+            out["step"] += repeat(b.step, n)
+            out["round"] += repeat(b.round, n)
+            out["content"] += b.contents
+            out["channel"] += _each(b.channels, n)
+            out["kind"] += _each(b.kinds, n)
+            out["audience"] += _each(b.audiences, n)
+            out["reply_to"] += _each(b.reply_to, n)
         return out
 
     def stored_steps(self) -> list[int]:
         """The steps still held for reading (at most the latest two)."""
-        return sorted(self._by_step)
+        return sorted(self._steps)
+
+
+def _fold(batches, field: str | None) -> dict:
+    """Each author's last content (or its ``field``) over ``batches``, taken in order."""
+    out: dict = {}
+    for b in batches:
+        out.update(zip(b.authors, b.contents if field is None else [c[field] for c in b.contents]))
+    return out
 
 
 def _latest_one_by_one(now: dict | None, before: dict | None, round_idx: int, field: str | None) -> dict:
@@ -302,6 +371,34 @@ def _missing(read: list[Message], field: str) -> KeyError:
 
 _new = tuple.__new__
 chain_from = chain.from_iterable
+_POST_KINDS = frozenset(POST_KINDS)
+_ROUTING = frozenset(("content", "channel", "reply_to"))      # payload keys that shape the message
+_agent_id, _kind, _payload = attrgetter("agent_id"), attrgetter("kind"), attrgetter("payload")
+
+
+class Posted(Sequence):
+    """The messages one ``ingest`` posted on an ``InMemoryMessageBus``: a read-only sequence
+    whose ``Message`` objects are made when it is first read (most callers never read it)."""
+
+    __slots__ = ("_batch",)
+
+    def __init__(self, batch: _Batch):
+        self._batch = batch
+
+    def __len__(self) -> int:
+        return len(self._batch.authors)
+
+    def __getitem__(self, i):
+        return self._batch.messages()[i]
+
+    def __iter__(self):
+        return iter(self._batch.messages())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Posted({self._batch.messages()!r})"
 
 
 class NeighborFeed:
@@ -320,31 +417,44 @@ class NeighborFeed:
         self._getters: dict[str, Callable | bool] = {}
         self._last_ids: tuple[list[str], list] | None = None
 
-    def ingest(self, actions: Iterable[Action], step: int, round_idx: int) -> list[Message]:
+    def ingest(self, actions: Iterable[Action], step: int, round_idx: int) -> Sequence[Message]:
         """Post every ``post`` or ``reply`` action; other kinds pass through untouched.
 
         The message content is ``payload["content"]`` when present, else the
         payload; ``payload["channel"]`` and ``payload["reply_to"]`` set those
-        fields. Returns the messages posted.
+        fields. Returns the messages posted (on an ``InMemoryMessageBus``, a
+        sequence whose ``Message`` objects are made when it is first read).
         """
-        posted = []
-        add = posted.append
-        for a in actions:
-            kind = a.kind
-            if kind != "post" and kind != "reply":
-                continue
-            p = a.payload
-            if "content" in p or "channel" in p or "reply_to" in p:
-                add(_new(Message, (a.agent_id, step, round_idx, p.get("content", p), p.get("channel", "feed"),
-                                   kind, "neighbors", p.get("reply_to"))))
-            else:
-                add(_new(Message, (a.agent_id, step, round_idx, p, "feed", kind, "neighbors", None)))
+        actions = actions if type(actions) is list else list(actions)
+        payloads = list(map(_payload, actions))
+        kinds = set(map(_kind, actions))
+        if kinds <= _POST_KINDS and all(map(_ROUTING.isdisjoint, payloads)):
+            # every action a post whose payload is its content (the usual round): the round as it is
+            kind = kinds.pop() if len(kinds) == 1 else list(map(_kind, actions))
+            batch = _Batch(step, round_idx, list(map(_agent_id, actions)), payloads, kind)
+        else:
+            authors, contents, kinds, channels, reply_to = [], [], [], [], []
+            for a in actions:
+                kind = a.kind
+                if kind != "post" and kind != "reply":
+                    continue
+                p = a.payload
+                authors.append(a.agent_id)
+                kinds.append(kind)
+                routed = "content" in p or "channel" in p or "reply_to" in p
+                contents.append(p.get("content", p) if routed else p)
+                channels.append(p.get("channel", "feed") if routed else "feed")
+                reply_to.append(p.get("reply_to") if routed else None)
+            batch = _Batch(step, round_idx, authors, contents, kinds, channels, "neighbors", reply_to)
+        if not batch.authors:
+            return []
         bus = self.bus
         if isinstance(bus, InMemoryMessageBus):
-            bus._post_round(posted, step, round_idx)
-        else:
-            for m in posted:
-                bus.post(m)
+            bus._post(batch)
+            return Posted(batch)
+        posted = batch.messages()
+        for m in posted:
+            bus.post(m)
         return posted
 
     def neighbours(self, agent_id: str) -> tuple[str, ...]:

@@ -194,25 +194,30 @@ def message_rows(messages, step: int) -> pa.Table:
     """Drained messages as the ``messages`` table's columns (content as canonical JSON),
     each with the step it was posted in (``step`` for a message with none).
 
-    ``Message`` is a named tuple: the columns are one transposition of the list."""
-    rows = messages
-    if set(map(type, rows)) - {Message}:      # a study's own message objects: read by attribute
-        rows = [(m.author_id, m.step, m.round, m.content, m.channel, m.kind, m.audience, m.reply_to)
-                for m in messages]
-    if not rows:
+    ``messages`` is a list of ``Message`` (a named tuple: the columns are one transposition
+    of the list) or already columns, a dict of lists by field (``InMemoryMessageBus.drain_columns``)."""
+    if isinstance(messages, dict):
+        author, steps, rounds, content = (messages[k] for k in ("author_id", "step", "round", "content"))
+        channel, kind, audience, reply_to = (messages[k] for k in ("channel", "kind", "audience", "reply_to"))
+    else:
+        rows = messages
+        if set(map(type, rows)) - {Message}:      # a study's own message objects: read by attribute
+            rows = [(m.author_id, m.step, m.round, m.content, m.channel, m.kind, m.audience, m.reply_to)
+                    for m in messages]
+        author, steps, rounds, content, channel, kind, audience, reply_to = zip(*rows) if rows else [()] * 8
+    if not author:
         return pa.table({name: pa.array([], kind) for name, kind in _MESSAGE_TYPES.items()})
-    author, steps, rounds, content, channel, kind, audience, reply_to = zip(*rows)
     if None in steps:
         steps = [step if s is None else s for s in steps]
     try:
         texts = json_array(content)
     except TypeError:               # name the first message JSON cannot hold
-        for m in rows:
+        for who, s, r, c in zip(author, steps, rounds, content):
             try:
-                dumps(m[3])
+                dumps(c)
             except TypeError as e:
-                raise FieldError(f"step {m[1]} round {m[2]}: agent '{m[0]}': message content "
-                                 f"{m[3]!r:.60} is not JSON ({e})") from None
+                raise FieldError(f"step {s} round {r}: agent '{who}': message content "
+                                 f"{c!r:.60} is not JSON ({e})") from None
         raise
     return pa.table({
         "step": pa.array(steps, pa.int32()), "round": pa.array(rounds, pa.int32()),
