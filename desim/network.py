@@ -30,6 +30,8 @@ def build_graph(interaction: Interaction, personas: list[Persona], seed: int) ->
         return g
     if kind == "groups":
         return _groups(personas, interaction.attribute or "")
+    if kind == "ring" and n > 2:
+        return _ring(ids, interaction.k or 2)
     return _labelled(_generated(interaction, n, seed), ids)
 
 
@@ -40,6 +42,30 @@ def _labelled(g: nx.Graph, ids: list[str]) -> nx.Graph:
     h.add_nodes_from(ids)
     h.add_edges_from((ids[u], ids[v]) for u, v in g.edges())
     return h
+
+
+def _ring(ids: list[str], k: int) -> nx.Graph:
+    """``_labelled(nx.circulant_graph(n, range(1, k // 2 + 1)), ids)``, every node's neighbours in the
+    same order, without building the numbered graph first (half the set-up of a large ring): the
+    circulant's edges are laid out in plain dicts in the order networkx adds them, then read back
+    in the order its edge view gives them."""
+    n = len(ids)
+    offsets = range(1, k // 2 + 1)
+    adj: list[dict[int, None]] = [{} for _ in range(n)]
+    for sign in (-1, 1):                        # circulant_graph: every i - j, then every i + j
+        for i in range(n):
+            for j in offsets:
+                v = (i + sign * j) % n
+                adj[i][v] = adj[v][i] = None
+    done = [False] * n
+    edges = []
+    for u in range(n):                          # Graph.edges(): each edge once, from its first end
+        edges += [(ids[u], ids[v]) for v in adj[u] if not done[v]]
+        done[u] = True
+    g = nx.Graph()
+    g.add_nodes_from(ids)
+    g.add_edges_from(edges)
+    return g
 
 
 def _generated(it: Interaction, n: int, seed: int) -> nx.Graph:

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 
 import duckdb
+import networkx as nx
 import pydantic
 import pytest
 
@@ -32,6 +33,17 @@ def test_ring_has_degree_k(k):
     g = build_graph(Interaction(kind="ring", k=k), people(20), seed=1)
     assert degrees(g) == Counter({k: 20})
     assert g.has_edge("p000", f"p{k // 2:03d}") and not g.has_edge("p000", f"p{k // 2 + 1:03d}")
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 7, 10, 33])
+@pytest.mark.parametrize("k", [2, 3, 4, 6, 10])
+def test_ring_is_networkx_circulant_with_the_same_neighbour_order(n, k):
+    # the feed reads neighbours in this order and a mean is a float sum: the order is part of the result
+    ring = build_graph(Interaction(kind="ring", k=k), people(n), seed=1)
+    ids = [f"p{i:03d}" for i in range(n)]
+    ref = nx.relabel_nodes(nx.circulant_graph(n, range(1, k // 2 + 1)), dict(enumerate(ids)), copy=True)
+    assert [(u, list(nbrs)) for u, nbrs in ring.adjacency()] == [(u, list(nbrs)) for u, nbrs in ref.adjacency()]
+    assert list(ring.edges()) == list(ref.edges())
 
 
 @pytest.mark.parametrize("neighborhood,torus,expected", [
