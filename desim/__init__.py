@@ -6,7 +6,7 @@ The public names, by layer:
   ``Broadcast``, ``Message``, ``load_study``, ``StudyConfigError``;
 * study interfaces: ``EnvironmentProvider``, ``PopulationProvider``,
   ``DecisionModel``, ``MetricCollector``, ``ActionColumns``;
-* messaging: ``MessageBus``, ``InMemoryMessageBus``, ``NeighborFeed``;
+* messaging: ``MessageBus``, ``InMemoryMessageBus``; feed: ``NeighborFeed``;
 * running: ``run_study`` (honours ``warm_start``), ``Engine``, ``RunFailed``;
 * reading: ``open`` (a study's store as Arrow tables: ``desim.open("studies/x").panel()``);
 * counterfactuals: ``branch`` (a run of the study forking from a stored run at a
@@ -27,7 +27,7 @@ _WHERE = {
     "Engine": "engine", "RunError": "engine", "RunFailed": "engine", "RunResult": "engine", "run_study": "engine",
     "ActionColumns": "interfaces", "DecisionModel": "interfaces", "EnvironmentProvider": "interfaces",
     "MetricCollector": "interfaces", "PopulationProvider": "interfaces", "RunContext": "interfaces",
-    "InMemoryMessageBus": "messaging", "MessageBus": "messaging", "NeighborFeed": "messaging",
+    "InMemoryMessageBus": "messaging", "MessageBus": "messaging", "NeighborFeed": "feed",
     "build_graph": "network", "neighbors_fn": "network",
     "Action": "schemas", "Broadcast": "schemas", "Message": "schemas", "Observation": "schemas",
     "Persona": "schemas", "ScheduledEvent": "schemas",
