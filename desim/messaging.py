@@ -144,9 +144,9 @@ class InMemoryMessageBus(MessageBus):
         step = batch.step
         if self._latest is None or step > self._latest:
             self._new_step(step)
-        self._forget(step)
         batches = self._steps.setdefault(step, [])
         in_order = not batches or batches[-1].round <= batch.round
+        self._forget(step, batch if in_order else None)
         if in_order:
             batches.append(batch)
         else:       # an earlier round than posted before: keep the batches sorted by round (stable)
@@ -173,10 +173,18 @@ class InMemoryMessageBus(MessageBus):
             self._covering.discard(old)
             self._forget(old)
 
-    def _forget(self, step: int) -> None:
-        """Drop what was gathered from ``step``'s messages: it has a new one."""
+    def _forget(self, step: int, after: _Batch | None = None) -> None:
+        """Drop what was gathered from ``step``'s messages: it has a new one. A batch posted
+        ``after`` all of the step's others brings each author's latest contents up to date
+        instead (so a step's latest are folded once, batch by batch, not again every round)."""
         if self._step_cache:
             for key in [k for k in self._step_cache if k[0] == step]:
+                if after is not None and len(key) == 3:
+                    try:
+                        _fold((after,), key[1], self._step_cache[key])
+                        continue
+                    except (KeyError, TypeError, IndexError):   # some content lacks the field
+                        pass
                 del self._step_cache[key]
 
     def _authors(self, step: int) -> dict[str, list[Message]] | None:
@@ -353,9 +361,10 @@ class InMemoryMessageBus(MessageBus):
         return sorted(self._steps)
 
 
-def _fold(batches, field: str | None) -> dict:
-    """Each author's last content (or its ``field``) over ``batches``, taken in order."""
-    out: dict = {}
+def _fold(batches, field: str | None, out: dict | None = None) -> dict:
+    """Each author's last content (or its ``field``) over ``batches``, taken in order, into ``out``
+    (a batch with a content that lacks ``field`` raises before it changes ``out``)."""
+    out = {} if out is None else out
     for b in batches:
         out.update(zip(b.authors, b.contents if field is None else [c[field] for c in b.contents]))
     return out

@@ -95,3 +95,18 @@ def test_message_columns_that_json_cannot_hold_name_the_agent():
         message_rows(bus.drain_columns(), 2)
     empty = message_rows(bus.drain_columns(), 3)
     assert empty.num_rows == 0 and "content" in empty.column_names
+
+
+def test_a_later_round_without_the_field_is_not_hidden_by_what_was_read_before():
+    # the step's latest are kept between rounds and brought up to date by each new round's posts:
+    # a post without the field must surface as the error, not leave the older value in place
+    bus = InMemoryMessageBus()
+    feed = NeighborFeed(lambda a: ["a", "b"], bus)
+    feed.ingest([Action("a", 1, "post", {"x": 1}), Action("b", 1, "post", {"x": 2})], 1, 0)
+    assert feed.latest(["z"], 1, 1, "x") == [[1, 2]]
+    feed.ingest([Action("b", 1, "post", {"x": 3})], 1, 1)
+    assert feed.latest(["z"], 1, 2, "x") == [[1, 3]]
+    feed.ingest([Action("a", 1, "post", {"y": 5})], 1, 2)
+    with pytest.raises(KeyError, match="the message of 'a' at step 1 round 2 has no content field 'x'"):
+        feed.latest(["z"], 1, 3, "x")
+    assert feed.latest(["z"], 1, 3) == [[{"y": 5}, {"x": 3}]]
