@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from .messaging import InMemoryMessageBus
 from .schemas import Action, Message, Observation, Persona
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -185,10 +186,12 @@ class EnvironmentProvider(Component):
         object per post); or (columnar studies) a pyarrow Table shaped like
         ``desim.columnar_feed.ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience, reply_to.
         """
-        if self.bus is None:
+        bus = self.bus
+        if bus is None:
             return []
-        columns = getattr(self.bus, "drain_columns", None)
-        return columns() if columns is not None else self.bus.drain()
+        if isinstance(bus, InMemoryMessageBus) and type(bus).drain is InMemoryMessageBus.drain:
+            return bus.drain_columns()      # what drain() gives, without a Message per post
+        return bus.drain()                  # any other bus, or one whose drain() is its own
 
     # --- columnar path (optional) -------------------------------------------
     def observe_columns(self, idx: np.ndarray, t: int, round_idx: int) -> dict[str, np.ndarray]:

@@ -110,3 +110,19 @@ def test_a_later_round_without_the_field_is_not_hidden_by_what_was_read_before()
     with pytest.raises(KeyError, match="the message of 'a' at step 1 round 2 has no content field 'x'"):
         feed.latest(["z"], 1, 3, "x")
     assert feed.latest(["z"], 1, 3) == [[{"y": 5}, {"x": 3}]]
+
+
+def test_the_collector_drains_columns_unless_the_bus_drains_its_own_way():
+    from desim import EnvironmentProvider
+
+    class Quiet(InMemoryMessageBus):
+        def drain(self):                            # a study's own rule for what is stored
+            return [m for m in super().drain() if m.channel != "dm"]
+
+    for bus, stored in ((InMemoryMessageBus(), ["a", "b"]), (Quiet(), ["a"])):
+        env = EnvironmentProvider()
+        env.bus = bus
+        NeighborFeed(lambda a: [], bus).ingest([Action("a", 1, "post", {"x": 1}),
+                                                Action("b", 1, "post", {"content": 2, "channel": "dm"})], 1, 0)
+        table = message_rows(env.drain_messages(), 1)
+        assert table.column("author_id").to_pylist() == stored
