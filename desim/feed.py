@@ -56,16 +56,14 @@ class NeighborFeed:
         else:
             authors, contents, kinds, channels, reply_to = [], [], [], [], []
             for a in actions:
-                kind = a.kind
-                if kind != "post" and kind != "reply":
+                if a.kind not in _POST_KINDS:
                     continue
                 p = a.payload
                 authors.append(a.agent_id)
-                kinds.append(kind)
-                routed = "content" in p or "channel" in p or "reply_to" in p
-                contents.append(p.get("content", p) if routed else p)
-                channels.append(p.get("channel", "feed") if routed else "feed")
-                reply_to.append(p.get("reply_to") if routed else None)
+                kinds.append(a.kind)
+                contents.append(p.get("content", p))
+                channels.append(p.get("channel", "feed"))
+                reply_to.append(p.get("reply_to"))
             columns = (authors, contents, kinds, channels, "neighbors", reply_to)
         if not columns[0]:
             return []
