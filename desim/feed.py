@@ -37,6 +37,8 @@ class NeighborFeed:
         self._neighbours: dict[str, tuple[str, ...]] = {}
         self._getters: dict[str, Callable | bool] = {}
         self._last_ids: tuple[list[str], list] | None = None
+        self._seen: tuple[list, list] | None = None          # the readers and authors of the last read
+        self._by_position: tuple[list, list, list] | None = None
 
     def ingest(self, actions: Iterable[Action], step: int, round_idx: int) -> Sequence[Message]:
         """Post every ``post`` or ``reply`` action; other kinds pass through untouched.
@@ -104,9 +106,10 @@ class NeighborFeed:
                 raise missing_field([m for ms in seen for m in ms], field) from None
         single = bus.single_contents(t, round_idx, field)
         if single is not None:
-            return self._gather(ids, single, True) if single else [[] for _ in ids]
+            return self._gather(ids, list(single), list(single.values()), True, single) if single else [[] for _ in ids]
         by_author = bus.contents_by_author(t, round_idx, field)
-        return self._gather(ids, by_author, False) if by_author else [[] for _ in ids]
+        return (self._gather(ids, list(by_author), list(by_author.values()), False, by_author) if by_author
+                else [[] for _ in ids])
 
     def latest(self, ids: Iterable[str], t: int, round_idx: int, field: str | None = None) -> list[list]:
         """For each of ``ids``, the latest visible content (or its ``field``) of each neighbour that
@@ -128,13 +131,59 @@ class NeighborFeed:
                 except (KeyError, TypeError, IndexError):
                     raise missing_field(list(last.values()), field) from None
             return out
-        by_author = bus._latest_by_author(t, round_idx, field)
-        return self._gather(ids, by_author, True) if by_author else [[] for _ in ids]
+        latest = bus._latest_by_author(t, round_idx, field)
+        return self._gather(ids, latest.authors, latest.contents, True) if latest.authors else [[] for _ in ids]
 
-    def _gather(self, ids: Iterable[str], by_author: dict, single: bool) -> list[list]:
-        """Each reader's neighbours' contents, in neighbour order: ``by_author`` holds one content per
-        author (``single``) or a list. A cached ``itemgetter`` per reader makes it one C call a
-        reader when all its neighbours have something to show."""
+    def _gather(self, ids: Iterable[str], authors: list, contents: list, single: bool,
+                by_author: dict | None = None) -> list[list]:
+        """Each reader's neighbours' contents, in neighbour order: ``contents[i]`` is the content of
+        ``authors[i]`` (``single``) or a list of them.
+
+        When the readers and the authors are those of the read before (the usual round), each
+        reader has a cached ``itemgetter`` over its neighbours' positions: one C call a reader,
+        with no look-up by id. Otherwise the contents are looked up by author."""
+        row = self._positions_for(ids, authors)
+        if row is None:
+            return self._gather_by_author(ids, dict(zip(authors, contents)) if by_author is None else by_author,
+                                          single)
+        try:
+            if single:
+                return [list(get(contents)) for get in row]
+            return [list(chain_from(get(contents))) for get in row]
+        except TypeError:           # a reader with fewer than two neighbours to show (a tuple of positions)
+            pass
+        out = []
+        add = out.append
+        for get in row:
+            if type(get) is tuple:
+                add([contents[p] for p in get] if single else [c for p in get for c in contents[p]])
+            else:
+                add(list(get(contents)) if single else list(chain_from(get(contents))))
+        return out
+
+    def _positions_for(self, ids: Iterable[str], authors: list) -> list | None:
+        """Per reader, its neighbours' positions among ``authors``: an ``itemgetter`` for two or
+        more, else a tuple. Made when a read has the readers and authors of the read before (so a
+        round whose participants change every time never pays for it), then kept."""
+        kept = self._by_position
+        if kept is not None and (ids is kept[0] or ids == kept[0]) and (authors is kept[1] or authors == kept[1]):
+            return kept[2]
+        seen = self._seen
+        if seen is None or not (ids == seen[0] and authors == seen[1]):
+            self._seen = (list(ids), list(authors))
+            return None
+        position = {a: i for i, a in enumerate(seen[1])}     # an author listed twice: its last
+        row = []
+        for a in seen[0]:
+            got = [position[n] for n in self.neighbours(a) if n in position]
+            row.append(itemgetter(*got) if len(got) > 1 else tuple(got))
+        self._by_position, self._seen = (seen[0], seen[1], row), None
+        return row
+
+    def _gather_by_author(self, ids: Iterable[str], by_author: dict, single: bool) -> list[list]:
+        """``_gather`` by author: ``by_author`` holds one content per author (``single``) or a list.
+        A cached ``itemgetter`` per reader makes it one C call a reader when all its neighbours
+        have something to show."""
         row = self._getters_for(ids)
         try:
             if single:
