@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -190,32 +191,39 @@ class RunFiles:
         staged = self.data / ".incoming" / f"{self.run_id}-merge-{uuid.uuid4().hex[:6]}"
         staged.mkdir()
         steps = self.step_folders()
-        kept = self._kept or {}
-        for table in TABLES:
-            earlier = [self.dir / f"{table}.parquet"] if (self.dir / f"{table}.parquet").exists() else []
-            parts = []
-            for step in steps:
-                if step in kept:
-                    if table in kept[step]:
-                        parts.append(kept[step][table])
-                elif (self.dir / "steps" / f"{step:06d}" / f"{table}.parquet").exists():
-                    parts.append(pq.ParquetFile(self.dir / "steps" / f"{step:06d}" / f"{table}.parquet").read())
-            if not parts:
-                continue
-            per_step = max(1024, max(p.num_rows for p in parts))
-            merged = pa.concat_tables([pq.ParquetFile(f).read() for f in earlier] + parts,
-                                      promote_options="permissive")
-            dictionary = [c for c in ("action_kind", "action_source", "name", "kind", "channel")
-                          if c in merged.column_names]
-            pq.write_table(merged, staged / f"{table}.parquet", compression="snappy", use_dictionary=dictionary,
-                           write_statistics=["step"] if "step" in merged.column_names else False,
-                           row_group_size=per_step)
+        # the tables are written two at a time: Parquet encoding runs without the GIL, and the
+        # panel and the messages, most of the bytes, then share the machine's cores
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for done in [pool.submit(self._merge_table, table, steps, staged) for table in TABLES]:
+                done.result()
         for extra in ("types.json",):
             if (self.dir / extra).exists():
                 shutil.copy2(self.dir / extra, staged / extra)
         (staged / "steps").mkdir()
         exchange(staged, self.dir)
         shutil.rmtree(staged, ignore_errors=True)   # the old folder, now at the staged path
+
+    def _merge_table(self, table: str, steps: list[int], staged: Path) -> None:
+        """One table's step files (or the tables kept of them) as one file in ``staged``."""
+        kept = self._kept or {}
+        earlier = [self.dir / f"{table}.parquet"] if (self.dir / f"{table}.parquet").exists() else []
+        parts = []
+        for step in steps:
+            if step in kept:
+                if table in kept[step]:
+                    parts.append(kept[step][table])
+            elif (self.dir / "steps" / f"{step:06d}" / f"{table}.parquet").exists():
+                parts.append(pq.ParquetFile(self.dir / "steps" / f"{step:06d}" / f"{table}.parquet").read())
+        if not parts:
+            return
+        per_step = max(1024, max(p.num_rows for p in parts))
+        merged = pa.concat_tables([pq.ParquetFile(f).read() for f in earlier] + parts,
+                                  promote_options="permissive")
+        dictionary = [c for c in ("action_kind", "action_source", "name", "kind", "channel")
+                      if c in merged.column_names]
+        pq.write_table(merged, staged / f"{table}.parquet", compression="snappy", use_dictionary=dictionary,
+                       write_statistics=["step"] if "step" in merged.column_names else False,
+                       row_group_size=per_step)
 
 
 _RENAME_EXCHANGE = 2
