@@ -51,7 +51,7 @@ class NeighborFeed:
         actions = actions if type(actions) is list else list(actions)
         payloads = list(map(_payload, actions))
         kinds = set(map(_kind, actions))
-        if kinds <= _POST_KINDS and all(map(_ROUTING.isdisjoint, payloads)):
+        if kinds <= _POST_KINDS and _ROUTING.isdisjoint(set().union(*payloads)):    # all keys in one C call
             # every action a post whose payload is its content (the usual round): the round as it is
             columns = (list(map(_agent_id, actions)), payloads, kinds.pop() if len(kinds) == 1
                        else list(map(_kind, actions)))
