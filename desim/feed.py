@@ -106,7 +106,9 @@ class NeighborFeed:
                 raise missing_field([m for ms in seen for m in ms], field) from None
         single = bus.single_contents(t, round_idx, field)
         if single is not None:
-            return self._gather(ids, list(single), list(single.values()), True, single) if single else [[] for _ in ids]
+            if not single:
+                return [[] for _ in ids]
+            return self._gather(ids, list(single), list(single.values()), True, single)
         by_author = bus.contents_by_author(t, round_idx, field)
         return (self._gather(ids, list(by_author), list(by_author.values()), False, by_author) if by_author
                 else [[] for _ in ids])

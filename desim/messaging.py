@@ -99,10 +99,10 @@ class InMemoryMessageBus(MessageBus):
     round), indexed by author only when a reader needs per-author lists.
 
     ``latest_by_author`` folds the batches of the visible steps into each author's latest
-    (parallel lists, see ``_Latest``), without a ``Message`` per post; ``visible_to`` and ``contents_by_author`` read ``_authors(step)``,
-    each author's messages of the step in round order, built on first use and extended as
-    posts arrive. A reader then looks up each neighbour once per visible step and stops at
-    the first message of a round it may not see yet.
+    (parallel lists, see ``_Latest``), without a ``Message`` per post; ``visible_to`` and
+    ``contents_by_author`` read ``_authors(step)``, each author's messages of the step in round
+    order, built on first use and extended as posts arrive. A reader then looks up each
+    neighbour once per visible step and stops at the first message of a round it may not see yet.
     """
 
     def __init__(self, carry_previous_step: bool = False):
