@@ -4,12 +4,19 @@ Each configuration runs in a fresh interpreter so its peak memory is its own:
 
     python benchmarks/bench_engine.py            # prints a Markdown table
     python benchmarks/bench_engine.py --write    # and appends it to benchmarks/RESULTS.md
+    python benchmarks/bench_engine.py --smoke    # N = 200 only, seconds (a test runs it)
 
 Configurations: N = 2,000 and 100,000 agents, 12 steps, K = 1 and 3 rounds, on
 * the columnar path (benchmarks/studies/ring_bc), with and without agent
   processes and with and without desim's GC management;
 * the per-agent path (studies/opinion_diffusion rewired to a ring).
 Decisions per second = agents x steps x rounds / wall time of the run.
+
+Before the table, a machine check: the seed page's own measure of a round
+barrier (one shared SimPy event a round, 100,000 agent processes waiting at
+it, the cyclic GC frozen), which it gives as about 0.2-0.5 us per agent-round
+on the machine the targets were set on. It says how fast the machine is
+today, so that a wall time can be read against the targets.
 """
 from __future__ import annotations
 
@@ -54,19 +61,70 @@ def one(cfg: dict) -> dict:
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def barrier(n: int, rounds: int = 36, repeat: int = 3) -> float:
+    """The seed page's barrier measure: us per agent-round of ``n`` SimPy processes waiting at one
+    shared event a round (the best of ``repeat``), the cyclic GC frozen as the engine does."""
+    import gc
+    import simpy
+    best = float("inf")
+    for _ in range(repeat):
+        env = simpy.Environment()
+        state = {"gate": env.event(), "present": []}
+
+        def agent(i):
+            while True:
+                yield state["gate"]
+                state["present"].append(i)
+
+        def rounds_of():
+            for _ in range(rounds):
+                gate, state["gate"] = state["gate"], env.event()
+                state["present"] = []
+                gate.succeed()
+                yield env.timeout(0)
+                state["present"].sort()
+
+        for i in range(n):
+            env.process(agent(i))
+        driver = env.process(rounds_of())
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        t0 = time.process_time()
+        env.run(until=driver)
+        best = min(best, time.process_time() - t0)
+        gc.enable()
+        gc.unfreeze()
+    return best / (n * rounds) * 1e6
+
+
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--one":
         print(json.dumps(one(json.loads(sys.argv[2]))))
         return
+    if len(sys.argv) > 2 and sys.argv[1] == "--barrier":
+        print(json.dumps({"us": barrier(int(sys.argv[2]))}))
+        return
+    smoke = "--smoke" in sys.argv
+    big = 200 if smoke else 100_000
     tmp = Path(tempfile.mkdtemp(prefix="desim-bench-"))
+    check = subprocess.run([sys.executable, __file__, "--barrier", str(big)], capture_output=True, text=True)
+    if check.returncode:
+        print(check.stderr, file=sys.stderr)
+        raise SystemExit(1)
+    us = json.loads(check.stdout.strip().splitlines()[-1])["us"]
+    machine = (f"Machine check (the seed page's round barrier, {big:,} agent processes, one shared event a "
+               f"round): {us:.2f} us per agent-round; the seed page measured about 0.2-0.5 on the machine "
+               "the targets were set on.")
+    print(machine, flush=True)
     configs = []
-    for n in (2000, 100_000):
+    for n in ((200,) if smoke else (2000, 100_000)):
         for k in (1, 3):
             configs.append(("columnar", n, k, True, True))
-    configs += [("columnar", 100_000, 3, False, True), ("columnar", 100_000, 3, True, False)]
-    for n, k in ((2000, 1), (2000, 3), (100_000, 1), (100_000, 3)):
+    configs += [("columnar", big, 3, False, True), ("columnar", big, 3, True, False)]
+    for n, k in (((200, 1), (200, 3)) if smoke else ((2000, 1), (2000, 3), (100_000, 1), (100_000, 3))):
         configs.append(("per-agent", n, k, True, True))
-    configs.append(("per-agent", 100_000, 1, True, False))
+    configs.append(("per-agent", big, 1, True, False))
     lines = ["| path | N | K | agent processes | GC managed | wall s | decisions/s | panel rows | peak MiB |",
              "|---|---|---|---|---|---|---|---|---|"]
     for kind, n, k, procs, gc in configs:
@@ -86,9 +144,10 @@ def main() -> None:
                 if ln.startswith("model name")), platform.processor())
     section = (f"\n## Engine + store, ring bounded confidence (issue 2)\n\n"
                f"Machine: {cpu}, 2 cores, Python {platform.python_version()}; shared and noisy.\n"
-               f"Command: `python benchmarks/bench_engine.py --write`; 12 steps; each row a fresh process.\n\n"
+               f"Command: `python benchmarks/bench_engine.py --write`; 12 steps; each row a fresh process.\n"
+               f"{machine}\n\n"
                + "\n".join(lines) + "\n")
-    if "--write" in sys.argv:
+    if "--write" in sys.argv and not smoke:
         with open(ROOT / "benchmarks" / "RESULTS.md", "a", encoding="utf-8") as fh:
             fh.write(section)
     print(section)
