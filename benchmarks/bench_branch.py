@@ -1,6 +1,7 @@
 """A branch against a full run (issue 5's benchmark).
 
     python benchmarks/bench_branch.py [--n 100000] [--write]
+    python benchmarks/bench_branch.py --n 200   # smoke run (a test runs it; without --write, RESULTS.md is left alone)
 
 Runs a study for 12 steps, then branches it at step 10 (steps 1-9 replayed
 from the parent's stored actions through advance_to and apply only, steps

@@ -1,6 +1,7 @@
 """Dashboard API latency on a large study, and while a run locks the store.
 
 Usage: python benchmarks/bench_dashboard.py [--agents 20000] [--steps 40] [--repeat 5]
+       python benchmarks/bench_dashboard.py --agents 200 --steps 3 --repeat 1   # smoke run (a test runs it)
 
 Runs ``opinion_diffusion`` once with ``--set n_agents=<agents>`` (a panel of
 agents x steps rows) in a temporary folder, serves the dashboard on an

@@ -1,6 +1,7 @@
 """Report and diffusion player for the 100,000-agent opinion study: time and peak memory.
 
 Usage: python benchmarks/bench_report.py [--agents 100000]
+       python benchmarks/bench_report.py --agents 200   # smoke run (a test runs it)
 
 The study runs in its own processes (``desim run --set n_agents=...``, twice:
 the study as shipped and a control with ``campaign_weight=0``), so their
