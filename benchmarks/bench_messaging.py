@@ -21,6 +21,10 @@ or an Arrow table from ``ColumnarFeed.drain()``, inserted in bulk
 
     python benchmarks/bench_messaging.py --path columnar --messages arrow --n 2000 20000 200000 1000000
     python benchmarks/bench_messaging.py --path objects --n 2000 20000 200000
+    python benchmarks/bench_messaging.py --path objects --n 200                        # smoke (a test runs it)
+    python benchmarks/bench_messaging.py --path columnar --messages arrow --n 200 400   # smoke, columnar path
+
+Each N prints one JSON line (or ``{"n": ..., "error": [...]}`` if its run failed).
 """
 from __future__ import annotations
 

@@ -1,13 +1,16 @@
 """Schelling 1000x1000 (800,000 agents), 20 steps, the full panel in DuckDB: wall time and peak memory.
 
-    python benchmarks/bench_schelling_scale.py [--size 1000] [--steps 20]
+    python benchmarks/bench_schelling_scale.py [--size 1000] [--steps 20] [--workdir DIR]
+    python benchmarks/bench_schelling_scale.py --size 20 --steps 2 --workdir /tmp/scale-smoke   # smoke (a test runs it)
 
 Targets: under 2 minutes and under 8 GiB. Each variant runs in a fresh child
 process so its peak resident memory (``ru_maxrss``) is its own: the default
 engine (one SimPy process per agent) and ``agent_processes: false``. Each
 child reports the set-up (study load, 800,000 personas, the engine) and the
 run (initial states, every step written to DuckDB) separately; the store is
-deleted afterwards (16 million panel rows).
+deleted afterwards (16 million panel rows). The study is copied to
+``benchmarks/out/scale_<variant>`` unless ``--workdir`` names another folder
+(the smoke test passes a temporary one, so it never touches benchmarks/out).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -22,14 +26,20 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def child(size: int, steps: int, agent_processes: bool) -> None:
+def child(size: int, steps: int, agent_processes: bool, workdir: str | None = None) -> None:
     import duckdb
 
     import desim
     from desim.engine import Engine
-    from desim_probe import fresh_copy
+    from desim_probe import ROOT, fresh_copy
 
-    root = fresh_copy("schelling", f"scale_{'procs' if agent_processes else 'noprocs'}")
+    tag = f"scale_{'procs' if agent_processes else 'noprocs'}"
+    if workdir is None:
+        root = fresh_copy("schelling", tag)
+    else:
+        root = os.path.join(os.path.abspath(workdir), tag, "schelling")
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(ROOT / "studies" / "schelling", root, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     wall0, cpu0 = time.perf_counter(), time.process_time()
     spec = desim.load_study(root, seed=1, steps=steps,
                             params={"width": size, "height": size, "density": 0.8, "homophily": 0.4})
@@ -57,14 +67,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--workdir", help="copy the study here instead of benchmarks/out (smoke: a temporary folder)")
     ap.add_argument("--child", choices=["procs", "noprocs"])
     args = ap.parse_args()
     if args.child:
-        child(args.size, args.steps, args.child == "procs")
+        child(args.size, args.steps, args.child == "procs", args.workdir)
         return
     for variant in ("procs", "noprocs"):
+        where = ["--workdir", os.path.abspath(args.workdir)] if args.workdir else []
         out = subprocess.run([sys.executable, __file__, "--size", str(args.size), "--steps", str(args.steps),
-                              "--child", variant], check=True, capture_output=True, text=True, cwd=HERE).stdout
+                              "--child", variant, *where], check=True, capture_output=True, text=True,
+                             cwd=HERE).stdout
         r = json.loads(out.strip().splitlines()[-1])
         label = "one SimPy process per agent" if r["agent_processes"] else "agent_processes: false"
         print(f"{label}: {r['agents']:,} agents x {args.steps} steps = {r['panel_rows']:,} panel rows; "

@@ -1,11 +1,17 @@
 """desim side by side with SocioVerse2 0.2.0, the published loop desim's design follows.
 
-    python benchmarks/bench_socioverse.py
+    python benchmarks/bench_socioverse.py [--n 2000]
+    python benchmarks/bench_socioverse.py --n 200 --no-socioverse   # smoke: desim's side only (a test runs it)
 
 Creates ``benchmarks/.venv-socioverse`` (if missing) with ``socioverse2==0.2.0``
 and runs every configuration in a fresh process (desim's in this interpreter,
 SocioVerse2's in the venv's), so each peak memory is that run's own. Prints a
 Markdown section and writes the raw figures to ``benchmarks/out/socioverse.json``.
+
+``--no-socioverse`` runs desim's side only: no venv, no SocioVerse2 run, so no
+larger N (chosen from SocioVerse2's time) and no same-model check; it prints
+the figures and the section but writes nothing to ``benchmarks/out``.
+``--n`` is the first N of the ring and messaging runs (default 2,000).
 
 1. Ring bounded confidence (epsilon 0.3, mu 0.5, 12 steps, K = 1 and 3, DuckDB
    store on): desim's columnar ``benchmarks/studies/ring_bc``, desim's per-agent
@@ -28,6 +34,7 @@ wall time on a shared machine.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import resource
@@ -167,13 +174,15 @@ def ring_section(rows: list[dict]) -> list[str]:
     lines = ["| N | K | system | wall s | CPU s | decisions/s | peak MiB | final mean | final sd | "
              "desim/SV2 wall | desim/SV2 peak |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        n, k, base = row["n"], row["k"], row["socioverse2"]
+        n, k, base = row["n"], row["k"], row.get("socioverse2")
         for name in ("desim columnar (ring_bc)", "desim per-agent (opinion_diffusion, bus)", "socioverse2"):
+            if name not in row:      # --no-socioverse
+                continue
             r = row[name]
             if "error" in r:
                 lines.append(f"| {n:,} | {k} | {name} | {r['error']} | | | | | | | |")
                 continue
-            ratio = "" if name == "socioverse2" or "error" in base else \
+            ratio = "" if name == "socioverse2" or base is None or "error" in base else \
                 f"{r['wall_s'] / base['wall_s']:.4f} | {r['peak_mib'] / base['peak_mib']:.2f}"
             extra = ""
             if name == "socioverse2":
@@ -204,6 +213,15 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--desim-one":
         print(json.dumps(desim_one(json.loads(sys.argv[2]))))
         return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2000, help="the first N of the ring and messaging runs (smoke: 200)")
+    ap.add_argument("--no-socioverse", action="store_true",
+                    help="desim's side only: no venv, no SocioVerse2 run, nothing written (the smoke test)")
+    args = ap.parse_args()
+    n0, with_sv = args.n, not args.no_socioverse
+    if not with_sv:
+        desim_only(n0)
+        return
     version = ensure_venv()
     tmp = Path(tempfile.mkdtemp(prefix="bench-socioverse-"))
     started = time.time()
@@ -219,11 +237,11 @@ def main() -> None:
         return row
 
     for k in (1, 3):
-        ring_row(2000, k)
+        ring_row(n0, k)
     base = figures["ring"][-1]["socioverse2"]
-    larger = next((n for n in (20_000, 10_000, 5_000) if base["wall_s"] * n / 2000 < BUDGET_S), None)
-    figures["notes"].append(f"SocioVerse2 ring N=2,000 K=3 took {base['wall_s']:.1f} s; larger N chosen: {larger} "
-                            f"(predicted {base['wall_s'] * (larger or 20_000) / 2000:.0f} s at "
+    larger = next((n for n in (20_000, 10_000, 5_000) if n > n0 and base["wall_s"] * n / n0 < BUDGET_S), None)
+    figures["notes"].append(f"SocioVerse2 ring N={n0:,} K=3 took {base['wall_s']:.1f} s; larger N chosen: {larger} "
+                            f"(predicted {base['wall_s'] * (larger or 20_000) / n0:.0f} s at "
                             f"N={larger or 20_000:,}, budget {BUDGET_S} s)")
     if larger:
         for k in (1, 3):
@@ -254,12 +272,14 @@ def main() -> None:
         figures["messaging"].append(row)
         return row["socioverse2 InMemoryMessageBus + NeighborFeed"]
 
-    r = messaging_row(2000)
-    if "error" not in r:
+    r = messaging_row(n0)
+    if "error" not in r and n0 < 20_000:
         # reads scan every stored message (quadratic in N); the rest is linear in N
-        predicted = 100 * r["feed_s"] + 10 * (r["wall_s"] - r["feed_s"])
+        scale = 20_000 / n0
+        predicted = scale ** 2 * r["feed_s"] + scale * (r["wall_s"] - r["feed_s"])
         figures["notes"].append(f"SocioVerse2 messaging N=20,000 predicted {predicted:.0f} s "
-                                f"(100 x its reads + 10 x the rest at N=2,000); budget {BUDGET_S} s")
+                                f"({scale ** 2:g} x its reads + {scale:g} x the rest at N={n0:,}); "
+                                f"budget {BUDGET_S} s")
         if predicted < BUDGET_S:
             messaging_row(20_000)
 
@@ -286,6 +306,34 @@ def main() -> None:
         *messaging_section(figures["messaging"]), "",
     ]
     print("\n".join(section))
+
+
+def desim_only(n: int) -> None:
+    """``--no-socioverse``: desim's rows of sections 1 and 3 at N = ``n``, printed, nothing written."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-socioverse-"))
+    started = time.time()
+    try:
+        ring, messaging = [], []
+        for k in (1, 3):
+            row = {"n": n, "k": k,
+                   "desim columnar (ring_bc)": desim_ring("columnar", n, k, tmp),
+                   "desim per-agent (opinion_diffusion, bus)": desim_ring("per-agent", n, k, tmp)}
+            print(json.dumps(row), flush=True)
+            ring.append(row)
+        row = {"n": n, "desim InMemoryMessageBus + NeighborFeed": desim_messaging(n, "objects"),
+               "desim ColumnarFeed": desim_messaging(n, "columnar")}
+        print(json.dumps(row), flush=True)
+        messaging.append(row)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("\n".join([
+        "", "## desim's side only (--no-socioverse: SocioVerse2 not run)", "",
+        f"Command: `python benchmarks/bench_socioverse.py --n {n} --no-socioverse` ({time.time() - started:.0f} s); "
+        "each row a fresh process; wall = build + run, CPU = the process's user + system time.", "",
+        "### Ring bounded confidence, epsilon 0.3, mu 0.5, 12 steps, DuckDB store on", "",
+        *ring_section(ring), "",
+        "### Every agent posts every round, Watts-Strogatz k = 10, K = 3, 12 steps", "",
+        *messaging_section(messaging), ""]))
 
 
 if __name__ == "__main__":

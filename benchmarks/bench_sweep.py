@@ -3,6 +3,8 @@ and on a local Ray instance, against the same runs done in-process.
 
     python benchmarks/bench_sweep.py                       # Schelling 50x50, 5 x 20 x 200 steps
     python benchmarks/bench_sweep.py --replicates 4        # a quicker look
+    python benchmarks/bench_sweep.py --set homophily=0.3,0.6 --replicates 2 --steps 3 --baseline-runs 1 --configs local1,local2
+                                                           # smoke (a test runs it; Ray left out, its start-up is slow)
 
 Each configuration sweeps a fresh copy of the study (its own database). The
 baseline is ``--baseline-runs`` runs of the same study done one after the other
