@@ -13,7 +13,8 @@ from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Callable, Iterable
 
-from .messaging import POST_KINDS, InMemoryMessageBus, MessageBus, messages_of, missing_field
+from .messaging import POST_KINDS, InMemoryMessageBus, MessageBus, missing_field
+from .posts import messages_of
 from .schemas import Action, Message
 
 chain_from = chain.from_iterable

@@ -17,7 +17,7 @@ neighbours, so a self-loop would change nothing, and ``population.json``
 refuses one in explicit ``edges`` rather than let it look meaningful.
 
 Posts are kept by step as batches (one ``ingest`` call each: parallel lists
-of authors and contents, no object per post); ``Message`` objects are made
+of authors and contents, no object per post; see :mod:`desim.posts`); ``Message`` objects are made
 only for a read that asks for them (``local_for``, ``drain``), and the
 collector drains plain columns. Delivery is indexed by step and author, so a
 reader costs its neighbours' look-ups plus the messages it receives, never a
@@ -29,10 +29,10 @@ Large rule-based studies on the columnar path use
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import repeat
 from typing import Iterable
 
+from .posts import Batch, Latest, Posted, each, fold
 from .schemas import Message
 
 POST_KINDS = ("post", "reply")
@@ -51,55 +51,12 @@ class MessageBus:
         raise NotImplementedError
 
 
-class _Batch:
-    """Posts made together, all of one step and round: one ``ingest`` call, or a run of direct posts.
-
-    Kept as parallel lists (authors, contents; kind, channel, audience and reply-to as one value
-    when all share it), so a round of posts costs a few list builds, not an object per post.
-    The ``Message`` objects are made on the first read that wants them (``visible_to``,
-    ``contents``, ``drain``), once, and then shared by every reader."""
-
-    __slots__ = ("step", "round", "authors", "contents", "kinds", "channels", "audiences", "reply_to", "_messages")
-
-    def __init__(self, step: int, round_idx: int, authors: list, contents: list, kinds="post", channels="feed",
-                 audiences="neighbors", reply_to=None, messages: list[Message] | None = None):
-        self.step, self.round, self.authors, self.contents = step, round_idx, authors, contents
-        self.kinds, self.channels, self.audiences, self.reply_to = kinds, channels, audiences, reply_to
-        self._messages = messages
-
-    @classmethod
-    def of(cls, messages: list[Message]) -> "_Batch":
-        """Messages posted as they are (same step and round): the same objects are handed out."""
-        m = messages[0]
-        return cls(m[1], m[2], [m[0] for m in messages], [m[3] for m in messages], [m[5] for m in messages],
-                   [m[4] for m in messages], [m[6] for m in messages], [m[7] for m in messages], messages)
-
-    def messages(self) -> list[Message]:
-        if self._messages is None:
-            n = len(self.authors)
-            self._messages = list(map(_new, repeat(Message), zip(
-                self.authors, repeat(self.step, n), repeat(self.round, n), self.contents, _each(self.channels, n),
-                _each(self.kinds, n), _each(self.audiences, n), _each(self.reply_to, n))))
-        return self._messages
-
-
-def messages_of(step: int, round_idx: int, authors: list, contents: list, kinds="post", channels="feed",
-                audiences="neighbors", reply_to=None) -> list[Message]:
-    """The ``Message`` objects of a batch given as :meth:`InMemoryMessageBus.post_batch` takes it."""
-    return _Batch(step, round_idx, authors, contents, kinds, channels, audiences, reply_to).messages()
-
-
-def _each(value, n: int):
-    """A batch's column: its list, or its one shared value ``n`` times."""
-    return value if type(value) is list else repeat(value, n)
-
-
 class InMemoryMessageBus(MessageBus):
     """A bus held in memory: each step's posts as batches in round order (posting order within a
     round), indexed by author only when a reader needs per-author lists.
 
     ``latest_by_author`` folds the batches of the visible steps into each author's latest
-    (parallel lists, see ``_Latest``), without a ``Message`` per post; ``visible_to`` and
+    (parallel lists, see ``Latest``), without a ``Message`` per post; ``visible_to`` and
     ``contents_by_author`` read ``_authors(step)``, each author's messages of the step in round
     order, built on first use and extended as posts arrive. A reader then looks up each
     neighbour once per visible step and stops at the first message of a round it may not see yet.
@@ -107,13 +64,13 @@ class InMemoryMessageBus(MessageBus):
 
     def __init__(self, carry_previous_step: bool = False):
         self.carry_previous_step = carry_previous_step
-        self._steps: dict[int, list[_Batch]] = {}               # step -> its batches, in round order
+        self._steps: dict[int, list[Batch]] = {}               # step -> its batches, in round order
         self._by_author: dict[int, dict[str, list[Message]]] = {}   # step -> author -> messages (on demand)
         self._latest: int | None = None
         self._rounds: dict[int, int] = {}       # step -> the latest round posted in it
         self._step_cache: dict[tuple, object] = {}    # (step, field[, "latest"]) -> _step_contents, _step_latest
         self._covering: set[int] = set()        # steps whose authors include every author of the step before
-        self._undrained: list[_Batch] = []
+        self._undrained: list[Batch] = []
 
     def post(self, message: Message) -> None:
         self.post_many((message,))
@@ -123,23 +80,23 @@ class InMemoryMessageBus(MessageBus):
         run: list[Message] = []
         for m in messages:
             if run and (m[1] != run[0][1] or m[2] != run[0][2]):
-                self._post(_Batch.of(run))
+                self._post(Batch.of(run))
                 run = []
             run.append(m)
         if run:
-            self._post(_Batch.of(run))
+            self._post(Batch.of(run))
 
     def post_batch(self, step: int, round_idx: int, authors: list, contents: list, kinds="post",
                    channels="feed", audiences="neighbors", reply_to=None) -> "Posted":
         """Post one batch of messages of ``step``, ``round_idx`` given as parallel lists (or, for
         ``kinds``, ``channels``, ``audiences`` and ``reply_to``, one value shared by all), as
         ``NeighborFeed.ingest`` does: no ``Message`` is made until a read wants it."""
-        batch = _Batch(step, round_idx, authors, contents, kinds, channels, audiences, reply_to)
+        batch = Batch(step, round_idx, authors, contents, kinds, channels, audiences, reply_to)
         if authors:
             self._post(batch)
         return Posted(batch)
 
-    def _post(self, batch: _Batch) -> None:
+    def _post(self, batch: Batch) -> None:
         """File a batch under its step, after every batch of an earlier or the same round."""
         step = batch.step
         if self._latest is None or step > self._latest:
@@ -173,7 +130,7 @@ class InMemoryMessageBus(MessageBus):
             self._covering.discard(old)
             self._forget(old)
 
-    def _forget(self, step: int, after: _Batch | None = None) -> None:
+    def _forget(self, step: int, after: Batch | None = None) -> None:
         """Drop what was gathered from ``step``'s messages: it has a new one. A batch posted
         ``after`` all of the step's others brings each author's latest contents up to date
         instead (so a step's latest are folded once, batch by batch, not again every round)."""
@@ -181,7 +138,7 @@ class InMemoryMessageBus(MessageBus):
             for key in [k for k in self._step_cache if k[0] == step]:
                 if after is not None and len(key) == 3:
                     try:
-                        _fold((after,), key[1], self._step_cache[key])
+                        fold((after,), key[1], self._step_cache[key])
                         continue
                     except (KeyError, TypeError, IndexError):   # some content lacks the field
                         pass
@@ -304,7 +261,7 @@ class InMemoryMessageBus(MessageBus):
         """
         return self._latest_by_author(step, round_idx, field).as_dict()
 
-    def _latest_by_author(self, step: int, round_idx: int, field: str | None) -> _Latest:
+    def _latest_by_author(self, step: int, round_idx: int, field: str | None) -> Latest:
         """:meth:`latest_by_author` as parallel lists, maybe ones the bus keeps for the next
         reader: read them, never change them."""
         now = self._steps.get(step) if round_idx > 0 else None
@@ -312,27 +269,27 @@ class InMemoryMessageBus(MessageBus):
         whole = not now or self._rounds[step] < round_idx     # every round of this step is visible
         try:
             latest_now = (self._step_latest(step, field) if whole else
-                          _fold([b for b in now if b.round < round_idx], field)) if now else _Latest()
-            latest_before = self._step_latest(step - 1, field) if before else _Latest()
+                          fold([b for b in now if b.round < round_idx], field)) if now else Latest()
+            latest_before = self._step_latest(step - 1, field) if before else Latest()
         except (KeyError, TypeError, IndexError):
             now_by, before_by = self._steps_for(step, round_idx)
             last = _latest_one_by_one(now_by, before_by, round_idx, field)
-            return _Latest(list(last), list(last.values()))
+            return Latest(list(last), list(last.values()))
         if not latest_now.authors or not latest_before.authors:
             return latest_now if latest_now.authors else latest_before
         if whole and (step in self._covering or latest_now.covers(latest_before)):
             self._covering.add(step)            # authors are only ever added to a step: it stays so
             return latest_now                   # everyone of last step has spoken since
-        out = _Latest(latest_before.authors, latest_before.contents)
+        out = Latest(latest_before.authors, latest_before.contents)
         out.add(latest_now.authors, latest_now.contents)
         return out
 
-    def _step_latest(self, step: int, field: str | None) -> _Latest:
+    def _step_latest(self, step: int, field: str | None) -> Latest:
         """Every author's latest content of a whole step, kept while nothing is posted to it."""
         key = (step, field, "latest")
         found = self._step_cache.get(key)
         if found is None:
-            found = self._step_cache[key] = _fold(self._steps.get(step, ()), field)
+            found = self._step_cache[key] = fold(self._steps.get(step, ()), field)
         return found
 
     def drain(self) -> list[Message]:
@@ -352,58 +309,15 @@ class InMemoryMessageBus(MessageBus):
             out["step"] += repeat(b.step, n)
             out["round"] += repeat(b.round, n)
             out["content"] += b.contents
-            out["channel"] += _each(b.channels, n)
-            out["kind"] += _each(b.kinds, n)
-            out["audience"] += _each(b.audiences, n)
-            out["reply_to"] += _each(b.reply_to, n)
+            out["channel"] += each(b.channels, n)
+            out["kind"] += each(b.kinds, n)
+            out["audience"] += each(b.audiences, n)
+            out["reply_to"] += each(b.reply_to, n)
         return out
 
     def stored_steps(self) -> list[int]:
         """The steps still held for reading (at most the latest two)."""
         return sorted(self._steps)
-
-
-class _Latest:
-    """Each author's latest content over some batches, as two parallel lists: authors in posting
-    order and their contents (or ``field``s); an author listed twice (two posts in one batch) has
-    its last entry as its latest, as a dict built from the pairs would have.
-
-    Why lists and not a dict: a round is usually posted by the same authors in the same order as
-    the one before, and then bringing the latest up to date is taking the new batch's lists, with
-    no look-up per author (updating a dict of 100,000 authors costs six times as much); readers
-    gather their neighbours by position (``NeighborFeed``). Any other batch goes through a dict."""
-
-    __slots__ = ("authors", "contents")
-
-    def __init__(self, authors: list | None = None, contents: list | None = None):
-        self.authors = [] if authors is None else authors
-        self.contents = [] if contents is None else contents
-
-    def add(self, authors: list, contents: list) -> None:
-        """Posts by ``authors`` (in posting order, parallel to ``contents``) are now the latest."""
-        mine = self.authors
-        if not mine or mine is authors or mine == authors:
-            self.authors, self.contents = authors, contents
-        else:
-            merged = dict(zip(mine, self.contents))
-            merged.update(zip(authors, contents))
-            self.authors, self.contents = list(merged), list(merged.values())
-
-    def covers(self, other: "_Latest") -> bool:
-        """Every author of ``other`` has a latest here too."""
-        return self.authors == other.authors or set(self.authors).issuperset(other.authors)
-
-    def as_dict(self) -> dict:
-        return dict(zip(self.authors, self.contents))
-
-
-def _fold(batches, field: str | None, out: _Latest | None = None) -> _Latest:
-    """Each author's last content (or its ``field``) over ``batches``, taken in order, into ``out``
-    (a batch with a content that lacks ``field`` raises before it changes ``out``)."""
-    out = _Latest() if out is None else out
-    for b in batches:
-        out.add(b.authors, b.contents if field is None else [c[field] for c in b.contents])
-    return out
 
 
 def _latest_one_by_one(now: dict | None, before: dict | None, round_idx: int, field: str | None) -> dict:
@@ -430,29 +344,3 @@ def missing_field(read: list[Message], field: str) -> KeyError:
                     f"field '{field}' (content: {bad[3]!r:.80})")
 
 
-_new = tuple.__new__
-
-
-class Posted(Sequence):
-    """The messages one ``ingest`` posted on an ``InMemoryMessageBus``: a read-only sequence
-    whose ``Message`` objects are made when it is first read (most callers never read it)."""
-
-    __slots__ = ("_batch",)
-
-    def __init__(self, batch: _Batch):
-        self._batch = batch
-
-    def __len__(self) -> int:
-        return len(self._batch.authors)
-
-    def __getitem__(self, i):
-        return self._batch.messages()[i]
-
-    def __iter__(self):
-        return iter(self._batch.messages())
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    def __repr__(self) -> str:
-        return f"Posted({self._batch.messages()!r})"
