@@ -96,6 +96,7 @@ class NeighborFeed:
         ``[m.content["opinion"] for m in feed.local_for(ids[i], t, r)]``: the round's messages
         are gathered by author once, then each reader looks up its neighbours.
         """
+        ids = ids if type(ids) is list else list(ids)      # read more than once
         bus = self.bus
         if not isinstance(bus, InMemoryMessageBus):
             seen = [self.local_for(a, t, round_idx) for a in ids]
@@ -121,6 +122,7 @@ class NeighborFeed:
         The latest is the one posted in the latest step and round, the last posted among equals:
         for ``ids[i]``, the last of each author's messages in ``local_for(ids[i], t, r)``.
         """
+        ids = ids if type(ids) is list else list(ids)      # read more than once
         bus = self.bus
         if not isinstance(bus, InMemoryMessageBus):
             out = []

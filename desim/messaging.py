@@ -102,6 +102,7 @@ class InMemoryMessageBus(MessageBus):
         if self._latest is None or step > self._latest:
             self._new_step(step)
         batches = self._steps.setdefault(step, [])
+        self._covering.discard(step + 1)        # the next step's authors may no longer cover this one's
         in_order = not batches or batches[-1].round <= batch.round
         self._forget(step, batch if in_order else None)
         if in_order:

@@ -191,3 +191,28 @@ def test_latest_by_author_is_the_callers_own():
     got["b"] = 99
     assert bus.latest_by_author(2, 0, "x") == {"b": 1}
     assert feed.latest(["a"], 2, 0, "x") == [[1]]
+
+
+def test_readers_may_come_as_any_iterable():
+    """A generator of readers reads the same as a list, on a first read and once positions are kept."""
+    bus = InMemoryMessageBus()
+    nbrs = {"a": ["b", "c"], "b": ["a", "c"], "c": ["a", "b"]}
+    feed = NeighborFeed(lambda a: nbrs[a], bus)
+    bus.post_batch(0, 0, list("abc"), [{"x": 1}, {"x": 2}, {"x": 3}])
+    want = [[2, 3], [1, 3], [1, 2]]
+    for _ in range(3):
+        assert feed.latest((a for a in "abc"), 0, 1, "x") == want
+        assert feed.contents((a for a in "abc"), 0, 1, "x") == want
+
+
+def test_a_late_post_to_last_step_is_seen_after_this_step_covered_it():
+    """Once this step's authors covered last step's, a post made afterwards to last step by someone who
+    has not spoken this step is still each reader's latest from that author (carry_previous_step)."""
+    bus = InMemoryMessageBus(carry_previous_step=True)
+    feed = NeighborFeed(lambda a: ["a", "b", "c"], bus)
+    bus.post_batch(1, 0, ["a", "b"], [1, 2])
+    bus.post_batch(2, 0, ["a", "b"], [3, 4])
+    assert bus.latest_by_author(2, 1) == {"a": 3, "b": 4}
+    bus.post(Message("c", 1, 0, 5))
+    assert bus.latest_by_author(2, 1) == {"a": 3, "b": 4, "c": 5}
+    assert feed.latest(["z"], 2, 1) == [[3, 4, 5]]
