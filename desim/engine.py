@@ -46,7 +46,7 @@ from simpy.events import NORMAL, Event
 from .clock import Clock
 from .config import StudyConfigError, StudySpec, check_population, read_roster
 from .errors import StudyCodeError, call, original, process_failure
-from .interfaces import ActionColumns, MetricCollector, RunContext, StopRun, has_columnar_path
+from .interfaces import ActionColumns, MetricCollector, RunContext, StopRun, has_columnar_path, has_state_columns
 from .interventions import Interventions
 from .live import Heartbeat, LiveFile
 from .memory import Memory
@@ -192,6 +192,7 @@ class Engine:
         self._call = partial(call, root=root)
         self._call(self.decision.reset, self.seed)   # before anything is written: a bad llm block stops here
         self.columnar = has_columnar_path(self.environment, self.decision)
+        self.state_columns = self.columnar or has_state_columns(self.environment)
         self.ids = self.ctx.agent_ids
         self._all_ids = frozenset(self.ids)
         self.id_array = pa.array(self.ids, pa.string())
@@ -410,12 +411,12 @@ class Engine:
     def _close_step(self, t: int, actions, events: list[dict]) -> None:
         away = self._away()
         if self.columnar:
-            panel = columnar_rows(self.types, t, self.id_array, self._call(self.environment.state_columns, step=t),
-                                  actions, away)
+            panel = columnar_rows(self.types, t, self.id_array, self._states(t), actions, away)
         else:
             self.memory.push(actions)
+            states = self._states(t) if self.state_columns else None
             panel = self._call(agent_rows, self.types, t, self.id_array, self.ids, self.environment.agent_state,
-                               actions, away, step=t, blame=self.environment.agent_state)
+                               actions, away, states, step=t, blame=self.environment.agent_state)
         metrics = self._metrics(t, actions)
         round_rows = (pa.concat_tables(self._round_rows, promote_options="permissive") if self._round_rows
                       else None)   # a payload field new in a later round is null in the earlier ones
@@ -458,9 +459,22 @@ class Engine:
             self.files.save_types(saved)
             self._saved_types = saved
 
+    def _states(self, t: int) -> dict:
+        """The environment's ``state_columns``, checked: a dict of one entry per agent per field."""
+        columns = self._call(self.environment.state_columns, step=t)
+        if not isinstance(columns, dict):
+            raise RunError(f"step {t}: state_columns returned {type(columns).__name__}, not a dict of "
+                           "field name to one value per agent")
+        for name, values in columns.items():
+            n = len(values) if hasattr(values, "__len__") else None
+            if n != len(self.ids):
+                raise RunError(f"step {t}: state_columns field '{name}' has {n if n is not None else 'no'} "
+                               f"values for {len(self.ids)} agents (one per agent, in population order)")
+        return columns
+
     def _initial(self, events: list[dict]) -> None:
-        if self.columnar:
-            table = columnar_initial_rows(self.types, self.id_array, self._call(self.environment.state_columns, step=0))
+        if self.state_columns:
+            table = columnar_initial_rows(self.types, self.id_array, self._states(0))
         else:
             states = self._call(self._initial_states, step=0, blame=self.environment.agent_state)
             table = initial_rows(self.types, self.id_array, self.ids, states)

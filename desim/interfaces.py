@@ -10,7 +10,8 @@ Two ways to write a study:
 
 * per agent (the easy path, and the one LLM studies use):
   ``observe_batch`` returns ``Observation`` objects, ``decide_batch`` returns
-  ``Action`` objects, ``apply`` takes them, ``agent_state`` gives each row;
+  ``Action`` objects, ``apply`` takes them, ``agent_state`` gives each row
+  (or, for many agents, ``state_columns`` gives every row's state at once);
 * columnar (for large rule-based studies): ``observe_columns``,
   ``decide_columns``, ``apply_columns`` and ``state_columns`` exchange numpy
   arrays indexed by agent position. Same engine loop, same store; a round
@@ -201,7 +202,13 @@ class EnvironmentProvider(Component):
         raise NotImplementedError
 
     def state_columns(self) -> dict[str, np.ndarray]:
-        """Every agent's state as columns in population order (one panel row each)."""
+        """Every agent's state as columns in population order (one panel row each).
+
+        Optional on the per-agent path too: an environment without the columnar path
+        (no ``observe_columns``) that defines it gives the panel's state from it (one array, or
+        list, per field) instead of one ``agent_state`` call and one dict per agent per step;
+        the stored panel is the same. An environment written for both paths keeps
+        ``agent_state`` on the per-agent one."""
         raise NotImplementedError
 
 
@@ -261,6 +268,14 @@ class ActionColumns:
         for v in self.payload.values():
             return len(v)
         return 0 if self.acted is None else len(self.acted)
+
+
+def has_state_columns(environment: Any) -> bool:
+    """True when a per-agent environment gives its agents' states as columns (``state_columns``
+    without ``observe_columns``; see ``EnvironmentProvider.state_columns``)."""
+    cls = type(environment)
+    return (cls.state_columns is not EnvironmentProvider.state_columns
+            and cls.observe_columns is EnvironmentProvider.observe_columns)
 
 
 def has_columnar_path(environment: Any, decision: Any) -> bool:

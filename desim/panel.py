@@ -94,12 +94,18 @@ def columnar_initial_rows(types: PanelTypes, ids: pa.Array, columns: dict[str, n
 
 # --- the panel -------------------------------------------------------------------------
 def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str],
-               agent_state: Callable[[str], dict], actions: list, away: np.ndarray | None) -> pa.Table:
-    """The per-agent path's panel rows, in population order."""
+               agent_state: Callable[[str], dict], actions: list, away: np.ndarray | None,
+               state_columns: dict | None = None) -> pa.Table:
+    """The per-agent path's panel rows, in population order; the states from ``agent_state`` per
+    agent, or from ``state_columns`` (the environment's, when it has them) for all at once."""
     n = len(agents)
-    states = [agent_state(agent_id) for agent_id in agents]   # agent_id: named in errors (desim.errors)
-    if set(map(type, states)) != _DICT:
-        _dicts(states, agents, step)
+    if state_columns is None:
+        states = [agent_state(agent_id) for agent_id in agents]   # agent_id: named in errors (desim.errors)
+        if set(map(type, states)) != _DICT:
+            _dicts(states, agents, step)
+        state = types.state.struct(states, agents, step)
+    else:
+        state = types.state.struct_columns(state_columns, ids, step)
     if len(actions) == n and list(map(_agent_id, actions)) == agents:
         acts = actions                      # everyone acted, in population order: the common case
         kinds, payloads = list(map(_kind, acts)), list(map(_payload, acts))
@@ -112,7 +118,7 @@ def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str],
         sources = [a.source if a else None for a in acts]
         rationales = [a.rationale if a else None for a in acts]
     return pa.table({
-        "step": _steps(step, n), "agent_id": ids, "state": types.state.struct(states, agents, step),
+        "step": _steps(step, n), "agent_id": ids, "state": state,
         "action_kind": _labels(kinds), "payload": types.payload.struct(payloads, agents, step),
         "action_source": _labels(sources), "action_rationale": _texts(rationales),
         "away": _away(away, n)})
