@@ -108,12 +108,9 @@ class NeighborFeed:
                 raise missing_field([m for ms in seen for m in ms], field) from None
         single = bus.single_contents(t, round_idx, field)
         if single is not None:
-            if not single:
-                return [[] for _ in ids]
             return self._gather(ids, list(single), list(single.values()), True, single)
         by_author = bus.contents_by_author(t, round_idx, field)
-        return (self._gather(ids, list(by_author), list(by_author.values()), False, by_author) if by_author
-                else [[] for _ in ids])
+        return self._gather(ids, list(by_author), list(by_author.values()), False, by_author)
 
     def latest(self, ids: Iterable[str], t: int, round_idx: int, field: str | None = None) -> list[list]:
         """For each of ``ids``, the latest visible content (or its ``field``) of each neighbour that
@@ -137,7 +134,7 @@ class NeighborFeed:
                     raise missing_field(list(last.values()), field) from None
             return out
         latest = bus._latest_by_author(t, round_idx, field)
-        return self._gather(ids, latest.authors, latest.contents, True) if latest.authors else [[] for _ in ids]
+        return self._gather(ids, latest.authors, latest.contents, True)
 
     def _gather(self, ids: Iterable[str], authors: list, contents: list, single: bool,
                 by_author: dict | None = None) -> list[list]:
@@ -147,6 +144,8 @@ class NeighborFeed:
         When the readers and the authors are those of the read before (the usual round), each
         reader has a cached ``itemgetter`` over its neighbours' positions: one C call a reader,
         with no look-up by id. Otherwise the contents are looked up by author."""
+        if not authors:                 # nobody has anything to show
+            return [[] for _ in ids]
         row = self._positions_for(ids, authors)
         if row is None:
             return self._gather_by_author(ids, dict(zip(authors, contents)) if by_author is None else by_author,
@@ -171,7 +170,7 @@ class NeighborFeed:
         more, else a tuple. Made when a read has the readers and authors of the read before (so a
         round whose participants change every time never pays for it), then kept."""
         kept = self._by_position
-        if kept is not None and (ids is kept[0] or ids == kept[0]) and (authors is kept[1] or authors == kept[1]):
+        if kept is not None and ids == kept[0] and authors == kept[1]:     # its own copies: compared, in C
             return kept[2]
         seen = self._seen
         if seen is None or not (ids == seen[0] and authors == seen[1]):
@@ -215,7 +214,7 @@ class NeighborFeed:
     def _getters_for(self, ids: Iterable[str]) -> list:
         """The readers' getters, in their order; the same readers as last round reuse the list."""
         last = self._last_ids
-        if last is not None and (ids is last[0] or ids == last[0]):
+        if last is not None and ids == last[0]:
             return last[1]
         getters = self._getters
         row = [getters[a] if a in getters else self._getter(a) for a in ids]
