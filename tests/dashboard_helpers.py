@@ -136,13 +136,15 @@ def server_thread(studies_dir: Path):
 @contextmanager
 def server_process(studies_dir: Path):
     """``desim dashboard <dir> --port 0`` as a subprocess; yields the URL it prints."""
-    proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "dashboard", str(studies_dir), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    log = studies_dir.parent / "dashboard-stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "dashboard", str(studies_dir), "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=err, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         line = proc.stdout.readline()
         if "http://" not in line:
-            raise RuntimeError(f"desim dashboard did not start: {line}{proc.stderr.read()}")
+            raise RuntimeError(f"desim dashboard did not start: {line}{log.read_text()}")
         yield line.split()[3].rstrip("/")
     finally:
         proc.terminate()

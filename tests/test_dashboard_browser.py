@@ -18,6 +18,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 LIVE_AGENTS, LIVE_STEPS = 20_000, 40   # a run of 10-20 s here (0.25-0.5 s per step), long enough to open pages during it
 BA_AGENTS = 5000
+# the study page has drawn its first loads (charts above the panel), so a click in the panel lands where it
+# was aimed: clicking while the charts were still arriving hit whatever the layout shift put there
+READY = "#study-title[data-ready]"
 DECLARED = json.loads((ROOT / "studies" / "rumor_network" / "study.json").read_text())["state_colors"]["rumor_state"]
 
 
@@ -262,7 +265,7 @@ def test_agent_ids_of_any_characters_open(site, page):
     odd = site["odd"]
     rid = latest_run(odd)
     page.goto(site["url"] + "/#/study/odd_ids")
-    page.wait_for_selector("#panel-table a.agent-link")
+    page.wait_for_selector(READY)
     for agent in ODD_IDS:
         link = page.locator("#panel-table a.agent-link", has_text=agent).first
         link.click()
@@ -271,14 +274,14 @@ def test_agent_ids_of_any_characters_open(site, page):
         assert page.locator("#trajectory tbody tr[data-step]").count() == sql(
             odd, "SELECT count(*) FROM panel WHERE run_id=? AND agent_id=?", [rid, agent])[0][0] == 3
         page.go_back()
-        page.wait_for_selector("#panel-table a.agent-link")
+        page.wait_for_selector(READY)
 
 
 def test_agent_view_shows_trajectory(site, page):
     good = site["good"]
     rid = latest_run(good)
     page.goto(site["url"] + "/#/study/opinion_diffusion")
-    page.wait_for_selector("#panel-table a.agent-link")
+    page.wait_for_selector(READY)
     agent = page.inner_text("#panel-table a.agent-link >> nth=0")
     page.click("#panel-table a.agent-link >> nth=0")
     page.wait_for_selector("#trajectory tbody tr[data-step]")

@@ -193,6 +193,9 @@ async function studyView(view, sid) {
   renderRuns(S);
   await loadMetrics(S);
   await pollLive(S);
+  await S.panelLoaded;
+  // the first loads are drawn: nothing above the panel moves any more (the browser tests wait for this)
+  if (token === viewToken) document.getElementById("study-title").dataset.ready = "1";
   if (st.busy) later(() => { if (token === viewToken) route(); }, 2500);
   every(() => pollLive(S), POLL_MS);
 }
@@ -331,7 +334,7 @@ async function loadMetrics(S) {
       }
     } catch (e) { fill(S.els.charts, errorCard(e.message, "metrics")); return; }
   }
-  if (S.token === viewToken && call === S.metricsCall) { renderCharts(S); renderStates(S); }
+  if (S.token === viewToken && call === S.metricsCall) { renderCharts(S); await renderStates(S); }
 }
 
 function renderCharts(S) {
@@ -460,7 +463,7 @@ function panelCard(S) {
   };
   form.addEventListener("submit", ev => { ev.preventDefault(); page = 0; load(); });
   form.querySelector("#f-run").addEventListener("change", () => { page = 0; load(); });
-  if (runs.length) load(); else out.append(h("p", {class: "muted", text: "No finished runs to show."}));
+  if (runs.length) S.panelLoaded = load(); else out.append(h("p", {class: "muted", text: "No finished runs to show."}));
   return h("section", {class: "card", id: "panel"}, h("h2", {text: "Panel"}), form, out, pager);
 }
 
