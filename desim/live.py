@@ -35,6 +35,7 @@ class LiveFile:
                      "step": -1, "n_steps": n_steps, "metrics": {}, "error": None,
                      "pid": os.getpid(), "host": socket.gethostname()}
         self.every, self._written = 0.2, float("-inf")
+        self.dirty = False      # a step not yet in the file (skipped because the last write was recent)
         self._lock = threading.Lock()
 
     def step(self, step: int, metrics: dict[str, float]) -> None:
@@ -48,6 +49,8 @@ class LiveFile:
         self.data["step"] = step
         if time.monotonic() - self._written >= self.every:   # a fast run rewrites it a few times a second
             self._write()
+        else:           # the heartbeat writes it within ``every`` s, even if the next step is long in coming
+            self.dirty = True
 
     def finish(self, status: str, error: str | None) -> None:
         self.data["status"], self.data["error"] = status, error
@@ -59,6 +62,7 @@ class LiveFile:
 
     def _write(self) -> None:
         with self._lock:    # the heartbeat thread and the run's thread both write
+            self.dirty = False
             self._written = time.monotonic()
             self.data["updated_at"] = datetime.now(timezone.utc).isoformat()
             tmp = self.path.with_suffix(".json.tmp")
@@ -67,7 +71,9 @@ class LiveFile:
 
 
 class Heartbeat:
-    """A daemon thread calling ``live.beat()`` every ``every`` seconds until stopped."""
+    """A daemon thread calling ``live.beat()`` every ``every`` seconds until stopped, and writing a step the
+    run skipped (``live.dirty``) within ``live.every`` seconds: a run that then waits (on an LLM, a long
+    step) shows its latest step at once, not at the next beat."""
 
     def __init__(self, live: LiveFile, every: float):
         self.live, self.every = live, every
@@ -76,9 +82,11 @@ class Heartbeat:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every):
+        live = self.live
+        while not self._stop.wait(min(self.every, live.every)):
             try:
-                self.live.beat()
+                if live.dirty or time.monotonic() - live._written >= self.every:
+                    live.beat()
             except OSError:     # the runs folder went away: the run will notice on its own
                 pass
 
