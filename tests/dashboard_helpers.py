@@ -23,6 +23,7 @@ from desim.config import load_study
 from desim.dashboard.app import create_app
 from desim.engine import run_study
 from desim.store import store_path
+from waits import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = ROOT / "studies"
@@ -103,6 +104,50 @@ def ba_study(studies_dir: Path, n_agents: int, steps: int = 4, name: str = "rumo
     return study
 
 
+HELD_MODEL = '''
+
+class HeldEnvironment(OpinionEnvironment):
+    """At the end of each step in HOLDS, when the file 'hold' is beside this module, writes 'held-<t>' and
+    waits until 'release-<t>' appears: a test sees the run at a known step, however fast the machine."""
+
+    def end_step(self, t):
+        import time
+        from pathlib import Path
+        here = Path(__file__).parent
+        if t in HOLDS and (here / "hold").exists():
+            (here / f"held-{t}").touch()
+            while not (here / f"release-{t}").exists():
+                time.sleep(0.02)
+'''
+
+
+def held_study(studies_dir: Path, holds: tuple[int, ...], name: str = "live") -> Path:
+    """``opinion_diffusion`` whose runs wait at the end of the steps ``holds`` once the file 'hold' is in the
+    study folder (see ``HELD_MODEL``); run once before that, so the study has a store."""
+    study = copy_study(studies_dir, "opinion_diffusion", name)
+    with open(study / "model.py", "a") as model:
+        model.write(f"\n\nHOLDS = {tuple(holds)!r}\n" + HELD_MODEL)
+    env_path = study / "environment" / "environment.json"
+    env = json.loads(env_path.read_text())
+    env["provider"]["ref"] = "model:HeldEnvironment"
+    env_path.write_text(json.dumps(env, indent=2))
+    run_study(load_study(study, steps=2, params={"n_agents": 12}))
+    (study / "hold").touch()
+    return study
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen) -> None:
+    """Wait until ``path`` exists; fail at once if ``proc`` ends first (its stderr says why)."""
+    deadline = time.monotonic() + HANG_S
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the process ended ({proc.returncode}) before writing {path.name}: "
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path.name} never appeared")
+        time.sleep(0.02)
+
+
 def sql(study: Path, query: str, params: list | None = None) -> list[tuple]:
     con = duckdb.connect(str(store_path(study)), read_only=True)
     try:
@@ -120,7 +165,7 @@ def server_thread(studies_dir: Path):
     server = uvicorn.Server(uvicorn.Config(create_app(studies_dir), log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG_S
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the dashboard server did not start")
@@ -129,7 +174,7 @@ def server_thread(studies_dir: Path):
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join(10)
+        thread.join(HANG_S)
         sock.close()
 
 
@@ -148,7 +193,7 @@ def server_process(studies_dir: Path):
         yield line.split()[3].rstrip("/")
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(HANG_S)
 
 
 @contextmanager
@@ -163,7 +208,7 @@ def write_lock(study: Path):
         yield proc
     finally:
         proc.stdin.close()
-        proc.wait(10)
+        proc.wait(HANG_S)
 
 
 def write_live_file(study: Path, run_id: str, step: int, n_steps: int, metrics: dict[str, list[float]],

@@ -2,6 +2,9 @@
 ``desim dashboard`` started as a subprocess over real studies and runs.
 
 Screenshots go to ``test-artifacts/`` (git-ignored) for a person to look at.
+
+Every wait is on something the page or the run signals (an element drawn, a data attribute set, a
+file the run writes when it reaches a step); the only time limit is the suite's hang guard.
 """
 from __future__ import annotations
 
@@ -12,12 +15,14 @@ import sys
 import pytest
 from playwright.sync_api import sync_playwright
 
-from dashboard_helpers import ARTIFACTS, ROOT, ba_study, make_studies, odd_ids_study, server_process, sql
+from browser import launch
+from dashboard_helpers import (ARTIFACTS, ROOT, ba_study, held_study, make_studies, odd_ids_study, server_process,
+                               sql, wait_for_file)
+from waits import HANG_S
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
-LIVE_AGENTS, LIVE_STEPS = 20_000, 40   # a run of 10-20 s here (0.25-0.5 s per step), long enough to open pages during it
-BA_AGENTS = 5000
+pytestmark = pytest.mark.browser
+LIVE_AGENTS, LIVE_STEPS, HOLDS = 300, 8, (2, 5)   # the live run waits at the end of steps 2 and 5 until let go
+BA_AGENTS = 400     # a scale-free graph with hubs and leaves; the 5,000-node sizes are measured in benchmarks/
 # the study page has drawn its first loads (charts above the panel), so a click in the panel lands where it
 # was aimed: clicking while the charts were still arriving hit whatever the layout shift put there
 READY = "#study-title[data-ready]"
@@ -30,10 +35,11 @@ def site(tmp_path_factory):
     studies = make_studies(studies_dir)
     studies["odd"] = odd_ids_study(studies_dir)
     studies["ba"] = ba_study(studies_dir, BA_AGENTS)
+    studies["live"] = held_study(studies_dir, HOLDS)
     ARTIFACTS.mkdir(exist_ok=True)
     with server_process(studies_dir) as url:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            browser = launch(pw)
             yield {"url": url, "browser": browser, **studies}
             browser.close()
 
@@ -44,7 +50,7 @@ def page(site):
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.set_default_timeout(20_000)
+    pg.set_default_timeout(HANG_S * 1000)
     yield pg
     context.close()
     assert errors == [], f"JavaScript errors in the page: {errors}"
@@ -161,10 +167,10 @@ def test_study_page_population_card_and_metric_chart(site, page):
     shot(page, "study")
     # the report's diffusion player, built on request and embedded from the study's runs/ folder
     page.click("text=Full diffusion player (report)")
-    page.wait_for_selector("#report-player", timeout=60_000)
+    page.wait_for_selector("#report-player")
     assert page.get_attribute("#report-player", "src").startswith("/files/opinion_diffusion/runs/")
     frame = page.frame_locator("#report-player")
-    frame.locator("body *").first.wait_for(timeout=30_000)
+    frame.locator("body *").first.wait_for()
     page.locator("#network").screenshot(path=str(ARTIFACTS / "dashboard_report_player.png"))
 
 
@@ -172,10 +178,14 @@ def test_study_page_population_card_and_metric_chart(site, page):
 def test_no_chart_overflows_its_card(site, width):
     context = site["browser"].new_context(viewport={"width": width, "height": 900})
     pg = context.new_page()
+    pg.set_default_timeout(HANG_S * 1000)
     try:
         pg.goto(site["url"] + "/#/study/opinion_diffusion")
+        pg.wait_for_selector(READY)
         pg.wait_for_selector("#state-charts figure.chart canvas")
-        pg.wait_for_timeout(300)           # let the charts follow their cells' widths
+        # every chart has followed its cell's width (each figure says the width it was last drawn at)
+        pg.wait_for_function("""() => [...document.querySelectorAll('figure.chart')].every(f =>
+            f.uplot && f.dataset.drawnWidth === String(Math.floor(f.getBoundingClientRect().width)))""")
         boxes = pg.evaluate("""() => [...document.querySelectorAll('figure.chart')].map(f => {
             const card = f.closest('.card').getBoundingClientRect();
             const plot = f.querySelector('.uplot').getBoundingClientRect();
@@ -195,16 +205,16 @@ def test_no_chart_overflows_its_card(site, width):
         context.close()
 
 
-def test_ba_network_of_5000_agents_with_counts_over_all_and_declared_colours(site, page):
+def test_ba_network_with_counts_over_all_and_declared_colours(site, page):
     ba = site["ba"]
     rid = latest_run(ba)
     page.goto(site["url"] + "/#/study/rumor_ba")
     page.wait_for_selector("#net-run")
     page.select_option("#net-state", "rumor_state")
     page.click("text=Show network")
-    # drawn within a few seconds (the layout then keeps refining in slices)
-    page.wait_for_selector("#net-canvas canvas", timeout=10_000)
-    page.wait_for_selector("#net-counts[data-counts]", timeout=10_000)
+    # drawn at once; the layout then keeps refining in slices
+    page.wait_for_selector("#net-canvas canvas")
+    page.wait_for_selector("#net-counts[data-counts]")
     assert page.get_attribute("#net-canvas", "data-nodes") == str(BA_AGENTS)
     assert int(page.get_attribute("#net-canvas", "data-edges")) == sql(
         ba, "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
@@ -222,7 +232,7 @@ def test_ba_network_of_5000_agents_with_counts_over_all_and_declared_colours(sit
     for category, color in DECLARED.items():
         style = page.get_attribute(f'#net-legend [data-category="{category}"] .swatch', "style")
         assert color.lower() in style.lower() or "rgb(%d, %d, %d)" % rgb(color) in style
-    page.wait_for_selector('#net-canvas[data-layout="done"]', timeout=120_000)
+    page.wait_for_selector('#net-canvas[data-layout="done"]')
     png = ARTIFACTS / "dashboard_ba_network.png"
     page.locator("#network").screenshot(path=str(png))
     assert pixels_near(png, rgb(DECLARED["ignorant"])) > 2000
@@ -237,9 +247,9 @@ def test_declared_colours_in_the_report_player(site, page):
     page.wait_for_selector("#net-run")
     page.select_option("#net-state", "rumor_state")
     page.click("text=Full diffusion player (report)")
-    page.wait_for_selector("#report-player", timeout=120_000)
+    page.wait_for_selector("#report-player")
     frame = page.frame_locator("#report-player")
-    payload = json.loads(frame.locator("#desim-diffusion-data").text_content(timeout=60_000))
+    payload = json.loads(frame.locator("#desim-diffusion-data").text_content())
     assert {c: payload["palette"][payload["categories"].index(c)] for c in DECLARED} == DECLARED
     for category, color in DECLARED.items():
         assert frame.locator(f'#legend i[style*="{color}"]').count() == 1
@@ -310,46 +320,53 @@ def test_broken_study_shows_error_card(site, page):
 
 
 def test_run_started_during_the_test_appears_live_and_grows(site, page):
-    good = site["good"]
-    before = {r for (r,) in sql(good, "SELECT run_id FROM runs")}
-    page.goto(site["url"] + "/#/study/opinion_diffusion")
-    page.wait_for_selector("#panel-total")           # the page has done its store reads
-    run = subprocess.Popen([sys.executable, "-m", "desim.cli", "run", str(good), "--steps", str(LIVE_STEPS),
+    """A run started while the page is open shows up live and its curves grow step by step. The run
+    waits at the end of steps 2 and 5 (writing a file to say so) until the test lets it go, so the page
+    is checked at known points of a run in progress, however fast or slow the machine."""
+    live = site["live"]
+    before = {r for (r,) in sql(live, "SELECT run_id FROM runs")}
+    page.goto(site["url"] + "/#/study/live")
+    page.wait_for_selector(READY)                    # the page has done its store reads
+    run = subprocess.Popen([sys.executable, "-m", "desim.cli", "run", str(live), "--steps", str(LIVE_STEPS),
                             "--set", f"n_agents={LIVE_AGENTS}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     try:
-        page.wait_for_selector("#live-banner .live-run", timeout=60_000)
+        wait_for_file(live / "held-2", run)          # steps 0 and 1 are stored; the run waits in step 2
+        page.wait_for_selector("#live-banner .live-run")
         rid = page.get_attribute("#live-banner .live-run", "data-run")
         assert rid not in before
         sel = chart(page, "mean_opinion")
         pts = f"(JSON.parse((document.querySelector('{sel}') || {{dataset: {{}}}}).dataset.series || '{{}}')['{rid}'] || []).length"
-        page.wait_for_function(f"{pts} > 0", timeout=60_000)
-        first = page.evaluate(pts)
-        page.wait_for_function(f"{pts} > {first}", timeout=60_000)
-        grown = page.evaluate(pts)
-        assert first < grown <= LIVE_STEPS + 1
+        page.wait_for_function(f"{pts} === 2")
+        assert page.locator(f'#runs-tree li[data-run="{rid}"] .badge').first.inner_text() == "running"
+        (live / "release-2").touch()
+        wait_for_file(live / "held-5", run)          # steps 0..4 stored, still running
+        page.wait_for_function(f"{pts} === 5")       # the same page's curve grew
         assert page.locator(f'#runs-tree li[data-run="{rid}"] .badge').first.inner_text() == "running"
         shot(page, "live_running")
-        # a page opened while the run holds the store: last good data, live progress, no error
+        # a page opened while the run is going: last good data, live progress, no error
         second = page.context.new_page()
-        second.goto(site["url"] + "/#/study/opinion_diffusion")
-        banner = second.wait_for_selector(f'#live-banner .live-run[data-run="{rid}"]', timeout=30_000)
+        second.goto(site["url"] + "/#/study/live")
+        banner = second.wait_for_selector(f'#live-banner .live-run[data-run="{rid}"]')
         assert banner.inner_text().startswith(f"run in progress: {rid} at step")
         assert second.locator(".error-card").count() == 0
-        second.wait_for_function(f"{pts} > 0")            # its curve so far, from the live file
+        second.wait_for_function(f"{pts} === 5")     # its curve so far, from the live file
         assert second.locator(f'#runs-tree li[data-run="{rid}"]').count() == 1
         second.screenshot(path=str(ARTIFACTS / "dashboard_live_opened_during_run.png"), full_page=True)
         second.close()
-        out, err = run.communicate(timeout=180)
+        (live / "release-5").touch()
+        out, err = run.communicate(timeout=HANG_S)
     finally:
+        for hold in HOLDS:                           # never leave the run waiting
+            (live / f"release-{hold}").touch()
         if run.poll() is None:
             run.kill()
             run.wait()
     assert run.returncode == 0, err          # the dashboard never blocked the run's writes
     assert f"run {rid}: completed" in out
-    page.wait_for_selector(f'#runs-tree li[data-run="{rid}"] > .badge[data-status="completed"]', timeout=30_000)
-    page.wait_for_function(f"{pts} === {LIVE_STEPS + 1}", timeout=30_000)
-    assert sql(good, "SELECT count(*) FROM metrics WHERE run_id=? AND name='mean_opinion'", [rid])[0][0] == \
+    page.wait_for_selector(f'#runs-tree li[data-run="{rid}"] > .badge[data-status="completed"]')
+    page.wait_for_function(f"{pts} === {LIVE_STEPS + 1}")
+    assert sql(live, "SELECT count(*) FROM metrics WHERE run_id=? AND name='mean_opinion'", [rid])[0][0] == \
         LIVE_STEPS + 1
     assert page.locator("#live-banner .live-run").count() == 0
     shot(page, "live_done")

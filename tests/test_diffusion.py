@@ -117,14 +117,17 @@ def test_continuous_field_and_cli(study_copy, capsys):
     assert main(["viz", "diffusion", str(root), "--state", "nope"]) == 2
 
 
+@pytest.mark.browser
 def test_player_runs_in_a_browser(rumor):
     """The inline script draws and the slider moves frames, offline, in Chromium."""
     from playwright.sync_api import sync_playwright
+
+    from browser import launch
     root, _ = rumor
     html = diffusion_player(root, "rumor_state")["html"]
     errors, fetched = [], []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        browser = launch(p)
         try:
             page = browser.new_page()
             page.on("pageerror", lambda e: errors.append(str(e)))

@@ -15,10 +15,8 @@ import desim
 from desim.cli import main
 from desim.report import grid_payload, write_report
 from desim.report.grid import CODES
+from browser import launch
 from storeq import sql
-
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
-
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
@@ -103,10 +101,11 @@ def test_viz_grid_refuses_what_it_cannot_draw(runs, study_copy, capsys):
     assert "no numeric 'x' and 'y' fields" in capsys.readouterr().err
 
 
+@pytest.mark.browser
 def test_reports_show_the_grid_in_chromium(runs, tmp_path):
     """Both reports, opened in Chromium: the grid figure is there, decoded, and drawn at full size."""
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = launch(pw)
         try:
             for name, caption in (("schelling", "coloured by 'type'"), ("sugarscape", "sugar left per cell")):
                 root, run_id = runs[name]
@@ -131,12 +130,13 @@ def test_reports_show_the_grid_in_chromium(runs, tmp_path):
             browser.close()
 
 
+@pytest.mark.browser
 def test_player_draws_and_steps_in_chromium(runs):
     root, run_id = runs["sugarscape"]
     from desim.report import grid_player
     paths = grid_player(root, "alive", run_id)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = launch(pw)
         try:
             page = browser.new_page()
             page.goto(paths["html"].as_uri())

@@ -160,6 +160,7 @@ function timeChart({title, key, mode = "level", series, xmax, markers = [], span
     if (width < 50) return;
     if (!chart) { chart = new uPlot({...opts, width}, data, plot); el.uplot = chart; }
     else if (chart.width !== width) chart.setSize({width, height});
+    el.dataset.drawnWidth = String(width);   // the width the chart now has (the browser tests wait on it)
   });
   observer.observe(el);
   return el;
