@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 from typing import Awaitable, Callable
+from waits import HANG_S
 
 Handler = Callable[["HostileServer", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -35,7 +36,7 @@ class HostileServer:
 
     def __enter__(self) -> "HostileServer":
         self._thread.start()
-        if not self._ready.wait(10):
+        if not self._ready.wait(HANG_S):
             raise RuntimeError("the loopback server did not start")
         return self
 
@@ -47,7 +48,7 @@ class HostileServer:
                     task.cancel()
         asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
+        self._thread.join(HANG_S)
 
     @property
     def base_url(self) -> str:

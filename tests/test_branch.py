@@ -14,6 +14,7 @@ from desim.compare import compare
 from desim.store import last_step, store_path
 from probe_study import log_of, write_probe_study
 from storeq import query as rows
+from waits import HANG_S
 
 EVENT7 = {"at_step": 7, "name": "level_up", "target": "level", "op": "set", "value": 3.0}
 
@@ -115,12 +116,13 @@ def test_branch_of_incomplete_parent_refused(tmp_path):
         branch(root, info.value.run_id, 6)
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     root = write_probe_study(tmp_path / "probe", n_agents=7, n_steps=10, rounds=2,
                              decision_args={"mode": "sigkill_once", "fail_step": 6},
                              env_args={"tick_every": 0.25})
     proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=HANG_S)
     assert proc.returncode == -9
     db = store_path(root)
     (run_id, status, recorded), = rows(db, "SELECT run_id, status, last_step FROM runs")
@@ -128,7 +130,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert (status, last_step(db, run_id, recorded)) == ("running", 5)
     assert rows(db, "SELECT max(step) FROM panel")[0][0] == 5
     proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--resume", run_id],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr
     assert rows(db, "SELECT status, last_step FROM runs WHERE run_id=?", [run_id]) == [("completed", 10)]
     fresh = desim.run_study(desim.load_study(root))  # the marker exists now: runs straight through

@@ -12,8 +12,7 @@ import pytest
 from desim import Action, InMemoryMessageBus, Message, NeighborFeed, neighbors_fn
 from desim.errors import FieldError
 from desim.panel import message_rows
-from test_feed_contents import GRAPHS, brute_visible
-from test_feed_latest import brute_latest
+from oracles import GRAPHS, brute_latest, brute_visible
 
 FIELDS = ("author_id", "step", "round", "content", "channel", "kind", "audience", "reply_to")
 

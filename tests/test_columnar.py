@@ -8,7 +8,6 @@ an error naming the step or the agent while the completed steps stay stored.
 from __future__ import annotations
 
 import hashlib
-import json
 
 import pytest
 

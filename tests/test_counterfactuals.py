@@ -147,6 +147,7 @@ def t_interval(values):
     return mean, mean - half, mean + half
 
 
+@pytest.mark.slow
 def test_effect_intervals_match_sql_over_its_runs(tmp_path, capsys):
     root = write_walk_study(tmp_path / "walk", n_agents=5, n_steps=8, lockdown_day=6)
     sweep = run_sweep(root, {"lockdown_day": ["6"]}, replicates=2, workers=2)   # two controls to reuse

@@ -12,6 +12,7 @@ from dashboard_helpers import (ODD_IDS, copy_study, make_studies, odd_ids_study,
                                write_lock)
 from desim.config import load_study
 from desim.engine import run_study
+from waits import HANG_S
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def site(tmp_path_factory):
     studies_dir = tmp_path_factory.mktemp("dash") / "studies"
     studies = make_studies(studies_dir)
     with server_thread(studies_dir) as url:
-        with httpx.Client(base_url=url, timeout=30) as client:
+        with httpx.Client(base_url=url, timeout=HANG_S) as client:
             yield {"url": url, "client": client, "dir": studies_dir, **studies}
 
 
@@ -30,7 +31,7 @@ def runs_of(study):
 def raw_get(url: str, path: str) -> tuple[int, bytes]:
     """A GET that sends ``path`` byte for byte (httpx would normalise ``..``)."""
     parts = urlsplit(url)
-    con = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    con = http.client.HTTPConnection(parts.hostname, parts.port, timeout=HANG_S)
     try:
         con.putrequest("GET", path, skip_accept_encoding=True)
         con.endheaders()

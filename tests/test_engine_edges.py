@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
 
 from desim import load_study, run_study
-from desim.schemas import Message
 from storeq import sql
 
 MODEL = '''

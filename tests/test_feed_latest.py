@@ -13,19 +13,7 @@ import random
 import pytest
 
 from desim import Action, InMemoryMessageBus, Message, NeighborFeed, neighbors_fn
-from test_feed_contents import GRAPHS, ListBus, Poster, brute_visible, rule
-
-
-def brute_latest(everything, recipient, neighbors, step, round_idx, carry, field=None) -> list:
-    out = []
-    for n in dict.fromkeys(neighbors):
-        if n == recipient:
-            continue
-        mine = [m for m in everything if m.author_id == n and rule(m, step, round_idx, carry)]
-        if mine:
-            last = sorted(mine, key=lambda m: (m.step, m.round))[-1]     # stable: the last posted among equals
-            out.append(last.content if field is None else last.content[field])
-    return out
+from oracles import GRAPHS, ListBus, Poster, brute_latest, brute_visible
 
 
 @pytest.mark.parametrize("carry", [False, True])

@@ -19,11 +19,12 @@ import urllib.request
 import pytest
 from llm_servers import (HostileServer, dead_url, echoing, first_silent, garbage, huge, replying, silent,
                          trickling)
-from test_llm_stub import llm_study, panel, query
+from llm_study import llm_study, panel, query
 
 from desim import RunFailed, load_study, run_study
 from desim.llm import LLMConfig
 from desim.llm.stub import stub_process
+from waits import HANG_S
 
 FAST = {"max_retries": 3, "backoff_s": 0.1, "backoff_max_s": 1.0, "timeout_s": 1.0, "concurrency": 8}
 
@@ -76,6 +77,7 @@ def test_a_trickling_server_cannot_stretch_an_attempt_past_its_deadline(study_co
     assert trickled > 0
 
 
+@pytest.mark.slow
 def test_the_round_deadline_stops_a_round_that_outlives_it(study_copy, monkeypatch):
     """A round has one request deadline plus one ``timeout_s`` per further wave. A server that lets
     every request's first attempt time out and answers its retry keeps each request within its own
@@ -105,6 +107,7 @@ def rss_of_run(root, url, tmp_path):
     return usage.ru_maxrss / 1024, proc.returncode, err.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "until-close"])
 def test_huge_replies_are_refused_while_read(study_copy, tmp_path, declared):
     """Twelve 64 MiB replies at once (the old client held them all: 4.2 GiB for twelve 32 MiB)."""
@@ -180,6 +183,7 @@ USER, PASSWORD = "canary-user", "CANARY-pa55w0rd-7f3e"
 KEY = "sk-CANARY-key-0c1d2e3f4a5b"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["userinfo", "api_key"])
 def test_credentials_never_leave_the_request(study_copy, tmp_path, how):
     """A server that echoes its request headers (credentials included) into its errors: the canary
@@ -195,7 +199,7 @@ def test_credentials_never_leave_the_request(study_copy, tmp_path, how):
         if how == "api_key":
             env = {**os.environ, "DESIM_LLM_BASE_URL": url, "DESIM_LLM_API_KEY": KEY}
         run = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--steps", "2",
-                              "--set", "llm_kind=openai"], env=env, capture_output=True, text=True, timeout=300)
+                              "--set", "llm_kind=openai"], env=env, capture_output=True, text=True, timeout=HANG_S)
         heads = "\n".join(server.heads)
     sent = f"Authorization: Basic {token}" if how == "userinfo" else f"Authorization: Bearer {KEY}"
     assert sent in heads                                   # the credential did travel, and was echoed
@@ -203,10 +207,10 @@ def test_credentials_never_leave_the_request(study_copy, tmp_path, how):
     assert "Authorization: ***" in run.stderr              # the echoed header is there, its value is not
     (run_id,), = query(root, "SELECT run_id FROM runs")
     report = subprocess.run([sys.executable, "-m", "desim.cli", "report", str(root), "--run", run_id],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=HANG_S)
     assert report.returncode == 0, report.stderr
     with server_thread(root.parent) as base:
-        pages = [urllib.request.urlopen(base + path, timeout=30).read().decode()
+        pages = [urllib.request.urlopen(base + path, timeout=HANG_S).read().decode()
                  for path in ("/api/studies", "/api/live", f"/api/studies/{root.name}",
                               f"/api/studies/{root.name}/live")]
     assert any("HTTP 500" in page for page in pages)       # the error is shown, scrubbed
@@ -247,6 +251,7 @@ def test_the_scrubber_masks_every_form_of_a_credential():
     assert scrub("HTTP 500: nothing secret here") == "HTTP 500: nothing secret here"
 
 
+@pytest.mark.slow
 def test_two_endpoints_one_killed_mid_run_complete_with_the_single_endpoint_panel(study_copy, monkeypatch):
     root = llm_study(study_copy, concurrency=4, max_retries=4, backoff_s=0.05, timeout_s=5)
     single = llm_study(study_copy, name="single", concurrency=4, max_retries=4, backoff_s=0.05, timeout_s=5)

@@ -3,7 +3,6 @@ fallbacks, the cache, budgets and resume, a dying server, and the API key."""
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import subprocess
@@ -15,36 +14,14 @@ import pytest
 from desim import RunFailed, load_study, run_study
 from desim.branch import resume
 from desim.llm.stub import running_stub, stub_process
-from desim.store import read_only
+
+from llm_study import llm_study, panel, query
+from waits import HANG_S
 
 SECRET = "sk-test-9f8e7d6c5b4a-DO-NOT-STORE"
 
 
-def llm_study(study_copy, name="opinion_diffusion_llm", **llm):
-    """A fresh copy of opinion_diffusion_llm (its base study beside it) with ``llm`` merged into its block."""
-    root = study_copy("opinion_diffusion_llm", name)
-    if not (root.parent / "opinion_diffusion").exists():
-        study_copy("opinion_diffusion")
-    path = root / "simulation" / "simulation.json"
-    data = json.loads(path.read_text())
-    data["llm"].update(llm)
-    path.write_text(json.dumps(data))
-    return root
-
-
-def query(root, sql):
-    con = read_only(root / "runs" / "desim.duckdb")
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
-def panel(root, run_id):
-    return query(root, f"SELECT step, agent_id, state, action_kind, payload, action_source FROM panel "
-                       f"WHERE run_id = '{run_id}' ORDER BY step, agent_id")
-
-
+@pytest.mark.slow
 def test_200_agents_keep_64_requests_in_flight(study_copy, monkeypatch):
     root = llm_study(study_copy, concurrency=64)
     with stub_process(latency_ms=100) as stub:
@@ -62,10 +39,10 @@ def test_200_agents_keep_64_requests_in_flight(study_copy, monkeypatch):
     assert query(root, "SELECT count(*), count(DISTINCT (step, round, agent_id)), bool_or(cached) "
                        "FROM llm_calls") == [(calls, calls, False)]
     # calls x latency / concurrency is 1.9 s; six round barriers make it 6 x ceil(200/64) x 0.1 = 2.4 s.
-    # One at a time it would be 120 s. The bound is generous because the machine is shared;
-    # benchmarks/bench_llm.py measures the real ratios.
+    # One at a time it would be 120 s: half of that tells "many in flight" from "one at a time" on any
+    # machine, however loaded; benchmarks/bench_llm.py measures the real ratios.
     waves = 2 * 3 * math.ceil(200 / 64) * 0.1
-    assert waves <= wall < 5 * waves, f"{wall:.2f} s against a floor of {waves:.1f} s"
+    assert waves <= wall < calls * 0.1 / 2, f"{wall:.2f} s against a floor of {waves:.1f} s"
 
 
 def test_errors_are_retried_garbage_falls_back_and_a_rerun_is_free(study_copy, monkeypatch):
@@ -109,6 +86,7 @@ def test_retries_wait_as_long_as_retry_after_asks(study_copy, monkeypatch):
     assert all(ms >= 300 for (ms,) in retried)     # a first failure is a 429 with Retry-After: 0.3
 
 
+@pytest.mark.slow
 def test_budget_stops_at_a_step_boundary_and_resume_pays_nothing_twice(study_copy, monkeypatch):
     root = llm_study(study_copy, max_calls=130)
     fresh = llm_study(study_copy, name="unbudgeted")
@@ -155,16 +133,17 @@ def test_a_request_the_server_refuses_is_not_retried(study_copy, monkeypatch):
             run_study(load_study(root, steps=1, params={"llm_kind": "openai"}))
 
 
+@pytest.mark.slow
 def test_the_api_key_is_sent_but_never_stored_or_printed(study_copy):
     root = llm_study(study_copy, max_retries=1, backoff_s=0.05)
     with stub_process() as stub:
         env = {**os.environ, "DESIM_LLM_BASE_URL": stub.base_url, "DESIM_LLM_API_KEY": SECRET}
         ok = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--steps", "2",
-                             "--set", "llm_kind=openai"], env=env, capture_output=True, text=True, timeout=120)
+                             "--set", "llm_kind=openai"], env=env, capture_output=True, text=True, timeout=HANG_S)
         sent = stub.stats()["key_hashes"]
         stub.kill()
         down = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--steps", "2", "--seed", "5",
-                               "--set", "llm_kind=openai"], env=env, capture_output=True, text=True, timeout=120)
+                               "--set", "llm_kind=openai"], env=env, capture_output=True, text=True, timeout=HANG_S)
     assert ok.returncode == 0, ok.stderr
     assert "llm: calls 72" in ok.stdout
     assert down.returncode == 2 and "failed after" in down.stderr

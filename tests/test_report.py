@@ -2,13 +2,10 @@
 the intervention steps named, and numbers that match the store."""
 from __future__ import annotations
 
-import base64
-import io
 import json
 import re
 from html.parser import HTMLParser
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -21,6 +18,7 @@ from desim.branch import branch
 from desim.cli import main
 from desim.report import write_report
 from desim.store import store_path
+from images import decode
 from storeq import sql
 
 N_AGENTS = 40
@@ -69,11 +67,6 @@ def parse(path) -> Page:
     page.close()
     assert page.stack == [], f"unclosed tags {page.stack}"
     return page
-
-
-def decode(src: str) -> np.ndarray:
-    assert src.startswith("data:image/png;base64,")
-    return mpimg.imread(io.BytesIO(base64.b64decode(src.split(",", 1)[1])), format="png")
 
 
 def assert_real_image(img: np.ndarray, width: int, height: int) -> None:

@@ -17,7 +17,7 @@ from desim.cli import main
 from desim.report import write_sweep_report
 from desim.store import store_path
 from desim.sweep import run_sweep
-from test_report import decode
+from images import decode
 
 # n_agents has one value: fixed for the sweep, so epsilon (the first varied parameter) is the x axis
 GRID = {"n_agents": [20], "epsilon": [0.2, 0.3, 0.4], "mu": [0.3, 0.5]}
@@ -115,6 +115,7 @@ def swept(study_copy):
     return root, result.sweep_id
 
 
+@pytest.mark.slow
 def test_sweep_report_figures_and_table_match_sql(swept):
     root, sweep_id = swept
     paths = write_sweep_report(root, sweep_id)
@@ -167,6 +168,7 @@ def test_sweep_report_figures_and_table_match_sql(swept):
     assert checked == len([k for k in expected if k[0] in metrics]) == 6 * len(metrics)
 
 
+@pytest.mark.slow
 def test_cli_sweep_report_and_errors(swept, study_copy, capsys):
     root, sweep_id = swept
     out = root.parent / "sweep-report"

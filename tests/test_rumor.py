@@ -137,6 +137,7 @@ def mt_copy(root, interaction):
 CLASSIC_MT = {"transmission": "maki_thompson", "p_believe": 1.0, "p_stop": 1.0, "n_seeds": 1}
 
 
+@pytest.mark.slow
 def test_maki_thompson_leaves_a_fifth_ignorant_on_a_complete_graph(study_copy, tmp_path):
     """Maki & Thompson's limit: a fraction of about 0.203 never hears the rumour (the root of
     x = exp(-2 (1 - x))). 400 agents, 8 seeds, 8 weeks of 3 rounds (the spreaders are gone by week 6)."""

@@ -5,7 +5,6 @@ parent leaves no process behind, and a sweep waits for a run that holds the stor
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from desim.store import store_path
 from desim.sweep import run_sweep
 from storeq import sql
 from walk_study import write_walk_study
+from waits import HANG_S
 
 
 def start(*args) -> subprocess.Popen:
@@ -38,7 +38,7 @@ def live_step(root: Path) -> int:
     return -1
 
 
-def wait_for(cond, timeout=60.0, what="condition"):
+def wait_for(cond, timeout=HANG_S, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -52,13 +52,14 @@ def state_panel(root, run_id):
                      "ORDER BY step, agent_id", [run_id])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_ends_the_run_interrupted_at_a_step_boundary(tmp_path, sig):
     root = write_walk_study(tmp_path / "walk", n_steps=30, pause=0.15)
     proc = start("run", root)
     wait_for(lambda: live_step(root) >= 2, what="step 2")
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 0, err
     (run_id, status, last, error, pid), = sql(root, "SELECT run_id, status, last_step, error, pid FROM runs")
     assert status == "interrupted" and pid == proc.pid
@@ -69,19 +70,20 @@ def test_a_signal_ends_the_run_interrupted_at_a_step_boundary(tmp_path, sig):
     if sig != signal.SIGTERM:
         return
     done = start("run", root, "--resume", run_id)
-    out, err = done.communicate(timeout=120)
+    out, err = done.communicate(timeout=HANG_S)
     assert done.returncode == 0, err
     assert sql(root, "SELECT status, last_step FROM runs WHERE run_id = ?", [run_id]) == [("completed", 30)]
     fresh = desim.run_study(desim.load_study(root, params={"pause": "0"}))  # the pause changes no value
     assert state_panel(root, run_id) == state_panel(root, fresh.run_id)
 
 
+@pytest.mark.slow
 def test_a_sigkilled_run_shows_as_stale(tmp_path, capsys):
     root = write_walk_study(tmp_path / "walk", n_steps=30, pause=0.15)
     proc = start("run", root)
     wait_for(lambda: live_step(root) >= 1, what="step 1")
     proc.kill()
-    proc.wait(timeout=30)
+    proc.wait(timeout=HANG_S)
     rows = [dict(zip(("run_id", "status", "pid", "host", "heartbeat_at", "started_at"), r)) for r in sql(
         root, "SELECT run_id, status, pid, host, heartbeat_at, started_at FROM runs")]
     (row,) = rows
@@ -129,6 +131,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_parent_leaves_no_process_behind(tmp_path):
     root = write_walk_study(tmp_path / "walk", n_steps=200, pause=0.1)
     proc = start("sweep", root, "--set", "lockdown_day=3,4", "--workers", "2")
@@ -136,8 +139,8 @@ def test_a_killed_sweep_parent_leaves_no_process_behind(tmp_path):
     family = _descendants(proc.pid)
     assert len(family) >= 3        # the forkserver and two workers at least
     proc.kill()
-    proc.wait(timeout=30)
-    wait_for(lambda: not any(_alive(p) for p in family), timeout=30, what="the sweep's processes to end")
+    proc.wait(timeout=HANG_S)
+    wait_for(lambda: not any(_alive(p) for p in family), timeout=HANG_S, what="the sweep's processes to end")
     # the next sweep removes the dead sweep's worker files
     leftover = list((root / "runs" / "sweeps").iterdir())
     assert leftover
@@ -146,6 +149,7 @@ def test_a_killed_sweep_parent_leaves_no_process_behind(tmp_path):
     assert result.completed == 1 and not (root / "runs" / "sweeps").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_and_a_run_of_one_study_go_side_by_side(tmp_path):
     """A run holds the study's database only at its start and end, so a sweep merging meanwhile
     neither aborts nor waits long."""
@@ -154,7 +158,7 @@ def test_a_sweep_and_a_run_of_one_study_go_side_by_side(tmp_path):
     wait_for(lambda: live_step(root) >= 1, what="the run to start")
     notes = []
     result = run_sweep(root, {"lockdown_day": ["2", "3"]}, replicates=1, workers=2, steps=3, on_wait=notes.append)
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 0, err
     assert result.completed == 2
     assert all("held by another process" in n for n in notes)   # at most a short wait at the run's ends

@@ -14,6 +14,7 @@ import pytest
 from desim.cli import main
 from desim.store import store_path
 from desim.sweep import SweepError, make_plan, run_sweep, sweep_table
+from sweep_study import panels_by_slot, write_crashy_study
 
 ROOT = Path(__file__).resolve().parent.parent
 T975_DF2 = 4.302652729911275   # Student t quantile 0.975 with 2 degrees of freedom (tables)
@@ -99,16 +100,7 @@ def test_summary_matches_sql_over_the_metrics_table(swept):
         sweep_table(root, result.sweep_id, ["nope"])
 
 
-def panels_by_slot(root: Path, sweep_id: str, table: str = "panel") -> list[tuple]:
-    """A sweep's rows with the run id reduced to its slot (combination-replicate), sorted."""
-    cols = {"panel": "step, agent_id, CAST(state AS VARCHAR), action_kind, CAST(payload AS VARCHAR), "
-                     "action_source",
-            "metrics": "step, name, value",
-            "initial_states": "agent_id, CAST(state AS VARCHAR)"}[table]
-    return query(root, f"SELECT substr(run_id, {len(sweep_id) + 2}) AS slot, {cols} FROM {table} "
-                       f"WHERE run_id LIKE ? ORDER BY ALL", [f"{sweep_id}-%"])
-
-
+@pytest.mark.slow
 def test_rerunning_the_sweep_from_the_cli_gives_identical_panels(swept, capsys):
     root, first = swept
     argv = ["sweep", str(root), "--replicates", "3", "--workers", "2", "--metrics", "mean_opinion"]
@@ -150,70 +142,7 @@ def test_bad_grid_names_the_parameter_and_the_file(capsys):
     assert "'high' is not a float" in capsys.readouterr().err
 
 
-CRASHY_MODEL = '''
-import os
-import signal
-from pathlib import Path
-
-from desim import Action, DecisionModel, EnvironmentProvider, MetricCollector, Observation
-
-HEALED = Path(__file__).with_name("healed")
-
-
-class Line(EnvironmentProvider):
-    def reset(self, seed):
-        self.x = {a: 0.0 for a in self.ctx.agent_ids}
-
-    def observe_batch(self, ids, t, round_idx):
-        return [Observation(agent_id=a, step=t, local_physical={"x": self.x[a]}) for a in ids]
-
-    def apply(self, actions):
-        for a in actions:
-            self.x[a.agent_id] = a.payload["x"]
-
-    def agent_state(self, agent_id):
-        return {"x": self.x[agent_id]}
-
-
-class Walk(DecisionModel):
-    """A random walk; until the file 'healed' exists, mood 2 raises and mood 3 kills its own process."""
-
-    def __init__(self, mood):
-        self.mood = mood
-
-    def decide_batch(self, observations, memories):
-        if observations[0].step == 2 and not HEALED.exists():
-            if self.mood == 3:
-                os.kill(os.getpid(), signal.SIGKILL)
-            if self.mood == 2:
-                raise ValueError("mood 2 refuses step 2")
-        rng = self.ctx.rng("walk")
-        return [Action(agent_id=o.agent_id, step=o.step, kind="move",
-                       payload={"x": o.local_physical["x"] + float(rng.normal())}) for o in observations]
-
-
-class Mean(MetricCollector):
-    def collect(self, t, environment, actions):
-        return {"mean_x": sum(environment.x.values()) / len(environment.x)}
-'''
-
-
-def write_crashy_study(root: Path) -> Path:
-    files = {
-        "study.json": {"id": "crashy", "display_metrics": ["mean_x"]},
-        "simulation/simulation.json": {"n_steps": 3, "seed": 5, "parameters": {"mood": 1},
-                                       "decision": {"ref": "model:Walk", "args": {"mood": "$mood"}},
-                                       "collector": {"ref": "model:Mean"}},
-        "population/population.json": {"personas": [{"agent_id": f"a{i}"} for i in range(3)]},
-        "environment/environment.json": {"provider": {"ref": "model:Line"}},
-    }
-    for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(json.dumps(data))
-    (root / "model.py").write_text(CRASHY_MODEL)
-    return root
-
-
+@pytest.mark.slow
 def test_killed_worker_fails_its_run_only_and_resume_completes_it(tmp_path, capsys):
     root = write_crashy_study(tmp_path / "crashy")
     result = run_sweep(root, {"mood": ["1", "2", "3"]}, replicates=2, workers=2)

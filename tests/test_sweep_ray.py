@@ -9,23 +9,29 @@ from pathlib import Path
 
 import duckdb
 import pytest
-import ray
 
 from desim.store import store_path
 from desim.sweep import run_sweep
-from test_sweep import panels_by_slot, write_crashy_study
+from sweep_study import panels_by_slot, write_crashy_study
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
-def ray_session():
+def ray():
+    """One local Ray instance for the module (starting Ray takes seconds)."""
+    try:
+        import ray
+    except ImportError:
+        pytest.fail("Ray is not installed: pip install -e '.[ray]', or leave these tests out with -m 'not ray'",
+                    pytrace=False)
     ray.init(num_cpus=2, include_dashboard=False)
-    yield
+    yield ray
     ray.shutdown()
 
 
-def test_ray_sweep_gives_the_local_pool_s_panels(ray_session, tmp_path):
+def test_ray_sweep_gives_the_local_pool_s_panels(ray, tmp_path):
     root = tmp_path / "opinion_diffusion"
     shutil.copytree(ROOT / "studies" / "opinion_diffusion", root, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     grid = {"epsilon": ["0.2", "0.4"], "campaign_weight": ["0.1", "0.8"]}
@@ -40,7 +46,7 @@ def test_ray_sweep_gives_the_local_pool_s_panels(ray_session, tmp_path):
     assert not (root / "runs" / "sweeps" / on_ray.sweep_id).exists()
 
 
-def test_a_dead_ray_worker_fails_its_run_and_resume_completes_it(ray_session, tmp_path):
+def test_a_dead_ray_worker_fails_its_run_and_resume_completes_it(ray, tmp_path):
     root = write_crashy_study(tmp_path / "crashy")
     result = run_sweep(root, {"mood": ["1", "3"]}, replicates=1, backend="ray")
     con = duckdb.connect(str(store_path(root)), read_only=True)

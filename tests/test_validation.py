@@ -2,7 +2,6 @@
 field (or line and column), exit status 2, and no store, runs row or live file."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
