@@ -1,6 +1,6 @@
 """Dashboard API latency on a large study, and while a run locks the store.
 
-Usage: python benchmarks/bench_dashboard.py [--agents 20000] [--steps 40] [--repeat 5]
+Usage: python benchmarks/bench_dashboard.py [--agents 20000] [--steps 40] [--repeat 5] [--json PATH]
        python benchmarks/bench_dashboard.py --agents 200 --steps 3 --repeat 1   # smoke run (a test runs it)
 
 Runs ``opinion_diffusion`` once with ``--set n_agents=<agents>`` (a panel of
@@ -27,7 +27,9 @@ import httpx
 import uvicorn
 
 from desim.dashboard.app import create_app
-from desim.store import store_path
+from desim.store import StudyLayout
+
+import jsonout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,6 +60,7 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=20000)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=5)
+    jsonout.add_option(ap)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         studies = Path(tmp) / "studies"
@@ -67,7 +70,9 @@ def main() -> None:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "desim.cli", "run", str(study), "--steps", str(args.steps),
                         "--set", f"n_agents={args.agents}"], check=True, capture_output=True)
-        print(f"run: {args.agents} agents x {args.steps} steps in {time.perf_counter() - t0:.1f} s")
+        run_s = time.perf_counter() - t0
+        print(f"run: {args.agents} agents x {args.steps} steps in {run_s:.1f} s")
+        figures = {"agents": args.agents, "steps": args.steps, "repeat": args.repeat, "run_s": run_s, "requests": []}
         base, server = serve(studies)
         with httpx.Client(base_url=base, timeout=120) as client:
             rid = client.get("/api/studies").json()["studies"][0]["last_run"]["run_id"]
@@ -89,22 +94,25 @@ def main() -> None:
             print(f"{'request':28s} {'median ms':>10s} {'bytes':>10s}")
             for name, url in urls.items():
                 ms, size = timed(client, url, args.repeat)
+                figures["requests"].append({"request": name, "median_ms": ms, "bytes": size})
                 print(f"{name:28s} {ms:10.1f} {size:10d}")
             code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1]); print('locked', flush=True); "
                     "sys.stdin.read()")
-            lock = subprocess.Popen([sys.executable, "-c", code, str(store_path(study))], stdin=subprocess.PIPE,
+            lock = subprocess.Popen([sys.executable, "-c", code, str(StudyLayout(study).db)], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True)
             assert lock.stdout.readline().strip() == "locked"
             try:
                 ms, _ = timed(client, s, args.repeat)
                 busy = client.get(s).json()["busy"]
                 print(f"{'study page, store locked':28s} {ms:10.1f}  (busy={busy})")
-                ms, _ = timed(client, f"{s}/live", args.repeat)
-                print(f"{'live files, store locked':28s} {ms:10.1f}")
+                live_ms, _ = timed(client, f"{s}/live", args.repeat)
+                print(f"{'live files, store locked':28s} {live_ms:10.1f}")
+                figures["store_locked"] = {"study_page_median_ms": ms, "busy": busy, "live_files_median_ms": live_ms}
             finally:
                 lock.stdin.close()
                 lock.wait()
         server.should_exit = True
+    jsonout.write(args.json, figures)
 
 
 if __name__ == "__main__":

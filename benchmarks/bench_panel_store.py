@@ -1,6 +1,7 @@
 """What storing a step costs: the typed Parquet step folders against the layouts they replaced.
 
-    python benchmarks/bench_panel_store.py [--size 100] [--steps 100] [--repeat 3]
+    python benchmarks/bench_panel_store.py [--size 100] [--steps 100] [--repeat 3] [--json PATH]
+    python benchmarks/bench_panel_store.py --size 12 --steps 3 --repeat 1   # smoke (a test runs it)
 
 Runs Schelling (``size`` x ``size``, density 0.8, homophily 0.4) once with the
 engine's step writer recording its real per-step tables instead of writing
@@ -30,9 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import desim
-from desim.datafiles import RunFiles
+from desim.store.files import RunFiles
 from desim.engine import Engine
 from desim_probe import fresh_copy
+import jsonout
 
 
 def capture(size: int, steps: int) -> list[tuple[int, dict]]:
@@ -116,6 +118,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions; the median is reported")
+    jsonout.add_option(ap)
     args = ap.parse_args()
     records = capture(args.size, args.steps)
     rows = sum(t["panel"].num_rows for _, t in records)
@@ -136,14 +139,24 @@ def main() -> None:
     med = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
     fixed_ms = med["fixed"] / steps * 1e3
     print(f"{'layout':<34} {'CPU s':>8} {'us/row (all)':>13} {'us/row (less fixed)':>20} {'ms/step':>8}")
+    layouts = []
     for key, label in [("parquet", "parquet step folders (the store)"), ("json", "DuckDB JSON text (before)"),
                        ("typed", "DuckDB typed insert")]:
         cpu = med[key]
-        print(f"{label:<34} {cpu:8.3f} {cpu / rows * 1e6:13.3f} {(cpu - med['fixed']) / rows * 1e6:20.3f} "
-              f"{cpu / steps * 1e3:8.2f}")
+        row = {"layout": key, "label": label, "cpu_s": cpu, "us_per_row": cpu / rows * 1e6,
+               "us_per_row_less_fixed": (cpu - med["fixed"]) / rows * 1e6, "ms_per_step": cpu / steps * 1e3}
+        layouts.append(row)
+        print(f"{label:<34} {cpu:8.3f} {row['us_per_row']:13.3f} {row['us_per_row_less_fixed']:20.3f} "
+              f"{row['ms_per_step']:8.2f}")
+    merge_us = med["merge"] / rows * 1e6
+    ratio = med["json"] / med["parquet"]
     print(f"fixed cost per step (one-row panel, metrics, folder, rename): {fixed_ms:.3f} ms")
-    print(f"merge at the end of the run: {med['merge']:.3f} s CPU, {med['merge'] / rows * 1e6:.3f} us/row")
-    print(f"ratio JSON text / parquet (all): {med['json'] / med['parquet']:.2f}x")
+    print(f"merge at the end of the run: {med['merge']:.3f} s CPU, {merge_us:.3f} us/row")
+    print(f"ratio JSON text / parquet (all): {ratio:.2f}x")
+    jsonout.write(args.json, {
+        "size": args.size, "steps": steps, "repeat": args.repeat, "panel_rows": rows, "rows_per_step": rows // steps,
+        "moves": moved, "layouts": layouts, "fixed_cpu_s": med["fixed"], "fixed_ms_per_step": fixed_ms,
+        "merge_cpu_s": med["merge"], "merge_us_per_row": merge_us, "ratio_json_to_parquet": ratio})
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import duckdb
 import desim
 from desim.engine import Engine
 from desim.refs import study_module
-from desim.datafiles import RunFiles
+from desim.store.files import RunFiles
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"

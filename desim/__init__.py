@@ -15,7 +15,7 @@ The public names, by layer:
   ``effect_table`` (an effect's summaries), ``run_health`` (``stale`` for a run
   whose process is gone).
 """
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 import sys  # noqa: E402
 import types  # noqa: E402
@@ -31,9 +31,9 @@ _WHERE = {
     "build_graph": "network", "neighbors_fn": "network",
     "Action": "schemas", "Broadcast": "schemas", "Message": "schemas", "Observation": "schemas",
     "Persona": "schemas", "ScheduledEvent": "schemas",
-    "StudyData": "studydata", "open": "studydata",
+    "StudyData": "store", "open": "store",
     "BranchRefused": "branch", "branch": "branch", "resume": "branch", "compare": "compare",
-    "EffectError": "effect", "effect_table": "effect", "effect": "effect", "run_health": "status",
+    "EffectError": "effect", "effect_table": "effect", "effect": "effect", "run_health": "store.health",
 }
 _RENAMED = {"effect": "run_effect"}   # desim.effect is desim.effect.run_effect
 

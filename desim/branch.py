@@ -31,16 +31,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 
 from .config import FILES, StudyConfigError, StudySpec, load_study, spec_from_config
-from .datafiles import RunFiles, data_dir
 from .engine import Engine, RunResult
 from .interfaces import ActionColumns
 from .schemas import Action
-from .store import fetch_dicts, last_step, read_only, store_path
+from .store import Catalogue, StudyLayout, open_store, queries
+from .store.files import RunFiles
+from .store.health import last_step
 from .versions import code_changes, code_files, diff_configs
 
 _PARAM = re.compile(r"^\$([A-Za-z_]\w*)$")
@@ -51,10 +51,10 @@ class BranchRefused(ValueError):
 
 
 def _parent_row(con, run_id: str) -> dict[str, Any]:
-    rows = fetch_dicts(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])
-    if not rows:
+    row = Catalogue(con).run(run_id)
+    if row is None:
         raise BranchRefused(f"no run '{run_id}' in this study's store")
-    return rows[0]
+    return row
 
 
 def check_code(parent: dict, root: Path) -> list[str]:
@@ -185,17 +185,8 @@ def inherit_spec(root: Path, parent: dict, params: dict[str, Any] | None = None,
                       params={**recorded, **(params or {})})
 
 
-def _source(parent: dict, until: int, rounds: int) -> tuple[str, list]:
-    """SQL over the parent's stored actions for steps 1..until: the panel (one round) or round_actions."""
-    if rounds == 1:
-        return ("SELECT step, 0 AS round, agent_id, action_kind, payload, action_rationale FROM panel "
-                "WHERE run_id = ? AND step <= ? AND action_kind IS NOT NULL"), [parent["run_id"], until]
-    return ("SELECT step, round, agent_id, action_kind, payload, action_rationale FROM round_actions "
-            "WHERE run_id = ? AND step <= ?"), [parent["run_id"], until]
-
-
 def _payload_types(root: Path, run_id: str) -> dict[str, str]:
-    return (RunFiles(data_dir(store_path(root)), run_id).load_types() or {}).get("payload", {})
+    return (RunFiles(StudyLayout(root).data, run_id).load_types() or {}).get("payload", {})
 
 
 def _payload(value: dict | None, json_fields: set[str]) -> dict:
@@ -212,10 +203,8 @@ def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: li
         return _columnar_replay(con, parent, until, rounds, columnar_ids)
     types = _payload_types(root, parent["run_id"]) if root is not None else {}
     json_fields = {k for k, t in types.items() if t == "json"}
-    sql, params = _source(parent, until, rounds)
-    rows = con.execute(f"{sql} ORDER BY step, round, agent_id", params).fetchall()
     replay = {step: [[] for _ in range(rounds)] for step in range(1, until + 1)}
-    for step, r, agent_id, kind, payload, rationale in rows:
+    for step, r, agent_id, kind, payload, rationale in queries.stored_actions(con, parent["run_id"], until, rounds):
         replay[step][r].append(Action(agent_id=agent_id, step=step, kind=kind,
                                       payload=_payload(payload, json_fields),
                                       rationale=rationale or "", source="replay"))
@@ -224,15 +213,7 @@ def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: li
 
 def _columnar_replay(con, parent: dict, until: int, rounds: int, ids: list[str]) -> dict[int, list]:
     """Columnar replay: the stored typed payloads come back as columns in one query."""
-    sql, params = _source(parent, until, rounds)
-    con.register("_replay_ids", pa.table({"agent_id": pa.array(ids, pa.string()),
-                                          "pos": pa.array(np.arange(len(ids), dtype=np.int64))}))
-    try:
-        table = con.sql(f"SELECT s.step, s.round, i.pos, s.action_kind, s.payload AS p FROM ({sql}) s "
-                        "JOIN _replay_ids i USING (agent_id) ORDER BY s.step, s.round, i.pos",
-                        params=params).to_arrow_table()
-    finally:
-        con.unregister("_replay_ids")
+    table = queries.stored_action_columns(con, parent["run_id"], until, rounds, ids)
     steps = table.column("step").to_numpy()
     rnds = table.column("round").to_numpy()
     replay: dict[int, list] = {}
@@ -271,25 +252,23 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
         raise BranchRefused("--at-step must be 1 or more")
     if spec is not None and (params or steps):
         raise ValueError("give either spec or params/steps, not both")
-    db = Path(parent_db) if parent_db else store_path(root)
-    if not db.exists():
-        raise BranchRefused(f"{db} does not exist: run the study before branching it")
-    con = read_only(db)
-    try:
+    layout = StudyLayout.at(parent_db) if parent_db else StudyLayout(root)
+    if not layout.db.exists():
+        raise BranchRefused(f"{layout.db} does not exist: run the study before branching it")
+    with open_store(layout) as con:
         parent = _parent_row(con, from_run)
         parent_config = json.loads(parent["config"])
         spec = spec or inherit_spec(root, parent, params, steps)
         rounds = max(1, parent["interaction_rounds"])
         if rounds != 1 or spec.rounds != 1:
-            recorded = con.execute("SELECT count(DISTINCT step) FROM round_actions WHERE run_id = ? AND step < ?",
-                                   [from_run, at_step]).fetchone()[0]
+            recorded = queries.recorded_round_steps(con, from_run, at_step)
             if not (parent_config["simulation"].get("record_rounds") and recorded == at_step - 1):
                 raise BranchRefused(
                     f"interaction_rounds is {max(rounds, spec.rounds)}: a branch replays stored actions, but the "
                     "panel keeps only each step's final-round actions, so a multi-round step cannot be "
                     "reproduced from it. Re-run the study from step 0, or run the parent with "
                     "record_rounds: true so that every round is stored and can be replayed.")
-        parent["last_step"] = last_step(db, from_run, parent["last_step"], parent["status"])
+        parent["last_step"] = last_step(layout, from_run, parent["last_step"], parent["status"])
         if parent["last_step"] < at_step - 1:
             raise BranchRefused(f"parent run {from_run} is {parent['status']} and complete only up to step "
                                 f"{max(parent['last_step'], 0)}; a branch at step {at_step} needs steps 1..{at_step - 1}")
@@ -301,19 +280,16 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
                         **engine_args)
         engine.replay = _replay_actions(con, parent, at_step - 1, rounds,
                                         engine.ids if engine.columnar else None, root)
-    finally:
-        con.close()
     return engine.run()
 
 
 def resume(study_root: str | Path, run_id: str, **engine_args) -> RunResult:
     """Continue an interrupted, failed or killed run from its last complete step."""
     root = Path(study_root)
-    db = store_path(root)
-    if not db.exists():
-        raise BranchRefused(f"{db} does not exist")
-    con = read_only(db)
-    try:
+    layout = StudyLayout(root)
+    if not layout.db.exists():
+        raise BranchRefused(f"{layout.db} does not exist")
+    with open_store(layout) as con:
         row = _parent_row(con, run_id)
         if row["status"] == "completed":
             raise BranchRefused(f"run {run_id} is already completed")
@@ -329,6 +305,4 @@ def resume(study_root: str | Path, run_id: str, **engine_args) -> RunResult:
             engine.replay = _replay_actions(con, parent, row["fork_step"] - 1,
                                             max(1, parent["interaction_rounds"]),
                                             engine.ids if engine.columnar else None, root)
-    finally:
-        con.close()
     return engine.run()

@@ -18,7 +18,7 @@ import os
 import sys
 import traceback
 
-from . import __version__
+from .version import __version__
 from .commands import UserError
 
 COMMANDS = [
@@ -53,12 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     from .engine import RunError, RunFailed
     from .errors import StudyCodeError
     from .refs import RefError
-    from .fields import FieldError
-    from .store import StoreBusyError, StoreLayoutError
+    from .store.fields import FieldError
+    from .store import StoreError
     try:
         return int(args.func(args) or 0)
-    except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreBusyError, StoreLayoutError,
-            FieldError, StudyCodeError) as e:
+    except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreError, FieldError, StudyCodeError) as e:
         print(f"desim: error: {e}", file=sys.stderr)
         trace = getattr(e, "traceback", "") or ("".join(traceback.format_exception(e.__cause__))
                                                  if e.__cause__ is not None else "")

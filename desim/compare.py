@@ -11,9 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
-from .store import fetch_dicts, field, read_only, store_path
+from .store import Catalogue, StudyLayout, open_store, queries, states as state_reads
 
 
 def compare(study_root: str | Path, control: str, treatment: str,
@@ -25,50 +23,28 @@ def compare(study_root: str | Path, control: str, treatment: str,
     "fork_step": int | None}``. ``states`` defaults to the study's
     ``display_states``; only numeric fields are paired.
     """
-    root = Path(study_root)
-    con = read_only(store_path(root))
-    try:
-        runs = {r["run_id"]: r for r in fetch_dicts(
-            con, "SELECT run_id, parent_run_id, fork_step, config FROM runs WHERE run_id IN (?, ?)",
-            [control, treatment])}
+    layout = StudyLayout(study_root)
+    with open_store(layout) as con:
+        runs = {r["run_id"]: r for r in Catalogue(con).runs(run_ids=[control, treatment])}
         for run_id in (control, treatment):
             if run_id not in runs:
-                raise ValueError(f"no run '{run_id}' in {store_path(root)}")
+                raise ValueError(f"no run '{run_id}' in {layout.db}")
         if states is None:
             states = json.loads(runs[treatment]["config"])["study"].get("display_states", [])
-        metrics = fetch_dicts(con, """
-            SELECT coalesce(c.step, t.step) AS step, coalesce(c.name, t.name) AS name,
-                   c.value AS control, t.value AS treatment, t.value - c.value AS diff
-            FROM (SELECT * FROM metrics WHERE run_id = ?) c
-            FULL JOIN (SELECT * FROM metrics WHERE run_id = ?) t USING (step, name)
-            ORDER BY name, step""", [control, treatment])
+        metrics = queries.metric_comparison(con, control, treatment)
         paired = []
         for name in states:
-            d = f"TRY_CAST({field('t.state', name)} AS DOUBLE) - TRY_CAST({field('c.state', name)} AS DOUBLE)"
-            try:
-                paired += fetch_dicts(con, f"""
-                    SELECT t.step, ? AS field, count(*) AS n,
-                           avg(d) AS mean_diff, stddev_pop(d) AS sd_diff, min(d) AS min_diff, max(d) AS max_diff
-                    FROM (SELECT t.step, {d} AS d
-                          FROM panel t JOIN panel c ON c.agent_id = t.agent_id AND c.step = t.step
-                          WHERE t.run_id = ? AND c.run_id = ?) t
-                    WHERE d IS NOT NULL GROUP BY t.step ORDER BY t.step""", [name, treatment, control])
-            except duckdb.BinderException:      # a display state these runs do not have
+            if not state_reads.has_field(con, name):     # a display state these runs do not have
                 continue
-    finally:
-        con.close()
+            paired += [{"step": step, "field": name, "n": n, "mean_diff": mean, "sd_diff": sd, "min_diff": lo,
+                        "max_diff": hi}
+                       for step, n, mean, sd, lo, hi in state_reads.paired_summary(con, treatment, control, name)]
     fork = runs[treatment]["fork_step"] if runs[treatment]["parent_run_id"] == control else None
     return {"control": control, "treatment": treatment, "fork_step": fork, "metrics": metrics, "paired": paired}
 
 
 def agent_differences(study_root: str | Path, control: str, treatment: str, name: str) -> list[dict[str, Any]]:
     """Per agent and step: the state field in both runs and the difference (for plots)."""
-    con = read_only(store_path(study_root))
-    try:
-        c, t = f"TRY_CAST({field('c.state', name)} AS DOUBLE)", f"TRY_CAST({field('t.state', name)} AS DOUBLE)"
-        return fetch_dicts(con, f"""
-            SELECT t.step, t.agent_id, {c} AS control, {t} AS treatment, {t} - {c} AS diff
-            FROM panel t JOIN panel c ON c.agent_id = t.agent_id AND c.step = t.step
-            WHERE t.run_id = ? AND c.run_id = ? ORDER BY t.step, t.agent_id""", [treatment, control])
-    finally:
-        con.close()
+    with open_store(StudyLayout(study_root)) as con:
+        return [{"step": step, "agent_id": agent, "control": c, "treatment": t, "diff": d}
+                for step, agent, c, t, d in state_reads.paired_values(con, treatment, control, name)]

@@ -18,7 +18,6 @@ Effects are recorded in the ``effects`` and ``effect_pairs`` tables, so
 """
 from __future__ import annotations
 
-import json
 import shutil
 import time
 import uuid
@@ -26,30 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import duckdb
-
 from .branch import check_branch_changes
 from .config import coerce_like, load_study, read_json
-from .store import fetch_dicts, field, now, read_only, store_path
+from .store import Catalogue, StoreError, StudyLayout, open_store, queries, states as state_reads
 from .sweep.executors import make_executor
-from .sweep.merge import WaitFn, merge_run, open_store
+from .sweep.merge import WaitFn, merge_run, writing
 from .sweep.plan import seed_for
 from .sweep.summary import describe
 from .sweep.worker import RunOutcome, RunTask, remove_db
-from .versions import code_files, code_hash, ensure_version
-
-EFFECTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS effects (
-    effect_id VARCHAR PRIMARY KEY, study_id VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
-    at_step INTEGER NOT NULL, treatment JSON NOT NULL, control JSON NOT NULL, replicates INTEGER NOT NULL,
-    base_seed BIGINT NOT NULL, n_steps INTEGER NOT NULL, note VARCHAR
-);
-CREATE TABLE IF NOT EXISTS effect_pairs (
-    effect_id VARCHAR NOT NULL, replicate INTEGER NOT NULL, seed BIGINT NOT NULL,
-    control_run_id VARCHAR NOT NULL, treatment_run_id VARCHAR NOT NULL, reused BOOLEAN NOT NULL
-);
-"""
-
+from .versions import code_files, code_hash
 
 class EffectError(ValueError):
     """An effect that cannot be planned; the message says which argument or file is wrong."""
@@ -73,26 +57,6 @@ class EffectResult:
 ProgressFn = Callable[[str, RunOutcome, int, int], None]
 
 
-# --- the panel's state fields: the one place that reads them ---------------------------
-
-def state_value(alias: str, name: str) -> str:
-    """SQL for a numeric state field of panel row ``alias``: ``TRY_CAST(alias.state."x" AS DOUBLE)``."""
-    return f"TRY_CAST({field(alias + '.state', name)} AS DOUBLE)"
-
-
-def _agent_pair_sql(field: str) -> str:
-    """Per pair and step: mean over agents of treatment - control, its mean |.|, the share that differ."""
-    d = f"{state_value('t', field)} - {state_value('c', field)}"
-    return f"""
-        SELECT p.replicate, t.step, avg({d}) AS mean_diff, avg(abs({d})) AS mean_abs,
-               avg(CASE WHEN {d} <> 0 THEN 1.0 ELSE 0.0 END) AS share_changed, count({d}) AS n_agents
-        FROM effect_pairs p
-        JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed'
-        JOIN panel c ON c.run_id = p.control_run_id
-        JOIN panel t ON t.run_id = p.treatment_run_id AND t.step = c.step AND t.agent_id = c.agent_id
-        WHERE p.effect_id = ? GROUP BY p.replicate, t.step"""
-
-
 # --- planning --------------------------------------------------------------------------
 
 def _typed(spec, values: dict[str, Any], what: str) -> dict[str, Any]:
@@ -109,34 +73,7 @@ def _typed(spec, values: dict[str, Any], what: str) -> dict[str, Any]:
     return out
 
 
-def _reusable(con, config: dict[str, Any], code: str) -> str | None:
-    """A completed, non-branch run of exactly this configuration and code."""
-    for run_id, stored in con.execute(
-            "SELECT run_id, config FROM runs WHERE status = 'completed' AND kind <> 'branch' AND code_hash = ? "
-            "ORDER BY started_at", [code]).fetchall():
-        if json.loads(stored) == config:
-            return run_id
-    return None
-
-
-def _extract(study_db: Path, run_id: str, until: int, dest: Path) -> None:
-    """Copy what a branch of ``run_id`` at ``until + 1`` reads (its runs row, its actions for steps
-    ``1..until``) into a small DuckDB file a worker can read while the parent keeps the study's."""
-    remove_db(dest)
-    with open_store(study_db) as store:
-        con = store.con
-        quoted = str(dest.resolve()).replace("'", "''")
-        con.execute(f"ATTACH '{quoted}' AS x")
-        try:
-            con.execute("CREATE TABLE x.runs AS SELECT * FROM main.runs WHERE run_id = ?", [run_id])
-            for table in ("panel", "round_actions"):
-                con.execute(f"CREATE TABLE x.{table} AS SELECT * FROM main.{table} WHERE run_id = ? AND step <= ?",
-                            [run_id, until])
-        finally:
-            con.execute("DETACH x")
-
-
-def _run_tasks(root: Path, db: Path, tasks: list[RunTask], version_id: str, backend: str, workers: int | None,
+def _run_tasks(root: Path, db: StudyLayout, tasks: list[RunTask], version_id: str, backend: str, workers: int | None,
                address: str | None, phase: str, on_run: ProgressFn | None, on_wait: WaitFn | None,
                errors: dict[str, str]) -> None:
     """Execute ``tasks`` on the executor and merge each finished run into the study's store."""
@@ -148,7 +85,7 @@ def _run_tasks(root: Path, db: Path, tasks: list[RunTask], version_id: str, back
                 if outcome.worker_file and Path(outcome.worker_file).exists():
                     try:
                         merge_run(db, outcome.worker_file, outcome.run_id, version_id, on_wait)
-                    except (duckdb.Error, ValueError) as e:
+                    except (StoreError, ValueError) as e:
                         outcome.status, outcome.error = "failed", "; ".join(
                             x for x in (outcome.error, f"could not merge the worker's file: {e}") if x)
             finally:
@@ -197,16 +134,16 @@ def run_effect(study_root: str | Path, at_step: int, treatment: dict[str, Any] |
         raise EffectError(f"the treatment may only change interventions at steps >= {at_step}; it changes:\n  - "
                           + "\n  - ".join(problems))
     code = code_files(root, base.population.roster)
-    db = store_path(root)
+    db = StudyLayout(root)
     effect_id = f"ef{uuid.uuid4().hex[:8]}"
-    folder = root / "runs" / "effects" / effect_id
+    folder = db.effect_dir(effect_id)
     folder.mkdir(parents=True, exist_ok=True)
     errors: dict[str, str] = {}
     try:
-        with open_store(db, on_wait=on_wait) as store:
-            store.con.execute(EFFECTS_SCHEMA)
-            version_id = ensure_version(store.con, base.id, base.version_config(), kind="run", code=code)[0]
-            controls = [_reusable(store.con, s.resolved(), code_hash(code)) for s in specs]
+        with writing(db, on_wait) as con:
+            catalogue = Catalogue(con)
+            version_id = catalogue.ensure_version(base.id, base.version_config(), kind="run", code=code)[0]
+            controls = [catalogue.reusable_control(s.resolved(), code_hash(code)) for s in specs]
         found = {c for c in controls if c}
         reused = len(found)
         tasks = []
@@ -219,29 +156,26 @@ def run_effect(study_root: str | Path, at_step: int, treatment: dict[str, Any] |
         if on_start:
             on_start(effect_id, len(tasks), replicates)
         _run_tasks(root, db, tasks, version_id, backend, workers, address, "control", on_run, on_wait, errors)
-        with open_store(db, on_wait=on_wait) as store:
-            store.con.execute(EFFECTS_SCHEMA)
+        with writing(db, on_wait) as con:
+            catalogue = Catalogue(con)
             label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items())) or "the study's interventions"
-            branch_version = ensure_version(store.con, base.id, base.version_config(), kind="branch", code=code,
-                                            parent_run_id=controls[0], fork_step=at_step,
-                                            note=note or f"effect {effect_id}: {label} from step {at_step}")[0]
-            store.con.execute("INSERT INTO effects VALUES (?,?,?,?,?,?,?,?,?,?)",
-                              [effect_id, base.id, now(), at_step, json.dumps(treat_p, sort_keys=True),
-                               json.dumps(control_p, sort_keys=True), replicates, base.simulation.seed,
-                               n_steps, note])
+            branch_version = catalogue.ensure_version(base.id, base.version_config(), kind="branch", code=code,
+                                                      parent_run_id=controls[0], fork_step=at_step,
+                                                      note=note or f"effect {effect_id}: {label} from step {at_step}")[0]
             pairs = [{"replicate": rep, "seed": s, "control_run_id": c, "treatment_run_id": f"{effect_id}-t{rep}",
                       "reused": c in found}
                      for rep, (s, c) in enumerate(zip(seeds, controls))]
-            for p in pairs:
-                store.con.execute("INSERT INTO effect_pairs VALUES (?,?,?,?,?,?)",
-                                  [effect_id, p["replicate"], p["seed"], p["control_run_id"],
-                                   p["treatment_run_id"], p["reused"]])
+            catalogue.record_effect({"effect_id": effect_id, "study_id": base.id, "at_step": at_step,
+                                     "treatment": treat_p, "control": control_p, "replicates": replicates,
+                                     "base_seed": base.simulation.seed, "n_steps": n_steps, "note": note}, pairs)
         branches = []
         for p in pairs:
             if p["control_run_id"] in errors:
                 continue
             extract = folder / f"{p['control_run_id']}.parent.duckdb"
-            _extract(db, p["control_run_id"], at_step - 1, extract)
+            remove_db(extract)
+            with writing(db, on_wait) as con:
+                Catalogue(con).copy_for_branch(p["control_run_id"], at_step - 1, extract)
             branches.append(RunTask(str(root.resolve()), None, p["treatment_run_id"], p["seed"], treat_p, steps,
                                     str((folder / f"{p['treatment_run_id']}.duckdb").resolve()),
                                     f"effect {effect_id}: treatment {p['replicate']}",
@@ -260,21 +194,9 @@ def run_effect(study_root: str | Path, at_step: int, treatment: dict[str, Any] |
 
 # --- reading an effect ---------------------------------------------------------------------
 
-def _has_effects(con) -> bool:
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                            "AND table_name = 'effects'").fetchone()[0])
-
-
-def list_effects(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+def list_effects(con) -> list[dict[str, Any]]:
     """Every recorded effect with its completed pairs (for the dashboard and the CLI)."""
-    if not _has_effects(con):
-        return []
-    return fetch_dicts(con, """
-        SELECT e.effect_id, e.at_step, e.treatment, e.control, e.replicates, e.n_steps, e.created_at, e.note,
-               count(r.run_id) FILTER (WHERE r.status = 'completed') AS completed_pairs
-        FROM effects e LEFT JOIN effect_pairs p USING (effect_id)
-        LEFT JOIN runs r ON r.run_id = p.treatment_run_id
-        GROUP BY ALL ORDER BY e.created_at""")
+    return Catalogue(con).effects()
 
 
 def effect_table(study_root: str | Path, effect_id: str, states: list[str] | None = None) -> dict[str, Any]:
@@ -286,32 +208,20 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
     each pair's mean over agents), with its 95 % interval. ``states`` defaults to
     the study's ``display_states``.
     """
-    db = store_path(study_root)
-    if not db.exists():
-        raise EffectError(f"{db} does not exist: no effect has run in {study_root}")
-    con = read_only(db)
-    try:
-        rows = fetch_dicts(con, "SELECT * FROM effects WHERE effect_id = ?", [effect_id]) if _has_effects(con) else []
-        if not rows:
-            known = [e["effect_id"] for e in list_effects(con)]
-            raise EffectError(f"no effect '{effect_id}' in {db} (effects: {', '.join(known) or 'none'})")
-        pairs = fetch_dicts(con, """
-            SELECT p.*, c.status AS control_status, t.status AS treatment_status, t.error AS treatment_error
-            FROM effect_pairs p LEFT JOIN runs c ON c.run_id = p.control_run_id
-            LEFT JOIN runs t ON t.run_id = p.treatment_run_id WHERE p.effect_id = ? ORDER BY p.replicate""",
-                            [effect_id])
-        diffs = con.execute("""
-            SELECT c.name, c.step, t.value - c.value FROM effect_pairs p
-            JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed'
-            JOIN metrics c ON c.run_id = p.control_run_id
-            JOIN metrics t ON t.run_id = p.treatment_run_id AND t.step = c.step AND t.name = c.name
-            WHERE p.effect_id = ? ORDER BY c.name, c.step, p.replicate""", [effect_id]).fetchall()
+    layout = StudyLayout(study_root)
+    if not layout.db.exists():
+        raise EffectError(f"{layout.db} does not exist: no effect has run in {study_root}")
+    with open_store(layout) as con:
+        catalogue = Catalogue(con)
+        row = catalogue.effect(effect_id)
+        if row is None:
+            known = [e["effect_id"] for e in catalogue.effects()]
+            raise EffectError(f"no effect '{effect_id}' in {layout.db} (effects: {', '.join(known) or 'none'})")
+        pairs = catalogue.effect_pairs(effect_id)
+        diffs = queries.effect_metric_differences(con, effect_id)
         if states is None:
             states = list(read_json(Path(study_root) / "study.json").get("display_states") or [])
-        per_agent = {f: con.execute(_agent_pair_sql(f) + " ORDER BY t.step, p.replicate", [effect_id]).fetchall()
-                     for f in states}
-    finally:
-        con.close()
+        per_agent = {f: state_reads.effect_agent_summaries(con, effect_id, f) for f in states}
     by_metric: dict[tuple[str, int], list[float]] = {}
     for name, step, d in diffs:
         if d is not None:
@@ -327,4 +237,4 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
             state_rows.append({"field": f, "step": step, **describe([v[0] for v in vals]),
                                "mean_abs": sum(v[1] for v in vals) / len(vals),
                                "share_changed": sum(v[2] for v in vals) / len(vals)})
-    return {"effect": rows[0], "pairs": pairs, "metrics": metrics, "states": state_rows}
+    return {"effect": row, "pairs": pairs, "metrics": metrics, "states": state_rows}

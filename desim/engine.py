@@ -48,18 +48,18 @@ from .config import StudyConfigError, StudySpec, check_population, read_roster
 from .errors import StudyCodeError, call, original, process_failure
 from .interfaces import ActionColumns, MetricCollector, RunContext, StopRun, has_columnar_path, has_state_columns
 from .interventions import Interventions
-from .live import Heartbeat, LiveFile
 from .memory import Memory
 from .network import build_graph
 from .refs import build
 from .rng import Streams
 from .schemas import ACTION_SOURCES, Action, Persona
-from .datafiles import RunFiles, data_dir
-from .panel import (PanelTypes, agent_rows, columnar_initial_rows, columnar_round_rows, columnar_rows, edge_rows,
-                    event_rows, initial_rows, message_rows, message_table, metric_rows, round_rows)
-from .status import HEARTBEAT_SECONDS
-from .store import Store, store_path
-from .versions import code_files, code_hash, ensure_version, latest_run_of, overrides_of
+from .store import Catalogue, StudyLayout, open_store
+from .store.files import RunFiles
+from .store.health import HEARTBEAT_SECONDS
+from .store.live import Heartbeat, LiveFile
+from .store.tables import (PanelTypes, agent_rows, columnar_initial_rows, columnar_round_rows, columnar_rows,
+                           edge_rows, event_rows, initial_rows, message_rows, message_table, metric_rows, round_rows)
+from .versions import code_files, code_hash, overrides_of
 
 LATE = NORMAL + 1
 _agent_id, _kind, _step, _source, _payload = (attrgetter(name) for name in
@@ -112,9 +112,9 @@ class RunResult:
     error: str | None = None
     counters: dict[str, Any] = field(default_factory=dict)
 
-    # the run's data, each an Arrow table (``.to_pandas()``); see ``desim.studydata``
+    # the run's data, each an Arrow table (``.to_pandas()``); see ``desim.store.reader``
     def data(self):
-        from .studydata import StudyData
+        from .store import StudyData
         return StudyData(self.store_path)
 
     def panel(self, columns=None, steps=None):
@@ -147,7 +147,9 @@ class Engine:
         self.n_steps = spec.simulation.n_steps
         self.rounds = spec.rounds
         self.seed = spec.simulation.seed
-        self.db_path = Path(db_path) if db_path else store_path(spec.root)
+        self.in_memory = str(db_path) == ":memory:"     # a probe run: nothing is written
+        self.layout = StudyLayout.at(db_path) if db_path and not self.in_memory else StudyLayout(spec.root)
+        self.db_path = Path(db_path) if self.in_memory else self.layout.db
         self.kind, self.parent_run_id, self.fork_step = kind, parent_run_id, fork_step
         self.note, self.sweep_id = note, sweep_id
         self.run_id = run_id or f"r{uuid.uuid4().hex[:10]}"
@@ -503,10 +505,10 @@ class Engine:
             except BaseException:
                 self.decision.close()
                 raise
-            memory = str(self.db_path) == ":memory:"
-            self.files = RunFiles(None if memory else data_dir(self.db_path), self.run_id)
-            self.live = None if memory else LiveFile(self.db_path, self.run_id, self.spec.id, self.n_steps,
-                                                     self.kind)
+            memory = self.in_memory
+            self.files = RunFiles(None if memory else self.layout.data, self.run_id)
+            self.live = None if memory else LiveFile(self.layout.live_file(self.run_id), self.run_id, self.spec.id,
+                                                     self.n_steps, self.kind)
         self.last_written, self._saved_types = -1, None
         status, error, first, trace = "running", None, 1, None
         failure: Exception | None = None
@@ -571,10 +573,10 @@ class Engine:
         """Record the run in the catalogue (or find it, to resume), then let the database go."""
         if memory:
             return
-        with Store(self.db_path) as store:
-            self.store = store
+        with open_store(self.layout, read_only=False) as con:
+            catalogue = Catalogue(con)
             if self.resume:
-                row = store.run_row(self.run_id)
+                row = catalogue.run(self.run_id)
                 if row is None:
                     raise RunError(f"no run '{self.run_id}' in {self.db_path}")
                 last = max(row["last_step"], self.files.last_step())
@@ -586,9 +588,9 @@ class Engine:
                     self.types = PanelTypes(self.types.state.allow_nonfinite, saved)
                     self._saved_types = saved
                 self.last_written = last
-                store.reopen_run(self.run_id)
+                catalogue.reopen_run(self.run_id)
             else:
-                self._start_run()
+                self._start_run(catalogue)
         self.files.start()
 
     def _close_run(self, memory: bool, status: str, error: str | None, started: float,
@@ -597,13 +599,13 @@ class Engine:
         if memory:
             return
         try:
-            with Store(self.db_path) as store:
+            with open_store(self.layout, read_only=False) as con:
                 try:
                     self.files.merge()
                 finally:
-                    store.finish_run(self.run_id, status, error, time.perf_counter() - started,
-                                     last_step=self.last_written if self.last_written >= 0 else None,
-                                     traceback=trace)
+                    Catalogue(con).finish_run(self.run_id, status, error, time.perf_counter() - started,
+                                              last_step=self.last_written if self.last_written >= 0 else None,
+                                              traceback=trace)
         finally:
             if self.live:
                 self.live.finish(status, error)
@@ -631,22 +633,21 @@ class Engine:
             signal.signal(sig, handler)
 
 
-    def _start_run(self) -> None:
+    def _start_run(self, catalogue: Catalogue) -> None:
         """Record the run (and its version: a new configuration is a new version)."""
         config = self.spec.resolved()
         code = code_files(self.spec.root, self.spec.population.roster)
-        version_id, created = ensure_version(self.store.con, self.spec.id, self.spec.version_config(),
-                                             kind=self.kind, code=code,
-                                             parent_run_id=self.parent_run_id, fork_step=self.fork_step,
-                                             note=self.note)
+        version_id, created = catalogue.ensure_version(self.spec.id, self.spec.version_config(),
+                                                       kind=self.kind, code=code,
+                                                       parent_run_id=self.parent_run_id, fork_step=self.fork_step,
+                                                       note=self.note)
         kind, parent = self.kind, self.parent_run_id
         if kind == "run" and created:
-            prev = self.store.con.execute("SELECT parent_version_id FROM versions WHERE version_id=?",
-                                          [version_id]).fetchone()[0]
+            prev = catalogue.parent_version(version_id)
             if prev:  # an edited study: a new version, child of the last run of the previous one
-                kind, parent = "version", latest_run_of(self.store.con, prev)
+                kind, parent = "version", catalogue.latest_run_of(prev)
         self.kind = kind
-        self.store.start_run(
+        catalogue.start_run(
             run_id=self.run_id, study_id=self.spec.id, kind=kind, seed=self.seed,
             n_steps=self.n_steps, rounds=self.rounds, time_unit=self.sim_cfg.time_unit,
             config=config, parameters=dict(self.sim_cfg.parameters), parent_run_id=parent,

@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any, Callable
 
 from .config import StudyConfigError
-from .fields import FieldError
+from .store.fields import FieldError
 from .interfaces import StopRun
 
 PACKAGE = Path(__file__).resolve().parent

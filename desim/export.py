@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from .studydata import StudyData
+from .store import StudyData
 
 FORMATS = ("parquet", "csv")
 
@@ -56,7 +56,7 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
         else:
             pcsv.write_csv(_plain_text(table), path, csv_options(table))
         written.append(path)
-    rows = data.sql("SELECT * FROM runs WHERE run_id IN (SELECT unnest(?)) ORDER BY started_at", [runs]).to_pylist()
+    rows = data.run_rows(runs)
     for r in rows:
         for key in ("config", "parameters"):
             if isinstance(r.get(key), str):

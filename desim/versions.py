@@ -13,15 +13,10 @@ step.
 from __future__ import annotations
 
 import hashlib
-import os
 import json
-import uuid
+import os
 from pathlib import Path
 from typing import Any
-
-import duckdb
-
-from .store import now
 
 SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints", ".git"}
 
@@ -95,45 +90,6 @@ def diff_configs(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
             out.extend(diff_configs(a, b, f"{path}[{i}]"))
         return out
     return [] if old == new else [{"path": path, "old": old, "new": new}]
-
-
-def ensure_version(con: duckdb.DuckDBPyConnection, study_id: str, config: dict[str, Any], *,
-                   kind: str, code: dict[str, str] | None = None, parent_run_id: str | None = None,
-                   fork_step: int | None = None, note: str | None = None) -> tuple[str, bool]:
-    """The version id for ``config`` and ``code`` (created if new) and whether it was created now.
-
-    A new version's parent is the newest version that is not a branch (the
-    files the user edited), a branch's the version of its parent run.
-    """
-    code = code or {}
-    h = config_hash(config, code)
-    if kind != "branch":
-        row = con.execute("SELECT version_id FROM versions WHERE study_id=? AND config_hash=? AND kind<>'branch' "
-                          "ORDER BY created_at LIMIT 1", [study_id, h]).fetchone()
-        if row:
-            return row[0], False
-    parent = con.execute("SELECT version_id, config, code FROM versions WHERE study_id=? AND kind<>'branch' "
-                         "ORDER BY created_at DESC LIMIT 1", [study_id]).fetchone()
-    if kind == "branch" and parent_run_id:
-        parent = con.execute("SELECT v.version_id, v.config, v.code FROM runs r JOIN versions v USING (version_id) "
-                             "WHERE r.run_id=?", [parent_run_id]).fetchone() or parent
-    diff = []
-    if parent:
-        old_code = json.loads(parent[2]) if parent[2] else {}
-        diff = diff_configs({**json.loads(parent[1]), "code": old_code}, {**config, "code": code})
-    version_id = f"v{uuid.uuid4().hex[:8]}"
-    con.execute("INSERT INTO versions (version_id, study_id, parent_version_id, parent_run_id, fork_step, kind, "
-                "note, config, config_hash, diff, created_at, code) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [version_id, study_id, parent[0] if parent else None, parent_run_id, fork_step,
-                 "branch" if kind == "branch" else ("version" if parent else "initial"), note, json.dumps(config), h,
-                 json.dumps(diff, default=str), now(), json.dumps(code, sort_keys=True)])
-    return version_id, True
-
-
-def latest_run_of(con: duckdb.DuckDBPyConnection, version_id: str) -> str | None:
-    row = con.execute("SELECT run_id FROM runs WHERE version_id=? ORDER BY started_at DESC LIMIT 1",
-                      [version_id]).fetchone()
-    return row[0] if row else None
 
 
 def overrides_of(spec) -> dict[str, Any]:

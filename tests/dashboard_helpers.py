@@ -22,7 +22,7 @@ from desim.branch import branch
 from desim.config import load_study
 from desim.dashboard.app import create_app
 from desim.engine import run_study
-from desim.store import store_path
+from storeq import store_path
 from waits import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent

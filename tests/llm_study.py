@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from desim.store import read_only
+from storeq import read_only
 
 
 def llm_study(study_copy, name="opinion_diffusion_llm", **llm):

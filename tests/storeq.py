@@ -3,7 +3,18 @@ from __future__ import annotations
 
 import duckdb
 
-from desim.store import store_path
+from desim.store import StudyLayout
+from desim.store.connection import _reader
+
+
+def store_path(root):
+    """The DuckDB file of the study folder ``root``."""
+    return StudyLayout(root).db
+
+
+def read_only(db):
+    """A read-only connection to the DuckDB file ``db`` with the store's views; the caller closes it."""
+    return _reader(StudyLayout.at(db), attempts=20, wait=0.05)
 
 
 def query(db, sql, params=()):

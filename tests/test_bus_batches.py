@@ -11,7 +11,7 @@ import pytest
 
 from desim import Action, InMemoryMessageBus, Message, NeighborFeed, neighbors_fn
 from desim.errors import FieldError
-from desim.panel import message_rows
+from desim.store.tables import message_rows
 from oracles import GRAPHS, brute_latest, brute_visible
 
 FIELDS = ("author_id", "step", "round", "content", "channel", "kind", "audience", "reply_to")

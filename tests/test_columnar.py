@@ -14,7 +14,7 @@ import pytest
 import desim
 from desim.interfaces import has_columnar_path
 from desim.refs import study_module
-from desim.store import store_path
+from storeq import store_path
 from storeq import query
 
 SMALL = {"width": 12, "height": 12, "homophily": 0.5}   # 115 agents

@@ -14,7 +14,7 @@ from desim.branch import BranchRefused, branch, resume
 from desim.cli import main
 from desim.config import StudyConfigError
 from desim.effect import EffectError, effect_table, run_effect
-from desim.store import store_path
+from storeq import store_path
 from desim.sweep import run_sweep
 from storeq import sql
 from walk_study import write_walk_study

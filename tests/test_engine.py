@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 import desim
-from desim.store import store_path
+from storeq import store_path
 from probe_study import log_of, write_probe_study
 from storeq import query
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from desim.live import Heartbeat, LiveFile
+from desim.store.live import Heartbeat, LiveFile
 from waits import HANG_S
 
 
@@ -14,7 +14,7 @@ def read_step(live: LiveFile) -> int:
 
 
 def test_a_step_written_soon_after_another_reaches_the_file_without_waiting_for_the_next(tmp_path):
-    live = LiveFile(tmp_path / "desim.duckdb", "r1", "s", 5, "run")
+    live = LiveFile(tmp_path / "live" / "r1.json", "r1", "s", 5, "run")
     beat = Heartbeat(live, every=3600)          # no periodic beat to hide behind
     try:
         live.step(0, {"m": 1.0})

@@ -14,7 +14,7 @@ from desim.llm import LLMConfig, PromptTemplate, load_llm_config
 from desim.llm.config import api_key
 from desim.llm.replies import fake_reply, parse_reply
 from desim.llm.stub import request_schema
-from desim.store import read_only
+from storeq import read_only
 
 
 class Vote(BaseModel):

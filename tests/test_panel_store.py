@@ -14,7 +14,8 @@ import pytest
 
 import desim
 from desim.cli import main
-from desim.store import Store, StoreBusyError, StoreLayoutError, store_path
+from desim.store import StoreBusyError, StoreLayoutError, StudyLayout, open_store
+from storeq import store_path
 from storeq import query
 
 MODEL = '''
@@ -266,7 +267,8 @@ def test_a_store_of_the_json_layout_is_refused(tmp_path, capsys):
                 "action_kind VARCHAR, action_payload JSON, action_source VARCHAR)")
     con.close()
     with pytest.raises(StoreLayoutError, match="stored the panel as JSON text"):
-        Store(db)
+        with open_store(StudyLayout(root), read_only=False):
+            pass
     assert main(["run", str(root)]) == 2
     assert "stored the panel as JSON text" in capsys.readouterr().err
     assert main(["sql", str(root), "SELECT 1"]) == 2

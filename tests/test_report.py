@@ -17,7 +17,7 @@ import desim
 from desim.branch import branch
 from desim.cli import main
 from desim.report import write_report
-from desim.store import store_path
+from storeq import store_path
 from images import decode
 from storeq import sql
 

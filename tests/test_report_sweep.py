@@ -15,7 +15,7 @@ from scipy import stats
 
 from desim.cli import main
 from desim.report import write_sweep_report
-from desim.store import store_path
+from storeq import store_path
 from desim.sweep import run_sweep
 from images import decode
 

@@ -15,8 +15,9 @@ import pytest
 
 import desim
 from desim.cli import main
-from desim.status import health_of, run_health
-from desim.store import store_path
+from desim.store import StudyLayout
+from desim.store.health import health_of, run_health
+from storeq import store_path
 from desim.sweep import run_sweep
 from storeq import sql
 from walk_study import write_walk_study
@@ -88,7 +89,7 @@ def test_a_sigkilled_run_shows_as_stale(tmp_path, capsys):
         root, "SELECT run_id, status, pid, host, heartbeat_at, started_at FROM runs")]
     (row,) = rows
     assert row["status"] == "running" and row["pid"] == proc.pid
-    assert health_of(store_path(root), row) == "stale"
+    assert health_of(StudyLayout(root), row) == "stale"
     assert main(["runs", str(root)]) == 0
     out = capsys.readouterr().out
     assert f"{row['run_id']}  run  stale (was running as pid {proc.pid}" in out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import desim
-from desim.store import store_path
+from storeq import store_path
 from storeq import query
 
 SEEDS = (11, 12, 13)

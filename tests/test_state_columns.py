@@ -11,7 +11,7 @@ import pytest
 import desim
 from desim.engine import Engine, RunFailed
 from desim.interfaces import has_state_columns
-from desim.store import store_path
+from storeq import store_path
 from probe_study import write_probe_study
 from storeq import query as rows
 

@@ -9,9 +9,9 @@ import time
 import pytest
 
 import desim
-from desim import datafiles
+from desim.store import files as datafiles
 from desim.engine import Engine, RunFailed
-from desim.store import store_path
+from storeq import store_path
 from probe_study import write_probe_study
 from storeq import query as rows
 

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from desim.cli import main
-from desim.store import store_path
+from storeq import store_path
 from desim.sweep import SweepError, make_plan, run_sweep, sweep_table
 from sweep_study import panels_by_slot, write_crashy_study
 

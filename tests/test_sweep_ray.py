@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from desim.store import store_path
+from storeq import store_path
 from desim.sweep import run_sweep
 from sweep_study import panels_by_slot, write_crashy_study
 

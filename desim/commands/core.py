@@ -139,8 +139,8 @@ def cmd_run(args) -> int:
     if result.status == "interrupted":
         print(f"  resume with: desim run {spec.root} --resume {result.run_id}")
     print(f"  store: {db}")
-    print(f"  try:   desim sql {spec.root} \"SELECT step, name, value FROM metrics "
-          f"WHERE run_id = '{result.run_id}' ORDER BY step, name\"")
+    from ..store.queries import example_for_run
+    print(f"  try:   desim sql {spec.root} \"{example_for_run(result.run_id)}\"")
     return 0
 
 
@@ -159,22 +159,18 @@ def _diff_summary(diff: list[dict], limit: int = 4) -> str:
 
 
 def cmd_runs(args) -> int:
-    from ..status import health_of
-    from ..store import fetch_dicts, last_step, read_only, store_path
+    from ..store import Catalogue, StudyLayout, open_store
+    from ..store.health import health_of, last_step
     from ..versions import describe_overrides
-    db = store_path(args.study)
-    if not db.exists():
-        print(f"no runs yet ({db} does not exist)")
+    layout = StudyLayout(args.study)
+    if not layout.db.exists():
+        print(f"no runs yet ({layout.db} does not exist)")
         return 0
-    con = read_only(db)
-    try:
-        runs = fetch_dicts(con, "SELECT * EXCLUDE (config) FROM runs ORDER BY started_at")
-        versions = fetch_dicts(con, "SELECT version_id, parent_version_id, kind, diff, created_at FROM versions "
-                                    "ORDER BY created_at")
-    finally:
-        con.close()
+    with open_store(layout) as con:
+        runs = Catalogue(con).runs(with_config=False)
+        versions = Catalogue(con).versions()
     for r in runs:
-        r["last_step"] = last_step(db, r["run_id"], r["last_step"], r["status"])
+        r["last_step"] = last_step(layout, r["run_id"], r["last_step"], r["status"])
     ids = {r["run_id"] for r in runs}
     children: dict[str, list[dict]] = {}
     by_version: dict[str | None, list[dict]] = {}
@@ -187,7 +183,7 @@ def cmd_runs(args) -> int:
     def show(r: dict, depth: int) -> None:
         fork = f" from step {r['fork_step']}" if r["fork_step"] else ""
         note = f"  \"{r['note']}\"" if r["note"] else ""
-        status = health_of(db, r)
+        status = health_of(layout, r)
         if status == "stale":
             status = f"stale (was running as pid {r.get('pid')} on {r.get('host')}; resume with: " \
                      f"desim run {args.study} --resume {r['run_id']})"
@@ -238,19 +234,14 @@ def print_table(columns: list[str], rows: list[tuple], limit: int = 200) -> None
 
 def cmd_sql(args) -> int:
     from . import UserError
-    import duckdb
-    from ..store import read_only, store_path
-    db = store_path(args.study)
-    if not db.exists():
-        raise UserError(f"{db} does not exist: run the study first")
-    con = read_only(db)
+    from ..store import QueryError, StoreMissing, StudyLayout
+    from ..store.reader import user_query
     try:
-        rel = con.sql(args.query)               # None for a statement that returns no rows
-        table = rel.to_arrow_table() if rel is not None else None
-    except duckdb.Error as e:
+        table = user_query(StudyLayout(args.study), args.query)    # None for a statement that returns no rows
+    except StoreMissing as e:
+        raise UserError(str(e)) from None
+    except QueryError as e:
         raise UserError(f"query failed: {e}") from None
-    finally:
-        con.close()
     if table is None:
         return 0
     if args.csv:

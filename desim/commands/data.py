@@ -5,7 +5,7 @@ from __future__ import annotations
 def cmd_export(args) -> int:
     from . import UserError
     from ..export import export
-    from ..studydata import NoSuchRun
+    from ..store import NoSuchRun
     try:
         paths = export(args.study, args.out, run=args.run, fmt=args.format)
     except (NoSuchRun, LookupError, ValueError) as e:

@@ -70,8 +70,8 @@ def cmd_sweep(args) -> int:
         print(f"  failed: {', '.join(failed)}")
         print(f"  rerun them: desim sweep {args.study} --resume {result.sweep_id}")
         return 1
-    print(f"  try: desim sql {args.study} \"SELECT parameters, seed, status FROM runs "
-          f"WHERE sweep_id = '{result.sweep_id}'\"")
+    from ..store.queries import example_for_sweep
+    print(f"  try: desim sql {args.study} \"{example_for_sweep(result.sweep_id)}\"")
     return 0
 
 

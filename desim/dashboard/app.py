@@ -4,7 +4,8 @@ How it stays out of a running study's way
 -----------------------------------------
 DuckDB lets one process open a database file for writing, and while it does,
 no other process can open that file at all, not even read-only. A ``desim
-run`` holds its study's store for the whole run. So the dashboard
+run`` holds its study's store only for a moment at its start and its end (and
+a sweep for each merge), but a request may land in that moment. So the dashboard
 
 * opens a store read-only for each request and closes it before answering
   (``data.reading``), never keeping a connection: an idle dashboard can
@@ -12,7 +13,7 @@ run`` holds its study's store for the whole run. So the dashboard
 * gives up after a few 50 ms retries when the store is locked, and then
   answers from what it can read without the database: the run's live
   progress file ``<study>/runs/live/<run_id>.json`` (status, step and metrics
-  so far, replaced atomically by the engine after every committed step) and
+  so far, replaced atomically by the run after every stored step) and
   the last answer it read from that store before the lock (kept in memory),
   marked ``busy`` so the page says "run in progress" instead of an error;
 * polls only those live files while a run goes (``/api/live``,

@@ -1,34 +1,31 @@
-"""The dashboard's read side: every query it runs against a study's files and store.
+"""The dashboard's read side: what each page needs from a study's files and store, as plain data.
 
 Each function opens the study's DuckDB store read-only for the duration of
 one call (:func:`reading`) and closes it before returning: the dashboard
 never holds a connection, because any open connection - even a read-only
 one - stops a ``desim run`` process from opening the file for writing.
 
-While a run writes, the store cannot be opened at all (DuckDB allows one
-process per file when one of them writes). :func:`reading` then raises
+While a run holds the store for writing (a moment at its start and its end),
+the store cannot be opened at all. :func:`reading` then raises
 :class:`~desim.store.StoreBusyError` after a few short retries, and the
-caller falls back to the run's live progress file (:func:`live_runs`), which
-the engine rewrites atomically after every committed step.
+caller falls back to the runs' live progress files (``desim.store.live``).
 
-Every value from a request reaches SQL as a bound parameter; the only text
-spliced into a query is fixed fragments chosen here.
+Every read is a named query of ``desim.store``; values from a request reach
+SQL only as bound parameters there.
 """
 from __future__ import annotations
 
 import json
 import math
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
-
-import duckdb
+from typing import Any
 
 from ..config import StudyConfigError, load_study, read_json
-from ..effect import list_effects
 from ..palette import category_colors, declared_colors
-from ..status import health_of
-from ..store import StoreBusyError, StoreLayoutError, fetch_dicts, field, last_step, read_only, store_path
+from ..store import Catalogue, StoreBroken, StoreBusyError, StoreMissing, StudyLayout, queries, states
+from ..store.connection import reading_checked
+from ..store.health import health_of, last_step
+from ..store.live import live_runs as _live_files
 from .safety import NotFound
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
@@ -36,12 +33,8 @@ MAX_NODES = 10_000         # agents drawn by the network view; above, a neighbou
 MESSAGES_PER_ROUND = 200   # messages listed per round (the count is always exact)
 
 
-class NoStore(LookupError):
-    """The study has no database yet (never run) or it is not a DuckDB file."""
-
-
-class BrokenStore(ValueError):
-    """The study's database exists but cannot be read (HTTP 422); the message names it relative to the studies folder."""
+NoStore = StoreMissing          # the study has no database yet (never run), or it is not a DuckDB file
+BrokenStore = StoreBroken       # the database exists but cannot be read (HTTP 422)
 
 
 # --- studies and the store ------------------------------------------------------
@@ -51,65 +44,20 @@ def study_dirs(studies_dir: Path) -> list[Path]:
     return sorted(p for p in studies_dir.iterdir() if p.is_dir() and (p / "study.json").is_file())
 
 
-@contextmanager
-def reading(root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection held only for one query batch.
+def reading(root: Path):
+    """A read-only connection held only for one batch of reads.
 
     Few, short retries: a dashboard request should answer "run in progress"
     within a fraction of a second rather than wait for a run to finish. A
     store that opens but cannot be read (truncated, damaged) raises
     :class:`BrokenStore`, naming the file relative to the studies folder.
     """
-    db = store_path(root)
-    rel = db.relative_to(root.parent)
-    if not db.is_file():
-        raise NoStore(f"no store yet: {rel} does not exist (run the study first)")
-    with db.open("rb") as fh:
-        # DuckDB reports a foreign file with the same IOException as a lock; the magic bytes tell them apart
-        if fh.read(12)[8:12] != b"DUCK":
-            raise NoStore(f"{rel} cannot be opened: it is not a DuckDB database")
-    try:
-        con = read_only(db, attempts=4, wait=0.05)
-    except StoreBusyError as e:
-        if "lock" in str(e).lower():
-            raise
-        raise BrokenStore(f"{rel} cannot be opened: {_relative(e, root)}") from None
-    except duckdb.Error as e:
-        raise BrokenStore(f"{rel} cannot be opened as a DuckDB database: {_relative(e, root)}") from None
-    except StoreLayoutError as e:
-        raise BrokenStore(_relative(e, root)) from None
-    try:
-        yield con
-    except duckdb.Error as e:
-        raise BrokenStore(f"{rel} cannot be read (damaged or truncated?): {_relative(e, root)}") from None
-    finally:
-        con.close()
-
-
-def _relative(error: Exception, root: Path) -> str:
-    """An error message with the studies folder's absolute path taken out."""
-    return str(error).replace(str(root.parent.resolve()) + "/", "").replace(str(root.parent) + "/", "")
+    return reading_checked(StudyLayout(root), relative_to=root.parent)
 
 
 def live_runs(root: Path) -> list[dict[str, Any]]:
-    """The progress files of ``<study>/runs/live``, oldest update first.
-
-    The engine replaces each file atomically, so a file is either the old or
-    the new version; one that still fails to parse (written by hand, or by a
-    crashed tool) is skipped rather than breaking the page.
-    """
-    folder = root / "runs" / "live"
-    if not folder.is_dir():
-        return []
-    out = []
-    for path in folder.glob("*.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("run_id"), str):
-            out.append(data)
-    return sorted(out, key=lambda d: str(d.get("updated_at", "")))
+    """The study's live progress files, oldest update first."""
+    return _live_files(StudyLayout(root).live)
 
 
 def live_summary(run: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +77,7 @@ def study_summary(root: Path) -> dict[str, Any]:
         entry["error"] = str(e).replace(str(root.parent) + "/", "")
         return entry
     live = live_runs(root)
-    if not live and not store_path(root).exists():
+    if not live and not StudyLayout(root).db.exists():
         return entry                    # never run: a neutral card, not an error
     running = [r for r in live if r.get("status") == "running"]
     if running:
@@ -137,8 +85,9 @@ def study_summary(root: Path) -> dict[str, Any]:
         return entry
     try:
         with reading(root) as con:
-            rows = fetch_dicts(con, "SELECT run_id, kind, status, last_step, n_steps, started_at "
-                                    "FROM runs ORDER BY started_at DESC LIMIT 1")
+            latest = Catalogue(con).latest_run()
+        rows = [{k: latest[k] for k in ("run_id", "kind", "status", "last_step", "n_steps", "started_at")}] \
+            if latest else []
     except StoreBusyError:
         entry["status"] = "running"
         entry["last_run"] = live_summary(live[-1]) if live else None
@@ -219,35 +168,32 @@ def _json(value: Any) -> Any:
 
 def study_store(root: Path) -> dict[str, Any]:
     """What the store says: runs (with the versions tree), population figures, fired events."""
+    layout = StudyLayout(root)
     with reading(root) as con:
-        runs = fetch_dicts(con, "SELECT * EXCLUDE (config) FROM runs ORDER BY started_at")
-        versions = fetch_dicts(con, "SELECT version_id, parent_version_id, parent_run_id, fork_step, kind, note, "
-                                    "config_hash, diff, created_at FROM versions ORDER BY created_at")
-        metric_names = [r[0] for r in con.execute("SELECT DISTINCT name FROM metrics ORDER BY name").fetchall()]
-        effects = list_effects(con)
+        catalogue = Catalogue(con)
+        runs = catalogue.runs(with_config=False)
+        versions = catalogue.versions()
+        metric_names = queries.metric_names(con)
+        effects = catalogue.effects()
         latest = next((r for r in reversed(runs) if r["status"] == "completed"), runs[-1] if runs else None)
         population: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
         if latest:
             rid = latest["run_id"]
-            population["size"] = con.execute("SELECT count(*) FROM initial_states WHERE run_id = ?",
-                                             [rid]).fetchone()[0]
-            states = [_json(r[0]) for r in con.execute(
-                "SELECT state FROM initial_states WHERE run_id = ? ORDER BY agent_id LIMIT ?",
-                [rid, SAMPLE_ROWS]).fetchall()]
-            population["distributions"] = distributions([s for s in states if isinstance(s, dict)])
-            population["sampled"] = len(states)
+            population["size"] = queries.population_size(con, rid)
+            sample = [_json(s) for s in queries.initial_state_sample(con, rid, SAMPLE_ROWS)]
+            population["distributions"] = distributions([s for s in sample if isinstance(s, dict)])
+            population["sampled"] = len(sample)
             population["run_id"] = rid
-            population["n_edges"] = con.execute("SELECT count(*) FROM edges WHERE run_id = ?", [rid]).fetchone()[0]
-            events = fetch_dicts(con, "SELECT step, kind, name, detail FROM events WHERE run_id = ? "
-                                      "ORDER BY step, name LIMIT 1000", [rid])
+            population["n_edges"] = queries.edge_count(con, rid)
+            events = queries.events(con, rid, limit=1000)
     for r in runs:
         r["parameters"] = _json(r.get("parameters"))
-        r["health"] = health_of(store_path(root), r)      # "stale": its process is gone (desim.status)
+        r["health"] = health_of(layout, r)      # "stale": its process is gone (desim.store.health)
         # a run holds the database only at its start and end, so a readable store says nothing about
         # who is writing: a "running" run is stalled when its process is gone
         r["stalled"] = r["status"] == "running" and r["health"] == "stale"
-        r["last_step"] = last_step(store_path(root), r["run_id"], r["last_step"], r["status"])  # a running one
+        r["last_step"] = last_step(layout, r["run_id"], r["last_step"], r["status"])  # a running one
     for v in versions:
         v["diff"] = _json(v.get("diff"))
     for e in events:
@@ -258,18 +204,17 @@ def study_store(root: Path) -> dict[str, Any]:
 
 def run_events(root: Path, run_id: str) -> list[dict[str, Any]]:
     with reading(root) as con:
-        rows = fetch_dicts(con, "SELECT step, kind, name, detail FROM events WHERE run_id = ? "
-                                "ORDER BY step, name LIMIT 1000", [run_id])
+        rows = queries.events(con, run_id, limit=1000)
     for e in rows:
         e["detail"] = _json(e.get("detail"))
     return rows
 
 
-def _require_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
-    rows = fetch_dicts(con, "SELECT run_id, status, n_steps, last_step FROM runs WHERE run_id = ?", [run_id])
-    if not rows:
+def _require_run(con, run_id: str) -> dict[str, Any]:
+    row = Catalogue(con).run(run_id)
+    if row is None:
         raise NotFound(f"no run '{run_id}' in this study")
-    return rows[0]
+    return {k: row[k] for k in ("run_id", "status", "n_steps", "last_step")}
 
 
 # --- metrics, panel, agents, messages --------------------------------------------------
@@ -277,9 +222,7 @@ def _require_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
 def metrics(root: Path, run_ids: list[str]) -> dict[str, dict[str, list[list[float]]]]:
     """``{run_id: {metric: [[step, value], ...]}}`` for the given runs, steps in order."""
     with reading(root) as con:
-        rows = con.execute("SELECT run_id, name, step, value FROM metrics "
-                           "WHERE list_contains(?::VARCHAR[], run_id) ORDER BY run_id, name, step",
-                           [run_ids]).fetchall()
+        rows = queries.metric_rows(con, run_ids)
     out: dict[str, dict[str, list[list[float]]]] = {r: {} for r in run_ids}
     for run_id, name, step, value in rows:
         out[run_id].setdefault(name, []).append([step, value])
@@ -298,25 +241,10 @@ def live_metrics(run: dict[str, Any]) -> dict[str, list[list[float]]]:
 def panel_page(root: Path, run_id: str, *, step: int | None, agent_id: str | None, action_kind: str | None,
                page: int, page_size: int) -> dict[str, Any]:
     """One page of a run's panel, filtered by step, agent and action kind."""
-    where, params = ["run_id = ?"], [run_id]
-    if step is not None:
-        where.append("step = ?")
-        params.append(step)
-    if agent_id is not None:
-        where.append("agent_id = ?")
-        params.append(agent_id)
-    if action_kind is not None:
-        where.append("action_kind = ?")
-        params.append(action_kind)
-    clause = " AND ".join(where)
     with reading(root) as con:
         run = _require_run(con, run_id)
-        total = con.execute(f"SELECT count(*) FROM panel WHERE {clause}", params).fetchone()[0]
-        rows = fetch_dicts(con, f"SELECT step, agent_id, state, action_kind, payload AS action_payload, action_source, "
-                                f"action_rationale FROM panel WHERE {clause} ORDER BY step, agent_id "
-                                f"LIMIT ? OFFSET ?", params + [page_size, page * page_size])
-        kinds = [r[0] for r in con.execute("SELECT DISTINCT action_kind FROM panel WHERE run_id = ? AND "
-                                           "action_kind IS NOT NULL ORDER BY 1 LIMIT 50", [run_id]).fetchall()]
+        total, rows, kinds = queries.panel_page(con, run_id, step=step, agent_id=agent_id, action_kind=action_kind,
+                                                page=page, page_size=page_size)
     for r in rows:
         r["state"], r["action_payload"] = _json(r["state"]), _json(r["action_payload"])
     return {"run": run, "total": total, "page": page, "page_size": page_size, "rows": rows,
@@ -327,13 +255,7 @@ def agent_trajectory(root: Path, run_id: str, agent_id: str) -> dict[str, Any]:
     """One agent in one run: its initial state, its state and action per step, its messages."""
     with reading(root) as con:
         run = _require_run(con, run_id)
-        initial = con.execute("SELECT state FROM initial_states WHERE run_id = ? AND agent_id = ?",
-                              [run_id, agent_id]).fetchone()
-        steps = fetch_dicts(con, "SELECT step, state, action_kind, payload AS action_payload, action_source, action_rationale "
-                                 "FROM panel WHERE run_id = ? AND agent_id = ? ORDER BY step", [run_id, agent_id])
-        messages = fetch_dicts(con, "SELECT step, round, channel, kind, content, audience, reply_to FROM messages "
-                                    "WHERE run_id = ? AND author_id = ? ORDER BY step, round LIMIT 2000",
-                               [run_id, agent_id])
+        initial, steps, messages = queries.agent_history(con, run_id, agent_id)
     if initial is None and not steps:
         raise NotFound(f"no agent '{agent_id}' in run '{run_id}'")
     for r in steps:
@@ -348,12 +270,7 @@ def step_messages(root: Path, run_id: str, step: int) -> dict[str, Any]:
     """The messages posted in one step, grouped by round, with exact counts per round."""
     with reading(root) as con:
         run = _require_run(con, run_id)
-        counts = dict(con.execute("SELECT round, count(*) FROM messages WHERE run_id = ? AND step = ? "
-                                  "GROUP BY round ORDER BY round", [run_id, step]).fetchall())
-        rows = fetch_dicts(con, "SELECT round, author_id, channel, kind, content, audience, reply_to FROM messages "
-                                "WHERE run_id = ? AND step = ? "
-                                "QUALIFY row_number() OVER (PARTITION BY round ORDER BY author_id) <= ? "
-                                "ORDER BY round, author_id", [run_id, step, MESSAGES_PER_ROUND])
+        counts, rows = queries.step_messages(con, run_id, step, MESSAGES_PER_ROUND)
     rounds: dict[int, dict[str, Any]] = {r: {"round": r, "count": c, "messages": []} for r, c in counts.items()}
     for m in rows:
         m["content"] = _json(m["content"])
@@ -361,28 +278,7 @@ def step_messages(root: Path, run_id: str, step: int) -> dict[str, Any]:
     return {"run": run, "step": step, "rounds": [rounds[r] for r in sorted(rounds)]}
 
 
-# --- state fields: the only queries that read panel state -------------------------------
-
-def field_rows_sql(state_key: str, where: str = "") -> str:
-    """One state field at every step as ``(step, agent_id, v)`` text rows, the initial states as step 0.
-
-    The one place that reads a field out of ``state`` (the typed ``state."name"``, as text so that
-    numbers, booleans and categories share one shape; parameter ``$run``); ``where`` is a fixed
-    fragment chosen here, never request text.
-    """
-    v = f"CAST({field('state', state_key)} AS VARCHAR)"
-    return (f"SELECT 0 AS step, agent_id, {v} AS v FROM initial_states "
-            f"WHERE run_id = $run {where} UNION ALL "
-            f"SELECT step, agent_id, {v} AS v FROM panel WHERE run_id = $run {where}")
-
-
-def _has_field(con: duckdb.DuckDBPyConnection, state_key: str) -> bool:
-    try:
-        con.execute(f"SELECT {field('state', state_key)} FROM initial_states LIMIT 0")
-        return True
-    except duckdb.BinderException:
-        return False
-
+# --- state fields ---------------------------------------------------------------------
 
 def field_kind(texts: set[str]) -> str:
     """``boolean``, ``numeric`` or ``categorical``, from the distinct text values of a field."""
@@ -391,21 +287,16 @@ def field_kind(texts: set[str]) -> str:
     return "numeric" if all(_as_number(v) is not None for v in texts) else "categorical"
 
 
-def field_summary(con: duckdb.DuckDBPyConnection, run_id: str, state_key: str) -> dict[str, Any]:
+def field_summary(con, run_id: str, state_key: str) -> dict[str, Any]:
     """Per step over all agents: counts per category (booleans, categories) or quantiles and mean (numbers)."""
-    params = {"run": run_id}
-    if not _has_field(con, state_key):
+    if not states.has_field(con, state_key):
         return {"kind": "numeric", "steps": [], "quantiles": [], "mean": [], "n": []}
-    rows = con.execute(f"SELECT step, v, count(*) FROM ({field_rows_sql(state_key)}) GROUP BY step, v "
-                       "ORDER BY step", params).fetchall()
+    rows = states.text_counts(con, run_id, state_key)
     kind = field_kind({v for _, v, _ in rows if v is not None})
     steps = sorted({r[0] for r in rows})
     pos = {t: i for i, t in enumerate(steps)}
     if kind == "numeric":
-        stats = con.execute(
-            f"SELECT step, quantile_cont(TRY_CAST(v AS DOUBLE), [0.05, 0.25, 0.5, 0.75, 0.95]), "
-            f"avg(TRY_CAST(v AS DOUBLE)), count(v) FROM ({field_rows_sql(state_key)}) GROUP BY step ORDER BY step",
-            params).fetchall()
+        stats = states.text_stats(con, run_id, state_key)
         return {"kind": kind, "steps": steps, "quantiles": [r[1] for r in stats], "mean": [r[2] for r in stats],
                 "n": [r[3] for r in stats]}
     categories = sorted({"null" if v is None else v for _, v, _ in rows})
@@ -415,16 +306,11 @@ def field_summary(con: duckdb.DuckDBPyConnection, run_id: str, state_key: str) -
     return {"kind": kind, "steps": steps, "categories": categories, "counts": counts}
 
 
-def field_values(con: duckdb.DuckDBPyConnection, run_id: str, state_key: str,
-                 ids: list[str] | None) -> list[tuple[int, str, str | None]]:
+def field_values(con, run_id: str, state_key: str, ids: list[str] | None) -> list[tuple[int, str, str | None]]:
     """``(step, agent_id, text)`` of one field for ``ids`` (all agents when ``None``), by step."""
-    params: dict[str, Any] = {"run": run_id}
-    if not _has_field(con, state_key):
+    if not states.has_field(con, state_key):
         return []
-    where = ""
-    if ids is not None:
-        where, params["ids"] = "AND agent_id IN (SELECT unnest($ids))", ids
-    return con.execute(f"SELECT * FROM ({field_rows_sql(state_key, where)}) ORDER BY step", params).fetchall()
+    return states.text_values(con, run_id, state_key, ids)
 
 
 def state_series(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
@@ -465,9 +351,8 @@ def network(root: Path, run_id: str, state_key: str, *, seed_agent: str | None =
     from ..sampling import sample_nodes
     with reading(root) as con:
         run = _require_run(con, run_id)
-        all_ids = [r[0] for r in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? "
-                                             "ORDER BY agent_id", [run_id]).fetchall()]
-        pairs = con.execute("SELECT source, target FROM edges WHERE run_id = ?", [run_id]).fetchall()
+        all_ids = queries.agent_ids(con, run_id)
+        pairs = queries.edges(con, run_id)
         ids = all_ids
         if len(all_ids) > MAX_NODES:
             graph = nx.Graph()
@@ -478,8 +363,7 @@ def network(root: Path, run_id: str, state_key: str, *, seed_agent: str | None =
         sampled = len(ids) < len(all_ids)
         rows = field_values(con, run_id, state_key, ids if sampled else None)
         summary = field_summary(con, run_id, state_key)
-        posted = con.execute("SELECT DISTINCT step, author_id FROM messages WHERE run_id = ? ORDER BY step",
-                             [run_id]).fetchall() if messages else []
+        posted = queries.posters(con, run_id) if messages else []
     if not summary["steps"]:
         raise NotFound(f"run '{run_id}' has no state field '{state_key}'")
     index = {a: i for i, a in enumerate(ids)}

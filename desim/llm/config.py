@@ -67,7 +67,7 @@ class LLMConfig(BaseModel):
     max_calls: int | None = Field(default=None, ge=0)
     max_tokens_budget: int | None = Field(default=None, ge=0)
     cache: bool = True
-    cache_path: str = "runs/llm_cache.duckdb"
+    cache_path: str | None = None       # None: the study layout's (runs/llm_cache.duckdb)
 
     @field_validator("base_url")
     @classmethod
@@ -111,8 +111,8 @@ class LLMConfig(BaseModel):
 
     def cache_file(self, study_root: Path) -> Path:
         """Where the reply cache lives: relative paths are inside the study folder."""
-        path = Path(self.cache_path)
-        return path if path.is_absolute() else Path(study_root) / path
+        from ..store.layout import StudyLayout
+        return StudyLayout(study_root).llm_cache(self.cache_path)
 
 
 def load_llm_config(block: dict[str, Any] | None, environ: dict[str, str] | None = None,

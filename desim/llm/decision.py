@@ -37,7 +37,7 @@ from ..config import StudyConfigError
 from ..interfaces import DecisionModel
 from ..schemas import Action, Observation
 from .accounting import CallLog
-from .cache import ReplyCache, request_key
+from ..store.replies import ReplyCache, request_key
 from .client import ChatClient, LoopThread, Reply, estimate_tokens
 from .config import SIMULATION_FILE, LLMConfig, api_key, load_llm_config
 from .errors import BudgetExhausted, LLMError, LLMUnavailable

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..store import StudyLayout
 from . import content, data, html, markdown, sweep
 from .content import Report
 from .data import ReportError
@@ -33,7 +34,7 @@ __all__ = ["ReportError", "diffusion_player", "grid_payload", "grid_player", "re
 
 
 def reports_dir(study_root: str | Path, name: str) -> Path:
-    return Path(study_root) / "runs" / "reports" / name
+    return StudyLayout(study_root).report_dir(name)
 
 
 def write_report(study_root: str | Path, run_id: str | None = None, compare: str | None = None,
@@ -45,8 +46,7 @@ def write_report(study_root: str | Path, run_id: str | None = None, compare: str
     parent unless ``compare`` is given. Returns ``{"html", "markdown", "dir"}``
     plus one entry per figure (its PNG file).
     """
-    con = data.connect(study_root)
-    try:
+    with data.connect(study_root) as con:
         run = data.resolve_run(con, run_id)
         control_row = None
         if compare is not None:
@@ -60,8 +60,6 @@ def write_report(study_root: str | Path, run_id: str | None = None, compare: str
         control = data.load_run(con, control_row) if control_row else None
         fork = data.fork_step(run, control_row) if control_row else None
         report = content.build(con, rd, control, fork, study_root=study_root)
-    finally:
-        con.close()
     name = rd.run_id if compare is None else f"{rd.run_id}-vs-{control.run_id}"
     return save(report, Path(out_dir) if out_dir else reports_dir(study_root, name))
 

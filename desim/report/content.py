@@ -9,7 +9,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import duckdb
 
 from . import data, figures
 from .data import RunData
@@ -144,7 +143,7 @@ def metrics_section(rd: RunData, control: RunData | None = None, fork: int | Non
                    [Table(["step"] + names, rows, note)], [fig])
 
 
-def states_section(con: duckdb.DuckDBPyConnection, rd: RunData) -> Section | None:
+def states_section(con, rd: RunData) -> Section | None:
     names = rd.study.get("display_states", [])
     if not names:
         return None
@@ -199,7 +198,7 @@ def add_metric_differences(section: Section, diffs: dict, treat: RunData, contro
         section.tables.append(Table(["step", f"{n} treatment", f"{n} control", f"{n} diff"], rows))
 
 
-def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: RunData,
+def comparison_section(con, treat: RunData, control: RunData,
                        fork: int | None) -> Section:
     time_unit = treat.run["time_unit"]
     diffs = data.metric_differences(treat, control)
@@ -223,7 +222,7 @@ def comparison_section(con: duckdb.DuckDBPyConnection, treat: RunData, control: 
     return section
 
 
-def grid_section(con: duckdb.DuckDBPyConnection, rd: RunData, study_root) -> Section | None:
+def grid_section(con, rd: RunData, study_root) -> Section | None:
     """For a positioned study (state fields ``x``, ``y``): the grid at the first and the last step,
     coloured by the first display state, with the study's layer (Sugarscape: sugar left) when it has one."""
     from . import grid
@@ -253,7 +252,7 @@ def grid_section(con: duckdb.DuckDBPyConnection, rd: RunData, study_root) -> Sec
     return Section("The grid", paragraphs, figures=[Figure("grid", f"{state} on the grid", png, caption)])
 
 
-def build(con: duckdb.DuckDBPyConnection, rd: RunData, control: RunData | None, fork: int | None,
+def build(con, rd: RunData, control: RunData | None, fork: int | None,
           study_root=None) -> Report:
     sections = [study_card(rd, control), metrics_section(rd, control, fork)]
     grid = grid_section(con, rd, study_root)

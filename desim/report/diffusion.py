@@ -37,6 +37,7 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from ..config import StudyConfigError, read_json  # noqa: E402
 from ..palette import category_colors, declared_colors  # noqa: E402
 from ..sampling import sample_nodes  # noqa: E402,F401 - part of this module's interface
+from ..store import StudyLayout, queries, states  # noqa: E402
 from . import data  # noqa: E402
 from .content import file_stem  # noqa: E402
 from .figures import png, state_key  # noqa: E402
@@ -105,9 +106,7 @@ def layout(graph: nx.Graph, nodes: list[str], seed: int) -> np.ndarray:
 
 def _frames(con, run_id: str, field: str, nodes: list[str]) -> tuple[list[int], dict]:
     """Per step, each node's value of ``field`` (initial states as step 0)."""
-    rows = con.execute(
-        f"SELECT step, agent_id, v FROM ({data.field_rows(field)}) WHERE agent_id IN (SELECT unnest($ids)) "
-        "ORDER BY step", {"run": run_id, "ids": nodes}).fetchall()
+    rows = states.values(con, run_id, field, nodes)
     index = {a: i for i, a in enumerate(nodes)}
     steps: list[int] = []
     values: dict[int, list] = {}
@@ -123,10 +122,7 @@ def _posters(con, run_id: str, nodes: list[str]) -> dict[int, list[int]]:
     """Per step, the positions (in ``nodes``) of the agents who posted a message."""
     index = {a: i for i, a in enumerate(nodes)}
     out: dict[int, list[int]] = {}
-    for step, author in con.execute(
-            "SELECT DISTINCT step, author_id FROM messages WHERE run_id = $run "
-            "AND author_id IN (SELECT unnest($ids)) ORDER BY step, author_id",
-            {"run": run_id, "ids": nodes}).fetchall():
+    for step, author in queries.posters(con, run_id, nodes):
         out.setdefault(step, []).append(index[author])
     return out
 
@@ -181,23 +177,19 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
 
     Above ``max_nodes`` agents only a neighbourhood of ``min(sample_size, max_nodes)`` is drawn.
     """
-    con = data.connect(study_root)
-    try:
+    with data.connect(study_root) as con:
         run = data.resolve_run(con, run_id)
         rid = run["run_id"]
-        ids = [a for (a,) in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? ORDER BY agent_id",
-                                         [rid]).fetchall()]
+        ids = queries.agent_ids(con, rid)
         graph = nx.Graph()
         graph.add_nodes_from(ids)
-        graph.add_edges_from(con.execute("SELECT source, target FROM edges WHERE run_id = ?", [rid]).fetchall())
+        graph.add_edges_from(queries.edges(con, rid))
         kind = data.field_kind(con, rid, state)
         sampled = len(ids) > max_nodes
         nodes = sample_nodes(graph, ids, min(sample_size, max_nodes), run["seed"]) if sampled else ids
         steps, values = _frames(con, rid, state, nodes)
         posters = _posters(con, rid, nodes)
         population = data.category_counts(con, rid, state) if sampled and kind == "categorical" else None
-    finally:
-        con.close()
     sub = graph.subgraph(nodes)
     xy = layout(sub, nodes, seed=int(run["seed"]) & 0x7FFFFFFF)
     index = {a: i for i, a in enumerate(nodes)}
@@ -215,7 +207,7 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
                "nodes": nodes, "x": [round(float(v), 4) for v in xy[:, 0]],
                "y": [round(float(v), 4) for v in xy[:, 1]], "edges": [v for e in edges for v in e],
                **colouring, "frames": frames}
-    out = Path(out_dir) if out_dir else Path(study_root) / "runs" / "reports" / rid
+    out = Path(out_dir) if out_dir else StudyLayout(study_root).report_dir(rid)
     out.mkdir(parents=True, exist_ok=True)
     html_path = out / f"diffusion_{file_stem(state)}.html"
     html_path.write_text(player_html(payload), encoding="utf-8")

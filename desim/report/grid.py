@@ -35,13 +35,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import duckdb  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import data  # noqa: E402
 from .content import file_stem  # noqa: E402
 from .data import ReportError  # noqa: E402
-from ..store import field as state_field  # noqa: E402
+from ..store import StudyLayout, states  # noqa: E402
 from .figures import PALETTE, png, state_key  # noqa: E402
 from .player import page, panel_steps  # noqa: E402
 
@@ -56,17 +55,8 @@ ON_LAYER = [c for c in PALETTE if c not in ("#f58518", "#eeca3b", "#ff9da6")]  #
 def read_states(con, run_id: str, field: str) -> tuple[list[int], list[str], list[list[Any]]]:
     """``field`` of every agent at every step (initial states as step 0): steps, agent ids, values[step][agent].
 
-    The one query of this module, so the panel layout can change in one place.
-    """
-    try:                                  # a field the run does not have reads as null, like a dead agent's
-        con.execute(f"SELECT {state_field('state', field)} FROM initial_states LIMIT 0")
-        v = f"CAST({state_field('state', field)} AS VARCHAR)"
-    except duckdb.BinderException:
-        v = "NULL"
-    rows = con.execute(f"SELECT step, list(v ORDER BY agent_id), list(agent_id ORDER BY agent_id) FROM ("
-                       f"SELECT 0 AS step, agent_id, {v} AS v FROM initial_states WHERE run_id = $run UNION ALL "
-                       f"SELECT step, agent_id, {v} AS v FROM panel WHERE run_id = $run) "
-                       "GROUP BY step ORDER BY step", {"run": run_id}).fetchall()
+    A field the run does not have reads as null, like a dead agent's."""
+    rows = states.frames(con, run_id, field)
     if not rows:
         raise ReportError(f"run {run_id}: no panel rows")
     return [r[0] for r in rows], rows[0][2], [r[1] for r in rows]
@@ -114,8 +104,7 @@ def _layer(study_root: Path, run: dict, read: Callable) -> tuple[tuple | None, s
 
 def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) -> dict[str, Any]:
     """The frames of a positioned run as plain data (see the module docstring for the encoding)."""
-    con = data.connect(study_root)
-    try:
+    with data.connect(study_root) as con:
         run = data.resolve_run(con, run_id)
         rid = run["run_id"]
         if not is_positioned(con, rid):
@@ -137,8 +126,6 @@ def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) 
             colour = np.where(colour, "true", "false").astype(object)
         alive = read("alive")[1]
         layer, note = _layer(Path(study_root), run, read)
-    finally:
-        con.close()
     hidden = ~alive if alive.dtype == bool else np.zeros(xs.shape, bool)
     params = run.get("parameters") or {}
     params = json.loads(params) if isinstance(params, str) else params
@@ -324,7 +311,7 @@ def grid_player(study_root: str | Path, state: str, run_id: str | None = None,
                 out_dir: str | Path | None = None, max_panels: int = 12) -> dict[str, Path]:
     """Write ``grid_<state>.html`` (the player) and ``grid_<state>.png`` (small multiples); their paths."""
     payload = grid_payload(study_root, state, run_id)
-    out = Path(out_dir) if out_dir else Path(study_root) / "runs" / "reports" / payload["run_id"]
+    out = Path(out_dir) if out_dir else StudyLayout(study_root).report_dir(payload["run_id"])
     out.mkdir(parents=True, exist_ok=True)
     html_path = out / f"grid_{file_stem(state)}.html"
     html_path.write_text(player_html(payload), encoding="utf-8")

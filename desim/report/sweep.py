@@ -24,7 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..store import fetch_dicts  # noqa: E402
+from ..store import Catalogue  # noqa: E402
 from ..sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
 from . import data, figures  # noqa: E402
 from .content import MAX_TABLE_ROWS, Figure, Report, Section, Table, file_stem, fmt  # noqa: E402
@@ -36,20 +36,14 @@ DODGE = 0.012         # horizontal shift between lines, as a share of the x rang
 
 def load_plan(study_root: str | Path, sweep_id: str) -> tuple[SweepPlan, dict[str, Any], list[dict[str, Any]]]:
     """The sweep's plan, its ``sweeps`` row and its runs as stored (read-only)."""
-    con = data.connect(study_root)
-    try:
-        has_sweeps = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                                 "AND table_name = 'sweeps'").fetchone()[0]
-        rows = fetch_dicts(con, "SELECT * FROM sweeps WHERE sweep_id = ?", [sweep_id]) if has_sweeps else []
-        if not rows:
-            known = [r[0] for r in con.execute("SELECT sweep_id FROM sweeps ORDER BY created_at").fetchall()] \
-                if has_sweeps else []
+    with data.connect(study_root) as con:
+        catalogue = Catalogue(con)
+        row = catalogue.sweep(sweep_id)
+        if row is None:
             raise ReportError(f"no sweep '{sweep_id}' in the store of {study_root} "
-                              f"(sweeps: {', '.join(known) or 'none'})")
-        runs = fetch_dicts(con, "SELECT run_id, status, error, seed, n_steps, last_step, time_unit, config "
-                                "FROM runs WHERE sweep_id = ? ORDER BY run_id", [sweep_id])
-    finally:
-        con.close()
+                              f"(sweeps: {', '.join(catalogue.sweep_ids()) or 'none'})")
+        runs = catalogue.sweep_runs(sweep_id)
+    rows = [row]
     plan = SweepPlan.from_json(rows[0]["plan"])
     # the plan's JSON sorts its keys; the grid column keeps the order the parameters were given in
     plan.grid = {name: plan.grid[name] for name in json.loads(rows[0]["grid"])}

@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import duckdb
-
 from ..config import load_study
-from ..store import read_only, store_path
+from ..store import Catalogue, StoreError, StudyLayout, open_store
+from ..store.health import pid_alive
 from .executors import make_executor
-from ..status import pid_alive
 from .merge import WaitFn, load_plan, merge_run, record_failure, record_plan, run_statuses, study_version
 from .plan import PlannedRun, SweepError, SweepPlan, make_plan
 from .summary import sweep_table
@@ -62,13 +60,13 @@ ProgressFn = Callable[[RunOutcome, int, int], None]
 
 
 def sweep_dir(study_root: str | Path, sweep_id: str) -> Path:
-    return Path(study_root) / "runs" / "sweeps" / sweep_id
+    return StudyLayout(study_root).sweep_dir(sweep_id)
 
 
 def claim_folder(study_root: str | Path, sweep_id: str) -> Path:
     """The sweep's worker folder, marked with this process; folders left by sweeps whose
     process died (killed parents) are removed first, so none piles up."""
-    base = Path(study_root) / "runs" / "sweeps"
+    base = StudyLayout(study_root).sweeps
     if base.is_dir():
         for other in base.iterdir():
             owner = other / "owner.json"
@@ -86,17 +84,14 @@ def claim_folder(study_root: str | Path, sweep_id: str) -> Path:
 
 
 def _resume_plan(study_root: Path, sweep_id: str) -> tuple[SweepPlan, dict[str, dict]]:
-    db = store_path(study_root)
-    if not db.exists():
-        raise SweepError(f"cannot resume '{sweep_id}': {db} does not exist")
-    con = read_only(db)
-    try:
-        plan = load_plan(con, sweep_id)
+    layout = StudyLayout(study_root)
+    if not layout.db.exists():
+        raise SweepError(f"cannot resume '{sweep_id}': {layout.db} does not exist")
+    with open_store(layout) as con:
+        plan = load_plan(Catalogue(con), sweep_id)
         if plan is None:
-            raise SweepError(f"cannot resume: no sweep '{sweep_id}' in {db}")
-        return plan, run_statuses(con, sweep_id)
-    finally:
-        con.close()
+            raise SweepError(f"cannot resume: no sweep '{sweep_id}' in {layout.db}")
+        return plan, run_statuses(Catalogue(con), sweep_id)
 
 
 def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, replicates: int = 1,
@@ -117,7 +112,7 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     """
     started = time.perf_counter()
     root = Path(study_root)
-    db = store_path(root)
+    db = StudyLayout(root)
     if resume:
         if grid:
             raise SweepError("--resume reruns a recorded sweep with its own grid; do not give --set too")
@@ -156,7 +151,7 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
                        time.perf_counter() - started, chosen)
 
 
-def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outcome: RunOutcome,
+def _store_outcome(root: Path, db: StudyLayout, plan: SweepPlan, run: PlannedRun, outcome: RunOutcome,
                    version_id: str, on_wait: WaitFn | None = None) -> None:
     """Merge a finished run's file, or store the run as failed when its worker left none
     (or a file that cannot be read: that fails the run, not the sweep)."""
@@ -165,7 +160,7 @@ def _store_outcome(root: Path, db: Path, plan: SweepPlan, run: PlannedRun, outco
             try:
                 merge_run(db, outcome.worker_file, run.run_id, version_id, on_wait)
                 return
-            except (duckdb.Error, ValueError) as e:
+            except (StoreError, ValueError) as e:
                 outcome.status, outcome.error = "failed", "; ".join(
                             x for x in (outcome.error, f"could not merge the worker's file: {e}") if x)
         try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import read_json
-from ..store import read_only, store_path
+from ..store import Catalogue, StudyLayout, open_store, queries
 from .merge import load_plan
 from .plan import SweepError
 
@@ -64,19 +64,14 @@ def sweep_table(study_root: str | Path, sweep_id: str, metrics: list[str] | None
     the runs did not record is an error. Rows follow the plan's order of
     combinations.
     """
-    db = store_path(study_root)
-    if not db.exists():
-        raise SweepError(f"{db} does not exist: no sweep has run in {study_root}")
-    con = read_only(db)
-    try:
-        plan = load_plan(con, sweep_id)
+    layout = StudyLayout(study_root)
+    if not layout.db.exists():
+        raise SweepError(f"{layout.db} does not exist: no sweep has run in {study_root}")
+    with open_store(layout) as con:
+        plan = load_plan(Catalogue(con), sweep_id)
         if plan is None:
-            raise SweepError(f"no sweep '{sweep_id}' in {db}")
-        rows = con.execute(
-            "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r USING (run_id) "
-            "WHERE r.sweep_id = ? AND r.status = 'completed' AND m.step = r.n_steps", [sweep_id]).fetchall()
-    finally:
-        con.close()
+            raise SweepError(f"no sweep '{sweep_id}' in {layout.db}")
+        rows = queries.final_metrics_of_sweep(con, sweep_id)
     recorded = sorted({name for _, name, _ in rows})
     if metrics:
         chosen = list(metrics)

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..branch import branch
 from ..config import load_study
-from ..datafiles import data_dir
+from ..store import StudyLayout
 from ..engine import Engine, RunFailed
 
 SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints"}
@@ -73,9 +73,10 @@ def remove_db(path: str | Path, run_id: str | None = None) -> None:
     for p in (Path(path), Path(f"{path}.wal")):
         p.unlink(missing_ok=True)
     if run_id:
-        shutil.rmtree(data_dir(path) / f"run_id={run_id}", ignore_errors=True)
-        if Path(path).name != "desim.duckdb":     # a worker's own data folder: nothing else in it
-            shutil.rmtree(data_dir(path), ignore_errors=True)
+        layout = StudyLayout.at(path)
+        shutil.rmtree(layout.run_dir(run_id), ignore_errors=True)
+        if layout.data.name != "data":            # a worker's own data folder: nothing else in it
+            shutil.rmtree(layout.data, ignore_errors=True)
 
 
 def pack_run(db_path: str | Path, run_id: str) -> bytes:
@@ -83,7 +84,7 @@ def pack_run(db_path: str | Path, run_id: str) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(db_path, arcname="worker.duckdb")
-        folder = data_dir(db_path) / f"run_id={run_id}"
+        folder = StudyLayout.at(db_path).run_dir(run_id)
         if folder.is_dir():
             tar.add(folder, arcname=f"data/run_id={run_id}")
     return buf.getvalue()
@@ -98,7 +99,7 @@ def unpack_run(archive: bytes, db_path: str | Path) -> None:
             if member.name == "worker.duckdb":
                 db_path.write_bytes(tar.extractfile(member).read())
             elif member.name.startswith("data/run_id=") and ".." not in member.name:
-                member.name = data_dir(db_path).name + member.name[len("data"):]
+                member.name = StudyLayout.at(db_path).data.name + member.name[len("data"):]
                 tar.extract(member, db_path.parent, filter="data")
 
 

@@ -2,7 +2,7 @@
 
 A process that is killed (SIGKILL, a node lost, a power cut) cannot update its
 runs row, so the row says ``running`` for ever. The row also records the pid
-and host of the process, and the run's live file (``desim.live``) is its
+and host of the process, and the run's live file (``desim.store.live``) is its
 heartbeat, rewritten every few seconds. A ``running`` run is **stale** when its
 process is gone from this host, or when its heartbeat is older than
 ``STALE_AFTER`` seconds (a run on another host, or a row written before pids
@@ -10,12 +10,14 @@ were recorded). A stale run can be resumed (``desim run S --resume RUN``).
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
+
+from .files import RunFiles
+from .layout import StudyLayout
+from .live import read_live
 
 HEARTBEAT_SECONDS = 10.0
 STALE_AFTER = 120.0
@@ -34,15 +36,6 @@ def pid_alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
-
-
-def live_file(db_path: str | Path, run_id: str) -> dict[str, Any] | None:
-    path = Path(db_path).parent / "live" / f"{run_id}.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _age(stamp: Any, now: datetime) -> float | None:
@@ -76,8 +69,18 @@ def run_health(row: dict[str, Any], live: dict[str, Any] | None = None, *,
     return "running"
 
 
-def health_of(db_path: str | Path, row: dict[str, Any]) -> str:
-    """:func:`run_health` with the run's live file read from beside its database."""
+def health_of(layout: StudyLayout, row: dict[str, Any]) -> str:
+    """:func:`run_health` with the run's live file read from the study's live folder."""
     if row.get("status") != "running":
         return row.get("status")
-    return run_health(row, live_file(db_path, row["run_id"]))
+    return run_health(row, read_live(layout.live_file(row["run_id"])))
+
+
+def last_step(layout: StudyLayout, run_id: str, recorded: int | None = -1, status: str = "running") -> int:
+    """The last step a run has on disk. ``runs.last_step`` is written when a run ends, so it is
+    exact for every status but ``running``; a run in progress, or one that was killed, has more
+    steps in its step folders than it says, and only then are they looked at."""
+    recorded = recorded if recorded is not None else -1
+    if status != "running":
+        return recorded
+    return max(recorded, RunFiles(layout.data, run_id).last_step())

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .fields import FieldError, Fields
-from .jsontext import dumps, json_array
-from .interfaces import ActionColumns
-from .schemas import Message
+from ..interfaces import ActionColumns
+from ..jsontext import dumps, json_array
+from ..schemas import Message
 
 
 class PanelTypes:

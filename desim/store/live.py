@@ -1,18 +1,13 @@
 """Live progress files: how a run in progress is seen without touching its database.
 
-DuckDB lets one process hold a database file open for writing, and while it
-does no other process can open the file, not even read-only. A run holds its
-study's store for its whole duration, so a dashboard cannot read the store
-while the run goes. Instead, after each committed step the engine rewrites a
-small JSON file ``<study>/runs/live/<run_id>.json`` (status, step, metrics so
-far), atomically (write a temporary file, then ``os.replace``), so a reader
-never sees a half-written file. The file is written only after the step's
-transaction commits, so it never claims more than the store holds.
+After each step is stored, the run rewrites a small JSON file ``runs/live/<run_id>.json`` (status,
+step, metrics so far), atomically (write a temporary file, then ``os.replace``), so a reader never
+sees a half-written file, and never one that claims more than the store holds. The dashboard shows
+runs in progress from these files, which cost no database write per step.
 
-The file is also the run's heartbeat: it carries the pid and host of the
-process, and a :class:`Heartbeat` thread rewrites it every few seconds even
-while a long step (an LLM round) is in flight, so "running" can be told apart
-from "the process is gone" (``desim.status``) without a database write per step.
+The file is also the run's heartbeat: it carries the pid and host of the process, and a
+:class:`Heartbeat` thread rewrites it every few seconds even while a long step (an LLM round) is in
+flight, so "running" can be told apart from "the process is gone" (``desim.store.health``).
 """
 from __future__ import annotations
 
@@ -28,8 +23,8 @@ from pathlib import Path
 class LiveFile:
     """Progress of one run, mirrored to ``<runs dir>/live/<run_id>.json``."""
 
-    def __init__(self, db_path: Path, run_id: str, study_id: str, n_steps: int, kind: str):
-        self.path = Path(db_path).parent / "live" / f"{run_id}.json"
+    def __init__(self, path: Path, run_id: str, study_id: str, n_steps: int, kind: str):
+        self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.data = {"run_id": run_id, "study_id": study_id, "kind": kind, "status": "running",
                      "step": -1, "n_steps": n_steps, "metrics": {}, "error": None,
@@ -93,3 +88,23 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+def read_live(path: Path) -> dict | None:
+    """One live file's contents, or None when it is missing or unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def live_runs(folder: Path) -> list[dict]:
+    """The progress files in ``folder`` (``StudyLayout.live``), oldest update first.
+
+    Each file is replaced atomically, so it is either the old or the new version; one that still
+    fails to parse (written by hand, or by a crashed tool) is skipped."""
+    if not folder.is_dir():
+        return []
+    out = [d for d in map(read_live, folder.glob("*.json")) if d and isinstance(d.get("run_id"), str)]
+    return sorted(out, key=lambda d: str(d.get("updated_at", "")))

@@ -15,24 +15,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+import duckdb
 import pyarrow as pa
 
-from .datafiles import RunFiles, data_dir
-from .store import field, read_only, store_path
+from .catalogue import Catalogue
+from .connection import StoreError, StoreMissing, field, open_store
+from .files import RunFiles
+from .layout import StudyLayout, layout_of
 
 PANEL_COLUMNS = ("run_id", "step", "agent_id", "action_kind", "action_source", "action_rationale", "away")
 
 
-class NoSuchRun(LookupError):
+class NoSuchRun(StoreMissing):
     """The store holds no run of that id (or no run at all)."""
 
 
 class StudyData:
     """The store of one study (a folder under ``studies/``, or a path to its ``desim.duckdb``)."""
 
-    def __init__(self, study: str | Path):
-        path = Path(study)
-        self.db = path if path.suffix == ".duckdb" else store_path(path)
+    def __init__(self, study: "str | Path | StudyLayout"):
+        self.layout = layout_of(study)
+        self.db = self.layout.db
         if not self.db.exists():
             raise NoSuchRun(f"{self.db} does not exist: run the study first")
 
@@ -42,11 +45,13 @@ class StudyData:
     # --- any query -------------------------------------------------------------------
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
         """A read-only query over the store's tables and views, as an Arrow table."""
-        con = read_only(self.db)
-        try:
+        with open_store(self.layout) as con:
             return con.sql(query, params=params or None).to_arrow_table()
-        finally:
-            con.close()
+
+    def run_rows(self, run_ids: list[str]) -> list[dict]:
+        """The runs rows of ``run_ids`` as dicts (JSON columns as text), oldest first."""
+        with open_store(self.layout) as con:
+            return Catalogue(con).runs(run_ids=run_ids)
 
     def runs(self) -> pa.Table:
         return self.sql("SELECT * FROM runs ORDER BY started_at")
@@ -70,7 +75,7 @@ class StudyData:
     def _types(self, runs: list[str]) -> dict[str, dict[str, str]]:
         merged: dict[str, dict[str, str]] = {"state": {}, "payload": {}}
         for r in runs:
-            saved = RunFiles(data_dir(self.db), r).load_types() or {}
+            saved = RunFiles(self.layout.data, r).load_types() or {}
             for part in merged:
                 for name, kind in saved.get(part, {}).items():
                     merged[part].setdefault(name, kind)
@@ -161,6 +166,21 @@ class StudyData:
     def _table(self, view: str, run, order: str) -> pa.Table:
         runs = self.run_ids(run)
         return self.sql(f"SELECT * FROM {view} WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, {order}", [runs])
+
+
+class QueryError(StoreError):
+    """A user's query failed; the message is DuckDB's."""
+
+
+def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
+    """A user's read-only SQL on the store (``desim sql``): an Arrow table, or None for a statement that
+    returns no rows; a failing query raises :class:`QueryError` with DuckDB's message."""
+    with open_store(layout_of(study)) as con:
+        try:
+            rel = con.sql(text)
+            return rel.to_arrow_table() if rel is not None else None
+        except duckdb.Error as e:
+            raise QueryError(str(e)) from None
 
 
 def _literal(text: str) -> str:

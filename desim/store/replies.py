@@ -1,4 +1,4 @@
-"""The reply cache: every reply the server gave, keyed by a hash of the request.
+"""The LLM reply cache: every reply the server gave, keyed by a hash of the request.
 
 The key is the sha256 of (model, messages, sampling parameters, sampling
 seed) as canonical JSON. Anything that changes what the server would be
@@ -7,7 +7,7 @@ the server URL, so a cache filled against one server replays against
 another). A re-run, a branch or a resumed run that renders the same prompts
 makes no calls.
 
-The cache is a DuckDB file (``<study>/runs/llm_cache.duckdb`` by default),
+The cache is a DuckDB file (``StudyLayout.llm_cache``: ``<study>/runs/llm_cache.duckdb`` by default),
 separate from the panel store so it can be copied, shared between people or
 merged (``INSERT OR IGNORE INTO llm_cache SELECT * FROM other.llm_cache``).
 Look-ups and inserts are one bulk query per round. Replies are handed to
@@ -32,7 +32,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from .errors import LLMError
+from .connection import StoreError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS llm_cache (
@@ -47,6 +47,10 @@ def request_key(model: str, messages: list[dict[str, str]], params: dict[str, An
     blob = orjson.dumps({"model": model, "messages": messages, "params": params, "seed": seed},
                         option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(blob).hexdigest()
+
+
+class ReplyCacheError(StoreError):
+    """The reply cache cannot be opened or written."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class ReplyCache:
                 break
             except duckdb.IOException as e:
                 if attempt == attempts - 1:
-                    raise LLMError(f"cannot open the LLM reply cache {self.path}: {e}. Another run is "
+                    raise ReplyCacheError(f"cannot open the LLM reply cache {self.path}: {e}. Another run is "
                                    "using it; wait for it, or give this run its own llm.cache_path") from None
                 time.sleep(wait_s)
         self.con.execute(SCHEMA)
@@ -132,7 +136,7 @@ class ReplyCache:
     def _check(self) -> None:
         if self._error is not None:
             error, self._error = self._error, None
-            raise LLMError(f"cannot write the LLM reply cache {self.path}: {error}")
+            raise ReplyCacheError(f"cannot write the LLM reply cache {self.path}: {error}")
 
     def flush(self) -> None:
         """Wait until every reply handed over is written; raise if a write failed."""
@@ -144,7 +148,7 @@ class ReplyCache:
         run's panel is complete, only a re-run would pay for those replies again."""
         try:
             self.flush()
-        except LLMError as e:
+        except ReplyCacheError as e:
             warnings.warn(str(e), RuntimeWarning, stacklevel=2)
         finally:
             self._writer.shutdown(wait=True)

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .jsontext import json_array
+from ..jsontext import json_array
 
 ARROW = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string(),
          "json": pa.json_(), "null": pa.null()}

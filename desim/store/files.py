@@ -1,14 +1,14 @@
 """A run's data on disk: one folder of Parquet files per closed step.
 
-Layout, beside the study's DuckDB file (``studies/<id>/runs/``)::
+Layout, in the store's data folder (``StudyLayout.data``: ``studies/<id>/runs/data/``)::
 
-    data/run_id=<R>/types.json              the run's state and payload field types
-    data/run_id=<R>/steps/000000/           step 0: initial.parquet, edges.parquet,
-                                            metrics.parquet, events.parquet, messages.parquet
-    data/run_id=<R>/steps/000007/           step 7: panel.parquet, metrics.parquet, and when the
-                                            step has them events, messages, round_actions, llm_calls
-    data/run_id=<R>/panel.parquet, ...      the same tables merged, once the run has ended
-    data/run_id=_/<table>.parquet           empty files that give every view its base columns
+    run_id=<R>/types.json              the run's state and payload field types
+    run_id=<R>/steps/000000/           step 0: initial.parquet, edges.parquet,
+                                       metrics.parquet, events.parquet, messages.parquet
+    run_id=<R>/steps/000007/           step 7: panel.parquet, metrics.parquet, and when the
+                                       step has them events, messages, round_actions, llm_calls
+    run_id=<R>/panel.parquet, ...      the same tables merged, once the run has ended
+    run_id=_/<table>.parquet           empty files that give every view its base columns
 
 Why files and not DuckDB inserts: a step's Parquet files cost about a fifth of
 the CPU of inserting the same typed rows into DuckDB and committing, and
@@ -17,7 +17,7 @@ goes (DuckDB lets one process write a database file, and while it writes no
 other process can open it).
 
 A step is durable when it closes: its files are written into a folder under
-``data/.incoming/`` and the folder is renamed into ``steps/`` in one
+``.incoming/`` and the folder is renamed into ``steps/`` in one
 operation, so a reader (which sees only ``run_id=*`` folders) never sees half a
 step, and a crash loses at most the step in flight. When a run ends (completed,
 failed or interrupted) its step folders are merged into one file per table and
@@ -37,7 +37,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-TABLES = ("initial", "edges", "panel", "metrics", "events", "messages", "round_actions", "llm_calls")
+from .schema import VIEWS
+
+TABLES = tuple(VIEWS.values())     # a run's data files, one per view (schema.VIEWS names them)
 
 # the columns every view has even before any run wrote a row (state and payload are typed per run)
 BASE_COLUMNS = {
@@ -59,15 +61,6 @@ BASE_COLUMNS = {
                   ("tokens_out", pa.int64()), ("latency_ms", pa.float64()), ("cached", pa.bool_()),
                   ("outcome", pa.string()), ("attempts", pa.int64()), ("endpoint", pa.string())],
 }
-
-
-def data_dir(db_path: str | Path) -> Path:
-    """The data folder of a database file: ``data/`` beside a study's ``desim.duckdb``, and
-    ``<name>-data/`` beside any other (a sweep worker's file), so that workers never share one."""
-    db_path = Path(db_path)
-    if db_path.name == "desim.duckdb":
-        return db_path.parent / "data"
-    return db_path.parent / f"{db_path.stem}-data"
 
 
 def ensure_anchors(data: Path) -> None:
@@ -244,3 +237,18 @@ def exchange(a: Path, b: Path) -> None:
     os.rename(b, aside)
     os.rename(a, b)
     os.rename(aside, a)
+
+
+def replace_folder(source: Path, target: Path) -> None:
+    """Put ``source`` at ``target`` (same file system), replacing what is there in one step."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        exchange(source, target)
+        shutil.rmtree(source, ignore_errors=True)
+    else:
+        source.rename(target)
+
+
+def remove_run_data(layout, run_id: str) -> None:
+    """Delete a run's data folder (``layout`` a ``StudyLayout``)."""
+    shutil.rmtree(layout.run_dir(run_id), ignore_errors=True)

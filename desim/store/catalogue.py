@@ -1,0 +1,275 @@
+"""The catalogue: the store's own tables (runs, versions, sweeps, effects, effect_pairs) and the named
+operations on them. Nothing outside ``desim.store`` writes SQL; it calls these.
+
+``Catalogue(con)`` wraps an open connection (``with open_store(layout, read_only=False) as con:``);
+reads work on a read-only connection too. A store opened read-only before any writer of this desim
+brought it up to date may lack the newer tables (sweeps, effects): their reads then answer "none".
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..version import __version__
+from ..versions import config_hash, diff_configs
+from .connection import StoreError, fetch_dicts, has_table
+
+
+def now() -> datetime:
+    """The store's timestamps: naive UTC."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Catalogue:
+    """Named operations on one open connection's catalogue tables."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+
+    # --- runs -------------------------------------------------------------------------------
+    def start_run(self, *, run_id: str, study_id: str, kind: str, seed: int, n_steps: int,
+                  rounds: int, time_unit: str, config: dict, parameters: dict,
+                  parent_run_id: str | None = None, fork_step: int | None = None,
+                  note: str | None = None, sweep_id: str | None = None, n_agents: int | None = None,
+                  version_id: str | None = None, overrides: dict | None = None,
+                  code: dict | None = None, code_hash: str | None = None) -> None:
+        """The runs row, with the process that runs it (pid, host) so a dead run can be told apart."""
+        self.con.execute(
+            "INSERT INTO runs (run_id, study_id, kind, parent_run_id, fork_step, seed, n_steps, "
+            "interaction_rounds, time_unit, config, parameters, sweep_id, version_id, note, started_at, "
+            "status, n_agents, desim_version, overrides, code, code_hash, pid, host, heartbeat_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'running',?,?,?,?,?,?,?,?)",
+            [run_id, study_id, kind, parent_run_id, fork_step, seed, n_steps, rounds, time_unit,
+             json.dumps(config), json.dumps(parameters, sort_keys=True), sweep_id, version_id, note, now(),
+             n_agents, __version__, json.dumps(overrides or {}, sort_keys=True),
+             json.dumps(code or {}, sort_keys=True), code_hash, os.getpid(), socket.gethostname(), now()])
+
+    def reopen_run(self, run_id: str) -> None:
+        """Mark an interrupted or failed run as running again (resume), in this process."""
+        self.con.execute("UPDATE runs SET status='running', finished_at=NULL, error=NULL, pid=?, host=?, "
+                         "heartbeat_at=? WHERE run_id=?", [os.getpid(), socket.gethostname(), now(), run_id])
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None,
+                   wall_seconds: float | None = None, last_step: int | None = None,
+                   traceback: str | None = None) -> None:
+        self.con.execute("UPDATE runs SET status=?, error=?, traceback=?, finished_at=?, heartbeat_at=?, "
+                         "wall_seconds=coalesce(wall_seconds, 0) + coalesce(?, 0), "
+                         "last_step=coalesce(?, last_step) WHERE run_id=?",
+                         [status, error, traceback, now(), now(), wall_seconds, last_step, run_id])
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """The runs row of ``run_id``, or None."""
+        rows = fetch_dicts(self.con, "SELECT * FROM runs WHERE run_id = ?", [run_id])
+        return rows[0] if rows else None
+
+    def runs(self, *, with_config: bool = True, run_ids: list[str] | None = None) -> list[dict[str, Any]]:
+        """Every run (or those of ``run_ids``), oldest first."""
+        cols = "*" if with_config else "* EXCLUDE (config)"
+        if run_ids is None:
+            return fetch_dicts(self.con, f"SELECT {cols} FROM runs ORDER BY started_at")
+        return fetch_dicts(self.con, f"SELECT {cols} FROM runs WHERE run_id IN (SELECT unnest(?)) "
+                                     "ORDER BY started_at", [list(run_ids)])
+
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self.con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
+
+    def existing(self, run_ids: list[str]) -> set[str]:
+        return {r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?))",
+                                               [list(run_ids)]).fetchall()}
+
+    def latest_run(self, *, status: str | None = None) -> dict[str, Any] | None:
+        """The newest run (of ``status``, when given)."""
+        where, params = ("WHERE status = ? ", [status]) if status else ("", [])
+        rows = fetch_dicts(self.con, f"SELECT * FROM runs {where}ORDER BY started_at DESC, run_id DESC LIMIT 1",
+                           params)
+        return rows[0] if rows else None
+
+    def reusable_control(self, config: dict[str, Any], code_hash: str) -> str | None:
+        """A completed, non-branch run of exactly this configuration and code (an effect's control)."""
+        for run_id, stored in self.con.execute(
+                "SELECT run_id, config FROM runs WHERE status = 'completed' AND kind <> 'branch' AND code_hash = ? "
+                "ORDER BY started_at", [code_hash]).fetchall():
+            if json.loads(stored) == config:
+                return run_id
+        return None
+
+    def forget_run(self, run_id: str) -> None:
+        """Remove a run's row (its data folder is the caller's: ``desim.store.files``)."""
+        self.con.execute("DELETE FROM main.runs WHERE run_id = ?", [run_id])
+
+    # --- versions ---------------------------------------------------------------------------
+    def ensure_version(self, study_id: str, config: dict[str, Any], *, kind: str, code: dict[str, str] | None = None,
+                       parent_run_id: str | None = None, fork_step: int | None = None,
+                       note: str | None = None) -> tuple[str, bool]:
+        """The version id for ``config`` and ``code`` (created if new) and whether it was created now.
+
+        A new version's parent is the newest version that is not a branch (the
+        files the user edited), a branch's the version of its parent run.
+        """
+        con = self.con
+        code = code or {}
+        h = config_hash(config, code)
+        if kind != "branch":
+            row = con.execute("SELECT version_id FROM versions WHERE study_id=? AND config_hash=? AND kind<>'branch' "
+                              "ORDER BY created_at LIMIT 1", [study_id, h]).fetchone()
+            if row:
+                return row[0], False
+        parent = con.execute("SELECT version_id, config, code FROM versions WHERE study_id=? AND kind<>'branch' "
+                             "ORDER BY created_at DESC LIMIT 1", [study_id]).fetchone()
+        if kind == "branch" and parent_run_id:
+            parent = con.execute("SELECT v.version_id, v.config, v.code FROM runs r JOIN versions v USING (version_id) "
+                                 "WHERE r.run_id=?", [parent_run_id]).fetchone() or parent
+        diff = []
+        if parent:
+            old_code = json.loads(parent[2]) if parent[2] else {}
+            diff = diff_configs({**json.loads(parent[1]), "code": old_code}, {**config, "code": code})
+        version_id = f"v{uuid.uuid4().hex[:8]}"
+        con.execute("INSERT INTO versions (version_id, study_id, parent_version_id, parent_run_id, fork_step, kind, "
+                    "note, config, config_hash, diff, created_at, code) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [version_id, study_id, parent[0] if parent else None, parent_run_id, fork_step,
+                     "branch" if kind == "branch" else ("version" if parent else "initial"), note, json.dumps(config),
+                     h, json.dumps(diff, default=str), now(), json.dumps(code, sort_keys=True)])
+        return version_id, True
+
+    def parent_version(self, version_id: str) -> str | None:
+        row = self.con.execute("SELECT parent_version_id FROM versions WHERE version_id=?", [version_id]).fetchone()
+        return row[0] if row else None
+
+    def latest_run_of(self, version_id: str) -> str | None:
+        row = self.con.execute("SELECT run_id FROM runs WHERE version_id=? ORDER BY started_at DESC LIMIT 1",
+                               [version_id]).fetchone()
+        return row[0] if row else None
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every version without its configuration, oldest first."""
+        return fetch_dicts(self.con, "SELECT version_id, parent_version_id, parent_run_id, fork_step, kind, note, "
+                                     "config_hash, diff, created_at FROM versions ORDER BY created_at")
+
+    # --- sweeps -----------------------------------------------------------------------------
+    def record_plan(self, sweep_id: str, study_id: str, base_seed: int, replicates: int, n_steps: int | None,
+                    grid: dict, plan_json: str) -> None:
+        self.con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         [sweep_id, study_id, now(), base_seed, replicates, n_steps, json.dumps(grid), plan_json])
+
+    def sweep(self, sweep_id: str) -> dict[str, Any] | None:
+        """The sweeps row (its ``plan`` as JSON text), or None (also when the store has no sweeps yet)."""
+        if not has_table(self.con, "sweeps"):
+            return None
+        rows = fetch_dicts(self.con, "SELECT * FROM sweeps WHERE sweep_id = ?", [sweep_id])
+        return rows[0] if rows else None
+
+    def sweep_ids(self) -> list[str]:
+        if not has_table(self.con, "sweeps"):
+            return []
+        return [r[0] for r in self.con.execute("SELECT sweep_id FROM sweeps ORDER BY created_at").fetchall()]
+
+    def sweep_runs(self, sweep_id: str) -> list[dict[str, Any]]:
+        """The runs of a sweep already in the store, with what a summary needs."""
+        return fetch_dicts(self.con, "SELECT run_id, status, error, seed, n_steps, last_step, time_unit, config "
+                                     "FROM runs WHERE sweep_id = ? ORDER BY run_id", [sweep_id])
+
+    def run_statuses(self, sweep_id: str) -> dict[str, dict[str, Any]]:
+        """``run_id -> {run_id, status, error}`` for the runs of a sweep already in the store."""
+        return {r["run_id"]: r for r in fetch_dicts(
+            self.con, "SELECT run_id, status, error FROM runs WHERE sweep_id = ?", [sweep_id])}
+
+    # --- effects ----------------------------------------------------------------------------
+    def record_effect(self, effect: dict[str, Any], pairs: list[dict[str, Any]]) -> None:
+        """An effect's row and its control/treatment pairs."""
+        self.con.execute("INSERT INTO effects VALUES (?,?,?,?,?,?,?,?,?,?)",
+                         [effect["effect_id"], effect["study_id"], now(), effect["at_step"],
+                          json.dumps(effect["treatment"], sort_keys=True), json.dumps(effect["control"], sort_keys=True),
+                          effect["replicates"], effect["base_seed"], effect["n_steps"], effect.get("note")])
+        for p in pairs:
+            self.con.execute("INSERT INTO effect_pairs VALUES (?,?,?,?,?,?)",
+                             [effect["effect_id"], p["replicate"], p["seed"], p["control_run_id"],
+                              p["treatment_run_id"], p["reused"]])
+
+    def effects(self) -> list[dict[str, Any]]:
+        """Every recorded effect with its completed pairs (for the dashboard and the CLI)."""
+        if not has_table(self.con, "effects"):
+            return []
+        return fetch_dicts(self.con, """
+            SELECT e.effect_id, e.at_step, e.treatment, e.control, e.replicates, e.n_steps, e.created_at, e.note,
+                   count(r.run_id) FILTER (WHERE r.status = 'completed') AS completed_pairs
+            FROM effects e LEFT JOIN effect_pairs p USING (effect_id)
+            LEFT JOIN runs r ON r.run_id = p.treatment_run_id
+            GROUP BY ALL ORDER BY e.created_at""")
+
+    def effect(self, effect_id: str) -> dict[str, Any] | None:
+        if not has_table(self.con, "effects"):
+            return None
+        rows = fetch_dicts(self.con, "SELECT * FROM effects WHERE effect_id = ?", [effect_id])
+        return rows[0] if rows else None
+
+    def effect_pairs(self, effect_id: str) -> list[dict[str, Any]]:
+        """An effect's pairs with how each run ended."""
+        return fetch_dicts(self.con, """
+            SELECT p.*, c.status AS control_status, t.status AS treatment_status, t.error AS treatment_error
+            FROM effect_pairs p LEFT JOIN runs c ON c.run_id = p.control_run_id
+            LEFT JOIN runs t ON t.run_id = p.treatment_run_id WHERE p.effect_id = ? ORDER BY p.replicate""",
+                           [effect_id])
+
+    # --- moving runs between stores --------------------------------------------------------------
+    def merge_run_row(self, worker_db: str | Path, run_id: str, version_id: str, move_data) -> None:
+        """Replace this store's ``run_id`` row by the one in ``worker_db`` (joining ``version_id``), and call
+        ``move_data()`` inside the same transaction: a failed move leaves the row as it was. A worker file
+        DuckDB cannot read raises :class:`StoreError`."""
+        try:
+            self._merge_run_row(worker_db, run_id, version_id, move_data)
+        except duckdb.Error as e:
+            raise StoreError(f"{worker_db}: {e}") from None
+
+    def _merge_run_row(self, worker_db, run_id: str, version_id: str, move_data) -> None:
+        con = self.con
+        con.execute(f"ATTACH {_literal(Path(worker_db).resolve())} AS w (READ_ONLY)")
+        try:
+            present = {r[0] for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall()}
+            if "runs" not in present or not con.execute(
+                    "SELECT count(*) FROM w.runs WHERE run_id = ?", [run_id]).fetchone()[0]:
+                raise ValueError(f"{worker_db} holds no run '{run_id}'")
+            here = con.execute("SELECT current_database()").fetchone()[0]
+            cols = [c for c in self._run_columns("w") if c in set(self._run_columns(here))]
+            names = ", ".join(cols)
+            con.begin()
+            try:
+                con.execute("DELETE FROM main.runs WHERE run_id = ?", [run_id])
+                con.execute(f"INSERT INTO main.runs ({names}) SELECT {names} FROM w.runs WHERE run_id = ?", [run_id])
+                con.execute("UPDATE main.runs SET version_id = ? WHERE run_id = ?", [version_id, run_id])
+                move_data()
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+        finally:
+            con.execute("DETACH w")
+
+    def _run_columns(self, database: str) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_catalog = ? "
+            "AND table_schema = 'main' AND table_name = 'runs' ORDER BY ordinal_position", [database]).fetchall()]
+
+    def copy_for_branch(self, run_id: str, until: int, dest: str | Path) -> None:
+        """Copy what a branch of ``run_id`` at ``until + 1`` reads (its runs row, its actions for steps
+        ``1..until``) into the new DuckDB file ``dest``, which a worker reads while this store stays free."""
+        con = self.con
+        con.execute(f"ATTACH {_literal(Path(dest).resolve())} AS x")
+        try:
+            con.execute("CREATE TABLE x.runs AS SELECT * FROM main.runs WHERE run_id = ?", [run_id])
+            for table in ("panel", "round_actions"):
+                con.execute(f"CREATE TABLE x.{table} AS SELECT * FROM main.{table} WHERE run_id = ? AND step <= ?",
+                            [run_id, until])
+        finally:
+            con.execute("DETACH x")
+
+
+def _literal(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"

@@ -1,0 +1,245 @@
+"""Opening a study's store: the one way in, ``with open_store(layout) as con:``.
+
+The database file is opened for writing only at the start and the end of a run (and for a
+merge), for a few milliseconds; in between, any process can read, including the run's own data
+so far. DuckDB lets one process write a file, and while it writes no other process can open it,
+so both kinds of opening retry briefly, and a writer can be asked to wait as long as it takes.
+
+The views hold the data folder's absolute path; readers define them afresh for each connection
+(as temporary views), so a study folder that was moved still reads. A writer brings the catalogue
+up to date (``desim.store.schema.MIGRATIONS``) and stores the views, so that a plain
+``duckdb.connect(...)`` by a user sees them too.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import duckdb
+
+from .files import ensure_anchors
+from .layout import StudyLayout, layout_of
+from .schema import MIGRATIONS, VIEWS, file_pattern, paired_sql, view_sql
+
+
+class StoreError(RuntimeError):
+    """The study's store cannot be used as asked; the message says why and what to do."""
+
+
+class StoreBusyError(StoreError):
+    """The database is locked by another process (or by a connection this process holds)."""
+
+
+class StoreLayoutError(StoreError):
+    """The database was written by a desim that stored the panel as JSON text."""
+
+
+class StoreMissing(StoreError, LookupError):
+    """The study has no database yet (never run), or the file is not a DuckDB database."""
+
+
+class StoreBroken(StoreError, ValueError):
+    """The database exists but cannot be read (damaged or truncated)."""
+
+
+WaitFn = Callable[[str], None]
+
+
+@contextmanager
+def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, attempts: int | None = None,
+               wait: float = 0.05, forever: bool = False, on_wait: WaitFn | None = None,
+               must_exist: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to the study's store, closed when the block ends.
+
+    ``read_only`` (the default) never blocks a run; a writer (``read_only=False``) creates the
+    store if needed and brings its catalogue up to date. ``attempts`` bounds the retries while
+    another process holds the file (default: 20 for a reader, 40 for a writer, 50 ms apart);
+    ``forever`` makes a writer wait as long as it takes (a sweep merging while a run of the same
+    study holds the file), telling ``on_wait`` why, once.
+    """
+    layout = layout_of(study)
+    if read_only:
+        if must_exist and not layout.db.exists():
+            raise StoreMissing(f"{layout.db} does not exist: run the study first")
+        con = _reader(layout, 20 if attempts is None else attempts, wait)
+    else:
+        con = _writer_waiting(layout, attempts, wait, on_wait) if forever else _writer(
+            layout, 40 if attempts is None else attempts, wait)
+    try:
+        yield con
+    finally:
+        try:
+            con.close()
+        except duckdb.Error:
+            pass
+
+
+def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyConnection:
+    path = layout.db
+    last: Exception | None = None
+    for _ in range(max(1, attempts)):
+        try:
+            con = duckdb.connect(str(path), read_only=True)
+            break
+        except duckdb.ConnectionException as e:
+            raise StoreBusyError(f"cannot open {path} read-only: this Python process holds a writing "
+                                 f"connection to it ({e}); close it first") from None
+        except duckdb.IOException as e:
+            last = e
+            time.sleep(wait)
+    else:
+        raise StoreBusyError(f"{path} is locked by a writing process: {last}")
+    try:
+        check_layout(con, path)
+        if (layout.data / "run_id=_").is_dir():
+            define_views(con, layout.data, temp=True)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyConnection:
+    path = layout.db
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(max(1, attempts)):  # a reader (the dashboard) holds the file for milliseconds
+        try:
+            con = duckdb.connect(str(path))
+            break
+        except duckdb.ConnectionException as e:
+            raise StoreBusyError(
+                f"cannot open {path} for writing: this Python process holds a connection to it "
+                f"({e}). Close that connection (con.close()) first; desim.open(...) reads without "
+                "keeping one open.") from None
+        except duckdb.IOException as e:
+            if attempt == attempts - 1 or "lock" not in str(e).lower():
+                raise StoreBusyError(f"cannot open {path} for writing: {e}. Another desim process "
+                                     "is probably writing to it; wait for it or use another study copy.") from None
+            time.sleep(wait)
+    try:
+        check_layout(con, path)
+        for statement in MIGRATIONS:
+            con.execute(statement)
+        ensure_anchors(layout.data)
+        define_views(con, layout.data, temp=False)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _writer_waiting(layout: StudyLayout, attempts: int | None, wait: float,
+                    on_wait: WaitFn | None) -> duckdb.DuckDBPyConnection:
+    told = False
+    while True:
+        try:
+            return _writer(layout, 40 if attempts is None else attempts, wait)
+        except StoreBusyError as e:
+            if "this Python process" in str(e):
+                raise
+            if on_wait and not told:
+                on_wait(f"the study's store is held by another process; desim waits for it and goes on "
+                        f"when it is free (workers carry on). {e}")
+                told = True
+            time.sleep(0.5)
+
+
+def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempts: int = 5) -> None:
+    """(Re)define the views over the data folder. Defining one reads the files' schemas; a run
+    that is merging its step files at that moment can remove one under us, so try again.
+
+    The stored views are redefined only when missing or when the data folder's path changed (a
+    study that was moved), since binding them reads every file's footer."""
+    wanted = view_sql(data, temp)
+    if not temp:
+        stored = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = "
+                                  "current_database() AND schema_name = 'main'").fetchall())
+        wanted = {view: sql for view, sql in wanted.items()
+                  if view not in stored or file_pattern(data, view) not in stored[view]}
+    for sql in wanted.values():
+        for attempt in range(attempts):
+            try:
+                con.execute(sql)
+                break
+            except duckdb.IOException:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.02)
+    con.execute(paired_sql(temp))
+
+
+def check_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a store of the JSON-text layout instead of misreading it."""
+    row = con.execute("SELECT c.data_type FROM information_schema.tables t JOIN information_schema.columns c "
+                      "USING (table_catalog, table_schema, table_name) WHERE t.table_catalog = current_database() "
+                      "AND t.table_schema = 'main' AND t.table_name = 'panel' AND t.table_type = 'BASE TABLE' "
+                      "AND c.column_name = 'state'").fetchone()
+    if row and row[0] == "JSON":
+        raise StoreLayoutError(
+            f"{path} was written by an earlier desim that stored the panel as JSON text; this desim stores "
+            "typed Parquet files and does not read that layout. Move the file aside (e.g. "
+            f"mv {path} {path}.json-layout) and run the study again; the old file still opens in DuckDB.")
+
+
+@contextmanager
+def reading_checked(layout: StudyLayout, relative_to: Path, attempts: int = 4) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection for a server that must never hang and must name files as its users see them:
+    few retries, every failure one of :class:`StoreMissing` (no store, or not a DuckDB file),
+    :class:`StoreBusyError` (a writer holds it) or :class:`StoreBroken` (it cannot be read), with paths
+    shown relative to ``relative_to``."""
+    db = layout.db
+    rel = db.relative_to(relative_to) if db.is_relative_to(relative_to) else db
+
+    def shown(error: Exception) -> str:
+        return str(error).replace(str(relative_to.resolve()) + "/", "").replace(str(relative_to) + "/", "")
+
+    if not db.is_file():
+        raise StoreMissing(f"no store yet: {rel} does not exist (run the study first)")
+    if not is_duckdb_file(db):
+        raise StoreMissing(f"{rel} cannot be opened: it is not a DuckDB database")
+    try:
+        con = _reader(layout, attempts, 0.05)
+    except StoreBusyError as e:
+        if "lock" in str(e).lower():
+            raise
+        raise StoreBroken(f"{rel} cannot be opened: {shown(e)}") from None
+    except duckdb.Error as e:
+        raise StoreBroken(f"{rel} cannot be opened as a DuckDB database: {shown(e)}") from None
+    except StoreLayoutError as e:
+        raise StoreBroken(shown(e)) from None
+    try:
+        yield con
+    except duckdb.Error as e:
+        raise StoreBroken(f"{rel} cannot be read (damaged or truncated?): {shown(e)}") from None
+    finally:
+        con.close()
+
+
+def is_duckdb_file(path: Path) -> bool:
+    """Whether ``path`` starts like a DuckDB database (DuckDB reports a foreign file as a lock)."""
+    with path.open("rb") as fh:
+        return fh.read(12)[8:12] == b"DUCK"
+
+
+def fetch_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the catalogue has table ``name`` (a store read before any writer of this desim opened it
+    may lack the newer ones)."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                            "AND table_name = ?", [name]).fetchone()[0])
+
+
+def field(column: str, name: str) -> str:
+    """SQL for one field of a struct column (``state``, ``payload``), quoted: ``t.state."opinion"``."""
+    return f'{column}."' + str(name).replace('"', '""') + '"'
+
+
+__all__ = ["StoreBroken", "StoreBusyError", "StoreError", "StoreLayoutError", "StoreMissing", "VIEWS",
+           "check_layout", "define_views", "fetch_dicts", "field", "has_table", "is_duckdb_file", "open_store"]

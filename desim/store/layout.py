@@ -1,0 +1,93 @@
+"""Where a study's outputs live: the one place that spells the folder layout.
+
+Everything a study writes goes under ``<study>/runs/`` (git-ignored)::
+
+    runs/desim.duckdb              the catalogue (runs, versions, sweeps, effects) and views over the data
+    runs/data/run_id=<R>/          a run's data as typed Parquet files (``desim.store.files``)
+    runs/live/<R>.json             a run's progress while it goes (``desim.store.live``)
+    runs/reports/<name>/           reports and players (``<run_id>``, ``sweep-<id>``, ``effect-<id>``)
+    runs/sweeps/<sweep_id>/        a sweep's worker stores until they are merged
+    runs/effects/<effect_id>/      an effect's worker stores until they are merged
+    runs/llm_cache.duckdb          the LLM reply cache (its path can be set in ``simulation.json``)
+
+A sweep worker keeps its run in a DuckDB file of its own (``<name>.duckdb``), with its data folder
+beside it as ``<name>-data/`` so that workers never share one: ``StudyLayout.at(db)`` is that
+store's layout.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+DB_NAME = "desim.duckdb"
+
+
+class StudyLayout:
+    """The paths of one study's outputs (``root`` is the study folder)."""
+
+    def __init__(self, root: str | Path, db: str | Path | None = None):
+        self.root = Path(root)
+        self.runs = self.root / "runs"
+        self.db = Path(db) if db is not None else self.runs / DB_NAME
+
+    @classmethod
+    def at(cls, db: str | Path) -> "StudyLayout":
+        """The layout of a store kept in the DuckDB file ``db`` (a study's, or a sweep worker's)."""
+        db = Path(db)
+        root = db.parent.parent if db.name == DB_NAME and db.parent.name == "runs" else db.parent
+        return cls(root, db)
+
+    def __repr__(self) -> str:
+        return f"StudyLayout({str(self.root)!r})"
+
+    # --- the store ---------------------------------------------------------------------
+    @property
+    def data(self) -> Path:
+        """The run data beside the database: ``data/`` for a study's, ``<name>-data/`` for any other."""
+        if self.db.name == DB_NAME:
+            return self.db.parent / "data"
+        return self.db.parent / f"{self.db.stem}-data"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.data / f"run_id={run_id}"
+
+    @property
+    def live(self) -> Path:
+        return self.db.parent / "live"
+
+    def live_file(self, run_id: str) -> Path:
+        return self.live / f"{run_id}.json"
+
+    # --- what the commands write ----------------------------------------------------------
+    @property
+    def reports(self) -> Path:
+        return self.runs / "reports"
+
+    def report_dir(self, name: str) -> Path:
+        """A report's folder: ``name`` is a run id, ``sweep-<id>`` or ``effect-<id>``."""
+        return self.reports / name
+
+    @property
+    def sweeps(self) -> Path:
+        return self.runs / "sweeps"
+
+    def sweep_dir(self, sweep_id: str) -> Path:
+        return self.sweeps / sweep_id
+
+    @property
+    def effects(self) -> Path:
+        return self.runs / "effects"
+
+    def effect_dir(self, effect_id: str) -> Path:
+        return self.effects / effect_id
+
+    def llm_cache(self, configured: str | Path | None = None) -> Path:
+        """The LLM reply cache: ``configured`` (relative to the study folder) or ``runs/llm_cache.duckdb``."""
+        return self.root / (configured or Path("runs") / "llm_cache.duckdb")
+
+
+def layout_of(study: "str | Path | StudyLayout") -> StudyLayout:
+    """A layout from a study folder, a path to a ``.duckdb`` store, or a layout."""
+    if isinstance(study, StudyLayout):
+        return study
+    path = Path(study)
+    return StudyLayout.at(path) if path.suffix == ".duckdb" else StudyLayout(path)

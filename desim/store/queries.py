@@ -1,0 +1,220 @@
+"""Named reads of the run data: metrics, events, messages, edges, panel pages, one agent, LLM calls,
+a branch's stored actions. Each takes an open connection (``with open_store(layout) as con:``) and
+returns plain Python data; every value from outside reaches SQL as a bound parameter.
+
+State fields (a field at every step, its kind, its quantiles, paired differences) are read in
+``desim.store.states``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from .connection import fetch_dicts
+
+
+# --- metrics and events --------------------------------------------------------------------------
+def metric_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [r[0] for r in con.execute("SELECT DISTINCT name FROM metrics ORDER BY name").fetchall()]
+
+
+def metric_series(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, list[tuple[int, float]]]:
+    """``{metric: [(step, value), ...]}`` of one run, steps in order."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for step, name, value in con.execute(
+            "SELECT step, name, value FROM metrics WHERE run_id = ? ORDER BY name, step", [run_id]).fetchall():
+        out.setdefault(name, []).append((step, value))
+    return out
+
+
+def metric_rows(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tuple[str, str, int, float]]:
+    """``(run_id, name, step, value)`` of several runs, by run, metric and step."""
+    return con.execute("SELECT run_id, name, step, value FROM metrics "
+                       "WHERE list_contains(?::VARCHAR[], run_id) ORDER BY run_id, name, step",
+                       [list(run_ids)]).fetchall()
+
+
+def metric_comparison(con: duckdb.DuckDBPyConnection, control: str, treatment: str) -> list[dict[str, Any]]:
+    """Every metric of two runs side by side per step, with treatment minus control."""
+    return fetch_dicts(con, """
+        SELECT coalesce(c.step, t.step) AS step, coalesce(c.name, t.name) AS name,
+               c.value AS control, t.value AS treatment, t.value - c.value AS diff
+        FROM (SELECT * FROM metrics WHERE run_id = ?) c
+        FULL JOIN (SELECT * FROM metrics WHERE run_id = ?) t USING (step, name)
+        ORDER BY name, step""", [control, treatment])
+
+
+def final_metrics_of_sweep(con: duckdb.DuckDBPyConnection, sweep_id: str) -> list[tuple[str, str, float]]:
+    """``(run_id, metric, value)`` at each completed run's final step, for a sweep's runs."""
+    return con.execute(
+        "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r USING (run_id) "
+        "WHERE r.sweep_id = ? AND r.status = 'completed' AND m.step = r.n_steps", [sweep_id]).fetchall()
+
+
+def effect_metric_differences(con: duckdb.DuckDBPyConnection, effect_id: str) -> list[tuple[str, int, float]]:
+    """``(metric, step, treatment - control)`` for each completed pair of an effect, by metric, step, pair."""
+    return con.execute("""
+        SELECT c.name, c.step, t.value - c.value FROM effect_pairs p
+        JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed'
+        JOIN metrics c ON c.run_id = p.control_run_id
+        JOIN metrics t ON t.run_id = p.treatment_run_id AND t.step = c.step AND t.name = c.name
+        WHERE p.effect_id = ? ORDER BY c.name, c.step, p.replicate""", [effect_id]).fetchall()
+
+
+def events(con: duckdb.DuckDBPyConnection, run_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The interventions that fired in a run, by step (``detail`` as stored: JSON text)."""
+    if limit is None:
+        return fetch_dicts(con, "SELECT step, kind, name, detail FROM events WHERE run_id = ? "
+                                "ORDER BY step, kind, name", [run_id])
+    return fetch_dicts(con, "SELECT step, kind, name, detail FROM events WHERE run_id = ? "
+                            "ORDER BY step, name LIMIT ?", [run_id, limit])
+
+
+# --- the population and its network ------------------------------------------------------------
+def agent_ids(con: duckdb.DuckDBPyConnection, run_id: str) -> list[str]:
+    """A run's agents, by id."""
+    return [r[0] for r in con.execute("SELECT agent_id FROM initial_states WHERE run_id = ? ORDER BY agent_id",
+                                      [run_id]).fetchall()]
+
+
+def population_size(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
+    return con.execute("SELECT count(*) FROM initial_states WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+def initial_state_sample(con: duckdb.DuckDBPyConnection, run_id: str, limit: int) -> list[Any]:
+    """The first ``limit`` initial states by agent id (structs as dicts)."""
+    return [r[0] for r in con.execute("SELECT state FROM initial_states WHERE run_id = ? ORDER BY agent_id LIMIT ?",
+                                      [run_id, limit]).fetchall()]
+
+
+def edges(con: duckdb.DuckDBPyConnection, run_id: str) -> list[tuple[str, str]]:
+    return con.execute("SELECT source, target FROM edges WHERE run_id = ?", [run_id]).fetchall()
+
+
+def edge_count(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
+    return con.execute("SELECT count(*) FROM edges WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+# --- the panel, one agent, messages --------------------------------------------------------------
+def panel_page(con: duckdb.DuckDBPyConnection, run_id: str, *, step: int | None, agent_id: str | None,
+               action_kind: str | None, page: int, page_size: int) -> tuple[int, list[dict[str, Any]], list[str]]:
+    """One page of a run's panel filtered by step, agent and action kind: the total count, the rows and the
+    run's action kinds."""
+    where, params = ["run_id = ?"], [run_id]
+    for column, value in (("step", step), ("agent_id", agent_id), ("action_kind", action_kind)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    clause = " AND ".join(where)
+    total = con.execute(f"SELECT count(*) FROM panel WHERE {clause}", params).fetchone()[0]
+    rows = fetch_dicts(con, f"SELECT step, agent_id, state, action_kind, payload AS action_payload, action_source, "
+                            f"action_rationale FROM panel WHERE {clause} ORDER BY step, agent_id "
+                            f"LIMIT ? OFFSET ?", params + [page_size, page * page_size])
+    kinds = [r[0] for r in con.execute("SELECT DISTINCT action_kind FROM panel WHERE run_id = ? AND "
+                                       "action_kind IS NOT NULL ORDER BY 1 LIMIT 50", [run_id]).fetchall()]
+    return total, rows, kinds
+
+
+def agent_history(con: duckdb.DuckDBPyConnection, run_id: str, agent_id: str,
+                  message_limit: int = 2000) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+    """One agent in one run: its initial state (a 1-tuple, or None), its rows per step, its messages."""
+    initial = con.execute("SELECT state FROM initial_states WHERE run_id = ? AND agent_id = ?",
+                          [run_id, agent_id]).fetchone()
+    steps = fetch_dicts(con, "SELECT step, state, action_kind, payload AS action_payload, action_source, "
+                             "action_rationale FROM panel WHERE run_id = ? AND agent_id = ? ORDER BY step",
+                        [run_id, agent_id])
+    messages = fetch_dicts(con, "SELECT step, round, channel, kind, content, audience, reply_to FROM messages "
+                                "WHERE run_id = ? AND author_id = ? ORDER BY step, round LIMIT ?",
+                           [run_id, agent_id, message_limit])
+    return initial, steps, messages
+
+
+def step_messages(con: duckdb.DuckDBPyConnection, run_id: str, step: int,
+                  per_round: int) -> tuple[dict[int, int], list[dict[str, Any]]]:
+    """The messages of one step: exact counts per round, and the first ``per_round`` of each round by author."""
+    counts = dict(con.execute("SELECT round, count(*) FROM messages WHERE run_id = ? AND step = ? "
+                              "GROUP BY round ORDER BY round", [run_id, step]).fetchall())
+    rows = fetch_dicts(con, "SELECT round, author_id, channel, kind, content, audience, reply_to FROM messages "
+                            "WHERE run_id = ? AND step = ? "
+                            "QUALIFY row_number() OVER (PARTITION BY round ORDER BY author_id) <= ? "
+                            "ORDER BY round, author_id", [run_id, step, per_round])
+    return counts, rows
+
+
+def posters(con: duckdb.DuckDBPyConnection, run_id: str, ids: list[str] | None = None) -> list[tuple[int, str]]:
+    """``(step, author_id)`` of every agent who posted in a step (of ``ids`` when given), by step."""
+    if ids is None:
+        return con.execute("SELECT DISTINCT step, author_id FROM messages WHERE run_id = ? ORDER BY step",
+                           [run_id]).fetchall()
+    return con.execute("SELECT DISTINCT step, author_id FROM messages WHERE run_id = $run "
+                       "AND author_id IN (SELECT unnest($ids)) ORDER BY step, author_id",
+                       {"run": run_id, "ids": ids}).fetchall()
+
+
+# --- LLM calls -----------------------------------------------------------------------------------
+def llm_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] | None:
+    """Calls by outcome, tokens and cache hits, plus fallback actions; ``None`` without LLM calls."""
+    n, cached, tok_in, tok_out = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE cached), coalesce(sum(tokens_in), 0), "
+        "coalesce(sum(tokens_out), 0) FROM llm_calls WHERE run_id = ?", [run_id]).fetchone()
+    if not n:
+        return None
+    outcomes = dict(con.execute("SELECT coalesce(outcome, 'unknown'), count(*) FROM llm_calls "
+                                "WHERE run_id = ? GROUP BY 1 ORDER BY 1", [run_id]).fetchall())
+    fallbacks = con.execute("SELECT count(*) FROM panel WHERE run_id = ? AND action_source = 'fallback'",
+                            [run_id]).fetchone()[0]
+    return {"calls": n, "cached": cached, "tokens_in": tok_in, "tokens_out": tok_out,
+            "outcomes": outcomes, "fallback_actions": fallbacks}
+
+
+# --- a branch's stored actions -------------------------------------------------------------------
+def recorded_round_steps(con: duckdb.DuckDBPyConnection, run_id: str, before: int) -> int:
+    """How many steps before ``before`` have every round's actions stored (``record_rounds``)."""
+    return con.execute("SELECT count(DISTINCT step) FROM round_actions WHERE run_id = ? AND step < ?",
+                       [run_id, before]).fetchone()[0]
+
+
+def _actions_source(run_id: str, until: int, rounds: int) -> tuple[str, list]:
+    """The stored actions of steps 1..until: the panel (one round) or round_actions."""
+    if rounds == 1:
+        return ("SELECT step, 0 AS round, agent_id, action_kind, payload, action_rationale FROM panel "
+                "WHERE run_id = ? AND step <= ? AND action_kind IS NOT NULL"), [run_id, until]
+    return ("SELECT step, round, agent_id, action_kind, payload, action_rationale FROM round_actions "
+            "WHERE run_id = ? AND step <= ?"), [run_id, until]
+
+
+def stored_actions(con: duckdb.DuckDBPyConnection, run_id: str, until: int,
+                   rounds: int) -> list[tuple[int, int, str, str, Any, str | None]]:
+    """``(step, round, agent_id, kind, payload, rationale)`` of every stored action of steps 1..until,
+    by step, round and agent."""
+    sql, params = _actions_source(run_id, until, rounds)
+    return con.execute(f"{sql} ORDER BY step, round, agent_id", params).fetchall()
+
+
+def stored_action_columns(con: duckdb.DuckDBPyConnection, run_id: str, until: int, rounds: int,
+                          ids: list[str]) -> pa.Table:
+    """The same actions as columns (step, round, pos, action_kind, p), ``pos`` each agent's position in
+    ``ids``, ordered by step, round and position; ``p`` the typed payload struct."""
+    sql, params = _actions_source(run_id, until, rounds)
+    con.register("_replay_ids", pa.table({"agent_id": pa.array(ids, pa.string()),
+                                          "pos": pa.array(np.arange(len(ids), dtype=np.int64))}))
+    try:
+        return con.sql(f"SELECT s.step, s.round, i.pos, s.action_kind, s.payload AS p FROM ({sql}) s "
+                       "JOIN _replay_ids i USING (agent_id) ORDER BY s.step, s.round, i.pos",
+                       params=params).to_arrow_table()
+    finally:
+        con.unregister("_replay_ids")
+
+
+# --- queries to show users -----------------------------------------------------------------------
+def example_for_run(run_id: str) -> str:
+    """A first query of a run's metrics, for ``desim run`` to suggest."""
+    return f"SELECT step, name, value FROM metrics WHERE run_id = '{run_id}' ORDER BY step, name"
+
+
+def example_for_sweep(sweep_id: str) -> str:
+    """A first query of a sweep's runs, for ``desim sweep`` to suggest."""
+    return f"SELECT parameters, seed, status FROM runs WHERE sweep_id = '{sweep_id}'"

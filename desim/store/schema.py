@@ -1,0 +1,114 @@
+"""The store's schema: the catalogue tables, their migrations in order, and the views over the run data.
+
+The catalogue lives in the DuckDB file; the run data lives beside it as Parquet (``desim.store.files``)
+and is read through views. A store written by an older desim is brought up to date by running
+:data:`MIGRATIONS` in order each time a writer opens it; every statement is idempotent, so a store
+of any age ends up with the same tables and columns.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+# Every change to the catalogue, oldest first. Append; never edit or reorder.
+MIGRATIONS: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY,
+        study_id VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL,
+        parent_run_id VARCHAR,
+        fork_step INTEGER,
+        seed BIGINT NOT NULL,
+        n_steps INTEGER NOT NULL,
+        interaction_rounds INTEGER NOT NULL,
+        time_unit VARCHAR NOT NULL,
+        config JSON NOT NULL,
+        parameters JSON,
+        sweep_id VARCHAR,
+        version_id VARCHAR,
+        note VARCHAR,
+        started_at TIMESTAMP NOT NULL,
+        finished_at TIMESTAMP,
+        status VARCHAR NOT NULL,
+        last_step INTEGER NOT NULL DEFAULT -1,
+        error VARCHAR,
+        n_agents INTEGER,
+        wall_seconds DOUBLE,
+        desim_version VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS versions (
+        version_id VARCHAR PRIMARY KEY, study_id VARCHAR NOT NULL, parent_version_id VARCHAR,
+        parent_run_id VARCHAR, fork_step INTEGER, kind VARCHAR NOT NULL, note VARCHAR,
+        config JSON NOT NULL, config_hash VARCHAR NOT NULL, diff JSON, created_at TIMESTAMP NOT NULL
+    )""",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS version_id VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS overrides JSON",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS code JSON",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS code_hash VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS heartbeat_at TIMESTAMP",
+    "ALTER TABLE versions ADD COLUMN IF NOT EXISTS code JSON",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS traceback VARCHAR",
+    """CREATE TABLE IF NOT EXISTS sweeps (
+        sweep_id VARCHAR PRIMARY KEY,
+        study_id VARCHAR NOT NULL,
+        created_at TIMESTAMP NOT NULL,
+        base_seed BIGINT NOT NULL,
+        replicates INTEGER NOT NULL,
+        n_steps INTEGER,
+        grid JSON NOT NULL,
+        plan JSON NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS effects (
+        effect_id VARCHAR PRIMARY KEY, study_id VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
+        at_step INTEGER NOT NULL, treatment JSON NOT NULL, control JSON NOT NULL, replicates INTEGER NOT NULL,
+        base_seed BIGINT NOT NULL, n_steps INTEGER NOT NULL, note VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS effect_pairs (
+        effect_id VARCHAR NOT NULL, replicate INTEGER NOT NULL, seed BIGINT NOT NULL,
+        control_run_id VARCHAR NOT NULL, treatment_run_id VARCHAR NOT NULL, reused BOOLEAN NOT NULL
+    )""",
+)
+
+# view name -> the data file it reads (one per run and table, see desim.store.files)
+VIEWS = {"panel": "panel", "initial_states": "initial", "metrics": "metrics", "events": "events",
+         "messages": "messages", "edges": "edges", "round_actions": "round_actions", "llm_calls": "llm_calls"}
+
+# views defined from others' files: ``states`` is every agent's state at every step, the initial
+# states as step 0 (the one definition of "a state field at every step")
+DERIVED_VIEWS = ("states",)
+
+
+def _files(root: str, name: str) -> str:
+    return (f"read_parquet('{root}/run_id=*/**/{name}.parquet', hive_partitioning = true, union_by_name = true, "
+            "hive_types = {'run_id': VARCHAR})")
+
+
+def view_sql(data: Path, temp: bool) -> dict[str, str]:
+    """``{view: CREATE statement}`` over the data folder ``data`` (its absolute path is in the text)."""
+    root = str(data.resolve()).replace("'", "''")
+    kind = "TEMP VIEW" if temp else "VIEW"
+    out = {view: f"CREATE OR REPLACE {kind} {view} AS SELECT run_id, * EXCLUDE (run_id) FROM {_files(root, name)}"
+           for view, name in VIEWS.items()}
+    out["states"] = (f"CREATE OR REPLACE {kind} states AS "
+                     f"SELECT run_id, 0 AS step, agent_id, state FROM {_files(root, 'initial')} "
+                     f"UNION ALL BY NAME SELECT run_id, step, agent_id, state FROM {_files(root, 'panel')}")
+    return out
+
+
+def file_pattern(data: Path, view: str) -> str:
+    """The text a view's definition holds when it reads the data folder ``data``."""
+    root = str(data.resolve()).replace("'", "''")
+    return f"'{root}/run_id=*/**/{VIEWS.get(view, 'panel')}.parquet'"
+
+
+# The paired panel of two runs: the same agent at the same step in a treatment and a control run
+# (a branch and its parent, or an effect's pair). The one place the two runs are joined.
+PAIRED = ("CREATE OR REPLACE {temp} MACRO paired_panel(treatment, control) AS TABLE "
+          "SELECT t.step, t.agent_id, t.state AS treatment_state, c.state AS control_state "
+          "FROM panel t JOIN panel c ON c.step = t.step AND c.agent_id = t.agent_id "
+          "WHERE t.run_id = treatment AND c.run_id = control")
+
+
+def paired_sql(temp: bool) -> str:
+    return PAIRED.format(temp="TEMP" if temp else "")
