@@ -1,6 +1,6 @@
 """A branch against a full run (issue 5's benchmark).
 
-    python benchmarks/bench_branch.py [--n 100000] [--write]
+    python benchmarks/bench_branch.py [--n 100000] [--write] [--json PATH]
     python benchmarks/bench_branch.py --n 200   # smoke run (a test runs it; without --write, RESULTS.md is left alone)
 
 Runs a study for 12 steps, then branches it at step 10 (steps 1-9 replayed
@@ -20,6 +20,8 @@ from pathlib import Path
 
 import desim
 from desim.branch import branch
+
+import jsonout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,15 +44,17 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--write", action="store_true")
+    jsonout.add_option(p)
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="desim-branch-"))
     rows = [measure(s, args.n, tmp) for s in ("studies/opinion_diffusion", "benchmarks/studies/ring_bc")]
     shutil.rmtree(tmp, ignore_errors=True)
     lines = ["| study (path) | N | full run, 12 steps | branch at step 10 | branch / full |", "|---|---|---|---|---|"]
     for r in rows:
-        path = "per-agent" if r["study"] == "opinion_diffusion" else "columnar"
-        lines.append(f"| {r['study']} ({path}) | {r['n']:,} | {r['full']:.1f} s | {r['branch']:.1f} s | "
-                     f"{r['branch'] / r['full']:.2f} |")
+        r["path"] = "per-agent" if r["study"] == "opinion_diffusion" else "columnar"
+        r["ratio"] = r["branch"] / r["full"]
+        lines.append(f"| {r['study']} ({r['path']}) | {r['n']:,} | {r['full']:.1f} s | {r['branch']:.1f} s | "
+                     f"{r['ratio']:.2f} |")
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                 if ln.startswith("model name")), platform.processor())
     section = (f"\n## Branch at step 10 against the full 12-step run (issue 5)\n\n"
@@ -61,6 +65,9 @@ def main() -> None:
     if args.write:
         with open(ROOT / "benchmarks" / "RESULTS.md", "a", encoding="utf-8") as fh:
             fh.write(section)
+    jsonout.write(args.json, {"n": args.n, "steps": 12, "branch_step": 10, "written": args.write,
+                              "rows": [{"study": r["study"], "path": r["path"], "n": r["n"], "full_s": r["full"],
+                                        "branch_s": r["branch"], "ratio": r["ratio"]} for r in rows]})
 
 
 if __name__ == "__main__":

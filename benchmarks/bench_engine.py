@@ -5,6 +5,7 @@ Each configuration runs in a fresh interpreter so its peak memory is its own:
     python benchmarks/bench_engine.py            # prints a Markdown table
     python benchmarks/bench_engine.py --write    # and appends it to benchmarks/RESULTS.md
     python benchmarks/bench_engine.py --smoke    # N = 200 only, seconds (a test runs it)
+    python benchmarks/bench_engine.py --json PATH   # the figures also as one JSON object at PATH
 
 Configurations: N = 2,000 and 100,000 agents, 12 steps, K = 1 and 3 rounds, on
 * the columnar path (benchmarks/studies/ring_bc), with and without agent
@@ -20,6 +21,7 @@ today, so that a wall time can be read against the targets.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import resource
@@ -29,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import jsonout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,7 +109,12 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--barrier":
         print(json.dumps({"us": barrier(int(sys.argv[2]))}))
         return
-    smoke = "--smoke" in sys.argv
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="N = 200 only, seconds (a test runs it)")
+    ap.add_argument("--write", action="store_true", help="append the table to benchmarks/RESULTS.md")
+    jsonout.add_option(ap)
+    args = ap.parse_args()
+    smoke = args.smoke
     big = 200 if smoke else 100_000
     tmp = Path(tempfile.mkdtemp(prefix="desim-bench-"))
     check = subprocess.run([sys.executable, __file__, "--barrier", str(big)], capture_output=True, text=True)
@@ -127,6 +136,7 @@ def main() -> None:
     configs.append(("per-agent", big, 1, True, False))
     lines = ["| path | N | K | agent processes | GC managed | wall s | decisions/s | panel rows | peak MiB |",
              "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for kind, n, k, procs, gc in configs:
         study = prepare(kind, tmp, procs)
         cfg = {"study": str(study), "n": n, "k": k, "gc": gc}
@@ -135,8 +145,10 @@ def main() -> None:
             print(out.stderr, file=sys.stderr)
             raise SystemExit(1)
         r = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append({"path": kind, "n": n, "k": k, "agent_processes": procs, "gc_managed": gc, "wall_s": r["wall"],
+                     "decisions_per_s": n * 12 * k / r["wall"], "panel_rows": r["rows"], "peak_mib": r["peak_mib"]})
         line = (f"| {kind} | {n:,} | {k} | {'yes' if procs else 'no'} | {'yes' if gc else 'no'} | "
-                f"{r['wall']:.2f} | {n * 12 * k / r['wall']:,.0f} | {r['rows']:,} | {r['peak_mib']:.0f} |")
+                f"{r['wall']:.2f} | {rows[-1]['decisions_per_s']:,.0f} | {r['rows']:,} | {r['peak_mib']:.0f} |")
         print(line, flush=True)
         lines.append(line)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -147,10 +159,14 @@ def main() -> None:
                f"Command: `python benchmarks/bench_engine.py --write`; 12 steps; each row a fresh process.\n"
                f"{machine}\n\n"
                + "\n".join(lines) + "\n")
-    if "--write" in sys.argv and not smoke:
+    written = args.write and not smoke
+    if written:
         with open(ROOT / "benchmarks" / "RESULTS.md", "a", encoding="utf-8") as fh:
             fh.write(section)
     print(section)
+    jsonout.write(args.json, {"smoke": smoke, "steps": 12, "written": written,
+                              "machine_check": {"agent_processes": big, "rounds": 36, "us_per_agent_round": us},
+                              "rows": rows})
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ per call of everything but HTTP and the cache.
 
     python benchmarks/bench_llm.py [--students 200] [--steps 12] [--latency-ms 100] [--concurrency 8 32 64]
     python benchmarks/bench_llm.py --smoke          # seconds: what the test suite runs
+    python benchmarks/bench_llm.py --json PATH      # the figures also as one JSON object at PATH
 
 The stub runs in its own process (``desim stub-llm``), as a real server would.
 """
@@ -43,6 +44,8 @@ from desim import load_study, run_study
 from desim.llm.client import ChatClient
 from desim.llm.config import LLMConfig
 from desim.llm.stub import stub_process
+
+import jsonout
 
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
 ROUNDS = 3
@@ -76,7 +79,8 @@ def timed_run(root: Path, students: int, steps: int):
     return result, time.perf_counter() - started
 
 
-def study_table(args, stub, tmp: Path) -> Path:
+def study_table(args, stub, tmp: Path) -> tuple[Path, list[dict]]:
+    """The table of runs per concurrency; returns the last study copy (for the cached re-run) and the rows."""
     latency = args.latency_ms / 1000.0
     calls = args.students * args.steps * ROUNDS
     print(f"dorm_deliberation_llm: {args.students} students x {args.steps} steps x {ROUNDS} rounds = {calls} calls, "
@@ -84,7 +88,7 @@ def study_table(args, stub, tmp: Path) -> Path:
     print("| concurrency | wall s | calls/s | floor s (calls x lat / c) | barrier floor s | x barrier floor "
           "| desim CPU ms/call | stub CPU ms/call | max in flight |")
     print("|---|---|---|---|---|---|---|---|---|")
-    root = None
+    root, rows = None, []
     for c in args.concurrency:
         walls, cpus, stub_cpus = [], [], []
         for attempt in range(args.runs):
@@ -102,13 +106,18 @@ def study_table(args, stub, tmp: Path) -> Path:
         wall = min(walls)
         floor = calls * latency / c
         barrier = args.steps * ROUNDS * math.ceil(args.students / c) * latency
-        print(f"| {c} | {wall:.2f} | {calls / wall:.0f} | {floor:.2f} | {barrier:.2f} | {wall / barrier:.3f} | "
-              f"{sorted(cpus)[len(cpus) // 2]:.3f} | {sorted(stub_cpus)[len(stub_cpus) // 2]:.3f} | "
-              f"{stats['max_in_flight']} |", flush=True)
-    return root
+        row = {"concurrency": c, "calls": calls, "wall_s": wall, "calls_per_s": calls / wall, "floor_s": floor,
+               "barrier_floor_s": barrier, "x_barrier_floor": wall / barrier,
+               "desim_cpu_ms_per_call": sorted(cpus)[len(cpus) // 2],
+               "stub_cpu_ms_per_call": sorted(stub_cpus)[len(stub_cpus) // 2], "max_in_flight": stats["max_in_flight"]}
+        rows.append(row)
+        print(f"| {c} | {wall:.2f} | {row['calls_per_s']:.0f} | {floor:.2f} | {barrier:.2f} | "
+              f"{row['x_barrier_floor']:.3f} | {row['desim_cpu_ms_per_call']:.3f} | "
+              f"{row['stub_cpu_ms_per_call']:.3f} | {row['max_in_flight']} |", flush=True)
+    return root, rows
 
 
-def scripted_row(args, tmp: Path) -> None:
+def scripted_row(args, tmp: Path) -> dict:
     """The same study with scripted replies: prompts, parsing and the engine, no HTTP and no cache."""
     root = fresh_copy(tmp / "scripted", 1)
     spec = load_study(root, steps=args.steps, params={"n_students": args.students, "llm_kind": "scripted"})
@@ -118,6 +127,7 @@ def scripted_row(args, tmp: Path) -> None:
     wall, cpu = time.perf_counter() - started, cpu_self() - cpu0
     assert result.status == "completed" and result.counters["llm"]["calls"] == calls
     print(f"scripted (no server, same prompts and parsing): {wall:.2f} s, {1000 * cpu / calls:.3f} ms CPU per call")
+    return {"calls": calls, "wall_s": wall, "cpu_ms_per_call": 1000 * cpu / calls}
 
 
 BODY = {"model": "stub", "temperature": 0.7, "max_tokens": 200, "messages": [
@@ -200,32 +210,43 @@ async def httpx_per_slot(url: str, n: int, c: int, rounds: int = 1) -> tuple[flo
     return spent, []
 
 
-def client_table(args, stub) -> None:
+def client_table(args, stub) -> dict:
+    """The HTTP layer alone: client CPU per request, then whole rounds against the barrier floor."""
     n, c = args.client_requests, args.concurrency[-1]
     url = stub.base_url + "/chat/completions"
     print(f"\nHTTP layer alone: {n} requests at concurrency {c} against the same stub, client CPU per request "
           f"(median of {args.repeat})")
     print("| client | CPU ms/request |")
     print("|---|---|")
+    clients = []
     for name, fn, target in (("desim ChatClient (aiohttp)", desim_client, stub.base_url),
                              ("bare asyncio HTTP/1.1", bare_asyncio, url),
                              ("httpx, one client per slot (before)", httpx_per_slot, url)):
         spent = [asyncio.run(fn(target, n, c)) for _ in range(args.repeat)]
         if None in spent:
+            clients.append({"client": name, "installed": False, "cpu_ms_per_request": None})
             print(f"| {name} | (not installed) |")
             continue
-        print(f"| {name} | {1000 * sorted(s for s, _ in spent)[len(spent) // 2] / n:.3f} |", flush=True)
+        clients.append({"client": name, "installed": True,
+                        "cpu_ms_per_request": 1000 * sorted(s for s, _ in spent)[len(spent) // 2] / n})
+        print(f"| {name} | {clients[-1]['cpu_ms_per_request']:.3f} |", flush=True)
     rounds, waves = args.round_count, math.ceil(args.students / c)
     floor = waves * args.latency_ms
     print(f"\nHTTP rounds alone: {rounds} rounds of {args.students} requests at concurrency {c} (barrier floor "
           f"{floor:g} ms a round: {waves} waves)")
     print("| client | mean ms/round | best ms/round | x barrier floor (mean) |")
     print("|---|---|---|---|")
+    round_rows = []
     for name, fn, target in (("desim ChatClient (aiohttp)", desim_client, stub.base_url),
                              ("bare asyncio HTTP/1.1", bare_asyncio, url)):
         _, walls = asyncio.run(fn(target, args.students, c, rounds))
         mean = 1000 * sum(walls) / len(walls)
-        print(f"| {name} | {mean:.0f} | {1000 * min(walls):.0f} | {mean / floor:.3f} |", flush=True)
+        round_rows.append({"client": name, "rounds_timed": len(walls), "mean_ms_per_round": mean,
+                           "best_ms_per_round": 1000 * min(walls), "x_barrier_floor": mean / floor})
+        print(f"| {name} | {mean:.0f} | {round_rows[-1]['best_ms_per_round']:.0f} | {mean / floor:.3f} |", flush=True)
+    return {"requests": n, "concurrency": c, "repeat": args.repeat, "clients": clients,
+            "rounds": {"rounds": rounds, "requests_per_round": args.students, "concurrency": c, "waves": waves,
+                       "barrier_floor_ms": floor, "clients": round_rows}}
 
 
 def main() -> None:
@@ -239,23 +260,33 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2, help="runs per concurrency: the best wall is reported")
     ap.add_argument("--round-count", type=int, default=12, help="rounds in the HTTP-only round table")
     ap.add_argument("--smoke", action="store_true", help="a tiny configuration, seconds long")
+    jsonout.add_option(ap)
     args = ap.parse_args()
     if args.smoke:
         args.students, args.steps, args.latency_ms, args.concurrency = 20, 1, 20.0, [4, 8]
         args.client_requests, args.repeat, args.runs, args.round_count = 40, 1, 1, 2
-    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    load_start = os.getloadavg()
+    print(f"load average {' '.join(f'{x:.1f}' for x in load_start)}")
     with tempfile.TemporaryDirectory() as tmp, stub_process(latency_ms=args.latency_ms) as stub:
         os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
-        root = study_table(args, stub, Path(tmp))
+        root, rows = study_table(args, stub, Path(tmp))
         before = stub.stats()["requests"]
         result, wall = timed_run(root, args.students, args.steps)
         llm = result.counters["llm"]
         assert llm["calls"] == 0 and stub.stats()["requests"] == before
+        cached = {"concurrency": args.concurrency[-1], "wall_s": wall, "calls": llm["calls"],
+                  "cache_hits": llm["cache_hits"], "stub_requests": stub.stats()["requests"] - before}
         print(f"\ncached re-run (c={args.concurrency[-1]}): {wall:.2f} s, {llm['calls']} calls, "
               f"{llm['cache_hits']} cache hits")
-        scripted_row(args, Path(tmp))
-        client_table(args, stub)
-    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        scripted = scripted_row(args, Path(tmp))
+        http = client_table(args, stub)
+    load_end = os.getloadavg()
+    print(f"load average {' '.join(f'{x:.1f}' for x in load_end)}")
+    jsonout.write(args.json, {
+        "students": args.students, "steps": args.steps, "rounds": ROUNDS, "calls": args.students * args.steps * ROUNDS,
+        "latency_ms": args.latency_ms, "runs": args.runs, "concurrency": args.concurrency, "study": rows,
+        "cached_rerun": cached, "scripted": scripted, "http": http, "load_average_start": load_start,
+        "load_average_end": load_end})
 
 
 if __name__ == "__main__":

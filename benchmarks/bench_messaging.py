@@ -24,7 +24,8 @@ or an Arrow table from ``ColumnarFeed.drain()``, inserted in bulk
     python benchmarks/bench_messaging.py --path objects --n 200                        # smoke (a test runs it)
     python benchmarks/bench_messaging.py --path columnar --messages arrow --n 200 400   # smoke, columnar path
 
-Each N prints one JSON line (or ``{"n": ..., "error": [...]}`` if its run failed).
+Each N prints one JSON line (or ``{"n": ..., "error": [...]}`` if its run failed); ``--json PATH``
+also writes them all as one JSON object.
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import jsonout
 
 MODEL = '''
 import time
@@ -221,17 +224,23 @@ def main() -> int:
     p.add_argument("--messages", choices=["objects", "arrow"], default="objects",
                    help="how drained messages reach the store (arrow: one Arrow table per step)")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    jsonout.add_option(p)
     args = p.parse_args()
     if args.one:
         print(json.dumps(one(args.n[0], args.path, args.messages)))
         return 0
+    runs = []
     for n in args.n:
         cmd = [sys.executable, __file__, "--one", "--n", str(n), "--path", args.path, "--messages", args.messages]
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
         if proc.returncode != 0:
-            print(json.dumps({"n": n, "path": args.path, "error": proc.stderr.strip().splitlines()[-1:]}))
+            runs.append({"n": n, "path": args.path, "error": proc.stderr.strip().splitlines()[-1:]})
+            print(json.dumps(runs[-1]))
             continue
-        print(proc.stdout.strip().splitlines()[-1], flush=True)
+        line = proc.stdout.strip().splitlines()[-1]
+        runs.append(json.loads(line))
+        print(line, flush=True)
+    jsonout.write(args.json, {"path": args.path, "messages": args.messages, "n": args.n, "runs": runs})
     return 0
 
 

@@ -1,6 +1,6 @@
 """opinion_diffusion on desim's per-agent path against the same model in Mesa 3.3.1 (issue 13).
 
-    python benchmarks/bench_peragent_mesa.py [--agents 20000] [--steps 12] [--repeat 3] [--profile]
+    python benchmarks/bench_peragent_mesa.py [--agents 20000] [--steps 12] [--repeat 3] [--profile] [--json PATH]
     python benchmarks/bench_peragent_mesa.py --agents 200 --steps 2 --repeat 1 --no-mesa   # smoke
 
 desim runs ``studies/opinion_diffusion`` as it stands (``observe_batch`` ->
@@ -53,6 +53,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import jsonout
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -269,6 +271,7 @@ def main() -> None:
                     help="where the study copy and the exported population go (default benchmarks/out/...)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--profile-one", help=argparse.SUPPRESS)
+    jsonout.add_option(ap)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one_desim(json.loads(args.one))))
@@ -297,9 +300,9 @@ def main() -> None:
         desim_runs.append(d)
         print(json.dumps(d), flush=True)
         if args.no_processes_too:
-            d = run_child(me + ["--one", json.dumps({**cfg, "study": str(lean)})])
+            d = {**run_child(me + ["--one", json.dumps({**cfg, "study": str(lean)})]), "side": "desim-no-processes"}
             lean_runs.append(d)
-            print(json.dumps({**d, "side": "desim-no-processes"}), flush=True)
+            print(json.dumps(d), flush=True)
         if python:
             for v in VARIANTS:
                 m = run_child([str(python), str(HERE / "mesa_opinion.py"), str(population), v])
@@ -322,47 +325,63 @@ def main() -> None:
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| model | agent-steps/s (wall) | agent-steps/s (CPU) | µs per agent-step (CPU) |")
     print("|---|---|---|---|")
-    rows = [("desim, whole run (full panel, messages and metrics stored)", desim_runs, "wall_s", "cpu_s")]
+    rows = [("desim", "desim, whole run (full panel, messages and metrics stored)", desim_runs, "wall_s", "cpu_s")]
     if steps > 1:
-        rows.append(("desim, step loop only (each step stored; set-up excluded as for Mesa)", desim_runs,
-                     "steps_wall_s", "steps_cpu_s"))
+        rows.append(("desim_steps", "desim, step loop only (each step stored; set-up excluded as for Mesa)",
+                     desim_runs, "steps_wall_s", "steps_cpu_s"))
     if lean_runs:
-        rows.append(("desim, `agent_processes: false`, whole run", lean_runs, "wall_s", "cpu_s"))
+        rows.append(("no_processes", "desim, `agent_processes: false`, whole run", lean_runs, "wall_s", "cpu_s"))
         if steps > 1:
-            rows.append(("desim, `agent_processes: false`, step loop only", lean_runs, "steps_wall_s", "steps_cpu_s"))
+            rows.append(("no_processes_steps", "desim, `agent_processes: false`, step loop only", lean_runs,
+                         "steps_wall_s", "steps_cpu_s"))
     if python:
-        rows += [(f"Mesa {MESA}, discrete_space.Network (step loop)", mesa_runs["network"], "steps_s", "steps_cpu_s"),
-                 (f"Mesa {MESA}, plain neighbour lists (step loop)", mesa_runs["lists"], "steps_s", "steps_cpu_s"),
-                 (f"Mesa {MESA}, discrete_space.Network, whole run (model built from the exported agents, then "
-                  "the steps)", mesa_runs["network"], "whole_s", "whole_cpu_s")]
-    for label, runs, wall_key, cpu_key in rows:
+        rows += [("mesa_network_steps", f"Mesa {MESA}, discrete_space.Network (step loop)", mesa_runs["network"],
+                  "steps_s", "steps_cpu_s"),
+                 ("mesa_lists_steps", f"Mesa {MESA}, plain neighbour lists (step loop)", mesa_runs["lists"],
+                  "steps_s", "steps_cpu_s"),
+                 ("mesa_network", f"Mesa {MESA}, discrete_space.Network, whole run (model built from the exported "
+                  "agents, then the steps)", mesa_runs["network"], "whole_s", "whole_cpu_s")]
+    table = []
+    for key, label, runs, wall_key, cpu_key in rows:
         cpu_rate = rate(runs, cpu_key)
-        print(f"| {label} | {rate(runs, wall_key):,.0f} | {cpu_rate:,.0f} | {1e6 / cpu_rate:.1f} |")
+        table.append({"model": key, "label": label, "runs": len(runs), "agent_steps_per_s_wall": rate(runs, wall_key),
+                      "agent_steps_per_s_cpu": cpu_rate, "us_per_agent_step_cpu": 1e6 / cpu_rate})
+        print(f"| {label} | {table[-1]['agent_steps_per_s_wall']:,.0f} | {cpu_rate:,.0f} | {1e6 / cpu_rate:.1f} |")
     print()
+    ratios = {}
     if python:
         for v in VARIANTS:
             r_w, r_c = (rate(mesa_runs[v], "steps_s"), rate(mesa_runs[v], "steps_cpu_s"))
-            line = (f"ratio desim / Mesa ({v}): whole run {rate(desim_runs, 'wall_s') / r_w:.2f}x wall, "
-                    f"{rate(desim_runs, 'cpu_s') / r_c:.2f}x CPU")
+            ratios[f"desim_to_mesa_{v}_steps_wall"] = rate(desim_runs, 'wall_s') / r_w
+            ratios[f"desim_to_mesa_{v}_steps_cpu"] = rate(desim_runs, 'cpu_s') / r_c
+            line = (f"ratio desim / Mesa ({v}): whole run {ratios[f'desim_to_mesa_{v}_steps_wall']:.2f}x wall, "
+                    f"{ratios[f'desim_to_mesa_{v}_steps_cpu']:.2f}x CPU")
             if steps > 1:
-                line += (f"; step loop {rate(desim_runs, 'steps_wall_s') / r_w:.2f}x wall, "
-                         f"{rate(desim_runs, 'steps_cpu_s') / r_c:.2f}x CPU")
+                ratios[f"desim_steps_to_mesa_{v}_steps_wall"] = rate(desim_runs, 'steps_wall_s') / r_w
+                ratios[f"desim_steps_to_mesa_{v}_steps_cpu"] = rate(desim_runs, 'steps_cpu_s') / r_c
+                line += (f"; step loop {ratios[f'desim_steps_to_mesa_{v}_steps_wall']:.2f}x wall, "
+                         f"{ratios[f'desim_steps_to_mesa_{v}_steps_cpu']:.2f}x CPU")
             print(line)
         r_w, r_c = rate(mesa_runs["network"], "whole_s"), rate(mesa_runs["network"], "whole_cpu_s")
-        print(f"ratio desim whole run / Mesa (network) whole run: {rate(desim_runs, 'wall_s') / r_w:.2f}x wall, "
-              f"{rate(desim_runs, 'cpu_s') / r_c:.2f}x CPU")
+        ratios["desim_to_mesa_network_wall"] = rate(desim_runs, 'wall_s') / r_w
+        ratios["desim_to_mesa_network_cpu"] = rate(desim_runs, 'cpu_s') / r_c
+        print(f"ratio desim whole run / Mesa (network) whole run: {ratios['desim_to_mesa_network_wall']:.2f}x wall, "
+              f"{ratios['desim_to_mesa_network_cpu']:.2f}x CPU")
         if lean_runs:
             r_s = rate(mesa_runs["network"], "steps_cpu_s")
+            ratios["no_processes_to_mesa_network_cpu"] = rate(lean_runs, 'cpu_s') / r_c
             line = f"ratio with agent_processes false / Mesa (network), CPU: whole run / whole run " \
-                   f"{rate(lean_runs, 'cpu_s') / r_c:.2f}x"
+                   f"{ratios['no_processes_to_mesa_network_cpu']:.2f}x"
             if steps > 1:
-                line += f", step loop / step loop {rate(lean_runs, 'steps_cpu_s') / r_s:.2f}x"
+                ratios["no_processes_steps_to_mesa_network_steps_cpu"] = rate(lean_runs, 'steps_cpu_s') / r_s
+                line += f", step loop / step loop {ratios['no_processes_steps_to_mesa_network_steps_cpu']:.2f}x"
             print(line)
     engine = mean(r["engine_us_per_agent_round"] for r in desim_runs)
     study_us = mean(r["study_us_per_agent_round"] for r in desim_runs)
+    loop_engine = mean(r["loop_engine_us_per_agent_round"] for r in desim_runs) if steps > 1 else None
     line = (f"engine share (everything but the study's methods), µs per agent-round (CPU): whole run {engine:.2f}")
     if steps > 1:
-        line += f", step loop {mean(r['loop_engine_us_per_agent_round'] for r in desim_runs):.2f}"
+        line += f", step loop {loop_engine:.2f}"
     print(line + f"; the study's own methods {study_us:.2f}")
     first = desim_runs[0]
     print("study's methods in the first desim run, CPU s: " + ", ".join(
@@ -373,13 +392,27 @@ def main() -> None:
     print("final metrics, desim: " + ", ".join(f"{k} {dm[k]!r}" for k in METRICS))
     same = all(r["metrics"] == dm for r in desim_runs)
     print(f"desim repeats give the same metrics: {same}")
+    same_lean = all(r["metrics"] == dm for r in lean_runs) if lean_runs else None
     if lean_runs:
-        print(f"desim with agent_processes false gives the same metrics: {all(r['metrics'] == dm for r in lean_runs)}")
+        print(f"desim with agent_processes false gives the same metrics: {same_lean}")
+    agreements = {}
     if python:
         for v in VARIANTS:
             mm = mesa_runs[v][0]["metrics"]
+            agreements[v] = agreement(dm, mm)
             print(f"final metrics, Mesa ({v}): " + ", ".join(f"{k} {mm[k]!r}" for k in METRICS))
-            print(f"desim vs Mesa ({v}): {agreement(dm, mm)}")
+            print(f"desim vs Mesa ({v}): {agreements[v]}")
+    jsonout.write(args.json, {
+        "agents": n, "steps": steps, "rounds": desim_runs[0]["rounds"], "repeat": args.repeat, "mesa": bool(python),
+        "mesa_version": MESA, "runs": {"desim": desim_runs, "desim_no_processes": lean_runs,
+                                       **{f"mesa_{v}": mesa_runs[v] for v in VARIANTS}},
+        "table": table, "ratios": ratios, "engine_us_per_agent_round": engine,
+        "loop_engine_us_per_agent_round": loop_engine, "study_us_per_agent_round": study_us,
+        "final_metrics": {"desim": dm, **{f"mesa_{v}": mesa_runs[v][0]["metrics"] for v in VARIANTS if python}},
+        "same_metrics_repeats": same, "same_metrics_no_processes": same_lean,
+        "desim_vs_mesa": {f"mesa_{v}": {"identical": agreements[v] == "identical", "summary": agreements[v]}
+                          for v in agreements},
+        "population_file": population})
     if args.profile:
         print()
         out = subprocess.run(me + ["--profile-one", json.dumps(cfg)], capture_output=True, text=True)

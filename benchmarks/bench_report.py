@@ -1,6 +1,6 @@
 """Report and diffusion player for the 100,000-agent opinion study: time and peak memory.
 
-Usage: python benchmarks/bench_report.py [--agents 100000]
+Usage: python benchmarks/bench_report.py [--agents 100000] [--json PATH]
        python benchmarks/bench_report.py --agents 200   # smoke run (a test runs it)
 
 The study runs in its own processes (``desim run --set n_agents=...``, twice:
@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import jsonout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,6 +63,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--agents", type=int, default=100_000)
     p.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)
+    jsonout.add_option(p)
     args = p.parse_args()
     if args.measure:
         study, what, run, *rest = args.measure
@@ -75,12 +78,15 @@ def main() -> None:
         rows = (12 + 1) * args.agents
         print(f"opinion_diffusion, {args.agents:,} agents, 12 steps ({rows:,} panel + initial rows per run); "
               f"one run took {t_run:.1f} s")
+        figures = {"agents": args.agents, "steps": 12, "rows_per_run": rows, "run_s": t_run, "renders": []}
         for label, what, compare in (("report, one run", "report", None),
                                      ("report, run vs control (paired per agent)", "report", control),
                                      ("diffusion player, sampled view", "diffusion", None)):
             r = child(study, what, treat, compare)
+            figures["renders"].append({"render": label, "what": what, "compared": compare is not None, **r})
             print(f"{label:45s} {r['seconds']:6.2f} s   peak RSS {r['peak_rss_mb']:7.1f} MB "
                   f"(baseline after import {r['baseline_rss_mb']:.1f} MB)   html {r['html_kb']:.0f} kB")
+    jsonout.write(args.json, figures)
 
 
 if __name__ == "__main__":

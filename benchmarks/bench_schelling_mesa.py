@@ -1,6 +1,7 @@
 """Schelling 100x100 in desim and in Mesa 3.3.1, same parameters, same script run.
 
-    python benchmarks/bench_schelling_mesa.py [--seeds 5] [--steps 100] [--size 100] [--no-mesa]
+    python benchmarks/bench_schelling_mesa.py [--seeds 5] [--steps 100] [--size 100] [--no-mesa] [--json PATH]
+    python benchmarks/bench_schelling_mesa.py --seeds 1 --steps 3 --size 10 --no-mesa   # smoke (a test runs it)
 
 Parameters: 100x100 bounded grid (Mesa's default), density 0.8, minority 0.5,
 homophily 0.4, 100 steps, rule ``classic`` in both (happiness evaluated at
@@ -36,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+import jsonout
 from desim_probe import breakdown, fresh_copy, metric, panel_hash, run_timed
 
 HERE = Path(__file__).resolve().parent
@@ -73,6 +75,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--size", type=int, default=100, help="grid side (smoke: 10)")
     ap.add_argument("--no-mesa", action="store_true", help="desim only, no Mesa venv (the smoke test)")
+    jsonout.add_option(ap)
     args = ap.parse_args()
     steps = args.steps
     PARAMS.update(width=args.size, height=args.size)
@@ -106,45 +109,70 @@ def main() -> None:
         return sum(r[agents_key] * steps for r in rows) / sum(r[time_key] for r in rows)
 
     mean = lambda key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
+    same_panel = all(r["identical_panel"] for r in rows)
+    # the table's rows: key, label, the keys of its agents, wall and CPU seconds, whose model figures it shows
+    models = [("mesa", f"Mesa {MESA} (steps only, no data collection)", "mesa_agents", "mesa_wall", "mesa_cpu",
+               "mesa"),
+              ("mesa_panel", f"Mesa {MESA} with a DataCollector agent panel (x, y, type, happy; in memory)",
+               "mesa_agents", "mesa_panel_wall", "mesa_panel_cpu", None),
+              ("desim", "desim, whole run, full typed panel (Parquet, durable per step)", "desim_agents",
+               "desim_wall", "desim_cpu", "desim"),
+              ("desim_steps", "desim, step loop only (each step written; set-up and end-of-run merge excluded as "
+               "for Mesa)", "desim_agents", "desim_steps_wall", "desim_steps_cpu", None),
+              ("optout", "desim, agent_processes: false", "desim_agents", "optout_wall", "optout_cpu", None),
+              ("optout_steps", "desim, agent_processes: false, step loop only", "desim_agents", "optout_steps_wall",
+               "optout_steps_cpu", None)]
+    table = []
+    for key, label, agents, wall, cpu, side in models:
+        table.append({"model": key, "label": label, "agent_steps_per_s_wall": rate(agents, wall),
+                      "agent_steps_per_s_cpu": rate(agents, cpu),
+                      "mean_same_share": mean(f"{side}_share") if side else None,
+                      "share_happy": mean(f"{side}_happy") if side else None})
+    by = {t["model"]: t for t in table}
     print()
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
           f"{args.seeds} seeds, {steps} steps, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| model | agent-steps/s (wall) | agent-steps/s (CPU) | mean same-type share | share happy |")
     print("|---|---|---|---|---|")
-    print(f"| Mesa {MESA} (steps only, no data collection) | {rate('mesa_agents', 'mesa_wall'):,.0f} | "
-          f"{rate('mesa_agents', 'mesa_cpu'):,.0f} | {mean('mesa_share'):.4f} | {mean('mesa_happy'):.3f} |")
-    print(f"| Mesa {MESA} with a DataCollector agent panel (x, y, type, happy; in memory) | "
-          f"{rate('mesa_agents', 'mesa_panel_wall'):,.0f} | {rate('mesa_agents', 'mesa_panel_cpu'):,.0f} | | |")
-    print(f"| desim, whole run, full typed panel (Parquet, durable per step) | {rate('desim_agents', 'desim_wall'):,.0f} | "
-          f"{rate('desim_agents', 'desim_cpu'):,.0f} | {mean('desim_share'):.4f} | {mean('desim_happy'):.3f} |")
-    print(f"| desim, step loop only (each step written; set-up and end-of-run merge excluded as for Mesa) | "
-          f"{rate('desim_agents', 'desim_steps_wall'):,.0f} | {rate('desim_agents', 'desim_steps_cpu'):,.0f} | | |")
-    print(f"| desim, agent_processes: false | {rate('desim_agents', 'optout_wall'):,.0f} | "
-          f"{rate('desim_agents', 'optout_cpu'):,.0f} | same panel: {all(r['identical_panel'] for r in rows)} | |")
-    print(f"| desim, agent_processes: false, step loop only | {rate('desim_agents', 'optout_steps_wall'):,.0f} | "
-          f"{rate('desim_agents', 'optout_steps_cpu'):,.0f} | | |")
+    for t in table:
+        if t["mean_same_share"] is not None:
+            cells = f"{t['mean_same_share']:.4f} | {t['share_happy']:.3f} |"
+        elif t["model"] == "optout":
+            cells = f"same panel: {same_panel} | |"
+        else:
+            cells = "| |"
+        print(f"| {t['label']} | {t['agent_steps_per_s_wall']:,.0f} | {t['agent_steps_per_s_cpu']:,.0f} | {cells}")
     print()
-    print(f"ratio desim / Mesa: {rate('desim_agents', 'desim_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x wall, "
-          f"{rate('desim_agents', 'desim_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU; "
-          f"without agent processes {rate('desim_agents', 'optout_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x "
-          f"wall, {rate('desim_agents', 'optout_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU")
-    print(f"step loops only: {rate('desim_agents', 'desim_steps_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x wall, "
-          f"{rate('desim_agents', 'desim_steps_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU; without agent "
-          f"processes {rate('desim_agents', 'optout_steps_wall') / rate('mesa_agents', 'mesa_wall'):.2f}x wall, "
-          f"{rate('desim_agents', 'optout_steps_cpu') / rate('mesa_agents', 'mesa_cpu'):.2f}x CPU")
-    print(f"mean same-type share difference desim - Mesa: {mean('desim_share') - mean('mesa_share'):+.4f}")
+    ratio = {f"{d}_to_mesa_{clock}": by[d][f"agent_steps_per_s_{clock}"] / by["mesa"][f"agent_steps_per_s_{clock}"]
+             for d in ("desim", "optout", "desim_steps", "optout_steps") for clock in ("wall", "cpu")}
+    print(f"ratio desim / Mesa: {ratio['desim_to_mesa_wall']:.2f}x wall, {ratio['desim_to_mesa_cpu']:.2f}x CPU; "
+          f"without agent processes {ratio['optout_to_mesa_wall']:.2f}x wall, {ratio['optout_to_mesa_cpu']:.2f}x CPU")
+    print(f"step loops only: {ratio['desim_steps_to_mesa_wall']:.2f}x wall, {ratio['desim_steps_to_mesa_cpu']:.2f}x "
+          f"CPU; without agent processes {ratio['optout_steps_to_mesa_wall']:.2f}x wall, "
+          f"{ratio['optout_steps_to_mesa_cpu']:.2f}x CPU")
+    share_difference = mean('desim_share') - mean('mesa_share')
+    print(f"mean same-type share difference desim - Mesa: {share_difference:+.4f}")
     print("per seed (desim, Mesa): " + ", ".join(f"{r['desim_share']:.4f}/{r['mesa_share']:.4f}" for r in rows))
     print()
     print(f"desim CPU breakdown, seed 1 ({b['cpu_s']:.2f} s CPU, {b['wall_s']:.2f} s wall in all):")
     for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
         print(f"  {label}: {seconds:.2f} s")
-    print(f"  everything else (set-up, SimPy agent processes and loop, metrics rows, live file): "
-          f"{b['cpu_s'] - sum(spent.values()):.2f} s")
+    rest = b['cpu_s'] - sum(spent.values())
+    print(f"  everything else (set-up, SimPy agent processes and loop, metrics rows, live file): {rest:.2f} s")
     store = spent["store: write step (Parquet folder)"]
     merge = spent["store: merge step files at the end"]
-    print(f"  store per panel row: {store / b['rows'] * 1e6:.3f} us writing steps, {merge / b['rows'] * 1e6:.3f} us "
-          f"merging at the end; without the store the same run would do "
-          f"{b['rows'] / (b['cpu_s'] - store - merge):,.0f} agent-steps/s CPU")
+    store_us, merge_us = store / b['rows'] * 1e6, merge / b['rows'] * 1e6
+    without_store = b['rows'] / (b['cpu_s'] - store - merge)
+    print(f"  store per panel row: {store_us:.3f} us writing steps, {merge_us:.3f} us "
+          f"merging at the end; without the store the same run would do {without_store:,.0f} agent-steps/s CPU")
+    jsonout.write(args.json, {
+        "seeds": args.seeds, "steps": steps, "size": args.size, "mesa": not args.no_mesa, "mesa_version": MESA,
+        "per_seed": rows, "table": table, "same_panel": same_panel, "ratios": ratio,
+        "mean_same_share_difference": share_difference,
+        "breakdown": {"seed": 1, "rows": b["rows"], "cpu_s": b["cpu_s"], "wall_s": b["wall_s"],
+                      "parts_cpu_s": dict(spent),
+                      "everything_else_cpu_s": rest, "store_us_per_row_writing": store_us,
+                      "store_us_per_row_merging": merge_us, "agent_steps_per_s_cpu_without_store": without_store}})
 
 
 if __name__ == "__main__":

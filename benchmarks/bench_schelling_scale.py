@@ -1,6 +1,6 @@
 """Schelling 1000x1000 (800,000 agents), 20 steps, the full panel in DuckDB: wall time and peak memory.
 
-    python benchmarks/bench_schelling_scale.py [--size 1000] [--steps 20] [--workdir DIR]
+    python benchmarks/bench_schelling_scale.py [--size 1000] [--steps 20] [--workdir DIR] [--json PATH]
     python benchmarks/bench_schelling_scale.py --size 20 --steps 2 --workdir /tmp/scale-smoke   # smoke (a test runs it)
 
 Targets: under 2 minutes and under 8 GiB. Each variant runs in a fresh child
@@ -22,6 +22,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+import jsonout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -69,10 +71,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--workdir", help="copy the study here instead of benchmarks/out (smoke: a temporary folder)")
     ap.add_argument("--child", choices=["procs", "noprocs"])
+    jsonout.add_option(ap)
     args = ap.parse_args()
     if args.child:
         child(args.size, args.steps, args.child == "procs", args.workdir)
         return
+    variants = []
     for variant in ("procs", "noprocs"):
         where = ["--workdir", os.path.abspath(args.workdir)] if args.workdir else []
         out = subprocess.run([sys.executable, __file__, "--size", str(args.size), "--steps", str(args.steps),
@@ -80,13 +84,17 @@ def main() -> None:
                              cwd=HERE).stdout
         r = json.loads(out.strip().splitlines()[-1])
         label = "one SimPy process per agent" if r["agent_processes"] else "agent_processes: false"
+        variants.append({"variant": variant, "label": label, **r})
         print(f"{label}: {r['agents']:,} agents x {args.steps} steps = {r['panel_rows']:,} panel rows; "
               f"wall {r['wall_s']:.1f} s (set-up {r['setup_s']:.1f} s, run {r['run_s']:.1f} s), "
               f"CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_gib']:.2f} GiB, store {r['db_mb']:.0f} MiB; "
               f"moves at step 1 {r['moves_step1']:,.0f}; final mean same-type share "
               f"{r['final']['mean_same_share']:.4f}, share happy {r['final']['share_happy']:.4f}", flush=True)
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, "
+    load = os.getloadavg()[0]
+    print(f"load average at the end: {load:.1f} on {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    jsonout.write(args.json, {"size": args.size, "steps": args.steps, "variants": variants,
+                              "load_average": load, "cores": os.cpu_count()})
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_socioverse.py [--n 2000]
     python benchmarks/bench_socioverse.py --n 200 --no-socioverse   # smoke: desim's side only (a test runs it)
+    python benchmarks/bench_socioverse.py --json PATH               # the figures also as one JSON object at PATH
 
 Creates ``benchmarks/.venv-socioverse`` (if missing) with ``socioverse2==0.2.0``
 and runs every configuration in a fresh process (desim's in this interpreter,
@@ -44,6 +45,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import jsonout
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / "benchmarks" / ".venv-socioverse"
@@ -217,10 +220,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000, help="the first N of the ring and messaging runs (smoke: 200)")
     ap.add_argument("--no-socioverse", action="store_true",
                     help="desim's side only: no venv, no SocioVerse2 run, nothing written (the smoke test)")
+    jsonout.add_option(ap)
     args = ap.parse_args()
     n0, with_sv = args.n, not args.no_socioverse
     if not with_sv:
-        desim_only(n0)
+        desim_only(n0, args.json)
         return
     version = ensure_venv()
     tmp = Path(tempfile.mkdtemp(prefix="bench-socioverse-"))
@@ -287,6 +291,7 @@ def main() -> None:
     out_dir = ROOT / "benchmarks" / "out"
     out_dir.mkdir(exist_ok=True)
     (out_dir / "socioverse.json").write_text(json.dumps(figures, indent=1))
+    jsonout.write(args.json, {"n": n0, "socioverse2": True, **figures})
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                 if ln.startswith("model name")), platform.processor())
     same = figures["same_start"]
@@ -308,8 +313,9 @@ def main() -> None:
     print("\n".join(section))
 
 
-def desim_only(n: int) -> None:
-    """``--no-socioverse``: desim's rows of sections 1 and 3 at N = ``n``, printed, nothing written."""
+def desim_only(n: int, json_path: Path | None = None) -> None:
+    """``--no-socioverse``: desim's rows of sections 1 and 3 at N = ``n``, printed; nothing written but the
+    figures at ``json_path`` (``--json``)."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-socioverse-"))
     started = time.time()
     try:
@@ -334,6 +340,7 @@ def desim_only(n: int) -> None:
         *ring_section(ring), "",
         "### Every agent posts every round, Watts-Strogatz k = 10, K = 3, 12 steps", "",
         *messaging_section(messaging), ""]))
+    jsonout.write(json_path, {"n": n, "socioverse2": False, "ring": ring, "messaging": messaging})
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Start-up time of the ``desim`` command line against ``import mesa``, in one run.
 
-    python benchmarks/bench_startup.py [--repeat 7] [--no-mesa]
+    python benchmarks/bench_startup.py [--repeat 7] [--no-mesa] [--json PATH]
+    python benchmarks/bench_startup.py --repeat 1 --no-mesa   # smoke (a test runs it)
 
 Times, as fresh processes interleaved so that all see the same machine load:
 
@@ -26,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import jsonout
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 HEAVY = ("matplotlib", "uvicorn", "starlette", "duckdb", "numpy", "networkx", "pyarrow", "pandas", "pydantic")
@@ -48,6 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--no-mesa", action="store_true", help="skip Mesa (the smoke test: no venv to build)")
+    jsonout.add_option(ap)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         study = Path(tmp) / "opinion_diffusion"
@@ -70,17 +74,28 @@ def main() -> None:
         for _ in range(args.repeat):
             for name, cmd in cmds.items():
                 times[name].append(wall(cmd))
-        print(f"python {sys.version.split()[0]} on {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
+        load = os.getloadavg()[0]
+        print(f"python {sys.version.split()[0]} on {os.cpu_count()} CPUs, load {load:.2f}, "
               f"{args.repeat} interleaved repeats")
         print(f"{'command':36s} {'median s':>9s} {'fastest s':>10s}")
+        commands = []
         for name, ts in times.items():
-            print(f"{name:36s} {statistics.median(ts):9.3f} {min(ts):10.3f}")
+            commands.append({"command": name, "runs": len(ts), "median_s": statistics.median(ts), "fastest_s": min(ts)})
+            print(f"{name:36s} {commands[-1]['median_s']:9.3f} {commands[-1]['fastest_s']:10.3f}")
+        to_mesa = {}
         if not args.no_mesa:
             ref = statistics.median(times["mesa venv: import mesa"])
             for name in ("desim --help", "desim run (12 agents x 12 steps)"):
-                print(f"{name} / import mesa: {statistics.median(times[name]) / ref:.2f}")
-        print("heavy imports of desim --help:", ", ".join(imported(cmds["desim --help"])) or "none")
-        print("heavy imports of desim run:", ", ".join(imported(cmds["desim run (12 agents x 12 steps)"])))
+                to_mesa[name] = statistics.median(times[name]) / ref
+                print(f"{name} / import mesa: {to_mesa[name]:.2f}")
+        heavy_help = imported(cmds["desim --help"])
+        heavy_run = imported(cmds["desim run (12 agents x 12 steps)"])
+        print("heavy imports of desim --help:", ", ".join(heavy_help) or "none")
+        print("heavy imports of desim run:", ", ".join(heavy_run))
+    jsonout.write(args.json, {
+        "python": sys.version.split()[0], "cpus": os.cpu_count(), "load_average": load, "repeat": args.repeat,
+        "mesa": not args.no_mesa, "commands": commands, "median_to_import_mesa": to_mesa,
+        "heavy_imports": {"desim --help": heavy_help, "desim run": heavy_run}})
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Sugarscape G1 + M, 400 agents, 500 steps: agent-steps per second and the carrying capacity.
 
-    python benchmarks/bench_sugarscape.py [--seeds 10] [--steps 500] [--map sugar-map.txt]
+    python benchmarks/bench_sugarscape.py [--seeds 10] [--steps 500] [--map sugar-map.txt] [--json PATH]
     python benchmarks/bench_sugarscape.py --seeds 1 --steps 5 --no-breakdown   # smoke run (a test runs it)
 
 Each seed is a whole desim run of ``studies/sugarscape`` on Epstein & Axtell's
@@ -22,6 +22,7 @@ import time
 import duckdb
 from scipy import stats
 
+import jsonout
 from desim_probe import breakdown, fresh_copy, run_timed
 
 
@@ -31,6 +32,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--map", default="sugar-map.txt", help="the study's map parameter (a file, or two_peaks)")
     ap.add_argument("--no-breakdown", action="store_true", help="skip the CPU breakdown run")
+    jsonout.add_option(ap)
     args = ap.parse_args()
     steps = args.steps
     root = fresh_copy("sugarscape", "sugarscape")
@@ -52,12 +54,16 @@ def main() -> None:
         print(row, flush=True)
     total = lambda key: sum(r[key] for r in rows)  # noqa: E731
     mean = lambda key: total(key) / len(rows)  # noqa: E731
+    rates = {"agent_steps_per_s_wall": total("rows") / total("wall_s"),
+             "agent_steps_per_s_cpu": total("rows") / total("cpu_s"),
+             "living_agent_steps_per_s_wall": total("living_steps") / total("wall_s"),
+             "living_agent_steps_per_s_cpu": total("living_steps") / total("cpu_s")}
     print()
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.seeds} seeds, "
           f"{steps} steps, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"agent-steps/s (panel rows): {total('rows') / total('wall_s'):,.0f} wall, "
-          f"{total('rows') / total('cpu_s'):,.0f} CPU; living agent-steps/s: "
-          f"{total('living_steps') / total('wall_s'):,.0f} wall, {total('living_steps') / total('cpu_s'):,.0f} CPU")
+    print(f"agent-steps/s (panel rows): {rates['agent_steps_per_s_wall']:,.0f} wall, "
+          f"{rates['agent_steps_per_s_cpu']:,.0f} CPU; living agent-steps/s: "
+          f"{rates['living_agent_steps_per_s_wall']:,.0f} wall, {rates['living_agent_steps_per_s_cpu']:,.0f} CPU")
     print(f"wall per run {mean('wall_s'):.1f} s, CPU per run {mean('cpu_s'):.1f} s")
     ends = [r["pop_end"] for r in rows]
     sd = statistics.stdev(ends) if len(ends) > 1 else float("nan")
@@ -66,20 +72,30 @@ def main() -> None:
           f"seeds; 95 % interval of the mean {mean('pop_end') - half:.1f}-{mean('pop_end') + half:.1f}); "
           f"per seed: {', '.join(f'{v:.0f}' for v in ends)}")
     print(f"mean population over steps {min(200, steps)}-{steps}: {mean('plateau'):.1f}")
-    print(f"mean vision {sum(r['vision'][0] for r in rows) / len(rows):.2f} -> "
-          f"{sum(r['vision'][1] for r in rows) / len(rows):.2f}; mean metabolism "
-          f"{sum(r['metabolism'][0] for r in rows) / len(rows):.2f} -> "
-          f"{sum(r['metabolism'][1] for r in rows) / len(rows):.2f}; Gini at the end {mean('gini_end'):.3f}")
+    traits = {trait: [sum(r[trait][i] for r in rows) / len(rows) for i in (0, 1)] for trait in ("vision", "metabolism")}
+    print(f"mean vision {traits['vision'][0]:.2f} -> {traits['vision'][1]:.2f}; mean metabolism "
+          f"{traits['metabolism'][0]:.2f} -> {traits['metabolism'][1]:.2f}; Gini at the end {mean('gini_end'):.3f}")
+    figures = {"seeds": args.seeds, "steps": steps, "map": args.map, "per_seed": rows, **rates,
+               "wall_per_run_s": mean("wall_s"), "cpu_per_run_s": mean("cpu_s"),
+               "population_end": {"mean": mean("pop_end"), "sd": sd, "ci_low": mean("pop_end") - half,
+                                  "ci_high": mean("pop_end") + half, "per_seed": ends},
+               "plateau_from_step": min(200, steps), "mean_plateau": mean("plateau"),
+               "vision": {"founders": traits["vision"][0], "end": traits["vision"][1]},
+               "metabolism": {"founders": traits["metabolism"][0], "end": traits["metabolism"][1]},
+               "gini_end": mean("gini_end"), "breakdown": None}
     if args.no_breakdown:
+        jsonout.write(args.json, figures)
         return
     with breakdown(root, "Landscape", "MovementM", "SugarMetrics") as spent:
         b = run_timed(root, seed=1, steps=steps, params={"map": args.map})
     print(f"CPU breakdown, seed 1 ({b['cpu_s']:.2f} s CPU, {b['wall_s']:.2f} s wall in all):")
     for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
         print(f"  {label}: {seconds:.2f} s")
-    print(f"  everything else (set-up, SimPy agent processes and loop, metrics rows, live file): "
-          f"{b['cpu_s'] - sum(spent.values()):.2f} s")
-
+    rest = b['cpu_s'] - sum(spent.values())
+    print(f"  everything else (set-up, SimPy agent processes and loop, metrics rows, live file): {rest:.2f} s")
+    figures["breakdown"] = {"seed": 1, "cpu_s": b["cpu_s"], "wall_s": b["wall_s"], "parts_cpu_s": dict(spent),
+                            "everything_else_cpu_s": rest}
+    jsonout.write(args.json, figures)
 
 if __name__ == "__main__":
     main()

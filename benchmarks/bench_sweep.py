@@ -3,6 +3,7 @@ and on a local Ray instance, against the same runs done in-process.
 
     python benchmarks/bench_sweep.py                       # Schelling 50x50, 5 x 20 x 200 steps
     python benchmarks/bench_sweep.py --replicates 4        # a quicker look
+    python benchmarks/bench_sweep.py --json PATH           # and the figures as one JSON object
     python benchmarks/bench_sweep.py --set homophily=0.3,0.6 --replicates 2 --steps 3 --baseline-runs 1 --configs local1,local2
                                                            # smoke (a test runs it; Ray left out, its start-up is slow)
 
@@ -27,6 +28,8 @@ from pathlib import Path
 from desim.config import load_study
 from desim.engine import Engine
 from desim.sweep import make_plan, parse_grid, run_sweep
+
+import jsonout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,6 +63,7 @@ def main() -> None:
     ap.add_argument("--baseline-runs", type=int, default=3)
     ap.add_argument("--configs", default="local1,local2,ray2", help="local<W> and ray<W>, comma-separated")
     ap.add_argument("--metric", default="mean_same_share")
+    jsonout.add_option(ap)
     args = ap.parse_args()
     study = Path(args.study)
     name, _, values = args.set.partition("=")
@@ -68,10 +72,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     try:
         base = baseline(study, grid, args.replicates, args.steps, args.baseline_runs, work)
+        steps = args.steps or load_study(study).simulation.n_steps
+        load = os.getloadavg()[0]
         print(f"study {study.name}: {n_runs} runs ({name} x {len(grid[name])} values x {args.replicates} "
-              f"replicates), steps {args.steps or load_study(study).simulation.n_steps}")
+              f"replicates), steps {steps}")
         print(f"baseline: one run in-process {base:.2f} s (mean of {args.baseline_runs}), "
-              f"load average {os.getloadavg()[0]:.1f}")
+              f"load average {load:.1f}")
+        figures = {"study": study.name, "parameter": name, "values": grid[name], "replicates": args.replicates,
+                   "runs": n_runs, "steps": steps, "baseline_runs": args.baseline_runs, "baseline_s": base,
+                   "baseline_load_average": load, "configs": []}
         print(f"{'config':8} {'wall s':>8} {'runs/s':>7} {'s/run/core':>11} {'overhead/run':>13} "
               f"{'in-worker s':>12}")
         for config in args.configs.split(","):
@@ -92,17 +101,28 @@ def main() -> None:
                     ray.shutdown()
             wall = result.wall_seconds
             per_core = wall * workers / n_runs
-            print(f"{config:8} {wall:8.1f} {n_runs / wall:7.2f} {per_core:11.2f} {per_core - base:13.2f} "
-                  f"{statistics.fmean(in_worker):12.2f}"
+            row = {"config": config, "backend": backend, "workers": workers, "wall_s": wall,
+                   "runs_per_s": n_runs / wall, "s_per_run_per_core": per_core, "overhead_per_run_s": per_core - base,
+                   "in_worker_s": statistics.fmean(in_worker), "runs_timed_in_worker": len(in_worker),
+                   "ray_init_s": started_ray if backend == "ray" else None, "completed": result.completed,
+                   "failed": n_runs - result.completed, "load_average": os.getloadavg()[0]}
+            figures["configs"].append(row)
+            print(f"{config:8} {wall:8.1f} {row['runs_per_s']:7.2f} {per_core:11.2f} {row['overhead_per_run_s']:13.2f} "
+                  f"{row['in_worker_s']:12.2f}"
                   + (f"   (ray.init {started_ray:.1f} s, not in wall)" if started_ray else "")
-                  + ("" if result.completed == n_runs else f"   {n_runs - result.completed} runs FAILED")
-                  + f"   load {os.getloadavg()[0]:.1f}")
+                  + ("" if result.completed == n_runs else f"   {row['failed']} runs FAILED")
+                  + f"   load {row['load_average']:.1f}")
             shutil.rmtree(root.parent, ignore_errors=True)
         after = baseline(study, grid, args.replicates, args.steps, args.baseline_runs, work)
-        print(f"baseline after the sweeps: {after:.2f} s, load average {os.getloadavg()[0]:.1f}")
+        load = os.getloadavg()[0]
+        print(f"baseline after the sweeps: {after:.2f} s, load average {load:.1f}")
         means = ", ".join(f"{r[name]}: {r['mean']:.3f}" + (f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
                                                             if r["n"] > 1 else "") for r in result.table)
         print(f"{args.metric} by {name} (last sweep, mean [95% CI]): {means}")
+        figures.update(baseline_after_s=after, baseline_after_load_average=load, metric=args.metric,
+                       means=[{"value": r[name], "mean": r["mean"], "sd": r["sd"], "ci_low": r["ci_low"],
+                               "ci_high": r["ci_high"], "n": r["n"]} for r in result.table])
+        jsonout.write(args.json, figures)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -16,8 +16,9 @@ from scipy import stats
 
 import desim
 from desim.refs import study_module
-from desim.store import store_path
+from storeq import store_path
 from storeq import query
+from waits import HANG_S
 
 STEPS = 200
 SEEDS = (1, 2, 3, 4, 5, 6)
@@ -49,6 +50,7 @@ def test_the_canonical_sugar_map_is_the_published_one(study_copy):
     assert capacity.mean() == pytest.approx(4622 / 2500)
 
 
+@pytest.mark.slow
 def test_population_plateaus_at_the_carrying_capacity_and_selects_traits(study_copy):
     root = study_copy("sugarscape")
     finals, gains = [], []
@@ -172,11 +174,42 @@ def test_generated_map_is_only_an_explicit_option(study_copy):
     assert xs <= 11 and ys <= 7
 
 
-def test_benchmark_smoke_run():
+@pytest.mark.slow
+def test_benchmark_smoke_run(tmp_path):
+    """The benchmark's smoke configuration, checked on the figures it writes with ``--json``."""
+    import json
+    import statistics
     import subprocess
     import sys
     from pathlib import Path
     bench = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_sugarscape.py"
-    out = subprocess.run([sys.executable, str(bench), "--seeds", "2", "--steps", "3", "--no-breakdown"],
-                         capture_output=True, text=True, timeout=300, check=True).stdout
-    assert "map sugar-map.txt: population at step 3" in out and "per seed: " in out
+    figures = tmp_path / "figures.json"
+    out = subprocess.run([sys.executable, str(bench), "--seeds", "2", "--steps", "3", "--no-breakdown",
+                          "--json", str(figures)], capture_output=True, text=True, timeout=HANG_S, check=True).stdout
+    assert out.strip()                           # the summary for people is still printed
+    f = json.loads(figures.read_text())
+    assert (f["seeds"], f["steps"], f["map"], f["breakdown"]) == (2, 3, "sugar-map.txt", None)
+    seeds = f["per_seed"]
+    assert [s["seed"] for s in seeds] == [1, 2]
+    for s in seeds:
+        assert s["rows"] == 400 * 3              # the full panel: 400 rows a step, dead agents included
+        assert s["wall_s"] > 0 and s["cpu_s"] > 0
+        assert 0 < s["pop_end"] <= 400
+        assert s["pop_end"] * 3 <= s["living_steps"] <= s["rows"]   # the population never grows back
+        assert s["plateau"] == s["pop_end"]      # under 200 steps the plateau is the last step
+        assert all(x > 0 for x in s["vision"] + s["metabolism"]) and 0 <= s["gini_end"] < 1
+    total = lambda key: sum(s[key] for s in seeds)  # noqa: E731
+    assert f["agent_steps_per_s_wall"] == pytest.approx(total("rows") / total("wall_s"))
+    assert f["agent_steps_per_s_cpu"] == pytest.approx(total("rows") / total("cpu_s"))
+    assert f["living_agent_steps_per_s_wall"] == pytest.approx(total("living_steps") / total("wall_s"))
+    assert f["living_agent_steps_per_s_cpu"] == pytest.approx(total("living_steps") / total("cpu_s"))
+    assert f["wall_per_run_s"] == pytest.approx(total("wall_s") / 2)
+    pop = f["population_end"]
+    assert pop["per_seed"] == [s["pop_end"] for s in seeds]
+    assert pop["mean"] == pytest.approx(statistics.fmean(pop["per_seed"]))
+    assert pop["sd"] == pytest.approx(statistics.stdev(pop["per_seed"]))
+    assert pop["ci_low"] <= pop["mean"] <= pop["ci_high"]
+    assert (f["plateau_from_step"], f["mean_plateau"]) == (3, pytest.approx(pop["mean"]))
+    for trait in ("vision", "metabolism"):
+        assert f[trait]["founders"] == pytest.approx(statistics.fmean(s[trait][0] for s in seeds))
+        assert f[trait]["end"] == pytest.approx(statistics.fmean(s[trait][1] for s in seeds))
