@@ -55,11 +55,10 @@ def prepare(kind: str, tmp: Path, agent_processes: bool) -> Path:
 
 def one(cfg: dict) -> dict:
     import desim
-    from desim.engine import Engine
+    from desim import run_study
     spec = desim.load_study(cfg["study"], params={"n_agents": cfg["n"]}, rounds=cfg["k"])
     t0 = time.perf_counter()
-    engine = Engine(spec, manage_gc=cfg["gc"])
-    result = engine.run()
+    result = run_study(spec, manage_gc=cfg["gc"])
     wall = time.perf_counter() - t0
     return {"wall": wall, "rows": result.rows_written,
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -48,7 +48,7 @@ import numpy as np
 
 from desim import (ActionColumns, Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus,
                    NeighborFeed, Observation, Persona, PopulationProvider, neighbors_fn)
-from desim.columnar_feed import ColumnarFeed
+from desim.messaging.columnar import ColumnarFeed
 
 
 class Crowd(PopulationProvider):
@@ -186,16 +186,17 @@ def one(n: int, path: str, messages: str) -> dict:
     t0 = time.perf_counter()
     import duckdb
 
-    import desim.engine as engine_module
     from desim import load_study
+    from desim.experiments.recording import record, sink_for
+    from desim.run.assemble import assemble
     with tempfile.TemporaryDirectory(prefix="bench_messaging_") as tmp:
         root = Path(tmp) / "study"
         write_study(root, n, path, messages)
         spec = load_study(root)
         t_build = time.perf_counter()
-        engine = engine_module.Engine(spec, db_path=Path(tmp) / "bench.duckdb")
+        engine = assemble(spec)
         t_run = time.perf_counter()
-        result = engine.run()
+        result = record(engine, sink_for(spec, Path(tmp) / "bench.duckdb"))
         t_end = time.perf_counter()
         env = engine.environment
         con = duckdb.connect(str(Path(tmp) / "bench.duckdb"), read_only=True)

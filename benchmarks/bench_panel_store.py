@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 import desim
 from desim.store.files import RunFiles
-from desim.engine import Engine
+from desim import run_study
 from desim_probe import fresh_copy
 import jsonout
 
@@ -46,7 +46,7 @@ def capture(size: int, steps: int) -> list[tuple[int, dict]]:
     original = RunFiles.write_step
     RunFiles.write_step = lambda self, step, tables: records.append((step, tables)) if step > 0 else None
     try:
-        Engine(spec, db_path=root / "runs" / "desim.duckdb").run()
+        run_study(spec, db_path=root / "runs" / "desim.duckdb")
     finally:
         RunFiles.write_step = original
     return records

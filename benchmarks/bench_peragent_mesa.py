@@ -142,7 +142,7 @@ def warm_imports() -> None:
     import importlib.util
 
     import duckdb
-    import desim.engine  # noqa: F401
+    import desim.experiments.runs  # noqa: F401
     if importlib.util.find_spec("pandas"):
         import pandas  # noqa: F401
     duckdb.connect().execute("SELECT 1").fetchall()
@@ -150,8 +150,9 @@ def warm_imports() -> None:
 
 def one_desim(cfg: dict) -> dict:
     import desim
-    from desim.engine import Engine
-    from desim.refs import study_module
+    from desim.experiments.recording import record, sink_for
+    from desim.run.assemble import assemble
+    from desim.study.refs import study_module
 
     warm_imports()
 
@@ -162,8 +163,8 @@ def one_desim(cfg: dict) -> dict:
     on_step = lambda t, m: marks.append((time.perf_counter(), time.process_time(), sum(spent.values())))  # noqa: E731
     wall0, cpu0 = time.perf_counter(), time.process_time()
     spec = desim.load_study(root, steps=steps, params={"n_agents": n})
-    engine = Engine(spec, on_step=on_step)
-    result = engine.run()
+    engine = assemble(spec)
+    result = record(engine, sink_for(spec), on_step=on_step)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     rounds = engine.rounds
     # agent_state: the engine calls it once per agent at step 0 and after every step
@@ -204,13 +205,12 @@ def profile_desim(cfg: dict) -> str:
     import pstats
 
     import desim
-    from desim.engine import Engine
 
     warm_imports()
     spec = desim.load_study(Path(cfg["study"]), steps=cfg["steps"], params={"n_agents": cfg["agents"]})
     prof = cProfile.Profile()
     prof.enable()
-    Engine(spec).run()
+    desim.run_study(spec)
     prof.disable()
     stats = pstats.Stats(prof)
     groups: dict[str, float] = {}

@@ -32,7 +32,8 @@ def child(size: int, steps: int, agent_processes: bool, workdir: str | None = No
     import duckdb
 
     import desim
-    from desim.engine import Engine
+    from desim.experiments.recording import record, sink_for
+    from desim.run.assemble import assemble
     from desim_probe import ROOT, fresh_copy
 
     tag = f"scale_{'procs' if agent_processes else 'noprocs'}"
@@ -46,9 +47,9 @@ def child(size: int, steps: int, agent_processes: bool, workdir: str | None = No
     spec = desim.load_study(root, seed=1, steps=steps,
                             params={"width": size, "height": size, "density": 0.8, "homophily": 0.4})
     spec.simulation.agent_processes = agent_processes
-    engine = Engine(spec)
+    engine = assemble(spec)
     built = time.perf_counter()
-    result = engine.run()
+    result = record(engine, sink_for(spec))
     done = time.perf_counter()
     con = duckdb.connect(str(result.store_path), read_only=True)
     rows = con.execute("SELECT count(*) FROM panel WHERE run_id=?", [result.run_id]).fetchone()[0]

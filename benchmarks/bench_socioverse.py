@@ -115,10 +115,10 @@ def desim_one(cfg: dict) -> dict:
     import duckdb
 
     import desim
-    from desim.engine import Engine
+    from desim import run_study
     spec = desim.load_study(cfg["study"], params={"n_agents": cfg["n"]}, rounds=cfg["k"])
     t0 = time.perf_counter()
-    result = Engine(spec, db_path=cfg["db"]).run()
+    result = run_study(spec, db_path=cfg["db"])
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     con = duckdb.connect(cfg["db"], read_only=True)

@@ -9,7 +9,7 @@ and on a local Ray instance, against the same runs done in-process.
 
 Each configuration sweeps a fresh copy of the study (its own database). The
 baseline is ``--baseline-runs`` runs of the same study done one after the other
-in this process with ``Engine`` (their own store file each, as a worker does);
+in this process with ``run_study`` (their own store file each, as a worker does);
 the overhead per run is ``wall x workers / runs`` minus that baseline: process
 start-up, shipping, merging into the study's database and waiting, per run
 and per core used. The baseline is measured before and after the sweeps (the
@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from desim.config import load_study
-from desim.engine import Engine
-from desim.sweep import make_plan, parse_grid, run_sweep
+from desim.study.files import load_study
+from desim import run_study
+from desim.experiments.sweep import make_plan, parse_grid, run_sweep
 
 import jsonout
 
@@ -49,7 +49,7 @@ def baseline(study: Path, grid: dict, replicates: int, steps: int | None, n: int
     for run in picks:
         spec = load_study(study, steps=steps, seed=run.seed, params=run.parameters)
         t0 = time.perf_counter()
-        Engine(spec, db_path=where / f"{run.run_id}.duckdb", run_id=run.run_id).run()
+        run_study(spec, db_path=where / f"{run.run_id}.duckdb", run_id=run.run_id)
         times.append(time.perf_counter() - t0)
     return statistics.fmean(times)
 

@@ -11,7 +11,6 @@ in every round, the same panel.
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -20,8 +19,9 @@ from pathlib import Path
 import duckdb
 
 import desim
-from desim.engine import Engine
-from desim.refs import study_module
+import desim.store.recorder as recorder_module
+from desim import run_study
+from desim.study.refs import study_module
 from desim.store.files import RunFiles
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def run_timed(root: Path, *, seed: int, steps: int, params: dict, agent_processe
     spec = desim.load_study(root, seed=seed, steps=steps, params=params)
     spec.simulation.agent_processes = agent_processes
     marks = []   # (wall, cpu) when each step has been written
-    result = Engine(spec, on_step=lambda t, m: marks.append((time.perf_counter(), time.process_time()))).run()
+    result = run_study(spec, on_step=lambda t, m: marks.append((time.perf_counter(), time.process_time())))
     # steps 2..n, each written to DuckDB: the step loop alone, comparable with Mesa's timed loop
     per_step = (steps / (steps - 1)) if steps > 1 else 1.0
     return {"run_id": result.run_id, "rows": result.rows_written, "db": result.store_path,
@@ -76,12 +76,11 @@ def breakdown(root: Path, env_class: str, decision_class: str, collector_class: 
     """Accumulate CPU seconds per part of a run: the study's code, the panel build, the DuckDB writes."""
     spent: dict[str, float] = defaultdict(float)
     model = study_module(root)
-    engine_module = sys.modules[Engine.__module__]
     targets = [(getattr(model, env_class), "observe_columns", "study: observe"),
                (getattr(model, env_class), "apply_columns", "study: apply"),
                (getattr(model, decision_class), "decide_columns", "study: decide"),
                (getattr(model, collector_class), "collect", "study: metrics"),
-               (engine_module, "columnar_rows", "engine: panel table"),
+               (recorder_module, "columnar_rows", "engine: panel table"),
                (getattr(model, env_class), "state_columns", "study: state"),
                (RunFiles, "write_step", "store: write step (Parquet folder)"),
                (RunFiles, "merge", "store: merge step files at the end")]

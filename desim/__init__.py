@@ -1,75 +1,73 @@
 """desim: longitudinal agent-based social simulation on SimPy, stored as panel data in DuckDB.
 
-The public names, by layer:
+What a study author needs, from the top::
 
-* schemas and config: ``Persona``, ``Observation``, ``Action``, ``ScheduledEvent``,
-  ``Broadcast``, ``Message``, ``load_study``, ``StudyConfigError``;
-* study interfaces: ``EnvironmentProvider``, ``PopulationProvider``,
-  ``DecisionModel``, ``MetricCollector``, ``ActionColumns``;
-* messaging: ``MessageBus``, ``InMemoryMessageBus``; feed: ``NeighborFeed``;
-* running: ``run_study`` (honours ``warm_start``), ``Engine``, ``RunFailed``;
-* reading: ``open`` (a study's store as Arrow tables: ``desim.open("studies/x").panel()``);
-* counterfactuals: ``branch`` (a run of the study forking from a stored run at a
-  step, ``BranchRefused`` when it cannot be exact), ``resume``, ``compare``,
-  ``effect`` (paired effects over replicate controls, with intervals) and
-  ``effect_table`` (an effect's summaries), ``run_health`` (``stale`` for a run
-  whose process is gone).
+    import desim
+    study = desim.load_study("studies/opinion_diffusion")      # or desim.Study(...) in Python
+    result = desim.run_study(study)
+    panel = desim.open("studies/opinion_diffusion").panel()    # an Arrow table; .to_pandas()
+
+* records: ``Persona``, ``Observation``, ``Action``, ``Message``, ``ActionColumns``;
+* the study contract: ``EnvironmentProvider``, ``PopulationProvider``, ``DecisionModel``,
+  ``MetricCollector``, ``RunContext``; messaging: ``InMemoryMessageBus``, ``NeighborFeed``,
+  ``MessageBus``, ``neighbors_fn``;
+* a study and its runs: ``Study``, ``load_study``, ``run_study``, ``RunResult``; reading them back:
+  ``open``, ``StudyData``;
+* stopping and failing: ``StopRun``, ``DesimError`` (the root of every desim error), ``RunFailed``,
+  ``StudyConfigError``.
+
+Experiments are one namespace down, in ``desim.experiments``: ``branch``, ``resume``, ``effect`` and
+``effect_table``, ``compare``, ``sweep``; ``desim.branch(...)`` and the other calls documented before
+still work.
 """
-from .version import __version__  # noqa: E402
+from desim.version import __version__  # noqa: F401
 
-import sys  # noqa: E402
-import types  # noqa: E402
-
-# Names are imported on first use (PEP 562), so ``desim --help`` or ``import desim.config`` does
+# Names are imported on first use (PEP 562), so ``desim --help`` or ``import desim.study.files`` does
 # not pay for the engine's numpy, networkx, pyarrow and DuckDB.
 _WHERE = {
-    "StudyConfigError": "config", "StudySpec": "config", "load_study": "config",
-    "Engine": "engine", "RunError": "engine", "RunFailed": "engine", "RunResult": "engine", "run_study": "engine",
-    "ActionColumns": "interfaces", "DecisionModel": "interfaces", "EnvironmentProvider": "interfaces",
-    "MetricCollector": "interfaces", "PopulationProvider": "interfaces", "RunContext": "interfaces",
-    "InMemoryMessageBus": "messaging", "MessageBus": "messaging", "NeighborFeed": "feed",
-    "build_graph": "network", "neighbors_fn": "network",
-    "Action": "schemas", "Broadcast": "schemas", "Message": "schemas", "Observation": "schemas",
-    "Persona": "schemas", "ScheduledEvent": "schemas",
-    "StudyData": "store", "open": "store",
-    "BranchRefused": "branch", "branch": "branch", "resume": "branch", "compare": "compare",
-    "EffectError": "effect", "effect_table": "effect", "effect": "effect", "run_health": "store.health",
+    # records
+    "Action": "desim.records", "ActionColumns": "desim.records", "Message": "desim.records",
+    "Observation": "desim.records", "Persona": "desim.records",
+    # the study contract and messaging
+    "DecisionModel": "desim.study.contract", "EnvironmentProvider": "desim.study.contract",
+    "MetricCollector": "desim.study.contract", "PopulationProvider": "desim.study.contract",
+    "RunContext": "desim.study.contract", "InMemoryMessageBus": "desim.messaging.bus",
+    "MessageBus": "desim.messaging.bus", "NeighborFeed": "desim.messaging.feed", "neighbors_fn": "desim.study.network",
+    # a study and its runs
+    "Study": "desim.study.study", "load_study": "desim.study.files", "StudySpec": "desim.study.files",
+    "run_study": "desim.experiments.runs", "RunResult": "desim.experiments.recording",
+    "open": "desim.store.reader", "StudyData": "desim.store.reader",
+    # errors
+    "DesimError": "desim.errors", "RunFailed": "desim.errors", "StopRun": "desim.errors",
+    "StudyConfigError": "desim.errors",
 }
-_RENAMED = {"effect": "run_effect"}   # desim.effect is desim.effect.run_effect
+__all__ = sorted(_WHERE)
+
+# documented before, kept working: experiments and other names now one namespace down
+_ALIASES = {
+    "branch": ("desim.experiments.branch", "branch"), "resume": ("desim.experiments.branch", "resume"),
+    "BranchRefused": ("desim.experiments.branch", "BranchRefused"),
+    "effect": ("desim.experiments.effect", "run_effect"), "effect_table": ("desim.experiments.effect", "effect_table"),
+    "EffectError": ("desim.experiments.effect", "EffectError"), "compare": ("desim.experiments.compare", "compare"),
+    "run_health": ("desim.store.health", "run_health"), "RunError": ("desim.run.checks", "RunError"),
+    "Engine": ("desim.run.engine", "Engine"), "build_graph": ("desim.study.network", "build_graph"),
+    "Broadcast": ("desim.study.interventions", "Broadcast"),
+    "ScheduledEvent": ("desim.study.interventions", "ScheduledEvent"),
+}
 
 
 def __getattr__(name: str):
+    import importlib
     if name in _WHERE:
-        import importlib
-        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), _RENAMED.get(name, name))
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'desim' has no attribute {name!r}")
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+    elif name in _ALIASES:
+        module, attr = _ALIASES[name]
+        value = getattr(importlib.import_module(module), attr)
+    else:
+        raise AttributeError(f"module 'desim' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_WHERE))
-
-
-class _Package(types.ModuleType):
-    """``desim.branch``, ``desim.compare`` and ``desim.effect`` are functions named like the modules
-    that define them; importing such a module must not rebind the package's name to the module
-    (``from desim.branch import ...`` still finds the module in ``sys.modules``)."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _RENAMED or name in ("branch", "compare"):
-            if isinstance(value, types.ModuleType):
-                return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
-
-__all__ = [
-    "Action", "ActionColumns", "Broadcast", "BranchRefused", "DecisionModel", "EffectError", "Engine", "EnvironmentProvider",
-    "InMemoryMessageBus", "Message", "MessageBus", "MetricCollector", "NeighborFeed", "Observation",
-    "Persona", "PopulationProvider", "RunContext", "RunError", "RunFailed", "RunResult",
-    "ScheduledEvent", "StudyConfigError", "StudySpec", "build_graph", "load_study", "neighbors_fn",
-    "StudyData", "branch", "compare", "effect", "effect_table", "open", "resume", "run_health", "run_study",
-]
+    return sorted(list(globals()) + list(_WHERE) + list(_ALIASES))

@@ -18,8 +18,7 @@ import os
 import sys
 import traceback
 
-from .version import __version__
-from .commands import UserError
+from desim.version import __version__
 
 COMMANDS = [
     "desim.commands.core",
@@ -49,15 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         p.print_help()
         return 1
-    from .config import StudyConfigError
-    from .engine import RunError, RunFailed
-    from .errors import StudyCodeError
-    from .refs import RefError
-    from .store.fields import FieldError
-    from .store import StoreError
+    from desim.errors import DesimError, RunFailed
     try:
         return int(args.func(args) or 0)
-    except (StudyConfigError, UserError, RunError, RunFailed, RefError, StoreError, FieldError, StudyCodeError) as e:
+    except DesimError as e:     # a study mistake, a store problem, a failed run: one line, exit status 2
         print(f"desim: error: {e}", file=sys.stderr)
         trace = getattr(e, "traceback", "") or ("".join(traceback.format_exception(e.__cause__))
                                                  if e.__cause__ is not None else "")

@@ -1,192 +1,65 @@
-"""Failures of study code, reported where they happened.
+"""Why desim stops: one root, ``DesimError``, and a small tree under it.
 
-The engine calls into a study many times a step (``observe_batch``,
-``decide_batch``, ``apply``, ``agent_state``, ``collect``, ...). A bare
-``KeyError: 'topik'`` from any of them says nothing a person can act on, so
-every call goes through :func:`call`, which turns an exception into a
-:class:`StudyCodeError` whose one-line message says when (step, round),
-who (the agent, where the engine knows it), what (component and method) and
-where (the study file and line)::
+* :class:`StudyError` -- a mistake in a study that its author can fix: a study file
+  (``StudyConfigError``), a ``ref`` that names no code, study code that raised (``StudyCodeError``) or
+  returned something the engine refuses (``RunError``), a value with no faithful stored form
+  (``FieldError``), a branch, effect or sweep that cannot be exact;
+* :class:`StoreError` -- the study's store cannot be used as asked (locked by another process,
+  written by an older desim, missing, damaged);
+* :class:`RunFailed` -- a run that was recorded ended ``failed``; its completed steps stay stored;
+* :class:`StopRun` -- study code (or a spent LLM budget) ends a run cleanly at the step boundary: the
+  run is ``interrupted`` and can be resumed.
 
-    step 3 round 0: Env.apply failed at studies/x/model.py:42: KeyError: 'topik'
-
-The full traceback travels with the error (``.traceback``): the engine
-stores it with the run and ``desim run --traceback`` prints it.
-
-Errors that already say where they come from pass through untouched: a
-study file error (:class:`~desim.config.StudyConfigError`), a clean stop
-(``StopRun``) and an error this module already made.
+The command line turns any ``DesimError`` into one ``desim: error:`` line and exit status 2. The
+subclasses keep ``ValueError`` or ``RuntimeError`` as a second base where callers have caught those.
+This module imports nothing from desim, so any layer may raise these.
 """
 from __future__ import annotations
 
-import os
-import sys
-import traceback
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Callable
-
-from .config import StudyConfigError
-from .store.fields import FieldError
-from .interfaces import StopRun
-
-PACKAGE = Path(__file__).resolve().parent
 
 
-class StudyCodeError(RuntimeError):
-    """Study code raised; ``str()`` is the one-line summary, ``.traceback`` the full text."""
-
-    def __init__(self, summary: str, traceback_text: str = ""):
-        super().__init__(summary)
-        self.summary, self.traceback = summary, traceback_text
+class DesimError(Exception):
+    """The root of every error desim raises on purpose."""
 
 
-def shown(path: str | Path) -> str:
-    """A path as a person reads it: relative to the working directory when inside it."""
-    p = Path(path)
-    try:
-        return os.path.relpath(p) if p.resolve().is_relative_to(Path.cwd().resolve()) else str(p)
-    except (OSError, ValueError):
-        return str(p)
+class StudyError(DesimError):
+    """A mistake in a study (its files, its code, what it returns, what is asked of it) that its
+    author can fix; the message names the file, field, step or agent."""
 
 
-def _frames(tb: TracebackType | None):
-    while tb is not None:
-        yield tb.tb_frame, tb.tb_lineno
-        tb = tb.tb_next
+class StudyConfigError(StudyError, ValueError):
+    """A study file is missing, malformed or invalid; ``str()`` names the file and field (one line per
+    problem: ``<file>: <field>: <what is wrong>``)."""
+
+    def __init__(self, file: str | Path, problems: list[tuple[str, str]]):
+        self.file = str(file)
+        self.problems = problems
+        lines = [f"{self.file}: {field}: {msg}" if field else f"{self.file}: {msg}" for field, msg in problems]
+        super().__init__("\n".join(lines))
 
 
-def _inside(filename: str, folder: Path | None) -> bool:
-    if folder is None:
-        return False
-    try:
-        return Path(filename).resolve().is_relative_to(folder)
-    except (OSError, ValueError):
-        return False
+class FieldError(StudyError, RuntimeError):
+    """A value a study returned has no faithful stored form (or changed type); the message names the
+    step, the agent and the field."""
 
 
-def study_frames(exc: BaseException, root: Path | None) -> list[tuple[Any, int]]:
-    """The traceback's frames in the study folder, outermost first."""
-    folder = Path(root).resolve() if root is not None else None
-    return [(f, line) for f, line in _frames(exc.__traceback__) if _inside(f.f_code.co_filename, folder)]
+class StoreError(DesimError, RuntimeError):
+    """The study's store cannot be used as asked; the message says why and what to do."""
 
 
-def place(exc: BaseException, root: Path | None, also: str | None = None) -> str:
-    """``file:line`` of the innermost frame in the study folder (or in the file ``also``,
-    the component's own module when it is not study code), else of the innermost frame."""
-    frames = list(_frames(exc.__traceback__))
-    if not frames:
-        return "?"
-    folder = Path(root).resolve() if root is not None else None
-    extra = Path(also).resolve() if also else None
-    chosen = None
-    for f, line in frames:
-        name = f.f_code.co_filename
-        if _inside(name, folder) or (extra is not None and Path(name).resolve() == extra):
-            chosen = (name, line)
-    if chosen is None:
-        chosen = (frames[-1][0].f_code.co_filename, frames[-1][1])
-    return f"{shown(chosen[0])}:{chosen[1]}"
+class RunFailed(DesimError, RuntimeError):
+    """A run ended ``failed``; its completed steps stay in the store (``db_path``)."""
+
+    def __init__(self, run_id: str, error: str, db_path: Path, traceback: str = ""):
+        self.run_id, self.error, self.db_path, self.traceback = run_id, error, db_path, traceback
+        super().__init__(f"run {run_id} failed: {error}")
 
 
-def agent_of(exc: BaseException) -> str | None:
-    """The agent the engine was working on, read from its own frames (``agent_id`` locals)."""
-    found = None
-    for f, _ in _frames(exc.__traceback__):
-        if _inside(f.f_code.co_filename, PACKAGE):
-            value = f.f_locals.get("agent_id")
-            if isinstance(value, str):
-                found = value
-    return found
+class StopRun(DesimError):
+    """Raised by study code to end a run cleanly at the step boundary (for example an LLM budget
+    is spent). The step in flight is not written; the run is marked ``interrupted`` and can be
+    resumed with ``desim run --resume RUN``."""
 
 
-def describe(exc: BaseException) -> str:
-    """``Type: message`` on one line."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def when(step: int | str | None, round_idx: int | None, agent: str | None) -> str:
-    """``step 3 round 0, agent 'a01'``; a phase name (``reset``, ``population``) instead of a step."""
-    if step is None or isinstance(step, str):
-        out = step or "reset"
-    else:
-        out = f"step {step}" + ("" if round_idx is None else f" round {round_idx}")
-    return out + (f", agent '{agent}'" if agent else "")
-
-
-def failure(exc: BaseException, what: str, root: Path | None, step: int | str | None = None,
-            round_idx: int | None = None, also: str | None = None) -> StudyCodeError:
-    """The :class:`StudyCodeError` for ``exc`` raised by ``what`` (``Component.method``)."""
-    summary = (f"{when(step, round_idx, agent_of(exc))}: {what} failed at {place(exc, root, also)}: "
-               f"{describe(exc)}")
-    return StudyCodeError(summary, "".join(traceback.format_exception(exc)))
-
-
-def _passes(exc: BaseException) -> bool:
-    return isinstance(exc, (StudyCodeError, StopRun, StudyConfigError, FieldError))
-
-
-def _module_file(obj: Any) -> str | None:
-    module = sys.modules.get(type(obj).__module__)
-    return getattr(module, "__file__", None)
-
-
-def call(fn: Callable, *args, root: Path | None = None, step: int | str | None = None,
-         round_idx: int | None = None, blame: Callable | None = None) -> Any:
-    """``fn(*args)``, with any failure reported as a :class:`StudyCodeError`.
-
-    ``fn`` (or ``blame``, when ``fn`` is the engine's own loop around a study
-    method) is a bound method of a study component: its class and name make
-    the ``Component.method`` of the message. ``step`` None means the run's
-    set-up (``reset``); a string names another phase.
-    """
-    try:
-        return fn(*args)
-    except Exception as e:
-        if _passes(e):
-            raise
-        method = blame or fn
-        owner = getattr(method, "__self__", None)
-        what = (f"{type(owner).__name__}.{method.__name__}" if owner is not None
-                else getattr(method, "__qualname__", "?"))
-        raise failure(e, what, root, step, round_idx, _module_file(owner)) from e
-
-
-def original(exc: BaseException) -> BaseException:
-    """The exception a SimPy process raised: SimPy re-raises a copy whose ``__cause__`` it is."""
-    while (exc.__cause__ is not None and type(exc.__cause__) is type(exc)
-           and exc.__cause__.args == exc.args):
-        exc = exc.__cause__
-    return exc
-
-
-def process_failure(exc: BaseException, root: Path | None, now: float, step: int) -> StudyCodeError | None:
-    """A study process (or an errand) that raised while the clock ran; ``None`` when no study
-    frame is on the traceback (the failure is the engine's own, not the study's)."""
-    if _passes(exc):
-        return None
-    frames = study_frames(exc, root)
-    if not frames:
-        return None
-    code = frames[0][0].f_code
-    name = getattr(code, "co_qualname", code.co_name)
-    agent = agent_of(exc)
-    who = f", agent '{agent}'" if agent else ""
-    summary = (f"t={now:g} (step {step}){who}: study process {name} failed at {place(exc, root)}: "
-               f"{describe(exc)}")
-    return StudyCodeError(summary, "".join(traceback.format_exception(exc)))
-
-
-def load_failure(exc: BaseException, path: Path, root: Path) -> str:
-    """``studies/x/model.py:LINE: Type: message`` for a study module that fails to import."""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        where = f"{shown(exc.filename)}:{exc.lineno}"
-        return f"{where}: {type(exc).__name__}: {exc.msg}"
-    frames = study_frames(exc, root)
-    if frames:
-        f, line = frames[-1]
-        where = f"{shown(f.f_code.co_filename)}:{line}"
-    else:
-        where = shown(path)
-    return f"{where}: {describe(exc)}"
+__all__ = ["DesimError", "FieldError", "RunFailed", "StopRun", "StoreError", "StudyConfigError", "StudyError"]

@@ -21,9 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import FILES, StudyConfigError, StudySpec, load_study
-from .engine import Engine, RunFailed
-from .errors import StudyCodeError, call
+from desim.errors import RunFailed, StudyConfigError
+from desim.experiments.recording import record
+from desim.run.assemble import Run, assemble
+from desim.store.recorder import MemorySink
+from desim.study.failures import StudyCodeError, call
+from desim.study.files import FILES, StudySpec, load_study
 
 ENVIRONMENT, POPULATION, SIMULATION = (FILES[k][0] for k in ("environment", "population", "simulation"))
 
@@ -72,20 +75,23 @@ def static_warnings(spec: StudySpec) -> list[str]:
 
 
 def _probe(spec: StudySpec, report: Report) -> None:
+    """Step 1 of the study, in memory: the assembled run is inspected, and its output goes through the
+    same conversions a recorded run's would (a ``MemorySink``), so the probe refuses what a run would."""
     root, sim, pop = spec.root, spec.simulation, spec.population
     # an LLM study probes on scripted replies: validating must never make paid calls
     scripted = {"llm_kind": "scripted"} if "llm_kind" in sim.parameters else None
-    engine = Engine(load_study(root, steps=1, params=scripted), db_path=":memory:", manage_gc=False)
+    run = assemble(load_study(root, steps=1, params=scripted))
     metrics: set[str] = set()
-    engine.on_step = lambda step, values: metrics.update(values)
+    sink = MemorySink()
     try:
-        engine.run()
+        record(run, sink, on_step=lambda step, values: metrics.update(values), manage_gc=False,
+               handle_signals=False)
     except RunFailed as e:
         raise StudyCodeError(f"probe step 1 failed: {e.error}", e.traceback) from None
-    report.n_agents, report.n_edges = len(engine.ids), engine.graph.number_of_edges()
-    report.messages_in_probe = engine.counters["messages"]
-    _display_names(spec, metrics, _state_fields(engine))
-    bus = getattr(engine.environment, "bus", None)
+    report.n_agents, report.n_edges = len(run.ids), run.graph.number_of_edges()
+    report.messages_in_probe = sink.messages
+    _display_names(spec, metrics, _state_fields(run))
+    bus = getattr(run.environment, "bus", None)
     wired = bus is not None
     w = report.warnings
     if pop.propagation == "contagion" and not wired:
@@ -104,14 +110,14 @@ def _probe(spec: StudySpec, report: Report) -> None:
         w.append(f"{POPULATION}: a message bus is wired but interaction.kind is 'none': no agent has neighbours")
 
 
-def _state_fields(engine: Engine) -> set[str]:
+def _state_fields(run: Run) -> set[str]:
     """The state fields of the panel rows the probe step wrote."""
-    env = engine.environment
-    if engine.columnar:
-        return set(call(env.state_columns, root=engine.spec.root, step=1))
+    env = run.environment
+    if run.states_as_columns:
+        return set(call(env.state_columns, root=run.root, step=1))
     out: set[str] = set()
-    for agent_id in engine.ids:
-        state = call(env.agent_state, agent_id, root=engine.spec.root, step=1)
+    for agent_id in run.ids:
+        state = call(env.agent_state, agent_id, root=run.root, step=1, agent=agent_id)
         if isinstance(state, dict):
             out.update(str(k) for k in state)
     return out

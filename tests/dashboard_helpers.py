@@ -18,10 +18,10 @@ from pathlib import Path
 import duckdb
 import uvicorn
 
-from desim.branch import branch
-from desim.config import load_study
+from desim.experiments.branch import branch
+from desim.study.files import load_study
 from desim.dashboard.app import create_app
-from desim.engine import run_study
+from desim.experiments.runs import run_study
 from storeq import store_path
 from waits import HANG_S
 

@@ -15,7 +15,7 @@ import random
 import networkx as nx
 
 from desim import Action, Message, NeighborFeed
-from desim.messaging import MessageBus
+from desim.messaging.bus import MessageBus
 
 
 # --- the rule and its brute-force reads ----------------------------------------------------------------------

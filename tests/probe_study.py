@@ -11,7 +11,7 @@ from pathlib import Path
 
 import simpy
 from desim import (Action, DecisionModel, EnvironmentProvider, MetricCollector, Observation)
-from desim.interfaces import StopRun
+from desim.study.contract import StopRun
 
 MARKER = Path(__file__).parent / "once.marker"
 
@@ -153,5 +153,5 @@ def write_probe_study(root: Path, *, n_agents: int = 5, n_steps: int = 6, rounds
 
 
 def log_of(root: Path) -> list:
-    from desim.refs import study_module
+    from desim.study.refs import study_module
     return study_module(root).LOG

@@ -82,3 +82,119 @@ def test_the_checks_see_what_they_look_for():
     store_sql = [t for p, tree in modules(outside_store=False) for _, t in strings(tree) if SQL.search(t)]
     assert len(store_sql) > 50
     assert SQL.search('f"SELECT {x} FROM panel WHERE run_id = ?"') and not SQL.search("select the runs you want")
+
+
+# --- the layers -------------------------------------------------------------------------------------
+BOTTOM = {"desim.errors", "desim.version", "desim.records", "desim.jsontext", "desim.versions"}
+# package -> the packages it may import (besides itself and the bottom); anything else is on top
+ALLOWED = {
+    "desim.study": set(),
+    "desim.messaging": set(),
+    "desim.run": {"desim.study", "desim.messaging"},
+    "desim.store": set(),
+    "desim.experiments": {"desim.study", "desim.messaging", "desim.run", "desim.store"},
+    "desim.llm": {"desim.study", "desim.store"},
+    "desim.diffusion": {"desim.study"},
+    "desim.report": {"desim.study", "desim.store", "desim.experiments"},
+    "desim.dashboard": {"desim.study", "desim.store", "desim.experiments", "desim.report", "desim.lint",
+                        "desim.layout", "desim.network_views"},
+}
+
+
+def module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return name[:-len(".__init__")] if name.endswith(".__init__") else name
+
+
+def imports() -> dict[str, set[str]]:
+    """``{module: the desim modules it imports}``, lazy imports included, ``TYPE_CHECKING`` blocks not;
+    ``from package import submodule`` counts as the submodule."""
+    known = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        out = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("desim"):
+                subs = {f"{node.module}.{a.name}" for a in node.names} & known
+                out |= subs | ({node.module} if len(subs) < len(node.names) else set())
+            elif isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name.startswith("desim")}
+        name = module_name(path)
+        graph[name] = {m for m in out if m in known and m != name}
+    return graph
+
+
+def package_of(module: str) -> str:
+    if module in BOTTOM:
+        return "bottom"
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def against_layers(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for module, targets in sorted(graph.items()):
+        home = package_of(module)
+        for target in sorted(targets):
+            there = package_of(target)
+            if there == "bottom" or there == home:
+                if home == "bottom" and there == "bottom":
+                    wrong.append(f"{module} -> {target} (the bottom imports nothing from desim)")
+                continue
+            if home == "bottom" or (home in ALLOWED and there not in ALLOWED[home]):
+                wrong.append(f"{module} -> {target}")
+    return wrong
+
+
+def circle(graph: dict[str, set[str]]) -> list[str] | None:
+    path: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_layers_import_one_way():
+    """Records and errors at the bottom; study and messaging on them; the run on those; the store on the
+    bottom alone; experiments, models, reports and the dashboard above; the CLI on top."""
+    wrong = against_layers(imports())
+    assert wrong == [], "imports against the layers:\n" + "\n".join(wrong)
+
+
+def test_no_import_circle():
+    found = circle(imports())
+    assert found is None, "import circle: " + " -> ".join(found or [])
+
+
+def test_the_engine_reads_in_one_sitting():
+    lines = (PACKAGE / "run" / "engine.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= 300, f"desim/run/engine.py has {lines} lines"
+
+
+def test_the_layer_checks_catch_what_they_are_for():
+    graph = imports()
+    assert "desim.run.engine" in graph["desim.run.execute"]          # it sees real imports
+    assert against_layers({"desim.store.recorder": {"desim.run.engine"}}) == ["desim.store.recorder -> desim.run.engine"]
+    assert against_layers({"desim.records": {"desim.errors"}}) != []
+    assert against_layers({"desim.run.engine": {"desim.study.files", "desim.errors"}}) == []
+    assert circle({"desim.a": {"desim.b"}, "desim.b": {"desim.c"}, "desim.c": {"desim.a"}}) == \
+        ["desim.a", "desim.b", "desim.c", "desim.a"]

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from desim import Action, InMemoryMessageBus, Message, NeighborFeed, neighbors_fn
-from desim.errors import FieldError
+from desim.study.failures import FieldError
 from desim.store.tables import message_rows
 from oracles import GRAPHS, brute_latest, brute_visible
 

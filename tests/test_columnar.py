@@ -12,8 +12,9 @@ import hashlib
 import pytest
 
 import desim
-from desim.interfaces import has_columnar_path
-from desim.refs import study_module
+from desim.run.assemble import assemble
+from desim.study.contract import has_columnar_path
+from desim.study.refs import study_module
 from storeq import store_path
 from storeq import query
 
@@ -40,7 +41,7 @@ def test_reference_studies_take_the_columnar_path(study_copy, name):
     env = getattr(model, spec.environment.provider.ref.split(":")[1])
     dec = getattr(model, spec.simulation.decision.ref.split(":")[1])
     assert has_columnar_path(env(), dec())
-    assert desim.Engine(spec, db_path=root / "unused.duckdb").columnar
+    assert assemble(spec).columnar
 
 
 def test_one_row_per_agent_per_step_with_typed_state_columns(study_copy):
@@ -148,7 +149,7 @@ def test_misbehaving_study_code_fails_the_run_and_keeps_completed_steps(study_co
 @pytest.mark.parametrize("name, params", [("schelling", SMALL), ("sugarscape", {"n_agents": 150})])
 def test_a_branch_replays_columnar_actions_to_the_same_states(study_copy, name, params):
     """Steps before the fork come from the parent's stored actions through ``apply_columns``."""
-    from desim.branch import branch
+    from desim.experiments.branch import branch
 
     root = study_copy(name)
     db, parent = run(root, seed=4, steps=8, params=params)

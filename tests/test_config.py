@@ -8,9 +8,10 @@ import pytest
 
 import desim
 from desim.cli import main
-from desim.clock import Clock
-from desim.interventions import Interventions
-from desim.schemas import Broadcast, Persona, ScheduledEvent
+from desim.study.clock import Clock
+from desim.study.interventions import Interventions
+from desim.records import Persona
+from desim.study.interventions import Broadcast, ScheduledEvent
 
 
 def edit(path, fn):

@@ -10,12 +10,12 @@ import pytest
 from scipy import stats
 
 import desim
-from desim.branch import BranchRefused, branch, resume
+from desim.experiments.branch import BranchRefused, branch, resume
 from desim.cli import main
-from desim.config import StudyConfigError
-from desim.effect import EffectError, effect_table, run_effect
+from desim.study.files import StudyConfigError
+from desim.experiments.effect import EffectError, effect_table, run_effect
 from storeq import store_path
-from desim.sweep import run_sweep
+from desim.experiments.sweep import run_sweep
 from storeq import sql
 from walk_study import write_walk_study
 

@@ -10,8 +10,8 @@ import pytest
 
 from dashboard_helpers import (ODD_IDS, copy_study, make_studies, odd_ids_study, server_thread, sql, write_live_file,
                                write_lock)
-from desim.config import load_study
-from desim.engine import run_study
+from desim.study.files import load_study
+from desim.experiments.runs import run_study
 from waits import HANG_S
 
 

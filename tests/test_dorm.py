@@ -10,8 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from desim import Engine, Observation, load_study
-from desim.refs import study_module
+from desim import Observation, load_study, run_study
+from desim.study.refs import study_module
 
 STUDY = Path(__file__).resolve().parent.parent / "studies" / "dorm_deliberation"
 
@@ -22,7 +22,7 @@ def run(tmp_path, name: str, record_rounds: bool = False, **overrides):
     spec = load_study(STUDY, seed=seed, params={k: str(v) for k, v in overrides.items()} or None)
     spec.simulation.record_rounds = record_rounds
     db = tmp_path / f"{name}.duckdb"
-    result = Engine(spec, db_path=db).run()
+    result = run_study(spec, db_path=db)
     assert result.status == "completed"
     return result.run_id, db
 

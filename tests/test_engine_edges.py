@@ -88,7 +88,7 @@ def test_a_message_posted_between_steps_keeps_its_own_step(tmp_path):
 
 
 def test_end_step_runs_after_the_final_round_and_before_the_panel_row(tmp_path):
-    from desim.refs import study_module
+    from desim.study.refs import study_module
     root = study(tmp_path / "hook")
     run_study(load_study(root))
     log = study_module(root).LOG

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from desim import Observation, Persona, StudyConfigError, load_study, run_study
-from desim.engine import Engine
+from desim.run.assemble import assemble
 from desim.llm import LLMConfig, PromptTemplate, load_llm_config
 from desim.llm.config import api_key
 from desim.llm.replies import fake_reply, parse_reply
@@ -38,7 +38,7 @@ def test_llm_block_errors_name_the_file_and_field(study_copy):
     root = llm_study(study_copy, concurrency=0, modle="gpt")
     spec = load_study(root)
     with pytest.raises(StudyConfigError) as e:
-        Engine(spec, db_path=root / "runs" / "x.duckdb")
+        assemble(spec)
     text = str(e.value)
     assert "simulation/simulation.json: llm.concurrency:" in text
     assert "simulation/simulation.json: llm.modle: unknown key" in text
@@ -47,7 +47,7 @@ def test_llm_block_errors_name_the_file_and_field(study_copy):
 def test_bad_llm_kind_is_named(study_copy):
     root = llm_study(study_copy)
     with pytest.raises(StudyConfigError, match="decision.args.llm_kind"):
-        Engine(load_study(root, params={"llm_kind": "gpt"}), db_path=root / "runs" / "x.duckdb")
+        assemble(load_study(root, params={"llm_kind": "gpt"}))
 
 
 def test_environment_overrides_url_and_model_and_holds_the_key():

@@ -227,11 +227,11 @@ def test_credentials_never_leave_the_request(study_copy, tmp_path, how):
 
 def test_credentials_in_the_study_file_are_refused(study_copy):
     from desim import StudyConfigError
-    from desim.engine import Engine
+    from desim.run.assemble import assemble
 
     root = llm_study(study_copy, base_url=f"http://{USER}:{PASSWORD}@127.0.0.1:1/v1")
     with pytest.raises(StudyConfigError) as e:
-        Engine(load_study(root), db_path=root / "runs" / "x.duckdb")
+        assemble(load_study(root))
     assert "llm.base_url" in str(e.value) and "DESIM_LLM_BASE_URL" in str(e.value)
     assert PASSWORD not in str(e.value)
 

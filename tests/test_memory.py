@@ -1,4 +1,4 @@
-"""``desim.memory``: each agent remembers its own last ``window`` final-round actions however
+"""``desim.run.memory``: each agent remembers its own last ``window`` final-round actions however
 many steps ago, checked against a reference with one ``collections.deque(maxlen=window)``
 per agent over long random sequences of steps with agents absent; ``for_batch`` as a
 sequence; and one run through the engine with an agent away on an errand."""
@@ -10,9 +10,9 @@ from collections import deque
 
 import pytest
 
-from desim import Action, Engine, load_study
-from desim.memory import Memory
-from desim.refs import study_module
+from desim import Action, load_study, run_study
+from desim.run.memory import Memory
+from desim.study.refs import study_module
 
 
 def act(agent: str, step: int, n: int = 0) -> Action:
@@ -212,7 +212,7 @@ def errand_study(root, *, n_steps=9, rounds=2, window=2, leave_at=3, away_for=2.
 @pytest.fixture
 def errand_run(tmp_path):
     root = errand_study(tmp_path / "errand")
-    Engine(load_study(root), db_path=tmp_path / "errand.duckdb").run()
+    run_study(load_study(root), db_path=tmp_path / "errand.duckdb")
     return study_module(root)
 
 

@@ -10,7 +10,7 @@ import duckdb
 import networkx as nx
 import pytest
 
-from desim import Action, Engine, InMemoryMessageBus, Message, NeighborFeed, load_study, neighbors_fn
+from desim import Action, InMemoryMessageBus, Message, NeighborFeed, load_study, neighbors_fn, run_study
 
 # a - b - c - d triangle a,b,c plus tail d; e is nobody's neighbour
 GRAPH = nx.Graph([("a", "b"), ("a", "c"), ("b", "c"), ("c", "d")])
@@ -206,7 +206,7 @@ def chatter_study(root, rounds: int, steps: int, record_rounds: bool):
 def chatter_run(tmp_path):
     spec = chatter_study(tmp_path / "chatter", rounds=3, steps=12, record_rounds=True)
     db = tmp_path / "chatter.duckdb"
-    result = Engine(spec, db_path=db).run()
+    result = run_study(spec, db_path=db)
     con = duckdb.connect(str(db), read_only=True)
     yield result.run_id, con
     con.close()
@@ -256,7 +256,7 @@ def test_record_rounds_writes_every_round(chatter_run):
 def test_rounds_leave_no_trace_without_record_rounds(tmp_path):
     spec = chatter_study(tmp_path / "quiet", rounds=2, steps=2, record_rounds=False)
     db = tmp_path / "quiet.duckdb"
-    run_id = Engine(spec, db_path=db).run().run_id
+    run_id = run_study(spec, db_path=db).run_id
     con = duckdb.connect(str(db), read_only=True)
     try:
         assert con.execute("SELECT count(*) FROM round_actions WHERE run_id = ?", [run_id]).fetchone()[0] == 0
@@ -275,7 +275,7 @@ def _random_posts(rnd: random.Random, n: int, share: float) -> list[int]:
 def test_columnar_feed_equals_in_memory_bus(directed, carry):
     import numpy as np
 
-    from desim.columnar_feed import ColumnarFeed
+    from desim.messaging.columnar import ColumnarFeed
     rnd = random.Random(11)
     n = 40
     g = nx.gnp_random_graph(n, 0.12, seed=5, directed=directed)
@@ -318,7 +318,7 @@ def test_columnar_feed_equals_in_memory_bus(directed, carry):
 def test_columnar_feed_sums_and_refuses_double_posts():
     import numpy as np
 
-    from desim.columnar_feed import ColumnarFeed
+    from desim.messaging.columnar import ColumnarFeed
     columns = ColumnarFeed.from_graph(GRAPH, AGENTS)
     columns.post(np.array([0, 1, 2, 3]), 1, 0, {"v": np.array([1.0, 2.0, 4.0, 8.0])})
     seen_now = columns.visible(np.arange(5), 1, 1)

@@ -10,8 +10,11 @@ import networkx as nx
 import pydantic
 import pytest
 
-from desim import Engine, Persona, build_graph, load_study, neighbors_fn
-from desim.config import Interaction
+from desim import Persona, load_study, neighbors_fn
+from desim.experiments.recording import record, sink_for
+from desim.run.assemble import assemble
+from desim.study.network import build_graph
+from desim.study.files import Interaction
 
 
 def people(n: int, **attrs) -> list[Persona]:
@@ -167,8 +170,9 @@ def test_edges_table_equals_the_runs_graph(tmp_path):
     db = tmp_path / "net.duckdb"
     runs = []
     for _ in range(2):
-        engine = Engine(load_study(root), db_path=db)
-        runs.append((engine.run().run_id, {frozenset(e) for e in engine.graph.edges}))
+        spec = load_study(root)
+        run = assemble(spec)
+        runs.append((record(run, sink_for(spec, db)).run_id, {frozenset(e) for e in run.graph.edges}))
     con = duckdb.connect(str(db), read_only=True)
     try:
         for run_id, graph_edges in runs:

@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 import desim
+from desim.run.assemble import assemble
 from desim.cli import main
 from desim.store import StoreBusyError, StoreLayoutError, StudyLayout, open_store
 from storeq import store_path
@@ -172,7 +173,7 @@ def test_per_agent_and_columnar_paths_store_the_same_typed_panel(tmp_path):
     c = write_study(tmp_path / "columns", decision="Columns")
     ra = desim.run_study(desim.load_study(a))
     rc = desim.run_study(desim.load_study(c))
-    assert desim.Engine(desim.load_study(c), db_path=":memory:").columnar
+    assert assemble(desim.load_study(c)).columnar
     pa_rows = query(store_path(a), PANEL, [ra.run_id])
     pc_rows = query(store_path(c), PANEL, [rc.run_id])
     assert len(pa_rows) == 30 and pa_rows == pc_rows
@@ -335,5 +336,5 @@ def test_a_run_in_progress_is_readable_while_it_goes(tmp_path):
         if step >= 1:
             seen.append((step, desim.open(root).sql("SELECT max(step) AS s FROM panel").column("s")[0].as_py()))
 
-    desim.Engine(desim.load_study(root), on_step=look).run()
+    desim.run_study(desim.load_study(root), on_step=look)
     assert seen == [(s, s) for s in range(1, 7)]

@@ -16,7 +16,7 @@ from scipy import stats
 from desim.cli import main
 from desim.report import write_sweep_report
 from storeq import store_path
-from desim.sweep import run_sweep
+from desim.experiments.sweep import run_sweep
 from images import decode
 
 # n_agents has one value: fixed for the sweep, so epsilon (the first varied parameter) is the x axis

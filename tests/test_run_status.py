@@ -17,8 +17,7 @@ import desim
 from desim.cli import main
 from desim.store import StudyLayout
 from desim.store.health import health_of, run_health
-from storeq import store_path
-from desim.sweep import run_sweep
+from desim.experiments.sweep import run_sweep
 from storeq import sql
 from walk_study import write_walk_study
 from waits import HANG_S

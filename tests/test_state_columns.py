@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 import desim
-from desim.engine import Engine, RunFailed
-from desim.interfaces import has_state_columns
+from desim import RunFailed
+from desim.experiments.recording import record, sink_for
+from desim.run.assemble import assemble
+from desim.study.contract import has_state_columns
 from storeq import store_path
 from probe_study import write_probe_study
 from storeq import query as rows
@@ -25,12 +27,12 @@ def test_state_columns_give_the_panel_agent_state_gives(tmp_path):
     root = tmp_path / "opinion_diffusion"
     shutil.copytree(STUDY, root, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     spec = desim.load_study(root, params={"n_agents": 300}, rounds=2)
-    with_columns = Engine(spec)
-    assert has_state_columns(with_columns.environment) and with_columns.state_columns
-    by_columns = with_columns.run()
-    per_agent = Engine(desim.load_study(root, params={"n_agents": 300}, rounds=2))
-    per_agent.state_columns = False                 # the study's agent_state, one dict per agent
-    by_dicts = per_agent.run()
+    with_columns = assemble(spec)
+    assert has_state_columns(with_columns.environment) and with_columns.states_as_columns
+    by_columns = record(with_columns, sink_for(spec))
+    per_agent = assemble(desim.load_study(root, params={"n_agents": 300}, rounds=2))
+    per_agent.path = "agents"                       # the study's agent_state, one dict per agent
+    by_dicts = record(per_agent, sink_for(spec))
     db = store_path(root)
     got, want = rows(db, PANEL, [by_columns.run_id]), rows(db, PANEL, [by_dicts.run_id])
     assert len(got) == 300 * spec.simulation.n_steps and got == want
@@ -45,12 +47,13 @@ def test_state_columns_give_the_panel_agent_state_gives(tmp_path):
 ])
 def test_malformed_state_columns_stop_the_run_naming_the_field(tmp_path, columns, expected):
     root = write_probe_study(tmp_path / "probe", n_agents=5, n_steps=4)
-    engine = Engine(desim.load_study(root))
-    env = engine.environment
+    spec = desim.load_study(root)
+    run = assemble(spec)
+    env = run.environment
     good = lambda: {"value": [env.value[a] for a in env.ctx.agent_ids]}       # noqa: E731
-    env.state_columns = lambda: columns(env) if engine.ctx.step == 3 else good()
-    engine.state_columns = True
+    env.state_columns = lambda: columns(env) if run.ctx.step == 3 else good()
+    run.path = "state_columns"
     with pytest.raises(RunFailed) as err:
-        engine.run()
+        record(run, sink_for(spec))
     assert f"step 3: {expected}" in err.value.error, err.value.error
     assert rows(store_path(root), "SELECT DISTINCT step FROM panel ORDER BY step") == [(1,), (2,)]

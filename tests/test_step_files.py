@@ -10,7 +10,9 @@ import pytest
 
 import desim
 from desim.store import files as datafiles
-from desim.engine import Engine, RunFailed
+from desim import RunFailed
+from desim.experiments.recording import record, sink_for
+from desim.run.assemble import assemble
 from storeq import store_path
 from probe_study import write_probe_study
 from storeq import query as rows
@@ -36,8 +38,8 @@ def test_a_step_is_in_place_before_it_is_reported_and_before_the_next_step_decid
     slow_writes(monkeypatch)
     root = write_probe_study(tmp_path / "probe", n_steps=5, rounds=2)
     seen = []
-    engine = Engine(desim.load_study(root), on_step=lambda t, m: seen.append(
-        ("reported", t, step_folder(root, engine.run_id, t).is_dir())))
+    spec = desim.load_study(root)
+    engine = assemble(spec)
     decide = engine.decision.decide_batch
 
     def decide_checked(observations, memories):
@@ -46,7 +48,8 @@ def test_a_step_is_in_place_before_it_is_reported_and_before_the_next_step_decid
         return decide(observations, memories)
 
     engine.decision.decide_batch = decide_checked
-    result = engine.run()
+    result = record(engine, sink_for(spec), on_step=lambda t, m: seen.append(
+        ("reported", t, step_folder(root, engine.run_id, t).is_dir())))
     assert result.status == "completed"
     assert [s for s in seen if s[0] == "reported"] == [("reported", t, True) for t in range(1, 6)]
     assert [s for s in seen if s[0] == "decide"] == [("decide", t, True) for t in range(1, 6) for _ in range(2)]

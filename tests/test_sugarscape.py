@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 import desim
-from desim.refs import study_module
+from desim.study.refs import study_module
 from storeq import store_path
 from storeq import query
 from waits import HANG_S

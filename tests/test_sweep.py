@@ -13,7 +13,7 @@ import pytest
 
 from desim.cli import main
 from storeq import store_path
-from desim.sweep import SweepError, make_plan, run_sweep, sweep_table
+from desim.experiments.sweep import SweepError, make_plan, run_sweep, sweep_table
 from sweep_study import panels_by_slot, write_crashy_study
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from storeq import store_path
-from desim.sweep import run_sweep
+from desim.experiments.sweep import run_sweep
 from sweep_study import panels_by_slot, write_crashy_study
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,8 @@
 """Sub-commands of the ``desim`` CLI, one module per area; see ``desim.cli``."""
 
 
-class UserError(Exception):
+from desim.errors import DesimError
+
+
+class UserError(DesimError):
     """An error the user can act on; printed without a traceback."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .core import Progress, add_study_arg, parse_sets, print_table
+from desim.commands.core import Progress, add_study_arg, parse_sets, print_table
 
 
 def cmd_branch(args) -> int:
-    from ..branch import branch
-    from . import UserError
+    from desim.commands import UserError
+    from desim.experiments.branch import branch
     progress = Progress(0, "branch")
     try:
         result = branch(args.study, args.from_run, args.at_step, params=parse_sets(args.set), steps=args.steps,
@@ -27,8 +27,8 @@ def cmd_branch(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from . import UserError
-    from ..compare import compare
+    from desim.commands import UserError
+    from desim.experiments.compare import compare
     try:
         data = compare(args.study, args.control, args.treatment,
                        states=args.state.split(",") if args.state else None)

@@ -15,7 +15,7 @@ DEFAULT_TEMPLATE = "starter"
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
     """``--set name=value`` pairs into a dict (values stay text until coerced)."""
-    from . import UserError
+    from desim.commands import UserError
     out: dict[str, str] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
@@ -46,7 +46,7 @@ class Progress:
 
 def templates() -> dict[str, str]:
     """The packaged templates: name -> title (from its study.json)."""
-    from ..config import read_json
+    from desim.study.files import read_json
     out = {}
     for folder in sorted(TEMPLATES.iterdir()) if TEMPLATES.is_dir() else []:
         if (folder / "study.json").is_file():
@@ -55,8 +55,8 @@ def templates() -> dict[str, str]:
 
 
 def cmd_new(args) -> int:
-    from . import UserError
-    from ..config import read_json
+    from desim.commands import UserError
+    from desim.study.files import read_json
     known = templates()
     if args.list:
         for name, title in known.items():
@@ -81,7 +81,7 @@ def cmd_new(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from ..lint import validate
+    from desim.lint import validate
     report = validate(args.study, probe=not args.no_probe)
     spec = report.spec
     if args.strict and report.warnings:     # refused: the warnings as errors, exit status 2
@@ -101,17 +101,14 @@ def cmd_validate(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from ..branch import branch, resume
-    from . import UserError
-    from ..config import load_study
-    from ..engine import Engine
+    from desim.commands import UserError
+    from desim.experiments.branch import resume
+    from desim.experiments.runs import run_study
+    from desim.study.files import load_study
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
             raise UserError("--resume continues a run with its stored configuration; drop the overrides")
-        try:
-            result = resume(args.study, args.resume, on_step=Progress(0, "resume"))
-        except ValueError as e:
-            raise UserError(str(e)) from None
+        result = resume(args.study, args.resume, on_step=Progress(0, "resume"))
         spec = load_study(args.study)
     else:
         params = parse_sets(args.set)
@@ -119,16 +116,7 @@ def cmd_run(args) -> int:
         if spec.simulation.interaction_rounds < 1:
             print(f"warning: interaction_rounds {spec.simulation.interaction_rounds} is clamped to 1",
                   file=sys.stderr)
-        progress = Progress(spec.simulation.n_steps, spec.id)
-        warm = spec.simulation.warm_start
-        if warm:
-            try:
-                result = branch(spec.root, warm.from_run, warm.at_step, spec=spec, on_step=progress,
-                                note="warm start")
-            except ValueError as e:
-                raise UserError(str(e)) from None
-        else:
-            result = Engine(spec, on_step=progress).run()
+        result = run_study(spec, on_step=Progress(spec.simulation.n_steps, spec.id))   # a warm start: a branch
     db = result.store_path
     print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
     print(f"  steps {result.steps_done}, panel rows written {result.rows_written}, "
@@ -139,7 +127,7 @@ def cmd_run(args) -> int:
     if result.status == "interrupted":
         print(f"  resume with: desim run {spec.root} --resume {result.run_id}")
     print(f"  store: {db}")
-    from ..store.queries import example_for_run
+    from desim.store.queries import example_for_run
     print(f"  try:   desim sql {spec.root} \"{example_for_run(result.run_id)}\"")
     return 0
 
@@ -159,9 +147,9 @@ def _diff_summary(diff: list[dict], limit: int = 4) -> str:
 
 
 def cmd_runs(args) -> int:
-    from ..store import Catalogue, StudyLayout, open_store
-    from ..store.health import health_of, last_step
-    from ..versions import describe_overrides
+    from desim.store import Catalogue, StudyLayout, open_store
+    from desim.store.health import health_of, last_step
+    from desim.versions import describe_overrides
     layout = StudyLayout(args.study)
     if not layout.db.exists():
         print(f"no runs yet ({layout.db} does not exist)")
@@ -233,9 +221,9 @@ def print_table(columns: list[str], rows: list[tuple], limit: int = 200) -> None
 
 
 def cmd_sql(args) -> int:
-    from . import UserError
-    from ..store import QueryError, StoreMissing, StudyLayout
-    from ..store.reader import user_query
+    from desim.commands import UserError
+    from desim.store import QueryError, StoreMissing, StudyLayout
+    from desim.store.reader import user_query
     try:
         table = user_query(StudyLayout(args.study), args.query)    # None for a statement that returns no rows
     except StoreMissing as e:
@@ -246,7 +234,8 @@ def cmd_sql(args) -> int:
         return 0
     if args.csv:
         import pyarrow.csv as pcsv
-        from ..export import _plain_text, csv_options
+
+        from desim.store.export import _plain_text, csv_options
         sys.stdout.flush()
         pcsv.write_csv(_plain_text(table), sys.stdout.buffer, csv_options(table))
     elif args.json:

@@ -15,9 +15,10 @@ from pathlib import Path
 
 def cmd_dashboard(args) -> int:
     import uvicorn
-    from . import UserError
-    from ..dashboard.app import create_app
-    from ..dashboard.safety import is_loopback
+
+    from desim.commands import UserError
+    from desim.dashboard.app import create_app
+    from desim.dashboard.safety import is_loopback
     studies = Path(args.studies_dir)
     if not studies.is_dir():
         raise UserError(f"{studies} is not a folder of studies")

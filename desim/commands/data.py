@@ -3,9 +3,9 @@ from __future__ import annotations
 
 
 def cmd_export(args) -> int:
-    from . import UserError
-    from ..export import export
-    from ..store import NoSuchRun
+    from desim.commands import UserError
+    from desim.store import NoSuchRun
+    from desim.store.export import export
     try:
         paths = export(args.study, args.out, run=args.run, fmt=args.format)
     except (NoSuchRun, LookupError, ValueError) as e:

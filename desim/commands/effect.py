@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from .core import add_study_arg, parse_sets, print_table
+from desim.commands.core import add_study_arg, parse_sets, print_table
 
 
 class PairsProgress:
@@ -28,9 +28,9 @@ class PairsProgress:
 
 
 def cmd_effect(args) -> int:
-    from . import UserError
-    from ..effect import EffectError, effect_table, run_effect
-    from ..sweep import SweepError
+    from desim.commands import UserError
+    from desim.experiments.effect import EffectError, effect_table, run_effect
+    from desim.experiments.sweep import SweepError
     progress = PairsProgress(args.study.rstrip("/").split("/")[-1])
     try:
         result = run_effect(args.study, args.at_step, parse_sets(args.set), replicates=args.replicates,

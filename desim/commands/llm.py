@@ -5,8 +5,8 @@ import sys
 
 
 def cmd_stub_llm(args) -> int:
-    from . import UserError
-    from ..llm.stub import StubSettings, StubStats, bind, serve
+    from desim.commands import UserError
+    from desim.llm.stub import StubSettings, StubStats, bind, serve
     for name in ("error_rate", "garbage_rate"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             raise UserError(f"--{name.replace('_', '-')} must be between 0 and 1")

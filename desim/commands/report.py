@@ -1,11 +1,11 @@
 """``desim report``, ``desim viz diffusion`` and ``desim viz grid``: figures of what happened in a run or a sweep."""
 from __future__ import annotations
 
-from . import UserError
+from desim.commands import UserError
 
 
 def cmd_report(args) -> int:
-    from ..report import ReportError, write_report, write_sweep_report
+    from desim.report import ReportError, write_report, write_sweep_report
     if args.sweep and (args.run or args.compare):
         raise UserError("--sweep reports a whole sweep; it cannot be combined with --run or --compare")
     if args.effect and (args.run or args.compare or args.sweep):
@@ -15,7 +15,7 @@ def cmd_report(args) -> int:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
         if args.effect:
-            from ..report.effect import write_effect_report
+            from desim.report.effect import write_effect_report
             paths = write_effect_report(args.study, args.effect, metrics=metrics, out_dir=args.out)
         elif args.sweep:
             paths = write_sweep_report(args.study, args.sweep, metrics=metrics, out_dir=args.out)
@@ -29,7 +29,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_viz_diffusion(args) -> int:
-    from ..report import ReportError, diffusion_player
+    from desim.report import ReportError, diffusion_player
     try:
         paths = diffusion_player(args.study, args.state, run_id=args.run, max_nodes=args.max_nodes,
                                  sample_size=args.sample_size, out_dir=args.out)
@@ -41,7 +41,7 @@ def cmd_viz_diffusion(args) -> int:
 
 
 def cmd_viz_grid(args) -> int:
-    from ..report import ReportError, grid_player
+    from desim.report import ReportError, grid_player
     try:
         paths = grid_player(args.study, args.state, run_id=args.run, out_dir=args.out)
     except ReportError as e:

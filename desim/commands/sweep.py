@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from .core import add_study_arg, parse_sets, print_table
+from desim.commands.core import add_study_arg, parse_sets, print_table
 
 
 class RunsProgress:
@@ -46,8 +46,8 @@ class RunsProgress:
 
 
 def cmd_sweep(args) -> int:
-    from . import UserError
-    from ..sweep import SweepError, parse_grid, run_sweep
+    from desim.commands import UserError
+    from desim.experiments.sweep import SweepError, parse_grid, run_sweep
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     progress = RunsProgress(args.study.rstrip("/").split("/")[-1], args.study, args.backend, args.workers)
     try:
@@ -70,7 +70,7 @@ def cmd_sweep(args) -> int:
         print(f"  failed: {', '.join(failed)}")
         print(f"  rerun them: desim sweep {args.study} --resume {result.sweep_id}")
         return 1
-    from ..store.queries import example_for_sweep
+    from desim.store.queries import example_for_sweep
     print(f"  try: desim sql {args.study} \"{example_for_sweep(result.sweep_id)}\"")
     return 0
 

@@ -47,11 +47,23 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ..config import StudyConfigError
-from ..store import StoreBusyError
-from . import data
-from .safety import (BadRequest, NotFound, check_id, check_state_key, check_text, host_name, int_param,
-                     is_loopback, optional_text, raw_path_suspicious, refuse_cross_site, safe_file)
+from desim.dashboard import data
+from desim.dashboard.safety import (
+    BadRequest,
+    NotFound,
+    check_id,
+    check_state_key,
+    check_text,
+    host_name,
+    int_param,
+    is_loopback,
+    optional_text,
+    raw_path_suspicious,
+    refuse_cross_site,
+    safe_file,
+)
+from desim.store import StoreBusyError
+from desim.study.files import StudyConfigError
 
 STATIC = Path(__file__).resolve().parent / "static"
 RUN_IN_PROGRESS = ("run in progress: a desim run is writing this study's store, which cannot be read "
@@ -351,7 +363,7 @@ def diffusion_player_fn() -> Callable | None:
     broken, the page falls back to its own simple player.
     """
     try:
-        from ..report.diffusion import diffusion_player
+        from desim.report.diffusion import diffusion_player
     except Exception:  # noqa: BLE001 - any import failure means "not available"
         return None
     return diffusion_player

@@ -20,13 +20,21 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..config import StudyConfigError, load_study, read_json
-from ..palette import category_colors, declared_colors
-from ..store import Catalogue, StoreBroken, StoreBusyError, StoreMissing, StudyLayout, queries, states
-from ..store.connection import reading_checked
-from ..store.health import health_of, last_step
-from ..store.live import live_runs as _live_files
-from .safety import NotFound
+from desim.dashboard.safety import NotFound
+from desim.report.palette import category_colors, declared_colors
+from desim.store import (
+    Catalogue,
+    StoreBroken,
+    StoreBusyError,
+    StoreMissing,
+    StudyLayout,
+    queries,
+    states,
+)
+from desim.store.connection import reading_checked
+from desim.store.health import health_of, last_step
+from desim.store.live import live_runs as _live_files
+from desim.study.files import StudyConfigError, load_study, read_json
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
 MAX_NODES = 10_000         # agents drawn by the network view; above, a neighbourhood sample of this many
@@ -107,7 +115,7 @@ def study_summary(root: Path) -> dict[str, Any]:
 def study_config(root: Path) -> dict[str, Any]:
     """What the study files say: title, population, interventions, and the lint warnings
     ``desim validate --no-probe`` prints (``desim.lint``)."""
-    from ..lint import validate
+    from desim.lint import validate
     report = validate(root, probe=False)
     spec = report.spec
     pop, env, sim = spec.population, spec.environment, spec.simulation
@@ -348,7 +356,8 @@ def network(root: Path, run_id: str, state_key: str, *, seed_agent: str | None =
     each step (as node indices).
     """
     import networkx as nx
-    from ..sampling import sample_nodes
+
+    from desim.report.sampling import sample_nodes
     with reading(root) as con:
         run = _require_run(con, run_id)
         all_ids = queries.agent_ids(con, run_id)

@@ -14,10 +14,15 @@
 
 See ``docs/llm.md``.
 """
-from .config import LLMConfig, load_llm_config
-from .decision import LLMDecision
-from .errors import BudgetExhausted, LLMError, LLMRequestRejected, LLMUnavailable
-from .prompts import PromptTemplate
+from desim.llm.config import LLMConfig, load_llm_config
+from desim.llm.decision import LLMDecision
+from desim.llm.errors import (
+           BudgetExhausted,
+           LLMError,
+           LLMRequestRejected,
+           LLMUnavailable,
+)
+from desim.llm.prompts import PromptTemplate
 
 __all__ = ["BudgetExhausted", "LLMConfig", "LLMDecision", "LLMError", "LLMRequestRejected",
            "LLMUnavailable", "PromptTemplate", "load_llm_config"]

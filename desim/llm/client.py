@@ -37,10 +37,10 @@ from typing import Any, Coroutine, Mapping
 import aiohttp
 import orjson
 
-from .config import LLMConfig, shown_url
-from .endpoints import Endpoint, EndpointPool
-from .errors import LLMError, LLMRequestRejected, LLMUnavailable
-from .scrub import Scrubber, basic_token, userinfo
+from desim.llm.config import LLMConfig, shown_url
+from desim.llm.endpoints import Endpoint, EndpointPool
+from desim.llm.errors import LLMError, LLMRequestRejected, LLMUnavailable
+from desim.llm.scrub import Scrubber, basic_token, userinfo
 
 RETRY_STATUS = {408, 409, 425, 429}
 

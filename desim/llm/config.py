@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
-from ..config import StudyConfigError, _describe, _field_path
+from desim.records import Strict
+from desim.study.files import StudyConfigError, _describe, _field_path
 
 SIMULATION_FILE = "simulation/simulation.json"
 ENV_BASE_URL = "DESIM_LLM_BASE_URL"
@@ -41,10 +42,8 @@ ENV_MODEL = "DESIM_LLM_MODEL"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
 
-class LLMConfig(BaseModel):
+class LLMConfig(Strict):
     """Validated settings of the LLM decision layer (unknown keys are errors)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(default="stub", min_length=1)
     base_url: str | list[str] = DEFAULT_BASE_URL
@@ -111,7 +110,7 @@ class LLMConfig(BaseModel):
 
     def cache_file(self, study_root: Path) -> Path:
         """Where the reply cache lives: relative paths are inside the study folder."""
-        from ..store.layout import StudyLayout
+        from desim.store.layout import StudyLayout
         return StudyLayout(study_root).llm_cache(self.cache_path)
 
 

@@ -33,16 +33,16 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel
 
-from ..config import StudyConfigError
-from ..interfaces import DecisionModel
-from ..schemas import Action, Observation
-from .accounting import CallLog
-from ..store.replies import ReplyCache, request_key
-from .client import ChatClient, LoopThread, Reply, estimate_tokens
-from .config import SIMULATION_FILE, LLMConfig, api_key, load_llm_config
-from .errors import BudgetExhausted, LLMError, LLMUnavailable
-from .prompts import PromptTemplate
-from .replies import fake_reply, parse_reply, seed_from
+from desim.llm.accounting import CallLog
+from desim.llm.client import ChatClient, LoopThread, Reply, estimate_tokens
+from desim.llm.config import SIMULATION_FILE, LLMConfig, api_key, load_llm_config
+from desim.llm.errors import BudgetExhausted, LLMError, LLMUnavailable
+from desim.llm.prompts import PromptTemplate
+from desim.llm.replies import fake_reply, parse_reply, seed_from
+from desim.records import Action, Observation
+from desim.store.replies import ReplyCache, request_key
+from desim.study.contract import DecisionModel
+from desim.study.files import StudyConfigError
 
 LLM_KINDS = ("openai", "scripted")
 _NO_REPLY = Reply(None, 0, 0, 0.0, 0)

@@ -18,10 +18,10 @@ or a URL's ``user:password@`` (:mod:`desim.llm.scrub`).
 """
 from __future__ import annotations
 
-from ..interfaces import StopRun
+from desim.errors import DesimError, StopRun
 
 
-class LLMError(RuntimeError):
+class LLMError(DesimError, RuntimeError):
     """Base class of the LLM layer's errors."""
 
 

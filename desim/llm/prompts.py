@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ..schemas import Action, Observation, Persona
+from desim.records import Action, Observation, Persona
 
 SCHEMA_MARKER = "JSON schema:"
 _JSON = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS

@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-
 # a whole JSON string (escapes included, unterminated up to the end) or one brace
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[{}]', re.DOTALL)
 

@@ -42,9 +42,9 @@ from typing import Any, Iterator
 import orjson
 from aiohttp import web
 
-from .client import estimate_tokens
-from .prompts import SCHEMA_MARKER
-from .replies import fake_reply, first_json_object, seed_from
+from desim.llm.client import estimate_tokens
+from desim.llm.prompts import SCHEMA_MARKER
+from desim.llm.replies import fake_reply, first_json_object, seed_from
 
 GARBAGE = (
     "I would rather talk about this over dinner.",

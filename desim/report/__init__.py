@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..store import StudyLayout
-from . import content, data, html, markdown, sweep
-from .content import Report
-from .data import ReportError
-from .diffusion import diffusion_player
-from .grid import grid_payload, grid_player
+from desim.report import content, data, html, markdown, sweep
+from desim.report.content import Report
+from desim.report.data import ReportError
+from desim.report.diffusion import diffusion_player
+from desim.report.grid import grid_payload, grid_player
+from desim.store import StudyLayout
 
 __all__ = ["ReportError", "diffusion_player", "grid_payload", "grid_player", "reports_dir", "write_report",
            "write_sweep_report"]
@@ -67,7 +67,7 @@ def write_report(study_root: str | Path, run_id: str | None = None, compare: str
 def _current_colors(rd: data.RunData, study_root: str | Path) -> None:
     """Category colours from the study's ``study.json`` as it is now (colours are presentation, not part
     of the experiment), over those stored with the run: the dashboard and the players use the same."""
-    from .diffusion import study_colors
+    from desim.report.diffusion import study_colors
     stored = rd.config.setdefault("study", {}).setdefault("state_colors", {})
     for name in rd.study.get("display_states", []):
         stored.update({name: {**stored.get(name, {}), **study_colors(study_root, name)}})

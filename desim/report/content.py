@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-
-from . import data, figures
-from .data import RunData
+from desim.report import data, figures
+from desim.report.data import RunData
+from desim.report.figures import file_stem
 
 MAX_TABLE_ROWS = 100
 
@@ -167,11 +167,6 @@ def states_section(con, rd: RunData) -> Section | None:
     return section
 
 
-def file_stem(name: str) -> str:
-    """A state or metric name made safe as part of a file name (no path separators)."""
-    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
-
-
 def events_section(rd: RunData) -> Section:
     rows = [[str(e["step"]), e["kind"], e["name"], _compact(e["detail"])[:160]] for e in rd.events]
     text = [] if rows else ["No interventions fired in this run."]
@@ -225,7 +220,7 @@ def comparison_section(con, treat: RunData, control: RunData,
 def grid_section(con, rd: RunData, study_root) -> Section | None:
     """For a positioned study (state fields ``x``, ``y``): the grid at the first and the last step,
     coloured by the first display state, with the study's layer (Sugarscape: sugar left) when it has one."""
-    from . import grid
+    from desim.report import grid
     if study_root is None or not grid.is_positioned(con, rd.run_id):
         return None
     state = next((n for n in rd.study.get("display_states", []) if n not in ("x", "y")), None)

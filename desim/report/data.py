@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..store import Catalogue, StudyLayout, open_store, queries, states
+from desim.errors import StudyError
+from desim.store import Catalogue, StudyLayout, open_store, queries, states
 
 
-class ReportError(ValueError):
+class ReportError(StudyError, ValueError):
     """The report cannot be made (no store, unknown run, unknown state field); says why."""
 
 

@@ -19,7 +19,7 @@ dots still read as a network, and lay out in seconds); the figure and the
 player say so, and give the whole population's counts too.
 Messages per step light the edges of the agents who posted in that step.
 Category colours are the study's (``state_colors`` in ``study.json``, see
-``desim.palette``), the same as in the dashboard and the report's figures.
+``desim.report.palette``), the same as in the dashboard and the report's figures.
 """
 from __future__ import annotations
 
@@ -34,14 +34,13 @@ import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 
-from ..config import StudyConfigError, read_json  # noqa: E402
-from ..palette import category_colors, declared_colors  # noqa: E402
-from ..sampling import sample_nodes  # noqa: E402,F401 - part of this module's interface
-from ..store import StudyLayout, queries, states  # noqa: E402
-from . import data  # noqa: E402
-from .content import file_stem  # noqa: E402
-from .figures import png, state_key  # noqa: E402
-from .player import page, panel_steps  # noqa: E402
+from desim.report import data  # noqa: E402
+from desim.report.figures import file_stem, png, state_key  # noqa: E402
+from desim.report.palette import category_colors, declared_colors  # noqa: E402
+from desim.report.player import page, panel_steps  # noqa: E402
+from desim.report.sampling import sample_nodes  # noqa: E402,F401 - part of this module's interface
+from desim.store import StudyLayout, queries, states  # noqa: E402
+from desim.study.files import StudyConfigError, read_json  # noqa: E402
 
 MAX_NODES = 5000
 SAMPLE_SIZE = 1000

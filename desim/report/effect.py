@@ -6,7 +6,7 @@ band, zero as a reference and the fork step as a red line; before the fork
 the pairs are identical, so the curve sits on zero there (a visible check
 that the branches replayed their controls exactly). Per state field, the
 same for the per-agent mean difference, with the share of agents that
-differ. The numbers come from :func:`desim.effect.effect_table`, so the
+differ. The numbers come from :func:`desim.experiments.effect.effect_table`, so the
 report and ``desim effect`` agree.
 """
 from __future__ import annotations
@@ -20,11 +20,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..config import read_json  # noqa: E402
-from ..effect import EffectError, effect_table  # noqa: E402
-from . import figures  # noqa: E402
-from .content import MAX_TABLE_ROWS, Figure, Report, Section, Table, file_stem, fmt  # noqa: E402
-from .data import ReportError  # noqa: E402
+from desim.experiments.effect import EffectError, effect_table  # noqa: E402
+from desim.report import figures  # noqa: E402
+from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
+from desim.report.data import ReportError  # noqa: E402
+from desim.report.figures import file_stem  # noqa: E402
+from desim.study.files import read_json  # noqa: E402
 
 FIGURE_HEIGHT = 3.6   # inches: 900 x 360 px per figure
 
@@ -138,6 +139,6 @@ def write_effect_report(study_root: str | Path, effect_id: str, metrics: list[st
                         out_dir: str | Path | None = None) -> dict[str, Path]:
     """Write the effect's report (``report.html``, ``report.md``, the figures) under
     ``<study>/runs/reports/effect-<id>/`` unless ``out_dir`` says otherwise; returns the paths."""
-    from . import reports_dir, save
+    from desim.report import reports_dir, save
     report = build(study_root, effect_id, metrics)
     return save(report, Path(out_dir) if out_dir else reports_dir(study_root, f"effect-{effect_id}"))

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from ..palette import PALETTE, category_colors  # noqa: E402,F401 - shared with the players and sweep figures
+from desim.report.palette import PALETTE, category_colors  # noqa: E402,F401 - shared with the players and sweep figures
 
 DPI = 100
 WIDTH = 900
@@ -229,3 +229,8 @@ def paired_differences(name: str, kind: str, data: dict[str, list], fork: int | 
     if kind == "numeric":
         legend_above(ax, ncol=3)
     return png(fig)
+
+
+def file_stem(name: str) -> str:
+    """A state or metric name made safe as part of a file name (no path separators)."""
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)

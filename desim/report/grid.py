@@ -37,12 +37,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import data  # noqa: E402
-from .content import file_stem  # noqa: E402
-from .data import ReportError  # noqa: E402
-from ..store import StudyLayout, states  # noqa: E402
-from .figures import PALETTE, png, state_key  # noqa: E402
-from .player import page, panel_steps  # noqa: E402
+from desim.report import data  # noqa: E402
+from desim.report.data import ReportError  # noqa: E402
+from desim.report.figures import PALETTE, file_stem, png, state_key  # noqa: E402
+from desim.report.player import page, panel_steps  # noqa: E402
+from desim.store import StudyLayout, states  # noqa: E402
 
 MAX_CATEGORIES = 12
 NUMERIC_BINS = 32
@@ -85,7 +84,7 @@ def is_positioned(con, run_id: str) -> bool:
 
 def _layer(study_root: Path, run: dict, read: Callable) -> tuple[tuple | None, str]:
     """The environment's ``grid_layer``, if it has one; a note when it could not be drawn."""
-    from ..refs import resolve
+    from desim.study.refs import resolve
     config = json.loads(run["config"]) if isinstance(run["config"], str) else (run["config"] or {})
     ref = config.get("environment", {}).get("provider", {}).get("ref")
     if not ref:

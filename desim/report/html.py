@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from .content import Report, Table
+from desim.report.content import Report, Table
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 960px; margin: 2em auto;

@@ -2,7 +2,7 @@
 pull request or a notebook)."""
 from __future__ import annotations
 
-from .content import Report, Table
+from desim.report.content import Report, Table
 
 
 def _cell(text: str) -> str:

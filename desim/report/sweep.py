@@ -4,7 +4,7 @@ A sweep's runs are ordinary runs of the study, so one run's report says
 nothing about the spread across replicates. This report reads the sweep's
 recorded plan (the ``sweeps`` table) and the runs' statuses, and takes the
 per-combination summary (mean, sd, 95 % interval of the mean, n) from
-:func:`desim.sweep.sweep_table`, so the report and ``desim sweep`` print the
+:func:`desim.experiments.sweep.sweep_table`, so the report and ``desim sweep`` print the
 same numbers. :func:`build` returns the format-free :class:`Report` that
 ``html`` and ``markdown`` lay out.
 
@@ -24,11 +24,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..store import Catalogue  # noqa: E402
-from ..sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
-from . import data, figures  # noqa: E402
-from .content import MAX_TABLE_ROWS, Figure, Report, Section, Table, file_stem, fmt  # noqa: E402
-from .data import ReportError  # noqa: E402
+from desim.experiments.sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
+from desim.report import data, figures  # noqa: E402
+from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
+from desim.report.data import ReportError  # noqa: E402
+from desim.report.figures import file_stem  # noqa: E402
+from desim.store import Catalogue  # noqa: E402
 
 FIGURE_HEIGHT = 4.2   # inches: with figures.WIDTH and figures.DPI, every sweep figure is 900 x 420 px
 DODGE = 0.012         # horizontal shift between lines, as a share of the x range, so error bars stay apart

@@ -15,11 +15,18 @@ The way in is ``with open_store(layout) as con:`` (read-only unless asked); the 
 functions (``queries``, ``states``, ``Catalogue``) and the public reader is ``StudyData``
 (``desim.open``). A run's progress and health: ``live``, ``health``.
 """
-from .catalogue import Catalogue, now
-from .connection import (StoreBroken, StoreBusyError, StoreError, StoreLayoutError, StoreMissing, field,
-                         open_store)
-from .layout import StudyLayout, layout_of
-from .reader import NoSuchRun, QueryError, StudyData, open
+from desim.store.catalogue import Catalogue, now
+from desim.store.connection import (
+                         StoreBroken,
+                         StoreBusyError,
+                         StoreError,
+                         StoreLayoutError,
+                         StoreMissing,
+                         field,
+                         open_store,
+)
+from desim.store.layout import StudyLayout, layout_of
+from desim.store.reader import NoSuchRun, QueryError, StudyData, open
 
 __all__ = ["Catalogue", "NoSuchRun", "QueryError", "StoreBroken", "StoreBusyError", "StoreError", "StoreLayoutError", "StoreMissing",
            "StudyData", "StudyLayout", "field", "layout_of", "now", "open", "open_store"]

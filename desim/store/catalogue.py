@@ -17,9 +17,9 @@ from typing import Any
 
 import duckdb
 
-from ..version import __version__
-from ..versions import config_hash, diff_configs
-from .connection import StoreError, fetch_dicts, has_table
+from desim.store.connection import StoreError, fetch_dicts, has_table
+from desim.version import __version__
+from desim.versions import config_hash, diff_configs
 
 
 def now() -> datetime:

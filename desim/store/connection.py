@@ -19,13 +19,10 @@ from typing import Any, Callable, Iterator
 
 import duckdb
 
-from .files import ensure_anchors
-from .layout import StudyLayout, layout_of
-from .schema import MIGRATIONS, VIEWS, file_pattern, paired_sql, view_sql
-
-
-class StoreError(RuntimeError):
-    """The study's store cannot be used as asked; the message says why and what to do."""
+from desim.errors import StoreError
+from desim.store.files import ensure_anchors
+from desim.store.layout import StudyLayout, layout_of
+from desim.store.schema import MIGRATIONS, VIEWS, file_pattern, paired_sql, view_sql
 
 
 class StoreBusyError(StoreError):

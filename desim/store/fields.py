@@ -33,16 +33,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..jsontext import json_array
+from desim.errors import FieldError
+from desim.jsontext import json_array
 
 ARROW = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string(),
          "json": pa.json_(), "null": pa.null()}
 _INFERRED = {pa.bool_(): "bool", pa.int64(): "int", pa.float64(): "float", pa.string(): "str",
              pa.null(): "null"}
-
-
-class FieldError(RuntimeError):
-    """A value that cannot be stored faithfully; the message names step, agent and field."""
 
 
 def kind_of(value: Any) -> str | None:

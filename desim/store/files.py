@@ -37,7 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import VIEWS
+from desim.store.schema import VIEWS
 
 TABLES = tuple(VIEWS.values())     # a run's data files, one per view (schema.VIEWS names them)
 

@@ -15,9 +15,9 @@ import socket
 from datetime import datetime, timezone
 from typing import Any
 
-from .files import RunFiles
-from .layout import StudyLayout
-from .live import read_live
+from desim.store.files import RunFiles
+from desim.store.layout import StudyLayout
+from desim.store.live import read_live
 
 HEARTBEAT_SECONDS = 10.0
 STALE_AFTER = 120.0

@@ -13,7 +13,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .connection import fetch_dicts
+from desim.store.connection import fetch_dicts
 
 
 # --- metrics and events --------------------------------------------------------------------------

@@ -18,10 +18,10 @@ from typing import Iterable
 import duckdb
 import pyarrow as pa
 
-from .catalogue import Catalogue
-from .connection import StoreError, StoreMissing, field, open_store
-from .files import RunFiles
-from .layout import StudyLayout, layout_of
+from desim.store.catalogue import Catalogue
+from desim.store.connection import StoreError, StoreMissing, field, open_store
+from desim.store.files import RunFiles
+from desim.store.layout import StudyLayout, layout_of
 
 PANEL_COLUMNS = ("run_id", "step", "agent_id", "action_kind", "action_source", "action_rationale", "away")
 

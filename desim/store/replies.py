@@ -32,7 +32,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from .connection import StoreError
+from desim.store.connection import StoreError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS llm_cache (

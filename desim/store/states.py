@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from .connection import field
+from desim.store.connection import field
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 NUMERIC_TYPES = {"DOUBLE", "BIGINT", "INTEGER", "FLOAT", "UBIGINT"}

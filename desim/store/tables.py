@@ -12,17 +12,16 @@ Parquet); ``run_id`` comes from the folder the files live in.
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .fields import FieldError, Fields
-from ..interfaces import ActionColumns
-from ..jsontext import dumps, json_array
-from ..schemas import Message
+from desim.jsontext import dumps, json_array
+from desim.records import ActionColumns, Message
+from desim.store.fields import FieldError, Fields
 
 
 class PanelTypes:
@@ -93,19 +92,17 @@ def columnar_initial_rows(types: PanelTypes, ids: pa.Array, columns: dict[str, n
 
 
 # --- the panel -------------------------------------------------------------------------
-def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str],
-               agent_state: Callable[[str], dict], actions: list, away: np.ndarray | None,
-               state_columns: dict | None = None) -> pa.Table:
-    """The per-agent path's panel rows, in population order; the states from ``agent_state`` per
-    agent, or from ``state_columns`` (the environment's, when it has them) for all at once."""
+def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str], states: list[dict] | dict,
+               actions: list, away: np.ndarray | None) -> pa.Table:
+    """The per-agent path's panel rows, in population order; ``states`` one dict per agent (what
+    ``agent_state`` returned) or every agent's state as columns (``state_columns``)."""
     n = len(agents)
-    if state_columns is None:
-        states = [agent_state(agent_id) for agent_id in agents]   # agent_id: named in errors (desim.errors)
+    if isinstance(states, dict):
+        state = types.state.struct_columns(states, ids, step)
+    else:
         if set(map(type, states)) != _DICT:
             _dicts(states, agents, step)
         state = types.state.struct(states, agents, step)
-    else:
-        state = types.state.struct_columns(state_columns, ids, step)
     if len(actions) == n and list(map(_agent_id, actions)) == agents:
         acts = actions                      # everyone acted, in population order: the common case
         kinds, payloads = list(map(_kind, acts)), list(map(_payload, acts))

@@ -19,7 +19,7 @@ lunch window and queue. The mean measured wait is what everyone sees when
 deciding the next month, so a busy canteen pushes students away.
 
 The pieces are separate classes so that other studies can reuse them (the
-LLM variant imports this module with ``desim.refs.study_module``):
+LLM variant imports this module with ``desim.study.refs.study_module``):
 ``Students`` (population), ``DormEnvironment`` (world, bus, canteen),
 ``RuleDeliberation`` (the seeded rule decision model), ``DormMetrics``; and
 ``render_prompt`` / ``meal_action`` / ``read_option`` are the contract any

@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from desim.llm import LLMDecision, PromptTemplate
-from desim.refs import study_module
+from desim.study.refs import study_module
 
 base = study_module(Path(__file__).parent.parent / "dorm_deliberation")
 Students = base.Students

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from desim import Action
 from desim.llm import LLMDecision, PromptTemplate
-from desim.refs import study_module
+from desim.study.refs import study_module
 
 base = study_module(Path(__file__).parent.parent / "opinion_diffusion")
 Population = base.Population

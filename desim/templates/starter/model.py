@@ -16,8 +16,18 @@ query as ``state.support``, a DOUBLE), and the figures in ``Support.collect``.
 """
 from __future__ import annotations
 
-from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector,
-                   NeighborFeed, Observation, Persona, PopulationProvider, neighbors_fn)
+from desim import (
+    Action,
+    DecisionModel,
+    EnvironmentProvider,
+    InMemoryMessageBus,
+    MetricCollector,
+    NeighborFeed,
+    Observation,
+    Persona,
+    PopulationProvider,
+    neighbors_fn,
+)
 
 
 class Neighbours(PopulationProvider):

@@ -1,0 +1,243 @@
+"""Paired effects: what an intervention does, with an interval.
+
+One branch against its parent is n = 1: it says what happened in one world,
+not how sure we are. :func:`run_effect` takes R control runs of the study (the
+replicates a sweep of the same parameters would run, with the same derived
+seeds, reused when the store already holds them), branches each at step ``T``
+with the treatment (``--set`` values of parameters the interventions use, or
+the study's current interventions at steps >= T), and pairs every branch with
+its control. Each pair shares its seed, population and steps ``1..T-1``
+exactly, so the difference treatment - control isolates the intervention; the
+R differences give a mean and a 95 % interval (Student t, R - 1 degrees of
+freedom) per step and metric (:func:`effect_table`), and per step and state
+field a per-agent paired summary (the mean over agents of the difference, its
+mean absolute value, the share of agents that differ).
+
+Effects are recorded in the ``effects`` and ``effect_pairs`` tables, so
+``desim report S --effect ID`` and the dashboard can show them later.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from desim.errors import StudyError
+from desim.experiments.branch import check_branch_changes
+from desim.experiments.sweep.executors import make_executor
+from desim.experiments.sweep.merge import WaitFn, merge_run, writing
+from desim.experiments.sweep.plan import seed_for
+from desim.experiments.sweep.summary import describe
+from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
+from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
+from desim.store import states as state_reads
+from desim.study.files import coerce_like, load_study, read_json
+from desim.versions import code_files, code_hash
+
+
+class EffectError(StudyError, ValueError):
+    """An effect that cannot be planned; the message says which argument or file is wrong."""
+
+
+@dataclass
+class EffectResult:
+    effect_id: str
+    study_root: Path
+    at_step: int
+    pairs: list[dict[str, Any]]
+    reused: int
+    errors: dict[str, str]
+    wall_seconds: float
+
+    @property
+    def failed(self) -> list[str]:
+        return sorted(self.errors)
+
+
+ProgressFn = Callable[[str, RunOutcome, int, int], None]
+
+
+# --- planning --------------------------------------------------------------------------
+
+def _typed(spec, values: dict[str, Any], what: str) -> dict[str, Any]:
+    declared = spec.simulation.parameters
+    out = {}
+    for name, value in (values or {}).items():
+        if name not in declared:
+            raise EffectError(f"{what} {name}: {spec.root / 'simulation' / 'simulation.json'} declares no "
+                              f"parameter '{name}' (declared: {', '.join(sorted(declared)) or 'none'})")
+        try:
+            out[name] = coerce_like(value, declared[name])
+        except ValueError as e:
+            raise EffectError(f"{what} {name}: {e}") from None
+    return out
+
+
+def _run_tasks(root: Path, db: StudyLayout, tasks: list[RunTask], version_id: str, backend: str, workers: int | None,
+               address: str | None, phase: str, on_run: ProgressFn | None, on_wait: WaitFn | None,
+               errors: dict[str, str]) -> None:
+    """Execute ``tasks`` on the executor and merge each finished run into the study's store."""
+    if not tasks:
+        return
+    with make_executor(backend, root, workers, address) as executor:
+        for done, outcome in enumerate(executor.run(tasks), 1):
+            try:
+                if outcome.worker_file and Path(outcome.worker_file).exists():
+                    try:
+                        merge_run(db, outcome.worker_file, outcome.run_id, version_id, on_wait)
+                    except (StoreError, ValueError) as e:
+                        outcome.status, outcome.error = "failed", "; ".join(
+                            x for x in (outcome.error, f"could not merge the worker's file: {e}") if x)
+            finally:
+                if outcome.worker_file:
+                    remove_db(outcome.worker_file, outcome.run_id)
+            if outcome.status != "completed":
+                errors[outcome.run_id] = outcome.error or outcome.status
+            if on_run:
+                on_run(phase, outcome, done, len(tasks))
+
+
+def run_effect(study_root: str | Path, at_step: int, treatment: dict[str, Any] | None = None, *,
+               replicates: int = 10, control: dict[str, Any] | None = None, steps: int | None = None,
+               seed: int | None = None, workers: int | None = None, backend: str = "local",
+               address: str | None = None, note: str | None = None, on_start: Callable[[str, int, int], None] | None = None,
+               on_run: ProgressFn | None = None, on_wait: WaitFn | None = None) -> EffectResult:
+    """Run (or reuse) ``replicates`` control runs and branch each at ``at_step`` with ``treatment``.
+
+    ``control`` sets parameters of the control runs (default: the study's
+    values); ``treatment`` sets parameters of the branches on top of them, and
+    may only touch parameters that interventions at steps >= ``at_step`` use.
+    Control seeds are :func:`desim.experiments.sweep.seed_for` of the study seed, the
+    control's parameters and the replicate, so a sweep's runs are reused.
+    Everything is checked before anything runs.
+    """
+    started = time.perf_counter()
+    root = Path(study_root)
+    if replicates < 2:
+        raise EffectError(f"replicates must be at least 2 for an interval, got {replicates}")
+    if at_step < 1:
+        raise EffectError("--at-step must be 1 or more")
+    base = load_study(root, steps=steps, seed=seed)
+    control_p = {**base.simulation.parameters, **_typed(base, control or {}, "--control-set")}
+    treat_p = _typed(base, treatment or {}, "--set")
+    if base.rounds > 1 and not base.simulation.record_rounds:
+        raise EffectError(f"interaction_rounds is {base.rounds}: the treatments are branches, which replay "
+                          "stored rounds; set record_rounds: true in simulation.json")
+    seeds = [seed_for(base.simulation.seed, control_p, rep) for rep in range(replicates)]
+    specs = [load_study(root, steps=steps, seed=s, params=control_p) for s in seeds]
+    n_steps = specs[0].simulation.n_steps
+    if at_step > n_steps:
+        raise EffectError(f"--at-step {at_step} is after the last step ({n_steps})")
+    probe = load_study(root, steps=steps, seed=seeds[0], params={**control_p, **treat_p})
+    problems = check_branch_changes(specs[0].resolved(), probe, at_step)
+    if problems:
+        raise EffectError(f"the treatment may only change interventions at steps >= {at_step}; it changes:\n  - "
+                          + "\n  - ".join(problems))
+    code = code_files(root, base.population.roster)
+    db = StudyLayout(root)
+    effect_id = f"ef{uuid.uuid4().hex[:8]}"
+    folder = db.effect_dir(effect_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    errors: dict[str, str] = {}
+    try:
+        with writing(db, on_wait) as con:
+            catalogue = Catalogue(con)
+            version_id = catalogue.ensure_version(base.id, base.version_config(), kind="run", code=code)[0]
+            controls = [catalogue.reusable_control(s.resolved(), code_hash(code)) for s in specs]
+        found = {c for c in controls if c}
+        reused = len(found)
+        tasks = []
+        for rep, (s, c) in enumerate(zip(seeds, controls)):
+            if c is None:
+                controls[rep] = f"{effect_id}-c{rep}"
+                tasks.append(RunTask(str(root.resolve()), None, controls[rep], s, control_p, steps,
+                                     str((folder / f"{controls[rep]}.duckdb").resolve()),
+                                     f"effect {effect_id}: control {rep}"))
+        if on_start:
+            on_start(effect_id, len(tasks), replicates)
+        _run_tasks(root, db, tasks, version_id, backend, workers, address, "control", on_run, on_wait, errors)
+        with writing(db, on_wait) as con:
+            catalogue = Catalogue(con)
+            label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items())) or "the study's interventions"
+            branch_version = catalogue.ensure_version(base.id, base.version_config(), kind="branch", code=code,
+                                                      parent_run_id=controls[0], fork_step=at_step,
+                                                      note=note or f"effect {effect_id}: {label} from step {at_step}")[0]
+            pairs = [{"replicate": rep, "seed": s, "control_run_id": c, "treatment_run_id": f"{effect_id}-t{rep}",
+                      "reused": c in found}
+                     for rep, (s, c) in enumerate(zip(seeds, controls))]
+            catalogue.record_effect({"effect_id": effect_id, "study_id": base.id, "at_step": at_step,
+                                     "treatment": treat_p, "control": control_p, "replicates": replicates,
+                                     "base_seed": base.simulation.seed, "n_steps": n_steps, "note": note}, pairs)
+        branches = []
+        for p in pairs:
+            if p["control_run_id"] in errors:
+                continue
+            extract = folder / f"{p['control_run_id']}.parent.duckdb"
+            remove_db(extract)
+            with writing(db, on_wait) as con:
+                Catalogue(con).copy_for_branch(p["control_run_id"], at_step - 1, extract)
+            branches.append(RunTask(str(root.resolve()), None, p["treatment_run_id"], p["seed"], treat_p, steps,
+                                    str((folder / f"{p['treatment_run_id']}.duckdb").resolve()),
+                                    f"effect {effect_id}: treatment {p['replicate']}",
+                                    from_run=p["control_run_id"], at_step=at_step, parent_file=str(extract)))
+        _run_tasks(root, db, branches, branch_version, backend, workers, address, "treatment", on_run, on_wait,
+                   errors)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        for empty in (folder.parent,):
+            try:
+                empty.rmdir()
+            except OSError:
+                pass
+    return EffectResult(effect_id, root, at_step, pairs, reused, errors, time.perf_counter() - started)
+
+
+# --- reading an effect ---------------------------------------------------------------------
+
+def list_effects(con) -> list[dict[str, Any]]:
+    """Every recorded effect with its completed pairs (for the dashboard and the CLI)."""
+    return Catalogue(con).effects()
+
+
+def effect_table(study_root: str | Path, effect_id: str, states: list[str] | None = None) -> dict[str, Any]:
+    """The effect's summaries over its completed pairs.
+
+    ``{"effect": row, "pairs": [...], "metrics": [{name, step, mean, sd, ci_low, ci_high, n}],
+    "states": [{field, step, mean, sd, ci_low, ci_high, n, mean_abs, share_changed}]}``:
+    ``mean`` is the mean over pairs of treatment - control (for a state field, of
+    each pair's mean over agents), with its 95 % interval. ``states`` defaults to
+    the study's ``display_states``.
+    """
+    layout = StudyLayout(study_root)
+    if not layout.db.exists():
+        raise EffectError(f"{layout.db} does not exist: no effect has run in {study_root}")
+    with open_store(layout) as con:
+        catalogue = Catalogue(con)
+        row = catalogue.effect(effect_id)
+        if row is None:
+            known = [e["effect_id"] for e in catalogue.effects()]
+            raise EffectError(f"no effect '{effect_id}' in {layout.db} (effects: {', '.join(known) or 'none'})")
+        pairs = catalogue.effect_pairs(effect_id)
+        diffs = queries.effect_metric_differences(con, effect_id)
+        if states is None:
+            states = list(read_json(Path(study_root) / "study.json").get("display_states") or [])
+        per_agent = {f: state_reads.effect_agent_summaries(con, effect_id, f) for f in states}
+    by_metric: dict[tuple[str, int], list[float]] = {}
+    for name, step, d in diffs:
+        if d is not None:
+            by_metric.setdefault((name, step), []).append(d)
+    metrics = [{"name": n, "step": s, **describe(v)} for (n, s), v in by_metric.items()]
+    state_rows = []
+    for f, got in per_agent.items():
+        by_step: dict[int, list[tuple]] = {}
+        for _, step, mean_diff, mean_abs, share, n_agents in got:
+            if n_agents:
+                by_step.setdefault(step, []).append((mean_diff, mean_abs, share))
+        for step, vals in sorted(by_step.items()):
+            state_rows.append({"field": f, "step": step, **describe([v[0] for v in vals]),
+                               "mean_abs": sum(v[1] for v in vals) / len(vals),
+                               "share_changed": sum(v[2] for v in vals) / len(vals)})
+    return {"effect": row, "pairs": pairs, "metrics": metrics, "states": state_rows}

@@ -1,0 +1,80 @@
+"""The plumbing every run shares: where it is kept (a sink) and running an assembled study into it.
+
+``run_study``, ``branch`` and ``resume`` differ in what they assemble and which actions they replay;
+all three end here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from desim.run.assemble import Run
+from desim.run.execute import execute
+from desim.run.sources import Decide, Replay
+from desim.store import StudyData, StudyLayout
+from desim.store.recorder import MemorySink, Recorder
+from desim.study.files import StudySpec
+
+MEMORY = ":memory:"
+
+
+@dataclass
+class RunResult:
+    """How a run ended, with its data one call away (``result.panel()``, ``result.metrics()``)."""
+
+    run_id: str
+    status: str
+    store_path: Path
+    steps_done: int
+    rows_written: int
+    wall_seconds: float
+    error: str | None = None
+    counters: dict[str, Any] = field(default_factory=dict)
+
+    # the run's data, each an Arrow table (``.to_pandas()``); see ``desim.store.reader``
+    def data(self):
+        return StudyData(self.store_path)
+
+    def panel(self, columns=None, steps=None):
+        return self.data().panel(self.run_id, columns, steps)
+
+    def metrics(self, wide: bool = True):
+        return self.data().metrics(self.run_id, wide)
+
+    def messages(self):
+        return self.data().messages(self.run_id)
+
+    def events(self):
+        return self.data().events(self.run_id)
+
+    def initial_states(self):
+        return self.data().initial_states(self.run_id)
+
+
+def as_spec(study: Any) -> StudySpec:
+    """A ``StudySpec`` from a ``desim.Study`` or a ``StudySpec``."""
+    if isinstance(study, StudySpec):
+        return study
+    spec = getattr(study, "spec", None)
+    if callable(spec):
+        return spec()
+    raise TypeError(f"run_study needs a desim.Study or what desim.load_study returns, not {type(study).__name__}")
+
+
+def sink_for(spec: StudySpec, db_path: str | Path | None = None, **row: Any):
+    """Where a run of ``spec`` is kept: the study's store, another DuckDB file, or nowhere (``":memory:"``)."""
+    if db_path is not None and str(db_path) == MEMORY:
+        return MemorySink()
+    layout = StudyLayout.at(db_path) if db_path is not None else StudyLayout(spec.root)
+    return Recorder(layout, **row)
+
+
+def record(run: Run, sink, replay: dict[int, list] | None = None, *, on_step=None, manage_gc: bool = True,
+           handle_signals: bool = True) -> RunResult:
+    """Run an assembled study into ``sink``; ``replay`` holds stored actions for the steps before a fork."""
+    source = Replay(replay, run.decision) if replay else Decide(run.decision)
+    where = sink.layout.db if isinstance(sink, Recorder) else Path(MEMORY)
+    o = execute(run, source, sink, store_path=where, on_step=on_step, manage_gc=manage_gc,
+                handle_signals=handle_signals)
+    return RunResult(o.run_id, o.status, where, o.steps_done, o.rows_written, o.wall_seconds, o.error, o.counters)

@@ -1,0 +1,34 @@
+"""Parameter sweeps and replicates: every combination of a grid of study
+parameters times a number of replicates, each a run of the study with its own
+derived seed, executed on a local process pool or on Ray and merged into the
+study's database.
+
+* :func:`run_sweep` runs (or resumes) a sweep and returns a :class:`SweepResult`;
+* :func:`sweep_table` summarises a recorded sweep (mean, sd, 95 % interval per
+  combination and metric) for the CLI and reports;
+* :func:`make_plan`, :class:`LocalExecutor`, :class:`RayExecutor` and
+  :func:`merge_run` are the parts, for callers that need them alone.
+"""
+from desim.experiments.sweep.executors import (
+    Executor,
+    LocalExecutor,
+    RayExecutor,
+    make_executor,
+)
+from desim.experiments.sweep.merge import merge_run
+from desim.experiments.sweep.plan import (
+    PlannedRun,
+    SweepError,
+    SweepPlan,
+    make_plan,
+    parse_grid,
+    seed_for,
+)
+from desim.experiments.sweep.runner import SweepResult, run_sweep
+from desim.experiments.sweep.summary import describe, sweep_table
+
+__all__ = [
+    "Executor", "LocalExecutor", "PlannedRun", "RayExecutor", "SweepError", "SweepPlan", "SweepResult",
+    "describe", "make_executor", "make_plan", "merge_run", "parse_grid", "run_sweep", "seed_for",
+    "sweep_table",
+]

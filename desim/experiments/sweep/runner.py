@@ -1,0 +1,181 @@
+"""Running a sweep: plan it, hand its runs to an executor, merge each finished
+run into the study's database, and summarise the chosen metrics.
+
+Layout on disk: the plan is a row of the study database's ``sweeps`` table;
+workers write ``<study>/runs/sweeps/<sweep_id>/<run_id>.duckdb``, which the
+parent merges into ``<study>/runs/desim.duckdb`` and then deletes.
+
+A run that fails or whose worker dies is stored as ``failed`` and the sweep
+carries on. ``resume=<sweep_id>`` reruns only the planned runs that are
+missing or not ``completed``, with their planned seeds, so no run is
+duplicated and a resumed sweep ends with the panels an uninterrupted one
+would have.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from desim.experiments.sweep.executors import make_executor
+from desim.experiments.sweep.merge import (
+    WaitFn,
+    load_plan,
+    merge_run,
+    record_failure,
+    record_plan,
+    run_statuses,
+    study_version,
+)
+from desim.experiments.sweep.plan import PlannedRun, SweepError, SweepPlan, make_plan
+from desim.experiments.sweep.summary import sweep_table
+from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
+from desim.store import Catalogue, StoreError, StudyLayout, open_store
+from desim.store.health import pid_alive
+from desim.study.files import load_study
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did: its plan, how each run ended, and the summary table."""
+
+    sweep_id: str
+    study_root: Path
+    plan: SweepPlan
+    statuses: dict[str, str]
+    errors: dict[str, str]
+    ran: list[str]
+    table: list[dict[str, Any]]
+    wall_seconds: float
+    metrics: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> int:
+        return sum(1 for s in self.statuses.values() if s == "completed")
+
+    @property
+    def failed(self) -> list[str]:
+        return [r for r, s in self.statuses.items() if s != "completed"]
+
+
+StartFn = Callable[[SweepPlan, int], None]
+ProgressFn = Callable[[RunOutcome, int, int], None]
+
+
+def sweep_dir(study_root: str | Path, sweep_id: str) -> Path:
+    return StudyLayout(study_root).sweep_dir(sweep_id)
+
+
+def claim_folder(study_root: str | Path, sweep_id: str) -> Path:
+    """The sweep's worker folder, marked with this process; folders left by sweeps whose
+    process died (killed parents) are removed first, so none piles up."""
+    base = StudyLayout(study_root).sweeps
+    if base.is_dir():
+        for other in base.iterdir():
+            owner = other / "owner.json"
+            try:
+                data = json.loads(owner.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if data.get("host") == socket.gethostname() and not pid_alive(int(data.get("pid", 0))):
+                shutil.rmtree(other, ignore_errors=True)
+    folder = sweep_dir(study_root, sweep_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}),
+                                       encoding="utf-8")
+    return folder
+
+
+def _resume_plan(study_root: Path, sweep_id: str) -> tuple[SweepPlan, dict[str, dict]]:
+    layout = StudyLayout(study_root)
+    if not layout.db.exists():
+        raise SweepError(f"cannot resume '{sweep_id}': {layout.db} does not exist")
+    with open_store(layout) as con:
+        plan = load_plan(Catalogue(con), sweep_id)
+        if plan is None:
+            raise SweepError(f"cannot resume: no sweep '{sweep_id}' in {layout.db}")
+        return plan, run_statuses(Catalogue(con), sweep_id)
+
+
+def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, replicates: int = 1,
+              workers: int | None = None, backend: str = "local", address: str | None = None,
+              metrics: list[str] | None = None, *, steps: int | None = None, seed: int | None = None,
+              resume: str | None = None, on_start: StartFn | None = None,
+              on_run: ProgressFn | None = None, on_wait: WaitFn | None = None) -> SweepResult:
+    """Run every combination of ``grid`` x ``replicates`` (or the unfinished runs of sweep
+    ``resume``) on ``backend`` with ``workers`` processes, merging each run as it ends.
+
+    ``grid`` maps a declared study parameter to its values (strings are coerced
+    to the parameter's type). ``on_start(plan, n_to_run)`` is called once the
+    plan is recorded (from then on the sweep can be resumed by its id), and
+    ``on_run(outcome, done, n_to_run)`` after each run is merged, and
+    ``on_wait(message)`` when a merge has to wait for another process that
+    holds the study's store (a ``desim run`` started during the sweep). Returns
+    the runs' statuses and :func:`sweep_table` of ``metrics``.
+    """
+    started = time.perf_counter()
+    root = Path(study_root)
+    db = StudyLayout(root)
+    if resume:
+        if grid:
+            raise SweepError("--resume reruns a recorded sweep with its own grid; do not give --set too")
+        plan, known = _resume_plan(root, resume)
+        todo = [r for r in plan.runs if known.get(r.run_id, {}).get("status") != "completed"]
+    else:
+        plan = make_plan(root, grid or {}, replicates, seed=seed, steps=steps)
+        todo = list(plan.runs)
+        record_plan(db, plan, on_wait)
+    version_id = study_version(db, load_study(root), on_wait)
+    folder = claim_folder(root, plan.sweep_id)
+    tasks = [RunTask(str(root.resolve()), plan.sweep_id, r.run_id, r.seed, r.parameters, plan.n_steps,
+                     str((folder / f"{r.run_id}.duckdb").resolve())) for r in todo]
+    if on_start:
+        on_start(plan, len(tasks))
+    by_id = {r.run_id: r for r in plan.runs}
+    errors: dict[str, str] = {}
+    if tasks:   # a resume with nothing left to run starts no workers (nor Ray)
+        with make_executor(backend, root, workers, address) as executor:
+            for done, outcome in enumerate(executor.run(tasks), 1):
+                _store_outcome(root, db, plan, by_id[outcome.run_id], outcome, version_id, on_wait)
+                if outcome.error:
+                    errors[outcome.run_id] = outcome.error
+                if on_run:
+                    on_run(outcome, done, len(tasks))
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        folder.parent.rmdir()   # runs/sweeps, once no sweep is in progress
+    except OSError:
+        pass
+    final = _resume_plan(root, plan.sweep_id)[1]
+    statuses = {r.run_id: final.get(r.run_id, {}).get("status", "missing") for r in plan.runs}
+    table = sweep_table(root, plan.sweep_id, metrics)
+    chosen = list(dict.fromkeys(row["metric"] for row in table))
+    return SweepResult(plan.sweep_id, root, plan, statuses, errors, [t.run_id for t in tasks], table,
+                       time.perf_counter() - started, chosen)
+
+
+def _store_outcome(root: Path, db: StudyLayout, plan: SweepPlan, run: PlannedRun, outcome: RunOutcome,
+                   version_id: str, on_wait: WaitFn | None = None) -> None:
+    """Merge a finished run's file, or store the run as failed when its worker left none
+    (or a file that cannot be read: that fails the run, not the sweep)."""
+    try:
+        if outcome.worker_file and Path(outcome.worker_file).exists():
+            try:
+                merge_run(db, outcome.worker_file, run.run_id, version_id, on_wait)
+                return
+            except (StoreError, ValueError) as e:
+                outcome.status, outcome.error = "failed", "; ".join(
+                            x for x in (outcome.error, f"could not merge the worker's file: {e}") if x)
+        try:
+            spec = load_study(root, steps=plan.n_steps, seed=run.seed, params=run.parameters)
+        except Exception:  # the run's own settings broke the study: record it with the defaults
+            spec = load_study(root, steps=plan.n_steps)
+        record_failure(db, spec, plan, run, outcome.error or "the run left no output", version_id, on_wait)
+    finally:
+        if outcome.worker_file:
+            remove_db(outcome.worker_file, run.run_id)

@@ -1,0 +1,225 @@
+"""What runs inside a worker: one planned run, written to its own DuckDB file.
+
+DuckDB allows one writing process per file, so a worker never touches the
+study's database; the parent merges the worker's file when the run ends.
+A run whose study code raises ends ``failed`` inside its file (its completed
+steps kept, as for ``desim run``); a worker process that dies returns
+nothing, and the executor reports the run as crashed.
+
+For Ray the study travels as a :class:`StudyBundle` (its files, without
+``runs/``), because a node of a cluster need not see the driver's disk; the
+worker unpacks it once per node and sends its run's file back as bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import shutil
+import signal
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from desim.errors import RunFailed
+from desim.experiments.branch import branch
+from desim.experiments.runs import run_once
+from desim.store import StudyLayout
+from desim.study.files import load_study
+
+SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints"}
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One run for a worker: the study, the run's identity, seed and parameters, and its file."""
+
+    study_root: str
+    sweep_id: str
+    run_id: str
+    seed: int
+    parameters: dict[str, Any]
+    steps: int | None
+    db_path: str
+    note: str | None = None
+    from_run: str | None = None         # a branch of this run (``desim effect``'s treatments) ...
+    at_step: int | None = None          # ... forking at this step,
+    parent_file: str | None = None      # read from this extract of the study's database
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended, seen from the parent.
+
+    ``status`` is ``completed``, ``failed`` (the study raised; the worker file
+    holds the failed run and its completed steps, when it got that far) or
+    ``crashed`` (the worker process or its node died; no usable file).
+    """
+
+    run_id: str
+    status: str
+    error: str | None = None
+    worker_file: str | None = None
+    wall_seconds: float = 0.0
+    file_bytes: bytes | None = None
+
+
+def remove_db(path: str | Path, run_id: str | None = None) -> None:
+    """Delete a worker's DuckDB file, its write-ahead log and the run's data folder, if present."""
+    for p in (Path(path), Path(f"{path}.wal")):
+        p.unlink(missing_ok=True)
+    if run_id:
+        layout = StudyLayout.at(path)
+        shutil.rmtree(layout.run_dir(run_id), ignore_errors=True)
+        if layout.data.name != "data":            # a worker's own data folder: nothing else in it
+            shutil.rmtree(layout.data, ignore_errors=True)
+
+
+def pack_run(db_path: str | Path, run_id: str) -> bytes:
+    """A worker's run as one archive: its DuckDB file and its data folder."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(db_path, arcname="worker.duckdb")
+        folder = StudyLayout.at(db_path).run_dir(run_id)
+        if folder.is_dir():
+            tar.add(folder, arcname=f"data/run_id={run_id}")
+    return buf.getvalue()
+
+
+def unpack_run(archive: bytes, db_path: str | Path) -> None:
+    """Undo :func:`pack_run` beside ``db_path`` (the driver's copy of the worker file)."""
+    db_path = Path(db_path)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+        for member in tar.getmembers():
+            if member.name == "worker.duckdb":
+                db_path.write_bytes(tar.extractfile(member).read())
+            elif member.name.startswith("data/run_id=") and ".." not in member.name:
+                member.name = StudyLayout.at(db_path).data.name + member.name[len("data"):]
+                tar.extract(member, db_path.parent, filter="data")
+
+
+def process_start(pid: int) -> str | None:
+    """A process's start time as the kernel counts it (Linux), so a reused pid is not mistaken for it."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _parent_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return start is None or process_start(pid) in (None, start)
+
+
+def _watch_parent(pid: int, start: str | None, every: float) -> None:
+    while True:
+        time.sleep(every)
+        if not _parent_alive(pid, start):
+            os._exit(1)     # the sweep is gone: nobody will merge this run; --resume reruns it
+
+
+def worker_init(parent_pid: int, parent_start: str | None, every: float = 0.5) -> None:
+    """Set up a local worker process: Ctrl-C is the parent's to handle (it stops the lanes), and
+    a watchdog ends the worker when the sweep's process dies, so a killed sweep leaves no
+    process behind (the forkserver exits once its workers have)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_pid, parent_start, every), daemon=True,
+                     name="desim-sweep-watchdog").start()
+
+
+def execute_run(task: RunTask) -> RunOutcome:
+    """Run one planned run into ``task.db_path`` (replacing any leftover from a crashed attempt)."""
+    started = time.perf_counter()
+    remove_db(task.db_path, task.run_id)
+    try:
+        if task.from_run:
+            result = branch(task.study_root, task.from_run, task.at_step, params=task.parameters,
+                            steps=task.steps, note=task.note, parent_db=task.parent_file, db_path=task.db_path,
+                            run_id=task.run_id, sweep_id=task.sweep_id, handle_signals=False)
+        else:
+            spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
+            result = run_once(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id,
+                              note=task.note, handle_signals=False)
+        if result.status != "completed":    # stopped cleanly (an LLM budget): rerun by --resume
+            return RunOutcome(task.run_id, "failed", result.error, task.db_path, time.perf_counter() - started)
+    except RunFailed as e:
+        return RunOutcome(task.run_id, "failed", e.error, task.db_path, time.perf_counter() - started)
+    except Exception as e:  # the study could not even be built: no run row in the file
+        remove_db(task.db_path, task.run_id)
+        return RunOutcome(task.run_id, "failed", f"{type(e).__name__}: {e}", None,
+                          time.perf_counter() - started)
+    return RunOutcome(task.run_id, "completed", None, task.db_path, time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class StudyBundle:
+    """A study's files (except its runs) as bytes, named by a digest of their content."""
+
+    name: str
+    files: dict[str, bytes]
+    digest: str
+
+    @classmethod
+    def from_folder(cls, root: str | Path) -> "StudyBundle":
+        root = Path(root)
+        files: dict[str, bytes] = {}
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                files[path.relative_to(root).as_posix()] = path.read_bytes()
+        h = hashlib.sha256()
+        for rel, data in sorted(files.items()):
+            h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+        return cls(root.resolve().name, files, h.hexdigest()[:16])
+
+    def unpack(self) -> Path:
+        """The study folder on this node, written once per content digest (safe under concurrency)."""
+        base = Path(tempfile.gettempdir()) / "desim-sweep-studies" / self.digest
+        dest = base / self.name
+        if dest.is_dir():
+            return dest
+        base.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=base, prefix=".unpack-"))
+        for rel, data in self.files.items():
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        try:
+            staging.rename(dest)
+        except OSError:  # another worker on this node unpacked it first
+            shutil.rmtree(staging, ignore_errors=True)
+        return dest
+
+
+def execute_bundled(bundle: StudyBundle, task: RunTask, parent_bytes: bytes | None = None) -> RunOutcome:
+    """Run ``task`` on a node that may not share the driver's disk; the file comes back as bytes
+    (a branch's parent extract travels as ``parent_bytes``)."""
+    root = bundle.unpack()
+    scratch = Path(tempfile.mkdtemp(prefix="desim-run-"))
+    try:
+        parent_file = None
+        if parent_bytes is not None:
+            parent_file = str(scratch / "parent.duckdb")
+            Path(parent_file).write_bytes(parent_bytes)
+        local = dataclasses.replace(task, study_root=str(root), db_path=str(scratch / f"{task.run_id}.duckdb"),
+                                    parent_file=parent_file)
+        outcome = execute_run(local)
+        if outcome.worker_file is not None:
+            outcome.file_bytes = pack_run(outcome.worker_file, task.run_id)
+            outcome.worker_file = None
+        return outcome
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,127 @@
+"""How a bus keeps its posts: each ``ingest`` (or run of direct posts) as one batch of parallel
+lists, each author's latest content as parallel lists, and the read-only sequence ``ingest``
+returns. The bus and its visibility rule are in :mod:`desim.messaging.bus`.
+
+Why lists and not an object per post: a round of 100,000 posts then costs a few list builds,
+and the ``Message`` objects are made only for a read that wants them (``local_for``, ``drain``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import repeat
+
+from desim.records import Message
+
+
+class Batch:
+    """Posts made together, all of one step and round: one ``ingest`` call, or a run of direct posts.
+
+    Kept as parallel lists (authors, contents; kind, channel, audience and reply-to as one value
+    when all share it), so a round of posts costs a few list builds, not an object per post.
+    The ``Message`` objects are made on the first read that wants them (``visible_to``,
+    ``contents``, ``drain``), once, and then shared by every reader."""
+
+    __slots__ = ("step", "round", "authors", "contents", "kinds", "channels", "audiences", "reply_to", "_messages")
+
+    def __init__(self, step: int, round_idx: int, authors: list, contents: list, kinds="post", channels="feed",
+                 audiences="neighbors", reply_to=None, messages: list[Message] | None = None):
+        self.step, self.round, self.authors, self.contents = step, round_idx, authors, contents
+        self.kinds, self.channels, self.audiences, self.reply_to = kinds, channels, audiences, reply_to
+        self._messages = messages
+
+    @classmethod
+    def of(cls, messages: list[Message]) -> "Batch":
+        """Messages posted as they are (same step and round): the same objects are handed out."""
+        m = messages[0]
+        return cls(m[1], m[2], [m[0] for m in messages], [m[3] for m in messages], [m[5] for m in messages],
+                   [m[4] for m in messages], [m[6] for m in messages], [m[7] for m in messages], messages)
+
+    def messages(self) -> list[Message]:
+        if self._messages is None:
+            n = len(self.authors)
+            self._messages = list(map(_new_tuple, repeat(Message), zip(
+                self.authors, repeat(self.step, n), repeat(self.round, n), self.contents, each(self.channels, n),
+                each(self.kinds, n), each(self.audiences, n), each(self.reply_to, n))))
+        return self._messages
+
+
+def messages_of(step: int, round_idx: int, authors: list, contents: list, kinds="post", channels="feed",
+                audiences="neighbors", reply_to=None) -> list[Message]:
+    """The ``Message`` objects of a batch given as :meth:`InMemoryMessageBus.post_batch` takes it."""
+    return Batch(step, round_idx, authors, contents, kinds, channels, audiences, reply_to).messages()
+
+
+def each(value, n: int):
+    """A batch's column: its list, or its one shared value ``n`` times."""
+    return value if type(value) is list else repeat(value, n)
+
+
+class Latest:
+    """Each author's latest content over some batches, as two parallel lists: authors in posting
+    order and their contents (or ``field``s); an author listed twice (two posts in one batch) has
+    its last entry as its latest, as a dict built from the pairs would have.
+
+    Why lists and not a dict: a round is usually posted by the same authors in the same order as
+    the one before, and then bringing the latest up to date is taking the new batch's lists, with
+    no look-up per author (updating a dict of 100,000 authors costs six times as much); readers
+    gather their neighbours by position (``NeighborFeed``). Any other batch goes through a dict."""
+
+    __slots__ = ("authors", "contents")
+
+    def __init__(self, authors: list | None = None, contents: list | None = None):
+        self.authors = [] if authors is None else authors
+        self.contents = [] if contents is None else contents
+
+    def add(self, authors: list, contents: list) -> None:
+        """Posts by ``authors`` (in posting order, parallel to ``contents``) are now the latest."""
+        mine = self.authors
+        if not mine or mine is authors or mine == authors:
+            self.authors, self.contents = authors, contents
+        else:
+            merged = dict(zip(mine, self.contents))
+            merged.update(zip(authors, contents))
+            self.authors, self.contents = list(merged), list(merged.values())
+
+    def covers(self, other: "Latest") -> bool:
+        """Every author of ``other`` has a latest here too."""
+        return self.authors == other.authors or set(self.authors).issuperset(other.authors)
+
+    def as_dict(self) -> dict:
+        return dict(zip(self.authors, self.contents))
+
+
+def fold(batches, field: str | None, out: Latest | None = None) -> Latest:
+    """Each author's last content (or its ``field``) over ``batches``, taken in order, into ``out``
+    (a batch with a content that lacks ``field`` raises before it changes ``out``)."""
+    out = Latest() if out is None else out
+    for b in batches:
+        out.add(b.authors, b.contents if field is None else [c[field] for c in b.contents])
+    return out
+
+
+_new_tuple = tuple.__new__
+
+
+class Posted(Sequence):
+    """The messages one ``ingest`` posted on an ``InMemoryMessageBus``: a read-only sequence
+    whose ``Message`` objects are made when it is first read (most callers never read it)."""
+
+    __slots__ = ("_batch",)
+
+    def __init__(self, batch: Batch):
+        self._batch = batch
+
+    def __len__(self) -> int:
+        return len(self._batch.authors)
+
+    def __getitem__(self, i):
+        return self._batch.messages()[i]
+
+    def __iter__(self):
+        return iter(self._batch.messages())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Posted({self._batch.messages()!r})"

@@ -1,0 +1,161 @@
+"""The records that travel through a step: personas, observations, actions, messages, and a
+round's actions as columns.
+
+These are the bottom layer of desim: nothing here imports from the rest of
+the package. Two kinds of record live here, for two jobs:
+
+* what comes from files and from outside (personas) are pydantic models on
+  the one strict base every study file uses (:class:`Strict`), validated once,
+  with errors that name the field;
+* what travels through the hot path, one per agent per round (``Observation``,
+  ``Action``, ``Message``), are plain records: ``Observation`` and ``Action``
+  slots dataclasses, ``Message`` a named tuple; building one costs a fifth of
+  a validating model or less. The engine checks every action a study
+  returns at the boundary it already has (known agent, took part, one per
+  round, right step, valid source, kind non-empty, payload a dict), with errors
+  naming step, round and agent. They keep the pydantic spellings studies use
+  (keyword construction, ``model_construct``, ``model_dump``, ``model_copy``),
+  and may also be built positionally, in field order;
+* ``ActionColumns``: a round's actions as arrays, on the columnar path.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, NamedTuple
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Strict as StrictType
+
+INT32 = 2**31 - 1
+"""The largest step the store holds (an INTEGER column)."""
+Step = Annotated[int, StrictType(), Field(ge=0, le=INT32)]
+
+ActionSource = Literal["rule", "llm", "fallback", "replay"]
+ACTION_SOURCES = ("rule", "llm", "fallback", "replay")
+
+
+class Strict(BaseModel):
+    """Base for every schema: unknown keys are errors, a typo never passes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Persona(Strict):
+    """One member of the fixed population; ``agent_id`` is the longitudinal key."""
+
+    agent_id: str = Field(min_length=1)
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+
+
+class _Record:
+    """The pydantic spellings a light record keeps, so studies written against them run unchanged."""
+
+    __slots__ = ()
+
+    @classmethod
+    def model_construct(cls, **values):
+        return cls(**values)
+
+    @classmethod
+    def model_validate(cls, data: dict[str, Any]):
+        return cls(**data)
+
+    def model_dump(self, mode: str | None = None) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def model_copy(self, update: dict[str, Any] | None = None):
+        return dataclasses.replace(self, **(update or {}))
+
+
+@dataclass(slots=True)
+class Observation(_Record):
+    """What one agent sees at step ``step`` in round ``round_idx``.
+
+    The four quadrants cross two axes: physical or information, macro (the
+    same for everyone) or local (this agent's own). ``text`` is an optional
+    rendering for language-model prompts.
+    """
+
+    agent_id: str
+    step: int
+    round_idx: int = 0
+    macro_physical: dict[str, Any] = field(default_factory=dict)
+    local_physical: dict[str, Any] = field(default_factory=dict)
+    macro_information: dict[str, Any] = field(default_factory=dict)
+    local_information: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None
+
+
+@dataclass(slots=True)
+class Action(_Record):
+    """What one agent did. ``source`` says who decided it (``rule``, ``llm``, ``fallback``, ``replay``)."""
+
+    agent_id: str
+    step: int
+    kind: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    rationale: str = ""
+    source: str = "rule"
+
+
+class Message(NamedTuple):
+    """A post on the message bus, stamped with the step and round it was posted in.
+
+    A named tuple, not a dataclass: the bus stores each post once and hands
+    the same object to every neighbour who reads it, and a tuple is the
+    cheapest record Python builds (``tuple.__new__(Message, fields)`` in the
+    feed). Immutable: ``model_copy(update=...)`` makes a changed copy.
+    """
+
+    author_id: str
+    step: int
+    round: int
+    content: Any
+    channel: str = "feed"
+    kind: str = "post"
+    audience: str = "neighbors"
+    reply_to: str | None = None
+
+    @classmethod
+    def model_construct(cls, **values) -> "Message":
+        return cls(**values)
+
+    @classmethod
+    def model_validate(cls, data: dict[str, Any]) -> "Message":
+        return cls(**data)
+
+    def model_dump(self, mode: str | None = None) -> dict[str, Any]:
+        return dict(zip(self._fields, self))
+
+    def model_copy(self, update: dict[str, Any] | None = None) -> "Message":
+        return self._replace(**(update or {}))
+
+
+Message.model_fields = dict.fromkeys(Message._fields)
+for _cls in (Observation, Action):
+    _cls.model_fields = {f.name: f for f in dataclasses.fields(_cls)}
+
+
+@dataclass
+class ActionColumns:
+    """A round's actions as columns aligned with the participants' positions (the columnar path).
+
+    ``kind`` is one string for everyone or an array of strings; ``payload`` maps
+    a field name to an array. ``acted`` (optional) marks who acted at all.
+    """
+
+    kind: str | np.ndarray
+    payload: dict[str, np.ndarray] = field(default_factory=dict)
+    acted: np.ndarray | None = None
+    source: str = "rule"
+    idx: np.ndarray | None = None  # set by the engine: the participants' positions
+
+    def __len__(self) -> int:
+        if isinstance(self.kind, np.ndarray):
+            return len(self.kind)
+        for v in self.payload.values():
+            return len(v)
+        return 0 if self.acted is None else len(self.acted)

@@ -1,0 +1,139 @@
+"""Assembling a study into a run: everything a run needs, built and checked, nothing written.
+
+:func:`assemble` turns a loaded study (a ``StudySpec``) into a :class:`Run`: its population, its
+network, the SimPy environment and clock, the interventions, the study's components (environment,
+behaviour model, metric collector) each given ``ctx``, and which path the run takes (per-agent or
+columnar). Study code runs here only where the study asked for it (a population provider, the
+components' constructors, the behaviour model's ``reset``), and a failure stops before anything is
+recorded. ``desim validate`` inspects this object; ``Engine`` runs it.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import simpy
+
+from desim.errors import StudyConfigError
+from desim.records import Persona
+from desim.run.checks import RunError
+from desim.study.clock import Clock
+from desim.study.contract import MetricCollector, RunContext, study_path
+from desim.study.failures import call
+from desim.study.files import StudySpec, check_population, read_roster
+from desim.study.interventions import Interventions
+from desim.study.network import build_graph
+from desim.study.refs import build
+from desim.study.rng import Streams
+
+
+@dataclass
+class Run:
+    """One assembled run of a study: plain data, nothing recorded yet."""
+
+    spec: StudySpec
+    run_id: str
+    streams: Streams
+    personas: list[Persona]
+    graph: nx.Graph
+    sim: simpy.Environment
+    interventions: Interventions
+    ctx: RunContext
+    environment: Any
+    decision: Any
+    collector: Any
+    path: str                       # "columnar", "state_columns" (per-agent, states as columns) or "agents"
+    ids: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ids = self.ctx.agent_ids
+
+    @property
+    def root(self) -> Path:
+        return self.spec.root
+
+    @property
+    def seed(self) -> int:
+        return self.spec.simulation.seed
+
+    @property
+    def n_steps(self) -> int:
+        return self.spec.simulation.n_steps
+
+    @property
+    def rounds(self) -> int:
+        return self.spec.rounds
+
+    @property
+    def columnar(self) -> bool:
+        return self.path == "columnar"
+
+    @property
+    def states_as_columns(self) -> bool:
+        """Whether each step's states come from ``state_columns`` (both paths may)."""
+        return self.path != "agents"
+
+
+def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
+    """Build ``spec`` into a :class:`Run` (see the module docstring); nothing is written."""
+    root, sim_cfg = spec.root, spec.simulation
+    run_id = run_id or f"r{uuid.uuid4().hex[:10]}"
+    streams = Streams(sim_cfg.seed)
+    personas = _population(spec, streams)
+    try:
+        graph = build_graph(spec.population.interaction, personas,
+                            seed=int(streams.numpy("network").integers(2**31)))
+    except (ValueError, nx.NetworkXException) as e:
+        raise StudyConfigError(root / "population" / "population.json",
+                               [("interaction", f"cannot build a '{spec.population.interaction.kind}' "
+                                                f"network over {len(personas)} agents: {e}")]) from None
+    check_population(spec, personas)
+    sim = simpy.Environment()
+    interventions = Interventions(spec.environment.layers, spec.environment.scheduled_events,
+                                  spec.environment.broadcasts, personas)
+    ctx = RunContext(sim=sim, clock=Clock(sim_cfg.time_unit), streams=streams, personas=personas, graph=graph,
+                     interventions=interventions, params=dict(sim_cfg.parameters), n_steps=sim_cfg.n_steps,
+                     rounds=spec.rounds, seed=sim_cfg.seed, run_id=run_id, occupy=_no_engine_yet, root=root,
+                     llm=sim_cfg.llm)
+    given = spec.objects      # instances a desim.Study was built from, used as they are
+    environment = given.get("environment") or build(spec.environment.provider, root,
+                                                    "environment/environment.json: provider")
+    decision = given.get("decision") or build(sim_cfg.decision, root, "simulation/simulation.json: decision")
+    collector = given.get("collector") or (build(sim_cfg.collector, root, "simulation/simulation.json: collector")
+                                           if sim_cfg.collector else MetricCollector())
+    for part in (environment, decision, collector):
+        part.ctx = ctx
+    call(decision.reset, sim_cfg.seed, root=root)   # before anything is written: a bad llm block stops here
+    return Run(spec, run_id, streams, personas, graph, sim, interventions, ctx, environment, decision, collector,
+               study_path(environment, decision))
+
+
+def _no_engine_yet(agent_id: str, errand) -> None:
+    raise RunError(f"agent {agent_id}: ctx.occupy works once the run starts (in reset or later), "
+                   "not while the study is being built")
+
+
+def _population(spec: StudySpec, streams: Streams) -> list[Persona]:
+    pop, root = spec.population, spec.root
+    if pop.personas is not None:
+        return list(pop.personas)
+    if pop.roster is not None:
+        return read_roster(root, pop.roster)
+    provider = spec.objects.get("population") or build(pop.provider, root, "population/population.json: provider")
+    personas = partial(call, root=root, step="population")(provider.personas, streams.numpy("population"))
+    if not isinstance(personas, list):
+        raise RunError(f"population provider {pop.provider.ref}: returned {type(personas).__name__}, "
+                       "not a list of Persona")
+    seen: set[str] = set()
+    for i, p in enumerate(personas):
+        if not isinstance(p, Persona):
+            raise RunError(f"population provider {pop.provider.ref}: item {i} is a "
+                           f"{type(p).__name__}, not a Persona")
+        if p.agent_id in seen:
+            raise RunError(f"population provider {pop.provider.ref}: duplicate agent_id '{p.agent_id}'")
+        seen.add(p.agent_id)
+    return personas

@@ -1,0 +1,131 @@
+"""What the engine checks of study output, as plain functions: actions, metrics, state columns.
+
+The records a study returns are light (plain dataclasses, not validating models), so this is where
+they are validated, once, at the boundary: garbage from a behaviour model, a collector or an
+environment stops the run with an error naming the step, the round and the agent. Each check is one
+pass in C over the round's output (a set of types, of steps, ...); only when one fails are the
+records walked in Python, to word the error.
+"""
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from desim.errors import StudyError
+from desim.records import ACTION_SOURCES, Action, ActionColumns
+
+
+class RunError(StudyError, RuntimeError):
+    """A run stopped because study code returned something the engine refuses; the message names
+    the step, the round and the agent."""
+
+
+_agent_id, _kind, _step, _source, _payload = (attrgetter(name) for name in
+                                              ("agent_id", "kind", "step", "source", "payload"))
+_ACTION, _DICT, _STR, _SOURCES = {Action}, {dict}, {str}, frozenset(ACTION_SOURCES)
+
+
+def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[str, int],
+                    everyone: frozenset[str] | None = None) -> list[Action]:
+    """``actions`` (what ``decide_batch`` returned for the agents ``ids`` of round ``r``), refused with an
+    error naming the agent unless they are a list of :class:`Action`, at most one per agent of the
+    round, each of step ``t``, with a known ``source``, a non-empty ``kind`` and a dict ``payload``.
+
+    Actions for ``ids`` in their order (the usual reply) are one list comparison; any other order is
+    checked through a set. ``known`` maps every agent of the run to its position; ``everyone`` is the
+    run's agents when ``ids`` are all of them (the set is then not built again)."""
+    if not isinstance(actions, list):
+        raise RunError(f"step {t} round {r}: decide_batch returned {type(actions).__name__}, not a list")
+    if not actions:
+        return actions
+    present = None
+    try:        # every check as one pass in C over the round's actions
+        kinds = set(map(_kind, actions))
+        good = set(map(type, actions)) == _ACTION
+        if good and list(map(_agent_id, actions)) != ids:
+            present = everyone if everyone is not None else set(ids)
+            agents = set(map(_agent_id, actions))
+            good = len(agents) == len(actions) and present.issuperset(agents)
+        good = (good and set(map(_step, actions)) == {t}
+                and _SOURCES.issuperset(map(_source, actions))
+                and set(map(type, map(_payload, actions))) == _DICT
+                and set(map(type, kinds)) == _STR and "" not in kinds)
+    except (AttributeError, TypeError):     # not Actions, or an unhashable id or step
+        good = False
+    if not good:
+        if present is None:
+            present = everyone if everyone is not None else set(ids)
+        seen: set[str] = set()
+        for a in actions:
+            if (type(a) is not Action or a.agent_id in seen or a.agent_id not in present or a.step != t
+                    or a.source not in ACTION_SOURCES or type(a.payload) is not dict
+                    or type(a.kind) is not str or not a.kind):
+                refuse(a, seen, present, t, r, known)
+            seen.add(a.agent_id)
+    return actions
+
+
+def refuse(a: Any, seen: set[str], present: set[str], t: int, r: int, known: dict[str, int]) -> None:
+    """Raise the :class:`RunError` that says what is wrong with the action ``a``."""
+    if not isinstance(a, Action):
+        raise RunError(f"step {t} round {r}: decide_batch returned {a!r:.80}, not an Action")
+    try:
+        is_known = a.agent_id in known
+    except TypeError:
+        is_known = False
+    if not is_known:
+        raise RunError(f"step {t} round {r}: action for unknown agent {a.agent_id!r:.60}")
+    if a.agent_id not in present:
+        raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}', "
+                       "which did not take part in this round")
+    if a.agent_id in seen:
+        raise RunError(f"step {t} round {r}: two actions for agent '{a.agent_id}' in one round")
+    if a.step != t:
+        raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}' says step {a.step}")
+    raise RunError(f"step {t} round {r}: malformed action for agent '{a.agent_id}': {a!r:.120}")
+
+
+def checked_action_columns(actions: Any, n: int, t: int, r: int) -> ActionColumns:
+    """What ``decide_columns`` returned for ``n`` participants: an ``ActionColumns`` of that length."""
+    if not isinstance(actions, ActionColumns) or len(actions) != n:
+        raise RunError(f"step {t} round {r}: decide_columns must return ActionColumns with {n} entries, got "
+                       f"{type(actions).__name__} of {len(actions) if isinstance(actions, ActionColumns) else '?'}")
+    return actions
+
+
+def checked_observations(observations: Any, n: int, t: int, r: int) -> Any:
+    if len(observations) != n:
+        raise RunError(f"step {t} round {r}: observe_batch returned {len(observations)} observations for {n} agents")
+    return observations
+
+
+def checked_metrics(raw: Any, t: int, collector: str) -> dict[str, float]:
+    """A collector's figures for step ``t`` as ``{name: float}``; anything but numbers is refused."""
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise RunError(f"step {t}: {collector}.collect returned {type(raw).__name__}, not a dict of metric name "
+                       "to number")
+    out = {}
+    for name, value in raw.items():
+        if isinstance(value, (str, bool, np.bool_)) or value is None:
+            raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number")
+        try:
+            out[str(name)] = float(value)
+        except (TypeError, ValueError):
+            raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number") from None
+    return out
+
+
+def checked_state_columns(columns: Any, n: int, t: int) -> dict:
+    """The environment's ``state_columns`` for step ``t``: a dict of one entry per agent per field."""
+    if not isinstance(columns, dict):
+        raise RunError(f"step {t}: state_columns returned {type(columns).__name__}, not a dict of field name to "
+                       "one value per agent")
+    for name, values in columns.items():
+        count = len(values) if hasattr(values, "__len__") else None
+        if count != n:
+            raise RunError(f"step {t}: state_columns field '{name}' has {count if count is not None else 'no'} "
+                           f"values for {n} agents (one per agent, in population order)")
+    return columns

@@ -1,0 +1,251 @@
+"""The engine: one run of an assembled study, step by step, on a SimPy clock.
+
+Read this file top to bottom to know what a run does. For ``t = 1..n_steps``
+(sim time ``t`` is step ``t``), with ``K = max(1, interaction_rounds)``:
+
+1. ``advance_to(t)`` fires the step's scheduled events and broadcasts, once;
+2. for ``r = 0..K-1`` a round opens: one shared SimPy event (the gate) wakes
+   every agent process waiting at it; those agents are the round's
+   participants, and ``observe_batch -> decide_batch -> apply`` runs for them;
+   an agent busy elsewhere (queuing at a ``simpy.Resource``, travelling) is not
+   waiting at the gate and does not act in that round;
+3. after round ``K-1`` the final actions go into memory, the step's panel
+   rows (every agent's state, its final action or none, whether it was away)
+   and metrics are captured, and the collector process hands them to the sink.
+
+Rounds take no simulated time. Other SimPy processes of the study share the
+clock and run between steps; a step starts only after everything else
+scheduled for that instant has run (it is scheduled with a lower priority),
+so a change made "at t = 2.0" is visible to step 2's observations.
+
+The engine never touches the message bus (it only passes ``round_idx`` down)
+and never the store: the *source* says who decides (``desim.run.sources``: the
+study's behaviour model, or stored actions replayed before a branch's fork),
+and the *sink* keeps what the run produces (``desim.store.recorder``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import simpy
+from simpy.events import NORMAL, Event
+
+from desim.errors import StopRun
+from desim.run import checks
+from desim.run.assemble import Run
+from desim.run.memory import Memory
+from desim.study.failures import call, tag_agent
+
+LATE = NORMAL + 1
+
+
+class StepTick(Event):
+    """A timeout scheduled after every other event of the same instant."""
+
+    def __init__(self, env: simpy.Environment, delay: float):
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, LATE, delay)
+
+
+class Engine:
+    """Runs an assembled study once: ``Engine(run, source, sink).run()``.
+
+    ``on_step(step, metrics)`` hears each step as it is kept; ``should_stop()`` (a signal's name, or
+    ``None``) ends the run at the next step boundary; ``ready()`` is called once set-up is done, just
+    before the clock starts."""
+
+    def __init__(self, run: Run, source, sink, *, on_step: Callable[[int, dict], None] | None = None,
+                 should_stop: Callable[[], str | None] | None = None, ready: Callable[[], None] | None = None):
+        self.run_, self.source, self.sink = run, source, sink
+        self.on_step, self.should_stop, self.ready = on_step, should_stop, ready
+        self.sim, self.ctx, self.env = run.sim, run.ctx, run.environment
+        self.ids, self.everyone = run.ids, frozenset(run.ids)
+        self._positions = list(range(len(run.ids)))
+        self.record_rounds = run.spec.simulation.record_rounds
+        self.memory = Memory(self.ids, run.spec.simulation.memory_window)
+        self.counters: dict[str, Any] = {"decide_calls": 0, "messages": 0}
+        self._call = lambda fn, *args, **where: call(fn, *args, root=run.root, **where)
+        self._gate = self.sim.event()
+        self._present: list[int] = []
+        self._last_present: list[int] | None = None
+        self._busy: set[str] = set()
+        self._errands: dict[str, simpy.Process] = {}
+        self._agents: list[simpy.Process] = []
+        self._step_closed = self.sim.event()
+        self.opened = False             # the sink has the run: from here on, how it ends is recorded
+        self.ctx.occupy = self.occupy
+
+    # --- the run ---------------------------------------------------------------------------
+    def run(self) -> None:
+        """Set the study up, keep its initial state, and run every step."""
+        run = self.run_
+        self._call(self.env.reset, run.seed)   # the study's set-up: its errors leave no trace in the store
+        self.sink.open(run)
+        self.opened = True
+        self._initial(self._call(self.env.advance_to, 0, step=0))
+        if run.spec.simulation.agent_processes:
+            self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
+        self.sim.process(self._collector())
+        steps = self.sim.process(self._steps())
+        if self.ready:
+            self.ready()
+        self.sim.run(until=steps)
+
+    def _steps(self):
+        for t in range(1, self.run_.n_steps + 1):
+            yield StepTick(self.sim, t - self.sim.now)
+            self.ctx.step = t
+            events = self._call(self.env.advance_to, t, step=t)
+            stored = self.source.stored(t)
+            if stored is not None:
+                actions = self._replay(t, stored)
+            else:
+                for r in range(self.run_.rounds):
+                    self.ctx.round_idx = r
+                    present = yield from self._open_round()
+                    actions = self._round(present, t, r)
+            self._call(self.env.end_step, t, step=t)
+            self._close_step(t, actions, events)
+
+    def _collector(self):
+        """Hands each closed step to the sink, with its messages, then reports progress."""
+        while True:
+            record = yield self._step_closed
+            messages = self._call(self.env.drain_messages, step=record.step)
+            self.sink.write(record, messages)
+            if self.on_step:
+                self.on_step(record.step, record.metrics)
+            stop = self.should_stop() if self.should_stop else None
+            if stop:
+                raise StopRun(f"stopped by {stop} after step {record.step}; resume with: "
+                              f"desim run {self.run_.root} --resume {self.run_.run_id}")
+
+    # --- agents, errands and the round gate -------------------------------------------------
+    def occupy(self, agent_id: str, errand) -> None:
+        """Send an agent on an errand (a SimPy generator); it skips every round until it returns."""
+        if agent_id in self._busy:
+            raise checks.RunError(f"agent {agent_id} is already busy at t={self.sim.now}")
+        self._busy.add(agent_id)
+        if self._agents:
+            self._agents[self.ctx.index[agent_id]].interrupt(errand)
+        else:   # no standing agent processes (yet, in reset, or at all): the errand gets its own
+            self._errands[agent_id] = self.sim.process(self._errand(agent_id, errand))
+
+    def _errand(self, agent_id: str, errand):
+        with tag_agent(agent_id):
+            yield from errand
+        self._busy.discard(agent_id)
+        del self._errands[agent_id]
+
+    def _agent(self, i: int, agent_id: str):
+        """An agent waits at the round gate; when sent on an errand it runs it, then returns."""
+        away = self._errands.get(agent_id)
+        if away is not None:            # sent on an errand in reset(), before this process existed
+            yield away
+        while True:
+            try:
+                yield self._gate
+                self._present.append(i)
+            except simpy.Interrupt as errand:
+                with tag_agent(agent_id):
+                    yield from errand.cause
+                self._busy.discard(agent_id)
+
+    def _open_round(self):
+        if not self._agents:            # agent_processes: false -- everyone not on an errand takes part
+            if not self._busy:
+                return self._positions
+            busy = {self.ctx.index[a] for a in self._busy}
+            return [i for i in self._positions if i not in busy]
+        gate, self._gate = self._gate, self.sim.event()
+        self._present = []
+        gate.succeed()
+        yield self.sim.timeout(0)       # processed after the gate: every waiting agent has arrived
+        self._present.sort()
+        return self._present
+
+    # --- one round ---------------------------------------------------------------------------
+    def _round(self, present: list[int], t: int, r: int):
+        self.counters["decide_calls"] += 1
+        self._last_present = present
+        model, where = self.source.model, {"step": t, "round_idx": r}
+        if self.run_.columnar:
+            idx = np.asarray(present, dtype=np.int64)
+            obs = self._call(self.env.observe_columns, idx, t, r, **where)
+            actions = checks.checked_action_columns(
+                self._call(model.decide_columns, obs, idx, t, r, **where), len(idx), t, r)
+            actions.idx = idx
+            self._call(self.env.apply_columns, idx, actions, **where)
+        else:
+            everyone = len(present) == len(self.ids)
+            ids = list(self.ids) if everyone else [self.ids[i] for i in present]
+            observations = checks.checked_observations(
+                self._call(self.env.observe_batch, ids, t, r, **where), len(ids), t, r)
+            actions = checks.checked_actions(
+                self._call(model.decide_batch, observations, self.memory.for_batch(ids), **where), ids, t, r,
+                self.ctx.index, self.everyone if everyone else None)
+            self._call(self.env.apply, actions, **where)
+        if self.record_rounds:
+            self.sink.round(t, r, actions)
+        return actions
+
+    def _replay(self, t: int, rounds: list):
+        """A replayed step: each round's stored actions applied, nobody observing or deciding."""
+        actions = None
+        for r, actions in enumerate(rounds):
+            self.ctx.round_idx = r
+            if self.run_.columnar:
+                self._call(self.env.apply_columns, actions.idx, actions, step=t, round_idx=r)
+            else:
+                self._call(self.env.apply, actions, step=t, round_idx=r)
+        return actions
+
+    # --- closing a step ------------------------------------------------------------------------
+    def _close_step(self, t: int, actions, events: list[dict]) -> None:
+        away = self._away()
+        if not self.run_.columnar:
+            self.memory.push(actions)
+        record = self.sink.capture(t, self._states(t), actions, away)
+        record.metrics, record.events = self._metrics(t, actions), events or []
+        decision = self.run_.decision
+        record.llm_calls = decision.drain_calls() if hasattr(decision, "drain_calls") else None
+        closed, self._step_closed = self._step_closed, self.sim.event()
+        closed.succeed(record)
+
+    def _initial(self, events: list[dict]) -> None:
+        self.sink.initial(self._states(0), self._metrics(0, None), events or [],
+                          self._call(self.env.drain_messages, step=0))
+
+    def _states(self, t: int):
+        """Every agent's state: columns (``state_columns``) or one dict per agent (``agent_state``)."""
+        if self.run_.states_as_columns:
+            return checks.checked_state_columns(self._call(self.env.state_columns, step=t), len(self.ids), t)
+        agent_state, states, agent = self.env.agent_state, [], None
+        append = states.append
+        try:
+            for agent in self.ids:
+                append(agent_state(agent))
+        except Exception as e:
+            self._call(_raise, e, step=t, agent=agent, blame=agent_state)
+        return states
+
+    def _metrics(self, t: int, actions) -> dict[str, float]:
+        collector = self.run_.collector
+        raw = self._call(collector.collect, t, self.env, actions, step=t)
+        return checks.checked_metrics(raw, t, type(collector).__name__)
+
+    def _away(self):
+        """Agents that missed the final round (busy on an errand), or None when nobody did."""
+        present = self._last_present
+        if present is None or len(present) == len(self.ids):
+            return None
+        away = np.ones(len(self.ids), bool)
+        away[np.asarray(present, dtype=np.int64)] = False
+        return away
+
+
+def _raise(error: Exception) -> None:
+    raise error

@@ -1,0 +1,156 @@
+"""A run as a whole: the engine into a sink, the process around it, and how it ended.
+
+:func:`execute` runs an assembled study's ``Engine`` into a sink and turns what happened into a
+status: ``completed``; ``interrupted`` for a clean stop (``StopRun``: a spent LLM budget, or a
+``SIGTERM``, ``SIGHUP`` or first Ctrl-C, which end the run at the next step boundary); ``failed`` for
+anything else, with the completed steps kept. Around the loop it manages the process: the signals,
+and the cyclic garbage collector, kept away from the run (``docs/performance.md`` says why).
+"""
+from __future__ import annotations
+
+import gc
+import signal
+import sys
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from desim.errors import RunFailed, StopRun
+from desim.run.assemble import Run
+from desim.run.engine import Engine
+from desim.study.failures import StudyCodeError, original, process_failure
+
+
+@dataclass
+class Outcome:
+    """How a run ended: its status (``completed``, ``interrupted``), how far it got, and its counters."""
+
+    run_id: str
+    status: str
+    steps_done: int
+    rows_written: int
+    wall_seconds: float
+    error: str | None = None
+    counters: dict[str, Any] = field(default_factory=dict)
+
+
+def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
+            on_step: Callable[[int, dict], None] | None = None, manage_gc: bool = True,
+            handle_signals: bool = True) -> Outcome:
+    """Run ``run`` into ``sink``, deciding by ``source``; raises :class:`RunFailed` for a failed run
+    (its completed steps are kept, in ``store_path``) and returns the :class:`Outcome` otherwise."""
+    started = time.perf_counter()
+    signals = Signals(run.ctx) if handle_signals else None
+    engine = Engine(run, source, sink, on_step=on_step, should_stop=signals.requested if signals else None,
+                    ready=gc.freeze if manage_gc else None)
+    status, error, trace, failure = "running", None, None, None
+    with gc_kept_away(manage_gc), (signals or _nothing()):
+        try:
+            try:
+                engine.run()
+                status = "completed"
+            except BaseException as e:
+                if not engine.opened:       # the study's set-up failed: nothing was recorded, say it as is
+                    raise
+                status, error, trace, failure = _ended(e, run)
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+            finally:
+                sink.close(status, error, trace, time.perf_counter() - started)
+        finally:
+            run.decision.close()
+    if failure is not None:
+        raise RunFailed(run.run_id, error, Path(store_path), trace or "") from failure
+    counters = {**engine.counters, "rows_written": sink.rows_written, "messages": sink.messages}
+    if hasattr(run.decision, "counters"):
+        counters["llm"] = dict(run.decision.counters())
+    done = run.ctx.step if status != "completed" else run.n_steps
+    return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters)
+
+
+def _ended(e: BaseException, run: Run) -> tuple[str, str, str | None, Exception | None]:
+    """The status, message, traceback and (for a failed run) cause of a run that raised ``e``."""
+    if isinstance(e, StopRun):
+        return "interrupted", f"{type(e).__name__}: {e}", None, None
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted", "interrupted by the user", None, None
+    if isinstance(e, SystemExit):
+        return "failed", f"study code called sys.exit({e.code!r}) during step {run.ctx.step}", None, None
+    e = original(e)
+    if isinstance(e.__context__, (KeyboardInterrupt, StopRun)):  # a rollback failed under Ctrl-C
+        return "interrupted", f"{type(e.__context__).__name__}: {e.__context__}", None, None
+    if not isinstance(e, StudyCodeError):   # raised while the clock ran: maybe a study process
+        e = process_failure(e, run.root, run.sim.now, run.ctx.step) or e
+    if isinstance(e, StudyCodeError):
+        return "failed", str(e), e.traceback, e
+    return "failed", f"{type(e).__name__}: {e}", "".join(traceback.format_exception(e)), e
+
+
+@contextmanager
+def gc_kept_away(manage: bool):
+    """The cyclic collector off for the run (the engine freezes set-up's objects out of its view just
+    before the clock starts), back as it was after."""
+    was = gc.isenabled()
+    if manage:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if manage:
+            gc.unfreeze()
+            if was:
+                gc.enable()
+
+
+@contextmanager
+def gc_paused(pause: bool):
+    """The cyclic collector off for a block (set-up makes many objects and no cyclic garbage)."""
+    was = gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause and was:
+            gc.enable()
+
+
+class Signals:
+    """SIGTERM, SIGHUP and a first Ctrl-C end the run at the next step boundary; asked twice, it stops now.
+
+    Handlers are installed only in the main thread (a run in a worker thread cannot own them)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def requested(self) -> str | None:
+        return signal.Signals(self.received).name if self.received is not None else None
+
+    def __enter__(self) -> "Signals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame) -> None:
+        if self.received is not None:            # asked twice: stop now
+            raise KeyboardInterrupt if signum == signal.SIGINT else StopRun(
+                f"stopped by a second {signal.Signals(signum).name} during step {self.ctx.step}")
+        self.received = signum
+        if signum == signal.SIGINT:
+            sys.stderr.write(f"\ndesim: stopping after step {self.ctx.step} (Ctrl-C again to stop now)\n")
+
+
+@contextmanager
+def _nothing():
+    yield None

@@ -1,0 +1,67 @@
+"""Exporting runs as plain files: Parquet (typed) or CSV, for pandas, polars and R.
+
+``desim export studies/x [--run R] --format parquet|csv --out DIR`` writes the
+panel (flat: one column per state field, ``payload_<name>`` per payload field),
+the initial states, the metrics (wide: one column per metric), the events, the
+messages, the edges, and ``runs.json`` with each run's seed, parameters and
+resolved configuration. Without ``--run`` every run of the study is exported,
+each row carrying its ``run_id``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+from desim.store import StudyData
+
+FORMATS = ("parquet", "csv")
+
+
+def _plain_text(table: pa.Table) -> pa.Table:
+    """JSON columns as text (CSV has no JSON type)."""
+    for i, f in enumerate(table.schema):
+        if isinstance(f.type, pa.ExtensionType):
+            table = table.set_column(i, f.name, table.column(i).cast(f.type.storage_type))
+    return table
+
+
+def csv_options(table: pa.Table) -> pcsv.WriteOptions:
+    """Quote values and column names only where needed (Arrow quotes every name by default)."""
+    plain = all(not any(c in name for c in ',"\r\n') for name in table.column_names)
+    return pcsv.WriteOptions(quoting_style="needed", quoting_header="none" if plain else "needed")
+
+
+def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str = "parquet") -> list[Path]:
+    """Write the run (or every run) to ``out``; returns the files written."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format '{fmt}' (use parquet or csv)")
+    data = StudyData(study)
+    runs = data.run_ids(run) if run else data.runs().column("run_id").to_pylist()
+    if not runs:
+        raise LookupError(f"{data.db} holds no runs yet")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {"panel": data.panel(runs), "initial_states": data.initial_states(runs),
+              "metrics": data.metrics(runs), "events": data.events(runs), "messages": data.messages(runs),
+              "edges": data.edges(runs)}
+    written = []
+    for name, table in tables.items():
+        path = out / f"{name}.{fmt}"
+        if fmt == "parquet":
+            pq.write_table(table, path)
+        else:
+            pcsv.write_csv(_plain_text(table), path, csv_options(table))
+        written.append(path)
+    rows = data.run_rows(runs)
+    for r in rows:
+        for key in ("config", "parameters"):
+            if isinstance(r.get(key), str):
+                r[key] = json.loads(r[key])
+    path = out / "runs.json"
+    path.write_text(json.dumps(rows, indent=2, default=str) + "\n", encoding="utf-8")
+    written.append(path)
+    return written

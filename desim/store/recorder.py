@@ -1,0 +1,233 @@
+"""The recorder: the sink a run writes into.
+
+The engine hands a sink what a run produces, already checked: the initial states, every round's
+actions (when the study records rounds), and each closed step's states, final actions, metrics,
+events, messages and LLM calls. A sink turns them into typed Arrow tables (``desim.store.tables``,
+with the run's field types kept in ``PanelTypes``) and keeps them:
+
+* :class:`Recorder` -- a recorded run: its ``runs`` row (and version) in the catalogue, one folder of
+  Parquet files per step, the field types, the live progress file and its heartbeat; a resumed run
+  finds its row, forgets unfinished steps and writes only the steps it does not have;
+* :class:`MemorySink` -- nothing kept but counts (``desim validate``'s probe): the same conversions,
+  so a probe refuses what a real run would.
+
+The calls, in order: ``open(run)`` once the study's ``reset`` has run; ``initial(...)``; per round
+``round(...)``; per step ``capture(...)`` (as the step closes) then ``write(...)`` (from the collector
+process); ``close(...)`` however the run ended.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from desim.store.catalogue import Catalogue
+from desim.store.connection import StoreMissing, open_store
+from desim.store.files import RunFiles
+from desim.store.health import HEARTBEAT_SECONDS
+from desim.store.layout import StudyLayout
+from desim.store.live import Heartbeat, LiveFile
+from desim.store.tables import (
+    PanelTypes,
+    agent_rows,
+    columnar_initial_rows,
+    columnar_round_rows,
+    columnar_rows,
+    edge_rows,
+    event_rows,
+    initial_rows,
+    message_rows,
+    message_table,
+    metric_rows,
+    round_rows,
+)
+from desim.versions import code_files, code_hash, overrides_of
+
+
+@dataclass
+class StepRecord:
+    """A closed step as the collector process writes it."""
+
+    step: int
+    panel: pa.Table
+    round_actions: pa.Table | None = None
+    metrics: dict[str, float] | None = None
+    events: list[dict] | None = None
+    llm_calls: pa.Table | None = None
+
+
+class MemorySink:
+    """Converts what a run produces into the store's typed tables, and keeps only counts."""
+
+    def __init__(self):
+        self.rows_written = 0
+        self.messages = 0
+        self.last_written = -1
+
+    # --- the run's shape ----------------------------------------------------------------------
+    def open(self, run) -> None:
+        """Called once the study's ``reset`` has run; ``run`` is the assembled run."""
+        self.run = run
+        self.columnar = run.columnar
+        self.ids = run.ids
+        self.id_array = pa.array(run.ids, pa.string())
+        panel = run.spec.simulation.panel
+        self.types = PanelTypes(panel.allow_nonfinite if panel else ())
+        self._rounds: list[pa.Table] = []
+
+    # --- what the engine hands over -------------------------------------------------------------
+    def initial(self, states, metrics: dict[str, float], events: list[dict], messages) -> dict[str, pa.Table]:
+        """The agents before step 1 (states: one dict per agent, or columns) and step 0's other tables."""
+        if isinstance(states, dict):
+            table = columnar_initial_rows(self.types, self.id_array, states)
+        else:
+            table = initial_rows(self.types, self.id_array, self.ids, states)
+        messages = self._messages(messages, 0)
+        return {"initial": table, "edges": edge_rows(self.run.graph.edges()), "metrics": metric_rows(0, metrics),
+                "events": event_rows(0, events) if events else None, "messages": messages}
+
+    def round(self, t: int, r: int, actions) -> None:
+        """One round's actions (``record_rounds``), typed now: a study may change them afterwards."""
+        if self.columnar:
+            self._rounds.append(columnar_round_rows(self.types, t, self.id_array, actions, r))
+        else:
+            self._rounds.append(round_rows(self.types, t, actions, r))
+
+    def capture(self, t: int, states, actions, away: np.ndarray | None) -> StepRecord:
+        """A step as it closes: the panel rows typed now (states may be the study's live objects)."""
+        if self.columnar:
+            panel = columnar_rows(self.types, t, self.id_array, states, actions, away)
+        else:
+            panel = agent_rows(self.types, t, self.id_array, self.ids, states, actions, away)
+        rounds = (pa.concat_tables(self._rounds, promote_options="permissive") if self._rounds
+                  else None)   # a payload field new in a later round is null in the earlier ones
+        self._rounds = []
+        return StepRecord(t, panel, rounds)
+
+    def write(self, record: StepRecord, messages) -> None:
+        """Keep a closed step (here: count it)."""
+        self.messages += self._messages(messages, record.step).num_rows
+        self.rows_written += record.panel.num_rows
+        self.last_written = record.step
+
+    def close(self, status: str, error: str | None, traceback: str | None, wall_seconds: float) -> None:
+        """The run ended ``status``."""
+
+    @staticmethod
+    def _messages(drained, step: int) -> pa.Table:
+        return message_table(drained, step) if isinstance(drained, pa.Table) else message_rows(drained, step)
+
+
+class Recorder(MemorySink):
+    """A recorded run: the catalogue row, the step files, the field types, the live file and heartbeat.
+
+    ``kind``, ``parent_run_id``, ``fork_step``, ``note`` and ``sweep_id`` are what the ``runs`` row says
+    of the run; ``resume`` continues the run of the assembled run's id from its last complete step."""
+
+    def __init__(self, layout: StudyLayout, *, kind: str = "run", parent_run_id: str | None = None,
+                 fork_step: int | None = None, note: str | None = None, sweep_id: str | None = None,
+                 resume: bool = False):
+        super().__init__()
+        self.layout, self.kind, self.parent_run_id, self.fork_step = layout, kind, parent_run_id, fork_step
+        self.note, self.sweep_id, self.resume = note, sweep_id, resume
+        self.write_from = 1
+        self.files = self.live = self.beat = None
+        self._saved_types = None
+        self.started = time.perf_counter()
+
+    def open(self, run) -> None:
+        super().open(run)
+        self.started = time.perf_counter()
+        files = RunFiles(self.layout.data, run.run_id)
+        with open_store(self.layout, read_only=False) as con:
+            catalogue = Catalogue(con)
+            if self.resume:
+                self._reopen(catalogue, run, files)
+            else:
+                self._start(catalogue, run)
+        self.files = files          # recorded: from here on, close() says how the run ended
+        self.live = LiveFile(self.layout.live_file(run.run_id), run.run_id, run.spec.id, run.n_steps, self.kind)
+        self.beat = Heartbeat(self.live, HEARTBEAT_SECONDS)
+        self.files.start()
+
+    def _start(self, catalogue: Catalogue, run) -> None:
+        """Record the run (and its version: a new configuration is a new version)."""
+        spec = run.spec
+        code = code_files(spec.root, spec.population.roster)
+        version_id, created = catalogue.ensure_version(spec.id, spec.version_config(), kind=self.kind, code=code,
+                                                       parent_run_id=self.parent_run_id, fork_step=self.fork_step,
+                                                       note=self.note)
+        if self.kind == "run" and created:
+            previous = catalogue.parent_version(version_id)
+            if previous:  # an edited study: a new version, child of the last run of the previous one
+                self.kind, self.parent_run_id = "version", catalogue.latest_run_of(previous)
+        sim = spec.simulation
+        catalogue.start_run(
+            run_id=run.run_id, study_id=spec.id, kind=self.kind, seed=sim.seed, n_steps=sim.n_steps,
+            rounds=spec.rounds, time_unit=sim.time_unit, config=spec.resolved(), parameters=dict(sim.parameters),
+            parent_run_id=self.parent_run_id, fork_step=self.fork_step, note=self.note, sweep_id=self.sweep_id,
+            n_agents=len(run.ids), version_id=version_id, overrides=overrides_of(spec), code=code,
+            code_hash=code_hash(code))
+
+    def _reopen(self, catalogue: Catalogue, run, files: RunFiles) -> None:
+        """A resumed run: its row, its last complete step on disk, its field types."""
+        row = catalogue.run(run.run_id)
+        if row is None:
+            raise StoreMissing(f"no run '{run.run_id}' in {self.layout.db}")
+        last = max(row["last_step"], files.last_step())
+        files.drop_after(last)
+        self.write_from = max(1, last + 1)
+        self.resume = last >= 0            # nothing stored yet: write step 0 too
+        saved = files.load_types()
+        if saved:
+            self.types = PanelTypes(self.types.state.allow_nonfinite, saved)
+            self._saved_types = saved
+        self.last_written = last
+        catalogue.reopen_run(run.run_id)
+
+    def initial(self, states, metrics, events, messages) -> dict[str, pa.Table]:
+        tables = super().initial(states, metrics, events, messages)
+        if not self.resume:
+            self.files.write_step(0, tables)
+            self._save_types()
+            self.last_written = 0
+        self.live.step(0, metrics)
+        return tables
+
+    def write(self, record: StepRecord, messages) -> None:
+        table = self._messages(messages, record.step)
+        self.messages += table.num_rows
+        if record.step >= self.write_from:
+            self.files.write_step(record.step, {
+                "panel": record.panel, "metrics": metric_rows(record.step, record.metrics),
+                "events": event_rows(record.step, record.events) if record.events else None,
+                "messages": table, "round_actions": record.round_actions, "llm_calls": record.llm_calls})
+            self.rows_written += record.panel.num_rows
+            self._save_types()
+            self.last_written = record.step
+        self.live.step(record.step, record.metrics)
+
+    def _save_types(self) -> None:
+        saved = self.types.to_json()
+        if saved != self._saved_types:
+            self.files.save_types(saved)
+            self._saved_types = saved
+
+    def close(self, status: str, error: str | None, traceback: str | None, wall_seconds: float) -> None:
+        """Merge the run's step files and record how it ended (nothing, if the run was never opened)."""
+        if self.beat:
+            self.beat.stop()
+        if self.files is None:
+            return
+        try:
+            with open_store(self.layout, read_only=False) as con:
+                try:
+                    self.files.merge()
+                finally:
+                    Catalogue(con).finish_run(self.run.run_id, status, error, wall_seconds,
+                                              last_step=self.last_written if self.last_written >= 0 else None,
+                                              traceback=traceback)
+        finally:
+            self.live.finish(status, error)

@@ -1,0 +1,283 @@
+"""What a study implements: an environment, a population, a behaviour model and
+a metric collector, with the names the seed page uses.
+
+Each base class is small on purpose. The engine sets ``self.ctx`` (a
+:class:`RunContext`) on every component before ``reset`` so a component can
+reach the SimPy environment, the clock, the population, the network and its
+own random stream without globals.
+
+Two ways to write a study:
+
+* per agent (the easy path, and the one LLM studies use):
+  ``observe_batch`` returns ``Observation`` objects, ``decide_batch`` returns
+  ``Action`` objects, ``apply`` takes them, ``agent_state`` gives each row
+  (or, for many agents, ``state_columns`` gives every row's state at once);
+* columnar (for large rule-based studies): ``observe_columns``,
+  ``decide_columns``, ``apply_columns`` and ``state_columns`` exchange numpy
+  arrays indexed by agent position. Same engine loop, same store; a round
+  costs the arithmetic, not a Python object per agent.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from desim.errors import StopRun  # noqa: F401 - where studies written for an older desim import it
+from desim.records import Action, ActionColumns, Message, Observation, Persona
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
+    import pyarrow as pa
+    import simpy
+
+    from desim.study.clock import Clock
+    from desim.study.interventions import Interventions
+    from desim.study.rng import Streams
+
+
+@dataclass
+class RunContext:
+    """Everything about the current run that study code may use, as ``self.ctx``.
+
+    Set once per run:
+
+    * ``sim`` -- the SimPy environment (``ctx.sim.now``, ``ctx.sim.process(...)``,
+      ``simpy.Resource(ctx.sim)``); sim time ``t`` is step ``t``;
+    * ``clock`` -- durations finer than a step (``ctx.clock.minutes(45)`` is a
+      fraction of a step);
+    * ``streams`` -- named random streams of the run seed (``ctx.streams.numpy(name)``);
+    * ``personas`` (population order), ``agent_ids`` (the same order) and
+      ``index`` (agent id -> position); ``graph`` -- the study's networkx graph;
+    * ``interventions`` -- the environment layers and per-agent attributes the
+      scheduled events change: ``value(layer)``, ``attribute(agent_id, name)``,
+      ``active_broadcasts(agent_id=None)`` (a list of ``{name, channel, content}``);
+    * ``params`` (``simulation.json`` parameters after ``--set``), ``n_steps``,
+      ``rounds`` (``interaction_rounds`` clamped to at least 1), ``seed``,
+      ``run_id``, ``root`` (the study folder), ``llm`` (the ``llm`` block).
+
+    Kept current by the engine:
+
+    * ``step`` -- the step being run (0 during ``reset`` and the initial state;
+      between steps, the step that last started: a study process at t = 1.5
+      sees 1);
+    * ``round_idx`` -- the round being run, ``0..rounds-1`` (read it in
+      ``apply``, which gets only the actions).
+
+    Methods: ``rng(name)`` returns a ``numpy.random.Generator`` for
+    (seed, name, step, round); ``neighbors(agent_id)`` a list of neighbour
+    ids; ``persona(agent_id)`` the ``Persona``; ``occupy(agent_id, errand)``
+    sends an agent on an errand (a SimPy generator) and returns ``None``: the
+    agent skips every round until the generator ends (raises ``RunError`` if
+    it is already away). ``occupy`` works from ``reset`` too.
+    """
+
+    sim: "simpy.Environment"
+    clock: "Clock"
+    streams: "Streams"
+    personas: list[Persona]
+    graph: "nx.Graph"
+    interventions: "Interventions"
+    params: dict[str, Any]
+    n_steps: int
+    rounds: int
+    seed: int
+    run_id: str
+    occupy: Callable[[str, Any], None]
+    root: Path | None = None            # the study folder (caches and files a study keeps)
+    llm: dict[str, Any] | None = None   # the ``llm`` block of simulation.json, as loaded
+    agent_ids: list[str] = field(init=False)
+    index: dict[str, int] = field(init=False)
+    step: int = 0
+    round_idx: int = 0
+    _rngs: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.agent_ids = [p.agent_id for p in self.personas]
+        self.index = {a: i for i, a in enumerate(self.agent_ids)}
+
+    def rng(self, name: str) -> "np.random.Generator":
+        """A random stream for ``name`` at the current step and round.
+
+        Draw per-step randomness (decisions, observation noise) from here: the
+        stream depends only on (seed, name, step, round), so a branch that
+        replays steps without deciding, or a resumed run, draws exactly what
+        the original run drew from that step on. Repeated calls in the same
+        round return the same generator object, which continues its sequence.
+        """
+        key = (name, self.step, self.round_idx)
+        gen = self._rngs.get(key)
+        if gen is None:
+            if len(self._rngs) > 64:
+                self._rngs.clear()
+            gen = self._rngs[key] = self.streams.numpy(f"{name}/{self.step}/{self.round_idx}")
+        return gen
+
+    def neighbors(self, agent_id: str) -> list[str]:
+        """The agent's neighbours in the study's network (the default ``neighbors_fn``)."""
+        g = self.graph
+        if agent_id not in g:
+            return []
+        return list(g.predecessors(agent_id)) if g.is_directed() else list(g.neighbors(agent_id))
+
+    def persona(self, agent_id: str) -> Persona:
+        return self.personas[self.index[agent_id]]
+
+
+class Component:
+    """Anything the engine builds from a ``ref``: it gets ``ctx`` before ``reset``."""
+
+    ctx: RunContext
+
+
+class EnvironmentProvider(Component):
+    """The world the agents live in: it changes, is observed and is acted on.
+
+    Override ``observe_batch``, ``apply`` and ``agent_state``. The default
+    ``advance_to`` fires the scheduled events and broadcasts of
+    ``environment.json``; call ``super().advance_to(t)`` when overriding it.
+    An environment that lets agents talk owns a message bus in ``self.bus``.
+    """
+
+    bus: Any = None
+
+    def reset(self, seed: int) -> None:
+        """Prepare the step-0 world. Create the bus and start study processes here.
+
+        It runs before anything is written: an error here leaves the store untouched."""
+
+    def advance_to(self, t: int) -> list[dict[str, Any]]:
+        """Fire step ``t``'s exogenous input, once, before round 0. Returns what fired."""
+        return self.ctx.interventions.fire(t)
+
+    def observe_batch(self, ids: list[str], t: int, round_idx: int) -> list[Observation]:
+        raise NotImplementedError(f"{type(self).__name__} must implement observe_batch")
+
+    def apply(self, actions: list[Action]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement apply")
+
+    def agent_state(self, agent_id: str) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement agent_state")
+
+    def end_step(self, t: int) -> None:
+        """Dynamics that close step ``t``, once, after the final round's ``apply`` and before
+        the panel row is taken (decay, growth, a market clearing). The default does nothing.
+
+        Instead of ``if self.ctx.round_idx == self.ctx.rounds - 1`` inside ``apply``::
+
+            def end_step(self, t):
+                for a in self.ctx.agent_ids:
+                    self.energy[a] *= 0.9       # recorded in step t's panel row
+        """
+
+    def drain_messages(self) -> list[Message] | "pa.Table":
+        """Messages posted since the last call, for the ``messages`` table (the collector calls it).
+
+        A list of ``Message``; the same as a dict of lists by field
+        (``InMemoryMessageBus.drain_columns``, the default's answer for that bus: no ``Message``
+        object per post); or (columnar studies) a pyarrow Table shaped like
+        ``desim.messaging.columnar.ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience, reply_to.
+        """
+        bus = self.bus
+        if bus is None:
+            return []
+        drain = getattr(bus, "drain_columns", None)   # the bus's own columns, or its drain()
+        return drain() if drain is not None else bus.drain()
+
+    # --- columnar path (optional) -------------------------------------------
+    def observe_columns(self, idx: np.ndarray, t: int, round_idx: int) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def apply_columns(self, idx: np.ndarray, actions: "ActionColumns") -> None:
+        raise NotImplementedError
+
+    def state_columns(self) -> dict[str, np.ndarray]:
+        """Every agent's state as columns in population order (one panel row each).
+
+        Optional on the per-agent path too: an environment without the columnar path
+        (no ``observe_columns``) that defines it gives the panel's state from it (one array, or
+        list, per field) instead of one ``agent_state`` call and one dict per agent per step;
+        the stored panel is the same. An environment written for both paths keeps
+        ``agent_state`` on the per-agent one."""
+        raise NotImplementedError
+
+
+class PopulationProvider(Component):
+    """Builds the personas when ``population.json`` names a provider instead of listing them."""
+
+    def personas(self, rng: np.random.Generator) -> list[Persona]:
+        raise NotImplementedError
+
+
+class DecisionModel(Component):
+    """Maps observations plus memories to actions, one action per observed agent at most."""
+
+    def reset(self, seed: int) -> None:
+        """Prepare for a run; ``self.ctx`` is set. The engine calls it while building the run,
+        before anything is written, so a configuration error stops the run cleanly."""
+
+    def decide_batch(self, observations: list[Observation], memories: Sequence[list[Action]]) -> list[Action]:
+        """One action per observation at most. ``memories[i]`` lists the ``i``-th agent's last
+        ``memory_window`` final-round actions, oldest first (a read-only sequence, looked up when read)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement decide_batch")
+
+    def decide_columns(self, obs: dict[str, np.ndarray], idx: np.ndarray, t: int,
+                       round_idx: int) -> "ActionColumns":
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the model holds (HTTP clients, caches)."""
+
+
+class MetricCollector(Component):
+    """Produces one row of aggregate figures per step."""
+
+    def collect(self, t: int, environment: EnvironmentProvider,
+                actions: list[Action] | "ActionColumns" | None) -> dict[str, float]:
+        """Figures for step ``t``; ``actions`` are the final round's (``None`` at step 0)."""
+        return {}
+
+
+def _defined_at(cls: type, name: str) -> int:
+    """How far up ``cls``'s method resolution order ``name`` is defined (0: by ``cls`` itself)."""
+    return next(i for i, k in enumerate(cls.__mro__) if name in vars(k))
+
+
+def _overrides(cls: type, base: type, name: str) -> bool:
+    return getattr(cls, name) is not getattr(base, name)
+
+
+def study_path(environment: Any, decision: Any) -> str:
+    """Which way a run talks to the study: ``"columnar"`` when the environment implements
+    ``observe_columns`` and the behaviour model ``decide_columns``; else the per-agent path, with the
+    panel's states from ``state_columns`` (``"state_columns"``) or from ``agent_state`` per agent
+    (``"agents"``).
+
+    The most derived definition decides: a subclass that defines ``agent_state`` below a parent's
+    ``state_columns`` means its ``agent_state`` (the panel follows the class the study wrote last).
+    An environment written for both paths (it has ``observe_columns``) keeps ``agent_state`` on the
+    per-agent one.
+    """
+    env = type(environment)
+    if _overrides(env, EnvironmentProvider, "observe_columns") and \
+            _overrides(type(decision), DecisionModel, "decide_columns"):
+        return "columnar"
+    if _overrides(env, EnvironmentProvider, "state_columns") and \
+            not _overrides(env, EnvironmentProvider, "observe_columns"):
+        if not _overrides(env, EnvironmentProvider, "agent_state") or \
+                _defined_at(env, "state_columns") <= _defined_at(env, "agent_state"):
+            return "state_columns"
+    return "agents"
+
+
+def has_state_columns(environment: Any) -> bool:
+    """True when a per-agent environment gives its agents' states as columns (see :func:`study_path`)."""
+    return study_path(environment, None) == "state_columns"
+
+
+def has_columnar_path(environment: Any, decision: Any) -> bool:
+    """True when both the environment and the decision model implement the columnar methods."""
+    return study_path(environment, decision) == "columnar"

@@ -1,0 +1,488 @@
+"""The study's JSON files as pydantic models, and loading them with errors a
+person can act on.
+
+A study is a folder::
+
+    study.json
+    simulation/simulation.json
+    population/population.json
+    environment/environment.json
+    model.py
+
+Every file is validated on load. An error names the file, the field path and
+what was expected; unknown keys are errors, because a typo (``n_step``) that
+silently falls back to a default is the worst kind of bug in a study. Types
+are strict (``true`` is not an integer, ``"yes"`` is not a boolean) and
+integers stay inside what the store can hold, so nothing that passes here
+fails later, after a run has been recorded.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Strict as StrictType
+
+from desim.errors import StudyConfigError
+from desim.records import INT32, Persona, Strict
+from desim.study.interventions import Broadcast, ScheduledEvent, selector_matches
+from desim.study.params import substitute_interventions, substitute_parameters
+
+INT64 = 2**63 - 1
+Int = Annotated[int, StrictType()]
+Bool = Annotated[bool, StrictType()]
+Number = Annotated[float, StrictType()]     # an integer is accepted, a string or boolean is not
+
+TIME_UNITS = ("second", "minute", "hour", "day", "week", "month", "quarter", "year", "step")
+PROPAGATIONS = ("independent", "contagion", "broadcast_then_local")
+NETWORK_KINDS = (
+    "none", "complete", "edges", "ring", "lattice", "watts_strogatz",
+    "barabasi_albert", "erdos_renyi", "groups",
+)
+
+
+class Ref(Strict):
+    """Names Python code: ``model:ClassName`` inside the study, or ``package.module:Name``."""
+
+    ref: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class StudyFile(Strict):
+    id: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    title: str = ""
+    question: str = ""
+    description: str = ""
+    display_metrics: list[str] = Field(default_factory=list)
+    display_states: list[str] = Field(default_factory=list)
+    # per state field, a "#rrggbb" colour per category, e.g. {"status": {"S": "#4c9a5b", "I": "#d62728"}}
+    state_colors: dict[str, dict[str, str]] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _colors(self) -> "StudyFile":
+        for name, colors in self.state_colors.items():
+            for category, color in colors.items():
+                if not re.fullmatch(r"#[0-9a-fA-F]{6}", color):
+                    raise ValueError(f"state_colors.{name}.{category}: {color!r} is not a #rrggbb colour")
+        return self
+
+
+class WarmStart(Strict):
+    from_run: str
+    at_step: Int = Field(ge=1, le=INT32)
+
+
+class PanelOptions(Strict):
+    """How the panel stores state fields: ``allow_nonfinite`` lists float fields that may hold NaN
+    or infinity (elsewhere those stop the run, since they are usually a bug)."""
+
+    allow_nonfinite: list[str] = Field(default_factory=list)
+
+
+class SimulationFile(Strict):
+    n_steps: Int = Field(ge=1, le=INT32)
+    time_unit: Literal[TIME_UNITS] = "step"  # type: ignore[valid-type]
+    interaction_rounds: Int = Field(default=1, le=INT32)
+    seed: Int = Field(default=0, ge=-INT64 - 1, le=INT64)
+    decision: Ref
+    collector: Ref | None = None
+    memory_window: Int = Field(default=5, ge=0, le=INT32)
+    warm_start: WarmStart | None = None
+    record_rounds: Bool = False
+    agent_processes: Bool = True
+    parameters: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    llm: dict[str, Any] | None = None
+    panel: PanelOptions | None = None
+
+
+class Interaction(Strict):
+    """How agents are connected. ``kind`` picks explicit ``edges`` or a seeded generator."""
+
+    kind: Literal[NETWORK_KINDS] = "none"  # type: ignore[valid-type]
+    edges: list[tuple[str, str]] | None = None
+    k: Int | None = Field(default=None, ge=1, le=INT32)
+    p: Number | None = Field(default=None, ge=0.0, le=1.0)
+    m: Int | None = Field(default=None, ge=1, le=INT32)
+    width: Int | None = Field(default=None, ge=1, le=INT32)
+    height: Int | None = Field(default=None, ge=1, le=INT32)
+    neighborhood: Literal["moore", "von_neumann"] = "moore"
+    torus: Bool = True
+    attribute: str | None = None
+    directed: Bool = False
+
+    @model_validator(mode="after")
+    def _needs(self) -> "Interaction":
+        need = {
+            "edges": ["edges"], "watts_strogatz": ["k", "p"], "barabasi_albert": ["m"],
+            "erdos_renyi": ["p"], "groups": ["attribute"], "lattice": ["width", "height"],
+        }.get(self.kind, [])
+        missing = [f for f in need if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"interaction kind '{self.kind}' needs {', '.join(missing)}")
+        return self
+
+
+class PopulationFile(Strict):
+    personas: list[Persona] | None = None
+    roster: str | None = None
+    provider: Ref | None = None
+    interaction: Interaction = Field(default_factory=Interaction)
+    propagation: Literal[PROPAGATIONS] = "independent"  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "PopulationFile":
+        given = [n for n in ("personas", "roster", "provider") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of personas, roster, provider (got {given or 'none'})")
+        return self
+
+
+class EnvironmentFile(Strict):
+    provider: Ref
+    layers: dict[str, Any] = Field(default_factory=dict)
+    scheduled_events: list[ScheduledEvent] = Field(default_factory=list)
+    broadcasts: list[Broadcast] = Field(default_factory=list)
+
+
+class StudySpec(BaseModel):
+    """A loaded, validated study: the four files plus where they live."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    root: Path
+    files: dict[str, Any] = {}
+    objects: dict[str, Any] = {}    # components given as instances (``desim.Study``): used as they are
+    study: StudyFile
+    simulation: SimulationFile
+    population: PopulationFile
+    environment: EnvironmentFile
+
+    def version_config(self) -> dict[str, Any]:
+        """The study as its files say, before run-time overrides: what a version is made of."""
+        return self.files or self.resolved()
+
+    @property
+    def id(self) -> str:
+        return self.study.id
+
+    @property
+    def rounds(self) -> int:
+        """``interaction_rounds`` clamped to at least 1, as the engine uses it."""
+        return max(1, self.simulation.interaction_rounds)
+
+    def resolved(self) -> dict[str, Any]:
+        """The whole configuration as plain JSON data (stored with every run)."""
+        return {
+            "study": self.study.model_dump(mode="json"),
+            "simulation": self.simulation.model_dump(mode="json"),
+            "population": self.population.model_dump(mode="json", exclude_none=True),
+            "environment": self.environment.model_dump(mode="json"),
+        }
+
+
+FILES = {
+    "study": ("study.json", StudyFile),
+    "simulation": ("simulation/simulation.json", SimulationFile),
+    "population": ("population/population.json", PopulationFile),
+    "environment": ("environment/environment.json", EnvironmentFile),
+}
+
+
+def _field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _describe(err: dict) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key (check the spelling; unknown keys are not allowed)"
+    if err["type"] == "missing":
+        return "required field is missing"
+    got = err.get("input")
+    kind = type(got).__name__ if got is not None else "null"
+    msg = err["msg"]
+    if err["type"] in ("value_error", "assertion_error") or err["loc"] == ():
+        return msg.removeprefix("Value error, ")
+    return f"{msg} (got {kind} {json.dumps(got, default=str)[:60]})"
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A UTF-8 text file (a byte-order mark is dropped); any failure names the file."""
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise StudyConfigError(path, [("", f"{what} not found")]) from None
+    except IsADirectoryError:
+        raise StudyConfigError(path, [("", f"is a directory, not a {what}")]) from None
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        raise StudyConfigError(path, [("", f"not UTF-8 text: byte 0x{e.object[e.start]:02x} at line {line} "
+                                           "(save the file as UTF-8)")]) from None
+    except OSError as e:
+        raise StudyConfigError(path, [("", f"cannot be read: {e.strerror or e}")]) from None
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; a syntax error names the file, line and column."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise StudyConfigError(path, [("", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}")]) from None
+    except RecursionError:
+        raise StudyConfigError(path, [("", "JSON nested too deeply to be a study file")]) from None
+
+
+def validate_file(path: Path, model: type[BaseModel], data: Any) -> BaseModel:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise StudyConfigError(path, [(_field_path(err["loc"]), _describe(err)) for err in e.errors()]) from None
+
+
+def _check_unique_ids(path: Path, personas: list[Persona], where: str) -> None:
+    seen: dict[str, int] = {}
+    for i, p in enumerate(personas):
+        if p.agent_id in seen:
+            raise StudyConfigError(path, [(f"{where}[{i}].agent_id",
+                                           f"duplicate agent_id '{p.agent_id}' (first at {where}[{seen[p.agent_id]}])")])
+        seen[p.agent_id] = i
+
+
+def load_study(root: str | Path, *, steps: int | None = None, seed: int | None = None,
+               rounds: int | None = None, params: dict[str, Any] | None = None) -> StudySpec:
+    """Load and validate a study folder, applying command-line overrides.
+
+    ``params`` overrides entries of ``simulation.parameters``; naming a
+    parameter the study does not declare is an error.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise StudyConfigError(root, [("", "study folder not found")])
+    loaded: dict[str, Any] = {}
+    files: dict[str, Any] = {}
+    for key, (rel, model) in FILES.items():
+        path = root / rel
+        files[key] = read_json(path)
+        if key != "environment":    # validated once its interventions' "$name" values are known
+            loaded[key] = validate_file(path, model, files[key])
+
+    sim: SimulationFile = loaded["simulation"]
+    sim_path = root / FILES["simulation"][0]
+    updates: dict[str, Any] = {}
+    if steps is not None:
+        updates["n_steps"] = steps
+    if seed is not None:
+        updates["seed"] = seed
+    if rounds is not None:
+        updates["interaction_rounds"] = rounds
+    if params:
+        unknown = sorted(set(params) - set(sim.parameters))
+        if unknown:
+            raise StudyConfigError(sim_path, [("parameters", f"unknown parameter(s) {unknown}; "
+                                                             f"declared: {sorted(sim.parameters)}")])
+        merged = dict(sim.parameters)
+        for k, v in params.items():
+            try:
+                merged[k] = coerce_like(v, sim.parameters[k])
+            except ValueError as e:
+                raise StudyConfigError(sim_path, [(f"parameters.{k}", f"--set value {e} (declared as "
+                                                   f"{json.dumps(sim.parameters[k])})")]) from None
+        updates["parameters"] = merged
+    if updates:
+        sim = validate_file(sim_path, SimulationFile, {**sim.model_dump(mode="json"), **updates})
+    loaded["simulation"] = sim
+
+    pops: PopulationFile = loaded["population"]
+    pop_path = root / FILES["population"][0]
+    if pops.personas is not None:
+        if not pops.personas:
+            raise StudyConfigError(pop_path, [("personas", "the list is empty: a study needs at least one agent")])
+        _check_unique_ids(pop_path, pops.personas, "personas")
+    for i, (a, b) in enumerate(pops.interaction.edges or []):
+        if a == b:
+            raise StudyConfigError(pop_path, [(f"interaction.edges[{i}]", f"self-loop '{a}' -> '{b}': an agent "
+                                               "never reads its own posts, so it would change nothing; remove it")])
+
+    # resolve "$param" references in the interventions and in every ref's args
+    p = sim.parameters
+    env_path = root / FILES["environment"][0]
+    env: EnvironmentFile = validate_file(env_path, EnvironmentFile,
+                                         substitute_interventions(files["environment"], p, env_path))
+    loaded["environment"] = env
+    sim.decision.args = substitute_parameters(sim.decision.args, p, sim_path, "decision.args")
+    if sim.collector:
+        sim.collector.args = substitute_parameters(sim.collector.args, p, sim_path, "collector.args")
+    if pops.provider:
+        pops.provider.args = substitute_parameters(pops.provider.args, p, pop_path, "provider.args")
+    env.provider.args = substitute_parameters(env.provider.args, p, env_path, "provider.args")
+    env.layers = substitute_parameters(env.layers, p, env_path, "layers")
+    _check_layers(env_path, env)
+    return StudySpec(root=root, files=files, **loaded)
+
+
+def _check_layers(path: Path, env: EnvironmentFile) -> None:
+    """An event without a selector changes a layer: it must be one ``layers`` declares (a typo
+    would otherwise make a new layer nobody reads, or fail mid-run on ``add``)."""
+    for i, ev in enumerate(env.scheduled_events):
+        if ev.selector is None and ev.target not in env.layers:
+            known = f"layers: {', '.join(env.layers)}" if env.layers else "environment.json declares no layers"
+            raise StudyConfigError(path, [(f"scheduled_events[{i}].target", f"unknown layer '{ev.target}' "
+                                           f"({known}; an event with a selector changes agent attributes)")])
+
+
+def check_population(spec: StudySpec, personas: list[Persona]) -> None:
+    """What needs the population: it is not empty, and every selector of ``environment.json``
+    names attributes the agents have and matches at least one agent.
+
+    A selector on an attribute that an earlier event changes is checked only
+    for the name: whom it matches then depends on the run.
+    """
+    pop_path = spec.root / FILES["population"][0]
+    if not personas:
+        raise StudyConfigError(pop_path, [("", "the population is empty: a study needs at least one agent")])
+    env, path = spec.environment, spec.root / FILES["environment"][0]
+    events = [(ev.at_step, i, ev.target) for i, ev in enumerate(env.scheduled_events) if ev.selector is not None]
+    have = {k for p in personas for k in p.attributes} | {target for _, _, target in events}
+    items = ([(f"scheduled_events[{i}]", (ev.at_step, i), ev) for i, ev in enumerate(env.scheduled_events)]
+             + [(f"broadcasts[{i}]", (b.at_step, len(events)), b) for i, b in enumerate(env.broadcasts)])
+    for where, when, item in items:
+        if not item.selector:
+            continue
+        changing = {target for at, i, target in events if (at, i) < when}
+        for key in item.selector:
+            if key not in have:
+                raise StudyConfigError(path, [(f"{where}.selector.{key}", f"no agent has attribute '{key}' "
+                                               f"(attributes: {', '.join(sorted(have)) or 'none'})")])
+        if set(item.selector) & changing:
+            continue
+        matched = [p for p in personas if selector_matches(item.selector, p.attributes)]
+        if not matched:
+            raise StudyConfigError(path, [(f"{where}.selector", f"{json.dumps(item.selector)} matches no "
+                                           f"agent of the {len(personas)}")])
+        op = getattr(item, "op", "set")
+        if op != "set" and item.target not in changing:
+            lacking = next((p for p in matched if isinstance(p.attributes.get(item.target), bool)
+                            or not isinstance(p.attributes.get(item.target), (int, float))), None)
+            if lacking is not None:
+                raise StudyConfigError(path, [(f"{where}.target", f"cannot {op} attribute '{item.target}' of "
+                                               f"agent '{lacking.agent_id}': it is "
+                                               f"{json.dumps(lacking.attributes.get(item.target))}, not a number")])
+
+
+def coerce_like(value: Any, like: Any) -> Any:
+    """Turn a command-line string into the type of the parameter's declared default."""
+    if not isinstance(value, str) or isinstance(like, str):
+        return value
+    kinds = {bool: "true or false", int: "an int", float: "a float"}
+    try:
+        if isinstance(like, bool):
+            if value.lower() in ("true", "1", "yes"):
+                return True
+            if value.lower() in ("false", "0", "no"):
+                return False
+            raise ValueError(value)
+        if isinstance(like, int):
+            return int(value)
+        if isinstance(like, float):
+            number = float(value)
+            if number != number or number in (float("inf"), float("-inf")):
+                raise ValueError(value)
+            return number
+    except ValueError:
+        raise ValueError(f"'{value}' is not {kinds[type(like)]}") from None
+    return value
+
+
+def read_roster(root: Path, roster: str) -> list[Persona]:
+    """Personas from a roster file beside population.json: JSON (a list) or CSV (an ``agent_id`` column)."""
+    path = root / "population" / roster
+    if path.suffix.lower() == ".csv":
+        return _read_csv_roster(path)
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise StudyConfigError(path, [("", "expected a list of personas")])
+    if not data:
+        raise StudyConfigError(path, [("", "the roster is empty: a study needs at least one agent")])
+    personas = []
+    for i, item in enumerate(data):
+        try:
+            personas.append(Persona.model_validate(item))
+        except ValidationError as e:
+            raise StudyConfigError(path, [(f"[{i}].{_field_path(err['loc'])}", _describe(err)) for err in e.errors()]) from None
+    _check_unique_ids(path, personas, "")
+    return personas
+
+
+def _read_csv_roster(path: Path) -> list[Persona]:
+    """A CSV roster; every problem names the line (as an editor counts them) and the column."""
+    rows = csv.reader(read_text(path, "roster file").splitlines(keepends=True))
+    header = next(rows, None)
+    if not header or not any(h.strip() for h in header):
+        raise StudyConfigError(path, [("", "the roster is empty: expected a header line with an agent_id column")])
+    header = [h.strip() for h in header]
+    if "agent_id" not in header:
+        raise StudyConfigError(path, [("line 1", f"no agent_id column (columns: {', '.join(header)})")])
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise StudyConfigError(path, [("line 1", f"column {twice[0]!r} appears twice")])
+    key = header.index("agent_id")
+    personas: list[Persona] = []
+    first: dict[str, int] = {}
+    for row in rows:
+        line = rows.line_num
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue                    # a blank line
+        if len(row) != len(header):
+            raise StudyConfigError(path, [(f"line {line}", f"{len(row)} field{'s' * (len(row) != 1)}, but the "
+                                           f"header has {len(header)} ({', '.join(header)})")])
+        agent_id = row[key].strip()
+        if not agent_id:
+            raise StudyConfigError(path, [(f"line {line}, column agent_id", "empty agent_id")])
+        if agent_id in first:
+            raise StudyConfigError(path, [(f"line {line}, column agent_id", f"duplicate agent_id "
+                                           f"'{agent_id}' (first at line {first[agent_id]})")])
+        first[agent_id] = line
+        attributes = {}
+        for name, cell in zip(header, row):
+            if name != "agent_id":
+                try:
+                    attributes[name] = _csv_value(cell)
+                except ValueError as e:
+                    raise StudyConfigError(path, [(f"line {line}, column {name}", str(e))]) from None
+        personas.append(Persona.model_construct(agent_id=agent_id, attributes=attributes, description=""))
+    if not personas:
+        raise StudyConfigError(path, [("", "the roster has a header but no rows: a study needs at least one agent")])
+    return personas
+
+
+def _csv_value(v: str) -> Any:
+    """A cell as an int, a float or text; a number that is not finite (nan, inf) is refused."""
+    text = v.strip()
+    for cast in (int, float):
+        try:
+            value = cast(text)
+        except ValueError:
+            continue
+        if cast is float and value - value != 0:
+            raise ValueError(f"'{v}' is not a finite number")
+        return value
+    return v
+
+
+def spec_from_config(root: str | Path, config: dict[str, Any], where: str = "stored run config") -> StudySpec:
+    """Rebuild a study from the resolved configuration stored with a run (for resume and branches)."""
+    loaded = {}
+    for key, (_, model) in FILES.items():
+        loaded[key] = validate_file(Path(f"{where}:{key}"), model, config[key])
+    return StudySpec(root=Path(root), **loaded)

@@ -1,0 +1,161 @@
+"""Scheduled events and broadcasts, ready to use by any environment.
+
+``environment.json`` lists them; this module keeps the named values they act
+on and fires them at their step, so a study does not re-implement either:
+
+* a ``ScheduledEvent`` sets, adds to or multiplies a named value: an
+  environment layer when it has no selector, or an attribute of every agent
+  the selector matches;
+* a ``Broadcast`` is active from ``at_step`` for ``ttl`` steps and is shown to
+  everyone (macro information) or to the agents its selector matches.
+
+Events at ``at_step: 0`` fire at reset, before the initial states are recorded.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+from pydantic import Strict as StrictType
+
+from desim.records import INT32, Persona, Step, Strict
+
+# --- what environment.json lists -------------------------------------------------------------
+Selector = dict[str, Any]
+"""Attribute equality filter: ``{"dorm": "A"}`` or ``{"dorm": ["A", "B"]}``."""
+
+
+class ScheduledEvent(Strict):
+    """A change to a named environment value at a step.
+
+    Without a selector it changes the environment layer ``target``; with one
+    it changes the attribute ``target`` of every agent the selector matches.
+    """
+
+    at_step: Step
+    name: str
+    target: str
+    op: Literal["set", "add", "multiply"] = "set"
+    value: Any
+    selector: Selector | None = None
+    note: str = ""
+
+    @field_validator("value")
+    @classmethod
+    def _numeric_for_arithmetic(cls, v: Any, info) -> Any:
+        op = info.data.get("op", "set")
+        if op in ("add", "multiply") and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ValueError(f"op '{op}' needs a number, got {type(v).__name__}")
+        return v
+
+
+class Broadcast(Strict):
+    """Information that reaches everyone (or a selector) from ``at_step`` for
+    ``ttl`` steps (``None``: until the end)."""
+
+    at_step: Step
+    name: str
+    channel: str = "broadcast"
+    content: Any
+    ttl: Annotated[int, StrictType(), Field(ge=1, le=INT32)] | None = None
+    selector: Selector | None = None
+
+    def active_at(self, step: int) -> bool:
+        if step < self.at_step:
+            return False
+        return self.ttl is None or step < self.at_step + self.ttl
+
+
+def selector_matches(selector: Selector | None, attributes: dict[str, Any]) -> bool:
+    """True when every key of ``selector`` equals (or, for a list, contains) the attribute."""
+    if not selector:
+        return True
+    for key, wanted in selector.items():
+        have = attributes.get(key)
+        if isinstance(wanted, list):
+            if have not in wanted:
+                return False
+        elif have != wanted:
+            return False
+    return True
+
+
+# --- firing them ---------------------------------------------------------------------------------
+
+
+def _apply_op(op: str, old: Any, value: Any) -> Any:
+    if op == "set":
+        return copy.deepcopy(value)
+    if old is None:
+        raise ValueError("no current value to change")
+    if op == "add":
+        return old + value
+    return old * value
+
+
+class Interventions:
+    """Environment layers, per-agent attributes, and the interventions that change them."""
+
+    def __init__(self, layers: dict[str, Any], events: list[ScheduledEvent],
+                 broadcasts: list[Broadcast], personas: list[Persona]):
+        self.layers: dict[str, Any] = copy.deepcopy(layers)
+        self.events = sorted(events, key=lambda e: e.at_step)
+        self.broadcasts = list(broadcasts)
+        self.attributes: dict[str, dict[str, Any]] = {p.agent_id: dict(p.attributes) for p in personas}
+        self._active: list[Broadcast] = []
+
+    def fire(self, step: int) -> list[dict[str, Any]]:
+        """Apply every event scheduled for ``step`` and start its broadcasts.
+
+        Returns one record per event or broadcast that fired, for the
+        ``events`` table.
+        """
+        fired: list[dict[str, Any]] = []
+        for ev in self.events:
+            if ev.at_step != step:
+                continue
+            if ev.selector is None:
+                try:
+                    self.layers[ev.target] = _apply_op(ev.op, self.layers.get(ev.target), ev.value)
+                except (ValueError, TypeError) as e:
+                    raise ValueError(f"event '{ev.name}' at step {step}: cannot {ev.op} layer "
+                                     f"'{ev.target}': {e}") from None
+                affected = None
+            else:
+                affected = 0
+                for agent_id, attrs in self.attributes.items():
+                    if selector_matches(ev.selector, attrs):
+                        try:
+                            attrs[ev.target] = _apply_op(ev.op, attrs.get(ev.target), ev.value)
+                        except (ValueError, TypeError) as e:
+                            raise ValueError(f"event '{ev.name}' at step {step}: cannot {ev.op} "
+                                             f"attribute '{ev.target}' of agent {agent_id}: {e}") from None
+                        affected += 1
+            fired.append({"kind": "event", "name": ev.name, "detail": {
+                "target": ev.target, "op": ev.op, "value": ev.value, "selector": ev.selector,
+                "affected_agents": affected, "note": ev.note}})
+        for b in self.broadcasts:
+            if b.at_step == step:
+                fired.append({"kind": "broadcast", "name": b.name, "detail": {
+                    "channel": b.channel, "content": b.content, "ttl": b.ttl, "selector": b.selector}})
+        self._active = [b for b in self.broadcasts if b.active_at(step)]
+        return fired
+
+    def active_broadcasts(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """Broadcasts active at the last fired step; with ``agent_id``, those reaching that agent.
+
+        Without ``agent_id`` only broadcasts with no selector (everyone's) are returned.
+        """
+        out = []
+        for b in self._active:
+            if b.selector is None or (agent_id is not None and
+                                      selector_matches(b.selector, self.attributes.get(agent_id, {}))):
+                out.append({"name": b.name, "channel": b.channel, "content": b.content})
+        return out
+
+    def value(self, name: str, default: Any = None) -> Any:
+        return self.layers.get(name, default)
+
+    def attribute(self, agent_id: str, name: str, default: Any = None) -> Any:
+        return self.attributes[agent_id].get(name, default)
