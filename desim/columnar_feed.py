@@ -1,0 +1,4 @@
+"""``desim.columnar_feed``, as studies written for an earlier desim import it: the module is now ``desim.messaging.columnar``."""
+import desim.messaging.columnar as _moved
+
+globals().update({k: v for k, v in vars(_moved).items() if not k.startswith("__")})

@@ -1,0 +1,4 @@
+"""``desim.feed``, as studies written for an earlier desim import it: the module is now ``desim.messaging.feed``."""
+import desim.messaging.feed as _moved
+
+globals().update({k: v for k, v in vars(_moved).items() if not k.startswith("__")})

@@ -1,0 +1,4 @@
+"""``desim.refs``, as studies written for an earlier desim import it: the module is now ``desim.study.refs``."""
+import desim.study.refs as _moved
+
+globals().update({k: v for k, v in vars(_moved).items() if not k.startswith("__")})
