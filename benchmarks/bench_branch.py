@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import desim
-from desim.experiments.branch import branch
+from desim.experiments.branches import branch
 
 import jsonout
 

@@ -45,10 +45,10 @@ __all__ = sorted(_WHERE)
 
 # documented before, kept working: experiments and other names now one namespace down
 _ALIASES = {
-    "branch": ("desim.experiments.branch", "branch"), "resume": ("desim.experiments.branch", "resume"),
-    "BranchRefused": ("desim.experiments.branch", "BranchRefused"),
-    "effect": ("desim.experiments.effect", "run_effect"), "effect_table": ("desim.experiments.effect", "effect_table"),
-    "EffectError": ("desim.experiments.effect", "EffectError"), "compare": ("desim.experiments.compare", "compare"),
+    "branch": ("desim.experiments.branches", "branch"), "resume": ("desim.experiments.branches", "resume"),
+    "BranchRefused": ("desim.experiments.branches", "BranchRefused"),
+    "effect": ("desim.experiments.effects", "run_effect"), "effect_table": ("desim.experiments.effects", "effect_table"),
+    "EffectError": ("desim.experiments.effects", "EffectError"), "compare": ("desim.experiments.comparisons", "compare"),
     "run_health": ("desim.store.health", "run_health"), "RunError": ("desim.run.checks", "RunError"),
     "Engine": ("desim.run.engine", "Engine"), "build_graph": ("desim.study.network", "build_graph"),
     "Broadcast": ("desim.study.interventions", "Broadcast"),

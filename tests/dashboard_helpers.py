@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import uvicorn
 
-from desim.experiments.branch import branch
+from desim.experiments.branches import branch
 from desim.study.files import load_study
 from desim.dashboard.app import create_app
 from desim.experiments.runs import run_study

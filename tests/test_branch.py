@@ -8,9 +8,9 @@ import sys
 import pytest
 
 import desim
-from desim.experiments.branch import BranchRefused, branch, resume
+from desim.experiments.branches import BranchRefused, branch, resume
 from desim.cli import main
-from desim.experiments.compare import compare
+from desim.experiments.comparisons import compare
 from desim.store import StudyLayout
 from desim.store.health import last_step
 from storeq import store_path

@@ -149,7 +149,7 @@ def test_misbehaving_study_code_fails_the_run_and_keeps_completed_steps(study_co
 @pytest.mark.parametrize("name, params", [("schelling", SMALL), ("sugarscape", {"n_agents": 150})])
 def test_a_branch_replays_columnar_actions_to_the_same_states(study_copy, name, params):
     """Steps before the fork come from the parent's stored actions through ``apply_columns``."""
-    from desim.experiments.branch import branch
+    from desim.experiments.branches import branch
 
     root = study_copy(name)
     db, parent = run(root, seed=4, steps=8, params=params)

@@ -10,10 +10,10 @@ import pytest
 from scipy import stats
 
 import desim
-from desim.experiments.branch import BranchRefused, branch, resume
+from desim.experiments.branches import BranchRefused, branch, resume
 from desim.cli import main
 from desim.study.files import StudyConfigError
-from desim.experiments.effect import EffectError, effect_table, run_effect
+from desim.experiments.effects import EffectError, effect_table, run_effect
 from storeq import store_path
 from desim.experiments.sweep import run_sweep
 from storeq import sql

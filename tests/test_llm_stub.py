@@ -12,7 +12,7 @@ import time
 import pytest
 
 from desim import RunFailed, load_study, run_study
-from desim.experiments.branch import resume
+from desim.experiments.branches import resume
 from desim.llm.stub import running_stub, stub_process
 
 from llm_study import llm_study, panel, query

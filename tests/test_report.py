@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import desim
-from desim.experiments.branch import branch
+from desim.experiments.branches import branch
 from desim.cli import main
 from desim.report import write_report
 from storeq import store_path

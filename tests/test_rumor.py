@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 import desim
-from desim.experiments.branch import branch
+from desim.experiments.branches import branch
 from storeq import sql
 
 CORRECTION_STEP = 6

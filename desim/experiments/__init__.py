@@ -1,2 +1,19 @@
-"""What researchers do with runs: run a study (``runs``), branch and resume (``branch``), paired effects
-(``effect``), comparisons (``compare``) and sweeps (``sweep``)."""
+"""What researchers do with runs: run a study (``run_study``), branch and resume a run (``branch``,
+``resume``), paired effects over replicates (``effect``, ``effect_table``), comparisons (``compare``)
+and sweeps (``sweep``). The functions are named here; their modules are ``runs``, ``branches``,
+``effects``, ``comparisons`` and ``sweep``."""
+
+_WHERE = {"run_study": ("runs", "run_study"), "branch": ("branches", "branch"), "resume": ("branches", "resume"),
+          "effect": ("effects", "run_effect"), "effect_table": ("effects", "effect_table"),
+          "compare": ("comparisons", "compare")}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'desim.experiments' has no attribute {name!r}")
+    import importlib
+    module, attr = _WHERE[name]
+    value = getattr(importlib.import_module(f"desim.experiments.{module}"), attr)
+    globals()[name] = value
+    return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from desim.experiments.branch import branch
+from desim.experiments.branches import branch
 from desim.experiments.recording import RunResult, as_spec, record, sink_for
 from desim.run.assemble import assemble
 from desim.run.execute import gc_paused

@@ -107,6 +107,7 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
                                            if sim_cfg.collector else MetricCollector())
     for part in (environment, decision, collector):
         part.ctx = ctx
+    ctx.decision = decision
     call(decision.reset, sim_cfg.seed, root=root)   # before anything is written: a bad llm block stops here
     return Run(spec, run_id, streams, personas, graph, sim, interventions, ctx, environment, decision, collector,
                study_path(environment, decision))

@@ -57,7 +57,10 @@ class RunContext:
       ``active_broadcasts(agent_id=None)`` (a list of ``{name, channel, content}``);
     * ``params`` (``simulation.json`` parameters after ``--set``), ``n_steps``,
       ``rounds`` (``interaction_rounds`` clamped to at least 1), ``seed``,
-      ``run_id``, ``root`` (the study folder), ``llm`` (the ``llm`` block).
+      ``run_id``, ``root`` (the study folder), ``llm`` (the ``llm`` block);
+    * ``decision`` -- the run's behaviour model, so an environment can read what it decides over (a
+      diffusion model's states); ``shared`` -- a dict the components of one run share what they
+      build once in (a sparse form of the network).
 
     Kept current by the engine:
 
@@ -89,6 +92,8 @@ class RunContext:
     occupy: Callable[[str, Any], None]
     root: Path | None = None            # the study folder (caches and files a study keeps)
     llm: dict[str, Any] | None = None   # the ``llm`` block of simulation.json, as loaded
+    decision: Any = None                # the run's behaviour model (an environment may read its settings)
+    shared: dict[str, Any] = field(default_factory=dict)    # what the components build once for the run
     agent_ids: list[str] = field(init=False)
     index: dict[str, int] = field(init=False)
     step: int = 0

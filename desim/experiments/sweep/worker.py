@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from desim.errors import RunFailed
-from desim.experiments.branch import branch
+from desim.experiments.branches import branch
 from desim.experiments.runs import run_once
 from desim.store import StudyLayout
 from desim.study.files import load_study

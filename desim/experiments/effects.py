@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from desim.errors import StudyError
-from desim.experiments.branch import check_branch_changes
+from desim.experiments.branches import check_branch_changes
 from desim.experiments.sweep.executors import make_executor
 from desim.experiments.sweep.merge import WaitFn, merge_run, writing
 from desim.experiments.sweep.plan import seed_for

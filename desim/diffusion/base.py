@@ -1,0 +1,99 @@
+"""What every diffusion model shares: declared states and parameters, and one update as actions.
+
+A model is a ``DecisionModel`` on desim's columnar path. Each round it reads the state of
+every node (``obs["state"]``, an int8 code per node, from ``NetworkState``), computes the
+next state of every node at once (``update``), and returns one action per node that changed:
+
+* ``kind`` -- the transition's name (``infect``, ``recover``, ``activate``, ``adopt_1``, ...):
+  each state is entered by one kind only (``KINDS``), so the kind says the new state;
+* ``payload.by`` -- for the models that transmit, the *position* (in population order) of
+  the neighbour that transmitted, ``-1`` for any other change. An integer rather than the
+  agent id because it is written for every node every step and text costs several times
+  more to store; the panel's state field ``infected_by`` holds the id.
+
+Nodes that did not change take no action (``action_kind`` is NULL in the panel), so a
+quiet step costs little to store. The environment commits the changes in ``apply_columns``
+from the payload alone, which is what makes a branch or a resumed run replay a stored
+step exactly.
+
+A model with a continuous state (the bounded-confidence rules) sets ``CONTINUOUS`` and
+works on ``obs["opinion"]`` instead.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from desim.diffusion import link
+from desim.diffusion.params import Param, Value, check_args, resolve
+from desim.records import ActionColumns
+from desim.study.contract import DecisionModel
+
+
+class DiffusionModel(DecisionModel):
+    """Base class: subclasses declare ``NAME``, ``STATES``, ``SEED_STATE``, ``KINDS``, ``PARAMS``
+    and implement ``update(state) -> (new_state, infector)``."""
+
+    DIFFUSION_MODEL = True      # what ``NetworkState`` looks for in ``ctx.decision``
+
+    NAME = "diffusion"
+    STATES: tuple[str, ...] = ()
+    SEED_STATE: str = ""              # the state ``seeds`` put nodes in
+    KINDS: dict[str, str] = {}        # state entered -> action kind
+    TRANSMITTED: tuple[str, ...] = ()  # states entered through a neighbour (they get ``infected_by``)
+    PARAMS: dict[str, Param] = {}
+    CONTINUOUS = False
+    record_infector = True            # NetworkState's record_infector: false turns it off
+
+    def __init__(self, **args: Any):
+        self.args = check_args(f"desim.diffusion:{type(self).__name__}", self.PARAMS, args)
+        self.code = {s: i for i, s in enumerate(self.STATES)}
+        self.labels = np.array(list(self.STATES), dtype=object)
+        self.kind_labels = np.array([self.KINDS.get(s, f"to_{s}") for s in self.STATES], dtype=object)
+        self.kind_code = {k: i for i, k in enumerate(self.kind_labels.tolist())}
+
+    # --- set-up ------------------------------------------------------------------
+    def reset(self, seed: int) -> None:
+        self.network = link.network(self.ctx)
+        self.n = self.network.n
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Resolve per-node and per-edge parameters (subclasses); runs in ``reset``."""
+
+    def value(self, name: str, direction: str = "out") -> Value:
+        """The parameter ``name`` for this run: a scalar, per node or per CSR entry of ``direction``."""
+        owner = f"desim.diffusion:{type(self).__name__}"
+        return resolve(owner, self.PARAMS[name], self.args[name], self.ctx, self.network, direction)
+
+    # --- one round ----------------------------------------------------------------
+    def update(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The next state of every node, and for each node that entered a ``TRANSMITTED``
+        state the position of its infector (-1 elsewhere; None when the model has none)."""
+        raise NotImplementedError
+
+    def rng(self, name: str) -> np.random.Generator:
+        return self.ctx.rng(f"{self.NAME}/{name}")
+
+    def decide_columns(self, obs, idx, t, round_idx):
+        if "state" not in obs:
+            raise TypeError(f"desim.diffusion:{type(self).__name__} needs the environment "
+                            "desim.diffusion:NetworkState (environment.json provider)")
+        state = obs["state"]
+        new, infector = self.update(state)
+        if len(idx) != self.n:                  # agents away on an errand keep their state
+            new_idx, changed = new[idx], new[idx] != state[idx]
+        else:
+            new_idx, changed = new, new != state
+        payload = {}
+        if infector is not None and self.record_infector:
+            by = infector[idx] if len(idx) != self.n else infector
+            payload["by"] = np.where(changed, by, -1)
+        return ActionColumns(kind=self.kind_labels[new_idx], payload=payload, acted=changed)
+
+    # --- what the documentation tables print ---------------------------------------
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        return {"states": cls.STATES, "seed_state": cls.SEED_STATE,
+                "params": {n: (p.default, p.range_text(), p.doc) for n, p in cls.PARAMS.items()}}

@@ -1,0 +1,49 @@
+"""``Prevalence``: the per-step figures of a diffusion run, for ``simulation.json``'s collector.
+
+For a model with named states, per step and for every state ``X``:
+
+* ``share_X`` -- the share of nodes in ``X`` after the step (prevalence for ``I``);
+* ``count_X`` -- how many nodes that is;
+* ``new_X`` -- how many nodes entered ``X`` during the step (incidence for ``I``; for SEIR
+  ``new_E`` is the step's infections);
+
+and ``cumulative_incidence``: the share of nodes that have ever been in a state other than the
+first (``S``, ``inactive``, ``"0"``), seeds included: the attack rate so far, ``1 - share_S``
+in SIR. Step 0 gives the initial figures (``new_X`` counts nothing).
+
+For a continuous model (bounded confidence): ``mean_opinion``, ``opinion_sd`` and
+``changed`` (how many nodes moved in the step).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from desim.diffusion.params import SIMULATION, Problems
+from desim.study.contract import MetricCollector
+
+
+class Prevalence(MetricCollector):
+    def __init__(self, **args):
+        problems = Problems(SIMULATION, "collector.args")
+        for name in args:
+            problems.add(name, "unknown parameter of desim.diffusion:Prevalence (it takes none)")
+        problems.raise_any()
+
+    def collect(self, t, environment, actions):
+        if not hasattr(environment, "_ready"):
+            raise TypeError("desim.diffusion:Prevalence reads desim.diffusion:NetworkState "
+                            "(environment.json provider)")
+        model = environment._ready()
+        n = max(1, environment.n)
+        if environment.continuous:
+            x = environment.opinion
+            moved = int(np.count_nonzero(environment.since == t)) if t > 0 else 0
+            return {"mean_opinion": float(x.mean()), "opinion_sd": float(x.std()), "changed": moved}
+        counts = environment.counts()
+        out = {}
+        for label, c, e in zip(model.STATES, counts.tolist(), environment.entered.tolist()):
+            out[f"share_{label}"] = c / n
+            out[f"count_{label}"] = c
+            out[f"new_{label}"] = e if t > 0 else 0
+        out["cumulative_incidence"] = float(np.count_nonzero(environment.ever)) / n
+        return out

@@ -1,0 +1,29 @@
+"""``Nodes``: a population of ``n`` plain nodes, for a diffusion study without a roster.
+
+``population.json``: ``{"provider": {"ref": "desim.diffusion:Nodes", "args": {"n": 10000}},
+"interaction": {"kind": "barabasi_albert", "m": 3}}``. Agent ids are ``prefix`` plus the
+position, zero-padded to one width (``n0000`` ... ``n9999``), so they sort in population
+order. The personas carry no attributes; a study whose nodes differ (a recovery rate, a
+threshold) lists them in a roster file instead (``"roster": "nodes.csv"``, one column per
+attribute) and names the column in the model's args (``{"attribute": "recovery_rate"}``).
+"""
+from __future__ import annotations
+
+from desim.errors import StudyConfigError
+from desim.records import Persona
+from desim.study.contract import PopulationProvider
+
+
+class Nodes(PopulationProvider):
+    def __init__(self, n: int = 1000, prefix: str = "n"):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise StudyConfigError("population/population.json", [("provider.args.n", f"must be an integer >= 1 "
+                                                                   f"(got {n!r})")])
+        if not isinstance(prefix, str):
+            raise StudyConfigError("population/population.json", [("provider.args.prefix", "must be text")])
+        self.n, self.prefix = n, prefix
+
+    def personas(self, rng):
+        width = len(str(self.n - 1))
+        make, prefix = Persona.model_construct, self.prefix
+        return [make(agent_id=f"{prefix}{i:0{width}d}", attributes={}, description="") for i in range(self.n)]
