@@ -9,7 +9,7 @@ from desim.commands.core import Progress, add_study_arg, parse_sets, print_table
 
 def cmd_branch(args) -> int:
     from desim.commands import UserError
-    from desim.experiments.branch import branch
+    from desim.experiments.branches import branch
     progress = Progress(0, "branch")
     try:
         result = branch(args.study, args.from_run, args.at_step, params=parse_sets(args.set), steps=args.steps,
@@ -28,7 +28,7 @@ def cmd_branch(args) -> int:
 
 def cmd_compare(args) -> int:
     from desim.commands import UserError
-    from desim.experiments.compare import compare
+    from desim.experiments.comparisons import compare
     try:
         data = compare(args.study, args.control, args.treatment,
                        states=args.state.split(",") if args.state else None)

@@ -102,7 +102,7 @@ def cmd_validate(args) -> int:
 
 def cmd_run(args) -> int:
     from desim.commands import UserError
-    from desim.experiments.branch import resume
+    from desim.experiments.branches import resume
     from desim.experiments.runs import run_study
     from desim.study.files import load_study
     if args.resume:

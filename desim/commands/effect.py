@@ -29,7 +29,7 @@ class PairsProgress:
 
 def cmd_effect(args) -> int:
     from desim.commands import UserError
-    from desim.experiments.effect import EffectError, effect_table, run_effect
+    from desim.experiments.effects import EffectError, effect_table, run_effect
     from desim.experiments.sweep import SweepError
     progress = PairsProgress(args.study.rstrip("/").split("/")[-1])
     try:

@@ -6,7 +6,7 @@ band, zero as a reference and the fork step as a red line; before the fork
 the pairs are identical, so the curve sits on zero there (a visible check
 that the branches replayed their controls exactly). Per state field, the
 same for the per-agent mean difference, with the share of agents that
-differ. The numbers come from :func:`desim.experiments.effect.effect_table`, so the
+differ. The numbers come from :func:`desim.experiments.effects.effect_table`, so the
 report and ``desim effect`` agree.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from desim.experiments.effect import EffectError, effect_table  # noqa: E402
+from desim.experiments.effects import EffectError, effect_table  # noqa: E402
 from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
