@@ -5,7 +5,7 @@ The environment stores and seeds the states the model decides over, so it reads 
 """
 from __future__ import annotations
 
-from desim.diffusion.network import Network, from_graph
+from desim.diffusion.network import Network, from_edges, from_graph
 
 _NETWORK = "desim.diffusion.network"
 
@@ -17,8 +17,12 @@ def model_of(ctx):
 
 
 def network(ctx) -> Network:
-    """The CSR of ``ctx.graph`` in population order, built on first use and kept for the run."""
+    """The CSR of the run's network in population order, built on first use and kept for the run: from
+    its edge arrays when nobody has asked for the networkx graph (a network from a file), else from
+    ``ctx.graph`` (a generated one, or one study code has changed)."""
     got = ctx.shared.get(_NETWORK)
-    if got is None or got.graph is not ctx.graph:
-        got = ctx.shared[_NETWORK] = from_graph(ctx.graph, ctx.agent_ids, ctx.index)
+    built = ctx.network.built_graph
+    if got is None or (built is not None and got.graph is not built):
+        got = ctx.shared[_NETWORK] = (from_graph(built, ctx.agent_ids, ctx.index) if built is not None
+                                      else from_edges(ctx.network))
     return got

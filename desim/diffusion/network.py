@@ -38,6 +38,8 @@ class Network:
     ids: list = field(default_factory=list, repr=False)
     _rows: dict = field(default_factory=dict, repr=False)
     in_from_out: np.ndarray | None = field(default=None, repr=False)   # directed: in-entry -> out-entry
+    out_edge: np.ndarray | None = field(default=None, repr=False)      # from edge arrays: out-entry -> edge
+    edge_attributes: dict | None = field(default=None, repr=False)     # from edge arrays: name -> per edge
 
     @property
     def out_degree(self) -> np.ndarray:
@@ -64,6 +66,8 @@ class Network:
         edge without the attribute takes ``default``; with no default it is an error naming the
         edge (``MissingEdgeValue``).
         """
+        if self.out_edge is not None:
+            return self._edge_values_from_arrays(name, direction, default)
         adj = dict(self.graph.adjacency())
         values = []
         add = values.append
@@ -81,6 +85,23 @@ class Network:
         if direction == "in" and self.in_from_out is not None:
             return out[self.in_from_out]
         return out
+
+    def _edge_values_from_arrays(self, name: str, direction: str, default: float | None) -> np.ndarray:
+        per_edge = (self.edge_attributes or {}).get(name)
+        n_edges = int(self.out_edge.max()) + 1 if len(self.out_edge) else 0
+        if per_edge is None:
+            per_edge = np.full(n_edges, np.nan)
+        out = np.asarray(per_edge, np.float64)[self.out_edge]
+        missing = np.isnan(out)
+        if missing.any():
+            if default is None:
+                k = int(np.flatnonzero(missing)[0])
+                raise MissingEdgeValue(name, (self.ids[int(self.rows("out")[k])], self.ids[int(self.out_indices[k])]))
+            out = np.where(missing, float(default), out)
+        if direction == "in" and self.in_from_out is not None:
+            return out[self.in_from_out]
+        return out
+
 
 class MissingEdgeValue(ValueError):
     """An edge lacks the attribute a parameter reads (or holds something that is not a number)."""
@@ -134,6 +155,31 @@ def from_graph(graph, ids: list[str], index: dict[str, int]) -> Network:
         in_ptr, in_idx, in_from_out = out_ptr, out_idx, None
     net = Network(n, directed, out_ptr, out_idx, in_ptr, in_idx, graph, ids)
     net.in_from_out = in_from_out
+    return net
+
+
+def from_edges(network) -> Network:
+    """The CSR of a run's network given as edge arrays (``ctx.network``: ``source``, ``target``), without a
+    networkx graph. A node's entries are in the order of its edges, which is the order networkx keeps
+    the neighbours of a graph built from those edges in, so both ways give the same arrays."""
+    ids, n = network.ids, len(network.ids)
+    src, dst = np.asarray(network.source, np.int64), np.asarray(network.target, np.int64)
+    edge = np.arange(len(src), dtype=np.int64)
+    if network.directed:
+        rows, cols, entry_edge = src, dst, edge
+    else:                                   # each edge from both ends, interleaved, so the order is the edges'
+        rows, cols = np.column_stack([src, dst]).ravel(), np.column_stack([dst, src]).ravel()
+        entry_edge = np.repeat(edge, 2)
+    order = np.argsort(rows, kind="stable")
+    out_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=out_ptr[1:])
+    out_idx, out_edge = cols[order], entry_edge[order]
+    if network.directed:
+        in_ptr, in_idx, in_from_out = transpose(n, out_ptr, out_idx)
+    else:
+        in_ptr, in_idx, in_from_out = out_ptr, out_idx, None
+    net = Network(n, network.directed, out_ptr, out_idx, in_ptr, in_idx, None, ids)
+    net.in_from_out, net.out_edge, net.edge_attributes = in_from_out, out_edge, dict(network.attributes)
     return net
 
 

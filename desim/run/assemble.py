@@ -26,7 +26,7 @@ from desim.study.contract import MetricCollector, RunContext, study_path
 from desim.study.failures import call
 from desim.study.files import StudySpec, check_population, read_roster
 from desim.study.interventions import Interventions
-from desim.study.network import build_graph
+from desim.study.network import Network, build_network
 from desim.study.refs import build
 from desim.study.rng import Streams
 
@@ -39,7 +39,7 @@ class Run:
     run_id: str
     streams: Streams
     personas: list[Persona]
-    graph: nx.Graph
+    network: Network
     sim: simpy.Environment
     interventions: Interventions
     ctx: RunContext
@@ -69,6 +69,10 @@ class Run:
         return self.spec.rounds
 
     @property
+    def graph(self) -> nx.Graph:
+        return self.network.graph
+
+    @property
     def columnar(self) -> bool:
         return self.path == "columnar"
 
@@ -84,9 +88,13 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
     run_id = run_id or f"r{uuid.uuid4().hex[:10]}"
     streams = Streams(sim_cfg.seed)
     personas = _population(spec, streams)
+    interaction = spec.population.interaction
+    network_streams = streams if interaction.graph_seed is None else Streams(interaction.graph_seed)
     try:
-        graph = build_graph(spec.population.interaction, personas,
-                            seed=int(streams.numpy("network").integers(2**31)))
+        network = build_network(interaction, personas, seed=int(network_streams.numpy("network").integers(2**31)),
+                                root=root)
+    except StudyConfigError:
+        raise
     except (ValueError, nx.NetworkXException) as e:
         raise StudyConfigError(root / "population" / "population.json",
                                [("interaction", f"cannot build a '{spec.population.interaction.kind}' "
@@ -95,7 +103,7 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
     sim = simpy.Environment()
     interventions = Interventions(spec.environment.layers, spec.environment.scheduled_events,
                                   spec.environment.broadcasts, personas)
-    ctx = RunContext(sim=sim, clock=Clock(sim_cfg.time_unit), streams=streams, personas=personas, graph=graph,
+    ctx = RunContext(sim=sim, clock=Clock(sim_cfg.time_unit), streams=streams, personas=personas, network=network,
                      interventions=interventions, params=dict(sim_cfg.parameters), n_steps=sim_cfg.n_steps,
                      rounds=spec.rounds, seed=sim_cfg.seed, run_id=run_id, occupy=_no_engine_yet, root=root,
                      llm=sim_cfg.llm)
@@ -109,7 +117,7 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
         part.ctx = ctx
     ctx.decision = decision
     call(decision.reset, sim_cfg.seed, root=root)   # before anything is written: a bad llm block stops here
-    return Run(spec, run_id, streams, personas, graph, sim, interventions, ctx, environment, decision, collector,
+    return Run(spec, run_id, streams, personas, network, sim, interventions, ctx, environment, decision, collector,
                study_path(environment, decision))
 
 

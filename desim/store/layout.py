@@ -9,6 +9,7 @@ Everything a study writes goes under ``<study>/runs/`` (git-ignored)::
     runs/sweeps/<sweep_id>/        a sweep's worker stores until they are merged
     runs/effects/<effect_id>/      an effect's worker stores until they are merged
     runs/llm_cache.duckdb          the LLM reply cache (its path can be set in ``simulation.json``)
+    runs/layouts/<key>.parquet     a network's layout (positions of its agents), shared by every run of it
 
 A sweep worker keeps its run in a DuckDB file of its own (``<name>.duckdb``), with its data folder
 beside it as ``<name>-data/`` so that workers never share one: ``StudyLayout.at(db)`` is that
@@ -79,6 +80,14 @@ class StudyLayout:
 
     def effect_dir(self, effect_id: str) -> Path:
         return self.effects / effect_id
+
+    @property
+    def layouts(self) -> Path:
+        return self.runs / "layouts"
+
+    def layout_file(self, key: str) -> Path:
+        """Where the layout of the network named ``key`` (``desim.layout.network_key``) is kept."""
+        return self.layouts / f"{key}.parquet"
 
     def llm_cache(self, configured: str | Path | None = None) -> Path:
         """The LLM reply cache: ``configured`` (relative to the study folder) or ``runs/llm_cache.duckdb``."""

@@ -85,7 +85,7 @@ class MemorySink:
         else:
             table = initial_rows(self.types, self.id_array, self.ids, states)
         messages = self._messages(messages, 0)
-        return {"initial": table, "edges": edge_rows(self.run.graph.edges()), "metrics": metric_rows(0, metrics),
+        return {"initial": table, "edges": edge_rows(self.run.network), "metrics": metric_rows(0, metrics),
                 "events": event_rows(0, events) if events else None, "messages": messages}
 
     def round(self, t: int, r: int, actions) -> None:

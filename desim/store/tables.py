@@ -264,6 +264,11 @@ def event_rows(step: int, events: list[dict]) -> pa.Table:
                                         pa.json_())})
 
 
-def edge_rows(edges: Iterable[tuple[Any, Any]]) -> pa.Table:
-    pairs = list(edges)
-    return pa.table({"source": _texts([str(a) for a, _ in pairs]), "target": _texts([str(b) for _, b in pairs])})
+def edge_rows(network) -> pa.Table:
+    """The run's network (``desim.study.network.Network``): one row per edge, its ends and its numeric
+    attributes (null where an edge has none)."""
+    ids = pa.array(network.ids, pa.string())
+    columns = {"source": ids.take(pa.array(network.source)), "target": ids.take(pa.array(network.target))}
+    for name, values in network.attributes.items():
+        columns[name] = pa.array(values, pa.float64(), from_pandas=True)
+    return pa.table(columns)

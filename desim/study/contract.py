@@ -51,7 +51,9 @@ class RunContext:
       fraction of a step);
     * ``streams`` -- named random streams of the run seed (``ctx.streams.numpy(name)``);
     * ``personas`` (population order), ``agent_ids`` (the same order) and
-      ``index`` (agent id -> position); ``graph`` -- the study's networkx graph;
+      ``index`` (agent id -> position); ``graph`` -- the study's networkx graph, and ``network`` the
+      same edges as arrays of positions with their numeric attributes (``network.source``,
+      ``network.target``, ``network.attributes["weight"]``);
     * ``interventions`` -- the environment layers and per-agent attributes the
       scheduled events change: ``value(layer)``, ``attribute(agent_id, name)``,
       ``active_broadcasts(agent_id=None)`` (a list of ``{name, channel, content}``);
@@ -82,7 +84,7 @@ class RunContext:
     clock: "Clock"
     streams: "Streams"
     personas: list[Persona]
-    graph: "nx.Graph"
+    network: Any                        # desim.study.network.Network
     interventions: "Interventions"
     params: dict[str, Any]
     n_steps: int
@@ -120,6 +122,11 @@ class RunContext:
                 self._rngs.clear()
             gen = self._rngs[key] = self.streams.numpy(f"{name}/{self.step}/{self.round_idx}")
         return gen
+
+    @property
+    def graph(self) -> "nx.Graph":
+        """The study's network as a networkx graph (built on first use for a network from a file)."""
+        return self.network.graph
 
     def neighbors(self, agent_id: str) -> list[str]:
         """The agent's neighbours in the study's network (the default ``neighbors_fn``)."""

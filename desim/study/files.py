@@ -40,7 +40,7 @@ Number = Annotated[float, StrictType()]     # an integer is accepted, a string o
 TIME_UNITS = ("second", "minute", "hour", "day", "week", "month", "quarter", "year", "step")
 PROPAGATIONS = ("independent", "contagion", "broadcast_then_local")
 NETWORK_KINDS = (
-    "none", "complete", "edges", "ring", "lattice", "watts_strogatz",
+    "none", "complete", "edges", "file", "ring", "lattice", "watts_strogatz",
     "barabasi_albert", "erdos_renyi", "groups",
 )
 
@@ -101,10 +101,18 @@ class SimulationFile(Strict):
 
 
 class Interaction(Strict):
-    """How agents are connected. ``kind`` picks explicit ``edges`` or a seeded generator."""
+    """How agents are connected: ``kind`` picks explicit ``edges``, a network ``file`` or a seeded generator.
+
+    A generator draws from the run's seed, or from ``graph_seed`` when it is given, so that the
+    replicates of a sweep (whose seeds differ) share one network."""
 
     kind: Literal[NETWORK_KINDS] = "none"  # type: ignore[valid-type]
     edges: list[tuple[str, str]] | None = None
+    path: str | None = None                  # kind "file": relative to population.json's folder
+    format: Literal["edgelist", "csv", "graphml"] | None = None     # default: from the file's suffix
+    source_column: str = "source"
+    target_column: str = "target"
+    graph_seed: Int | None = Field(default=None, ge=-INT64 - 1, le=INT64)
     k: Int | None = Field(default=None, ge=1, le=INT32)
     p: Number | None = Field(default=None, ge=0.0, le=1.0)
     m: Int | None = Field(default=None, ge=1, le=INT32)
@@ -118,7 +126,7 @@ class Interaction(Strict):
     @model_validator(mode="after")
     def _needs(self) -> "Interaction":
         need = {
-            "edges": ["edges"], "watts_strogatz": ["k", "p"], "barabasi_albert": ["m"],
+            "edges": ["edges"], "file": ["path"], "watts_strogatz": ["k", "p"], "barabasi_albert": ["m"],
             "erdos_renyi": ["p"], "groups": ["attribute"], "lattice": ["width", "height"],
         }.get(self.kind, [])
         missing = [f for f in need if getattr(self, f) is None]

@@ -1,16 +1,125 @@
-"""The study's network, built with networkx from ``population.json``.
+"""The study's network, from ``population.json``: explicit edges, a file, or a seeded generator.
 
-``interaction.kind`` names explicit ``edges`` or a seeded generator; nodes
-are agent ids in population order. The graph's neighbours are the default
-``neighbors_fn`` of a ``NeighborFeed``; the graph is also saved with every
-run (the ``edges`` table) so reports and the dashboard can draw it.
+``interaction.kind`` names explicit ``edges``, a network ``file`` (``desim.study.edges``) or a
+generator (``complete``, ``ring``, ``lattice``, ``watts_strogatz``, ``barabasi_albert``,
+``erdos_renyi``, ``groups``); nodes are agent ids in population order. A run sees it as a
+:class:`Network`: ``ctx.graph`` is the networkx graph (the default ``neighbors_fn`` of a
+``NeighborFeed``), ``ctx.network`` the same edges as arrays of positions with their attributes. The
+edges are saved with every run (the ``edges`` table) so reports and the dashboard can draw them.
+
+A network from a file is read once per process (its parsed edges are kept, keyed by the file's path,
+size and modification time), and its networkx graph is built only when study code asks for
+``ctx.graph``: a model working on the arrays (``desim.diffusion``) never pays for it.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import networkx as nx
+import numpy as np
 
 from desim.records import Persona
+from desim.study.edges import format_of, read_edges
 from desim.study.files import Interaction
+
+
+class Network:
+    """The run's network over the agents ``ids``: edges as positions (``source[i] -> target[i]``, one
+    entry per edge, in the order the graph lists them), their attributes as arrays, and the networkx
+    graph, built on first use when the network came from a file."""
+
+    def __init__(self, ids: list[str], directed: bool, source: np.ndarray | None = None,
+                 target: np.ndarray | None = None, attributes: dict[str, np.ndarray] | None = None,
+                 graph: nx.Graph | None = None):
+        self.ids, self.directed = ids, directed
+        self._source, self._target, self._attributes, self._graph = source, target, attributes, graph
+
+    @classmethod
+    def of_graph(cls, graph: nx.Graph, ids: list[str]) -> "Network":
+        return cls(ids, graph.is_directed(), graph=graph)
+
+    @property
+    def graph(self) -> nx.Graph:
+        if self._graph is None:
+            g = nx.DiGraph() if self.directed else nx.Graph()
+            g.add_nodes_from(self.ids)
+            ids, names = self.ids, list(self._attributes or {})
+            if names:
+                values = [self._attributes[k] for k in names]
+                g.add_edges_from((ids[u], ids[v], {k: float(col[i]) for k, col in zip(names, values)
+                                                   if col[i] == col[i]})
+                                 for i, (u, v) in enumerate(zip(self._source.tolist(), self._target.tolist())))
+            else:
+                g.add_edges_from((ids[u], ids[v]) for u, v in zip(self._source.tolist(), self._target.tolist()))
+            self._graph = g
+        return self._graph
+
+    @property
+    def built_graph(self) -> nx.Graph | None:
+        """The networkx graph if it exists already (generated, or asked for), else None."""
+        return self._graph
+
+    def _arrays(self) -> None:
+        if self._source is None:
+            index = {a: i for i, a in enumerate(self.ids)}
+            edges = list(self._graph.edges(data=True))
+            self._source = np.fromiter((index[a] for a, _, _ in edges), np.int64, len(edges))
+            self._target = np.fromiter((index[b] for _, b, _ in edges), np.int64, len(edges))
+            names = sorted({k for _, _, d in edges for k, v in d.items() if _numeric(v)})
+            self._attributes = {k: np.array([float(d[k]) if _numeric(d.get(k)) else np.nan for _, _, d in edges])
+                                for k in names}
+
+    @property
+    def source(self) -> np.ndarray:
+        self._arrays()
+        return self._source
+
+    @property
+    def target(self) -> np.ndarray:
+        self._arrays()
+        return self._target
+
+    @property
+    def attributes(self) -> dict[str, np.ndarray]:
+        """Numeric edge attributes, one array per name aligned with the edges (NaN where an edge has none)."""
+        self._arrays()
+        return self._attributes
+
+    def number_of_edges(self) -> int:
+        return self._graph.number_of_edges() if self._source is None else len(self._source)
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+_FILES: dict[tuple, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
+
+
+def build_network(interaction: Interaction, personas: list[Persona], seed: int, root: Path | None = None) -> Network:
+    """The run's :class:`Network`; generators draw from ``seed`` only, a file is read from beside
+    ``population.json`` (``root / "population" / interaction.path``)."""
+    ids = [p.agent_id for p in personas]
+    if interaction.kind != "file":
+        return Network.of_graph(build_graph(interaction, personas, seed), ids)
+    path = Path(root or ".") / "population" / str(interaction.path)
+    fmt = format_of(path, interaction.format)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        from desim.errors import StudyConfigError
+        raise StudyConfigError(path, [("", "network file not found (interaction.path in population.json)")]) from None
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, fmt, interaction.directed,
+           interaction.source_column, interaction.target_column, hash(tuple(ids)))
+    if key not in _FILES:
+        if len(_FILES) > 8:
+            _FILES.clear()
+        _FILES[key] = read_edges(path, fmt, ids, {a: i for i, a in enumerate(ids)}, directed=interaction.directed,
+                                 source_column=interaction.source_column, target_column=interaction.target_column)
+        for array in (*_FILES[key][:2], *_FILES[key][2].values()):
+            array.flags.writeable = False       # shared by the runs of this process: nobody changes it
+    src, dst, attrs = _FILES[key]
+    return Network(ids, interaction.directed, src, dst, attrs)
 
 
 def build_graph(interaction: Interaction, personas: list[Persona], seed: int) -> nx.Graph:
