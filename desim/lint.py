@@ -56,7 +56,7 @@ def static_warnings(spec: StudySpec) -> list[str]:
     pop, sim, env = spec.population, spec.simulation, spec.environment
     if sim.interaction_rounds < 1:
         out.append(f"{SIMULATION}: interaction_rounds is {sim.interaction_rounds}; the engine clamps it to 1")
-    if pop.propagation in ("contagion", "broadcast_then_local") and pop.interaction.kind == "none":
+    if pop.propagation in ("contagion", "broadcast_then_local", "network") and pop.interaction.kind == "none":
         out.append(f"{POPULATION}: propagation is '{pop.propagation}' but interaction.kind is 'none': "
                    "no agent has neighbours to hear from")
     if pop.propagation == "independent" and pop.interaction.kind != "none":
@@ -93,14 +93,26 @@ def _probe(spec: StudySpec, report: Report) -> None:
     _display_names(spec, metrics, _state_fields(run))
     bus = getattr(run.environment, "bus", None)
     wired = bus is not None
+    reads_network = run.network.read       # study code asked for ctx.graph or ctx.network in the probe step
     w = report.warnings
     if pop.propagation == "contagion" and not wired:
-        w.append(f"{POPULATION}: propagation is 'contagion' but the environment wires no message bus "
-                 "(self.bus is None after reset): nothing propagates between agents")
-    if pop.propagation == "independent" and wired:     # says more than the static "is the network used?"
+        if reads_network:
+            w.append(f"{POPULATION}: propagation is 'contagion' but the environment wires no message bus: its "
+                     "model spreads states along the network directly; label it 'network'")
+        else:
+            w.append(f"{POPULATION}: propagation is 'contagion' but the environment wires no message bus "
+                     "(self.bus is None after reset): nothing propagates between agents")
+    if pop.propagation == "network" and not reads_network and not wired:
+        w.append(f"{POPULATION}: propagation is 'network' but the study never reads the network (ctx.graph or "
+                 "ctx.network) and wires no message bus: nothing spreads along the edges")
+    if pop.propagation == "independent" and (wired or reads_network):   # more than the static "is the network used?"
         w[:] = [x for x in w if "propagation is 'independent' but a" not in x]
-        w.append(f"{POPULATION}: propagation is 'independent' but the environment wires a message bus: "
-                 "agents can hear each other; label it 'contagion' or 'broadcast_then_local'")
+        if wired:
+            w.append(f"{POPULATION}: propagation is 'independent' but the environment wires a message bus: "
+                     "agents can hear each other; label it 'contagion' or 'broadcast_then_local'")
+        else:
+            w.append(f"{POPULATION}: propagation is 'independent' but the study reads the network: label it "
+                     "'network' if states spread along its edges")
     carry = bool(getattr(bus, "carry_previous_step", False))
     if report.messages_in_probe and spec.rounds == 1 and not carry:
         w.append(f"{SIMULATION}: the study posts messages with interaction_rounds: 1 and carry_previous_step "

@@ -27,7 +27,7 @@ def write_study(root: Path, model: str, args: dict[str, Any] | None = None, *, e
             "parameters": parameters or {}},
         "population/population.json": population or {
             "provider": {"ref": "desim.diffusion:Nodes", "args": {"n": 200}},
-            "interaction": {"kind": "erdos_renyi", "p": 0.03}},
+            "interaction": {"kind": "erdos_renyi", "p": 0.03}, "propagation": "network"},
         "environment/environment.json": {"provider": {"ref": "desim.diffusion:NetworkState", "args": env or {}}},
     }
     for rel, data in files.items():
@@ -45,7 +45,8 @@ def edges_population(n: int, edges, prefix: str = "n", attributes: dict[str, lis
         attrs = {k: v[i] for k, v in (attributes or {}).items()}
         personas.append({"agent_id": a, "attributes": attrs})
     return {"personas": personas,
-            "interaction": {"kind": "edges", "edges": [[ids[u], ids[v]] for u, v in edges], "directed": directed}}
+            "interaction": {"kind": "edges", "edges": [[ids[u], ids[v]] for u, v in edges], "directed": directed},
+            "propagation": "network"}
 
 
 def run(root: Path, **overrides):

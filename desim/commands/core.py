@@ -119,6 +119,8 @@ def cmd_run(args) -> int:
         result = run_study(spec, on_step=Progress(spec.simulation.n_steps, spec.id))   # a warm start: a branch
     db = result.store_path
     print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
+    if result.end_reason:
+        print(f"  ended after step {result.steps_done} of {spec.simulation.n_steps}: {result.end_reason}")
     print(f"  steps {result.steps_done}, panel rows written {result.rows_written}, "
           f"messages {result.counters['messages']}, wall time {result.wall_seconds:.2f} s")
     llm = result.counters.get("llm")

@@ -31,6 +31,7 @@ class RunResult:
     wall_seconds: float
     error: str | None = None
     counters: dict[str, Any] = field(default_factory=dict)
+    end_reason: str | None = None       # why a completed run ended before n_steps (stop_when, ctx.end_run)
 
     # the run's data, each an Arrow table (``.to_pandas()``); see ``desim.store.reader``
     def data(self):
@@ -77,4 +78,5 @@ def record(run: Run, sink, replay: dict[int, list] | None = None, *, on_step=Non
     where = sink.layout.db if isinstance(sink, Recorder) else Path(MEMORY)
     o = execute(run, source, sink, store_path=where, on_step=on_step, manage_gc=manage_gc,
                 handle_signals=handle_signals)
-    return RunResult(o.run_id, o.status, where, o.steps_done, o.rows_written, o.wall_seconds, o.error, o.counters)
+    return RunResult(o.run_id, o.status, where, o.steps_done, o.rows_written, o.wall_seconds, o.error, o.counters,
+                     o.end_reason)

@@ -129,3 +129,20 @@ def checked_state_columns(columns: Any, n: int, t: int) -> dict:
             raise RunError(f"step {t}: state_columns field '{name}' has {count if count is not None else 'no'} "
                            f"values for {n} agents (one per agent, in population order)")
     return columns
+
+
+_OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, "==": lambda a, b: a == b,
+        "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b}
+
+
+def stop_reason(conditions, metrics: dict[str, float], t: int) -> str | None:
+    """Why the run ends after step ``t`` (the first of ``simulation.json``'s ``stop_when`` conditions
+    that holds for the step's metrics), or None. A condition on a metric the collector does not
+    report is refused, naming it."""
+    for c in conditions:
+        if c.metric not in metrics:
+            raise RunError(f"step {t}: stop_when names metric '{c.metric}', which the collector does not report "
+                           f"(it reports: {', '.join(sorted(metrics)) or 'none'})")
+        if _OPS[c.op](metrics[c.metric], c.value):
+            return f"stop_when: {c.metric} {c.op} {c.value:g} at step {t}"
+    return None

@@ -96,6 +96,8 @@ class Engine:
 
     def _steps(self):
         for t in range(1, self.run_.n_steps + 1):
+            if self.ctx.end_reason is not None:     # the study said its process is over (end_run, stop_when)
+                break
             yield StepTick(self.sim, t - self.sim.now)
             self.ctx.step = t
             events = self._call(self.env.advance_to, t, step=t)
@@ -210,14 +212,18 @@ class Engine:
             self.memory.push(actions)
         record = self.sink.capture(t, self._states(t), actions, away)
         record.metrics, record.events = self._metrics(t, actions), events or []
+        if self.ctx.end_reason is None:
+            self.ctx.end_reason = checks.stop_reason(self.run_.spec.simulation.stop_when, record.metrics, t)
         decision = self.run_.decision
         record.llm_calls = decision.drain_calls() if hasattr(decision, "drain_calls") else None
         closed, self._step_closed = self._step_closed, self.sim.event()
         closed.succeed(record)
 
     def _initial(self, events: list[dict]) -> None:
-        self.sink.initial(self._states(0), self._metrics(0, None), events or [],
-                          self._call(self.env.drain_messages, step=0))
+        metrics = self._metrics(0, None)
+        self.sink.initial(self._states(0), metrics, events or [], self._call(self.env.drain_messages, step=0))
+        if self.ctx.end_reason is None:
+            self.ctx.end_reason = checks.stop_reason(self.run_.spec.simulation.stop_when, metrics, 0)
 
     def _states(self, t: int):
         """Every agent's state: columns (``state_columns``) or one dict per agent (``agent_state``)."""

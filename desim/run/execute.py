@@ -36,6 +36,7 @@ class Outcome:
     wall_seconds: float
     error: str | None = None
     counters: dict[str, Any] = field(default_factory=dict)
+    end_reason: str | None = None       # a run the study ended before n_steps (stop_when, ctx.end_run)
 
 
 def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
@@ -68,8 +69,9 @@ def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
     counters = {**engine.counters, "rows_written": sink.rows_written, "messages": sink.messages}
     if hasattr(run.decision, "counters"):
         counters["llm"] = dict(run.decision.counters())
-    done = run.ctx.step if status != "completed" else run.n_steps
-    return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters)
+    ended = run.ctx.end_reason if status == "completed" else None    # completed before n_steps: why
+    done = run.ctx.step if status != "completed" or ended else run.n_steps
+    return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters, ended)
 
 
 def _ended(e: BaseException, run: Run) -> tuple[str, str, str | None, Exception | None]:

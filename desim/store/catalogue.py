@@ -53,16 +53,17 @@ class Catalogue:
 
     def reopen_run(self, run_id: str) -> None:
         """Mark an interrupted or failed run as running again (resume), in this process."""
-        self.con.execute("UPDATE runs SET status='running', finished_at=NULL, error=NULL, pid=?, host=?, "
-                         "heartbeat_at=? WHERE run_id=?", [os.getpid(), socket.gethostname(), now(), run_id])
+        self.con.execute("UPDATE runs SET status='running', finished_at=NULL, error=NULL, end_reason=NULL, pid=?, "
+                         "host=?, heartbeat_at=? WHERE run_id=?", [os.getpid(), socket.gethostname(), now(), run_id])
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
                    wall_seconds: float | None = None, last_step: int | None = None,
-                   traceback: str | None = None) -> None:
+                   traceback: str | None = None, end_reason: str | None = None) -> None:
+        """How a run ended: its status, error, last step, and for a run the study ended early, why."""
         self.con.execute("UPDATE runs SET status=?, error=?, traceback=?, finished_at=?, heartbeat_at=?, "
                          "wall_seconds=coalesce(wall_seconds, 0) + coalesce(?, 0), "
-                         "last_step=coalesce(?, last_step) WHERE run_id=?",
-                         [status, error, traceback, now(), now(), wall_seconds, last_step, run_id])
+                         "last_step=coalesce(?, last_step), end_reason=? WHERE run_id=?",
+                         [status, error, traceback, now(), now(), wall_seconds, last_step, end_reason, run_id])
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         """The runs row of ``run_id``, or None."""

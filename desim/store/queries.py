@@ -48,10 +48,11 @@ def metric_comparison(con: duckdb.DuckDBPyConnection, control: str, treatment: s
 
 
 def final_metrics_of_sweep(con: duckdb.DuckDBPyConnection, sweep_id: str) -> list[tuple[str, str, float]]:
-    """``(run_id, metric, value)`` at each completed run's final step, for a sweep's runs."""
+    """``(run_id, metric, value)`` at each completed run's final step (its last, for a run the study
+    ended early), for a sweep's runs."""
     return con.execute(
         "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r USING (run_id) "
-        "WHERE r.sweep_id = ? AND r.status = 'completed' AND m.step = r.n_steps", [sweep_id]).fetchall()
+        "WHERE r.sweep_id = ? AND r.status = 'completed' AND m.step = r.last_step", [sweep_id]).fetchall()
 
 
 def effect_metric_differences(con: duckdb.DuckDBPyConnection, effect_id: str) -> list[tuple[str, int, float]]:

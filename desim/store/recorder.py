@@ -226,8 +226,9 @@ class Recorder(MemorySink):
                 try:
                     self.files.merge()
                 finally:
+                    ended = self.run.ctx.end_reason if status == "completed" else None
                     Catalogue(con).finish_run(self.run.run_id, status, error, wall_seconds,
                                               last_step=self.last_written if self.last_written >= 0 else None,
-                                              traceback=traceback)
+                                              traceback=traceback, end_reason=ended)
         finally:
             self.live.finish(status, error)

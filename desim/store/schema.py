@@ -68,6 +68,7 @@ MIGRATIONS: tuple[str, ...] = (
         effect_id VARCHAR NOT NULL, replicate INTEGER NOT NULL, seed BIGINT NOT NULL,
         control_run_id VARCHAR NOT NULL, treatment_run_id VARCHAR NOT NULL, reused BOOLEAN NOT NULL
     )""",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS end_reason VARCHAR",     # completed before n_steps: why
 )
 
 # view name -> the data file it reads (one per run and table, see desim.store.files)

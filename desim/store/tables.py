@@ -268,7 +268,8 @@ def edge_rows(network) -> pa.Table:
     """The run's network (``desim.study.network.Network``): one row per edge, its ends and its numeric
     attributes (null where an edge has none)."""
     ids = pa.array(network.ids, pa.string())
-    columns = {"source": ids.take(pa.array(network.source)), "target": ids.take(pa.array(network.target))}
-    for name, values in network.attributes.items():
+    source, target, attributes = network.edges()
+    columns = {"source": ids.take(pa.array(source)), "target": ids.take(pa.array(target))}
+    for name, values in attributes.items():
         columns[name] = pa.array(values, pa.float64(), from_pandas=True)
     return pa.table(columns)

@@ -77,7 +77,9 @@ class RunContext:
     ids; ``persona(agent_id)`` the ``Persona``; ``occupy(agent_id, errand)``
     sends an agent on an errand (a SimPy generator) and returns ``None``: the
     agent skips every round until the generator ends (raises ``RunError`` if
-    it is already away). ``occupy`` works from ``reset`` too.
+    it is already away). ``occupy`` works from ``reset`` too. ``end_run(reason)`` ends the run after
+    the step in progress (the run is ``completed``; ``stop_when`` in simulation.json does the same from
+    a metric).
     """
 
     sim: "simpy.Environment"
@@ -100,11 +102,19 @@ class RunContext:
     index: dict[str, int] = field(init=False)
     step: int = 0
     round_idx: int = 0
+    end_reason: str | None = None       # set by end_run: the run ends after the step in progress
     _rngs: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.agent_ids = [p.agent_id for p in self.personas]
         self.index = {a: i for i, a in enumerate(self.agent_ids)}
+
+    def end_run(self, reason: str) -> None:
+        """End the run after the step in progress closes (that step is kept): the process the study
+        models is over (an epidemic died out, a market cleared). The run is ``completed``, with that step
+        as its last and ``reason`` recorded (``runs.end_reason``). Called during ``reset`` or step 0, the
+        run ends before step 1."""
+        self.end_reason = str(reason) or "ended by the study"
 
     def rng(self, name: str) -> "np.random.Generator":
         """A random stream for ``name`` at the current step and round.

@@ -38,7 +38,10 @@ Bool = Annotated[bool, StrictType()]
 Number = Annotated[float, StrictType()]     # an integer is accepted, a string or boolean is not
 
 TIME_UNITS = ("second", "minute", "hour", "day", "week", "month", "quarter", "year", "step")
-PROPAGATIONS = ("independent", "contagion", "broadcast_then_local")
+PROPAGATIONS = ("independent", "contagion", "broadcast_then_local", "network")
+"""``propagation`` labels (declarative; the engine never reads them): agents act on their own; they hear each
+other through the message bus; a broadcast first, then the bus; or a state spreads along the network's edges,
+read directly by the study's model (``desim.diffusion``) without a bus."""
 NETWORK_KINDS = (
     "none", "complete", "edges", "file", "ring", "lattice", "watts_strogatz",
     "barabasi_albert", "erdos_renyi", "groups",
@@ -84,6 +87,16 @@ class PanelOptions(Strict):
     allow_nonfinite: list[str] = Field(default_factory=list)
 
 
+class StopWhen(Strict):
+    """End the run after the first step whose metric ``metric`` satisfies ``op value`` (an epidemic
+    that died out: ``{"metric": "count_I", "op": "<=", "value": 0}``). The run is ``completed``, with that
+    step as its last and the condition as its reason."""
+
+    metric: str = Field(min_length=1)
+    op: Literal["<", "<=", "==", "!=", ">=", ">"] = "<="
+    value: Number
+
+
 class SimulationFile(Strict):
     n_steps: Int = Field(ge=1, le=INT32)
     time_unit: Literal[TIME_UNITS] = "step"  # type: ignore[valid-type]
@@ -98,6 +111,7 @@ class SimulationFile(Strict):
     parameters: dict[str, float | int | str | bool] = Field(default_factory=dict)
     llm: dict[str, Any] | None = None
     panel: PanelOptions | None = None
+    stop_when: list[StopWhen] = Field(default_factory=list)
 
 
 class Interaction(Strict):
@@ -110,8 +124,8 @@ class Interaction(Strict):
     edges: list[tuple[str, str]] | None = None
     path: str | None = None                  # kind "file": relative to population.json's folder
     format: Literal["edgelist", "csv", "graphml"] | None = None     # default: from the file's suffix
-    source_column: str = "source"
-    target_column: str = "target"
+    source_column: str | None = None         # kind "file", CSV: default "source"
+    target_column: str | None = None         # default "target"
     graph_seed: Int | None = Field(default=None, ge=-INT64 - 1, le=INT64)
     k: Int | None = Field(default=None, ge=1, le=INT32)
     p: Number | None = Field(default=None, ge=0.0, le=1.0)
@@ -283,7 +297,10 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
         path = root / rel
         files[key] = read_json(path)
         if key != "environment":    # validated once its interventions' "$name" values are known
-            loaded[key] = validate_file(path, model, files[key])
+            data = files[key]
+            if key == "simulation" and isinstance(data, dict) and "stop_when" in data:
+                data = {k: v for k, v in data.items() if k != "stop_when"}     # its "$name" values: below
+            loaded[key] = validate_file(path, model, data)
 
     sim: SimulationFile = loaded["simulation"]
     sim_path = root / FILES["simulation"][0]
@@ -307,6 +324,10 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
                 raise StudyConfigError(sim_path, [(f"parameters.{k}", f"--set value {e} (declared as "
                                                    f"{json.dumps(sim.parameters[k])})")]) from None
         updates["parameters"] = merged
+    raw_sim = files["simulation"]
+    if isinstance(raw_sim, dict) and "stop_when" in raw_sim:
+        updates["stop_when"] = substitute_parameters(raw_sim["stop_when"], updates.get("parameters", sim.parameters),
+                                                     sim_path, "stop_when")
     if updates:
         sim = validate_file(sim_path, SimulationFile, {**sim.model_dump(mode="json"), **updates})
     loaded["simulation"] = sim

@@ -33,6 +33,7 @@ class Network:
                  graph: nx.Graph | None = None):
         self.ids, self.directed = ids, directed
         self._source, self._target, self._attributes, self._graph = source, target, attributes, graph
+        self.read = False       # study code asked for the network (desim validate tells graph-driven studies)
 
     @classmethod
     def of_graph(cls, graph: nx.Graph, ids: list[str]) -> "Network":
@@ -40,6 +41,7 @@ class Network:
 
     @property
     def graph(self) -> nx.Graph:
+        self.read = True
         if self._graph is None:
             g = nx.DiGraph() if self.directed else nx.Graph()
             g.add_nodes_from(self.ids)
@@ -71,19 +73,25 @@ class Network:
 
     @property
     def source(self) -> np.ndarray:
-        self._arrays()
-        return self._source
+        self.read = True
+        return self.edges()[0]
 
     @property
     def target(self) -> np.ndarray:
-        self._arrays()
-        return self._target
+        self.read = True
+        return self.edges()[1]
 
     @property
     def attributes(self) -> dict[str, np.ndarray]:
         """Numeric edge attributes, one array per name aligned with the edges (NaN where an edge has none)."""
+        self.read = True
+        return self.edges()[2]
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """``(source, target, attributes)`` (what the store saves; reading them this way is not study code
+        reading the network)."""
         self._arrays()
-        return self._attributes
+        return self._source, self._target, self._attributes
 
     def number_of_edges(self) -> int:
         return self._graph.number_of_edges() if self._source is None else len(self._source)
@@ -109,13 +117,13 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
     except FileNotFoundError:
         from desim.errors import StudyConfigError
         raise StudyConfigError(path, [("", "network file not found (interaction.path in population.json)")]) from None
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, fmt, interaction.directed,
-           interaction.source_column, interaction.target_column, hash(tuple(ids)))
+    columns = (interaction.source_column or "source", interaction.target_column or "target")
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, fmt, interaction.directed, columns, hash(tuple(ids)))
     if key not in _FILES:
         if len(_FILES) > 8:
             _FILES.clear()
         _FILES[key] = read_edges(path, fmt, ids, {a: i for i, a in enumerate(ids)}, directed=interaction.directed,
-                                 source_column=interaction.source_column, target_column=interaction.target_column)
+                                 source_column=columns[0], target_column=columns[1])
         for array in (*_FILES[key][:2], *_FILES[key][2].values()):
             array.flags.writeable = False       # shared by the runs of this process: nobody changes it
     src, dst, attrs = _FILES[key]

@@ -1,0 +1,100 @@
+"""Runs that end when the process they model does: ``stop_when`` in simulation.json, or ``ctx.end_run``
+from study code. The run is ``completed`` with its last step and the reason; sweeps, branches and
+reports take runs of different lengths."""
+from __future__ import annotations
+
+import pytest
+
+import desim
+from desim import Action, DecisionModel, EnvironmentProvider, MetricCollector, Observation
+from desim.cli import main
+from desim.experiments.sweep import run_sweep, sweep_table
+from storeq import sql
+
+
+class Countdown(EnvironmentProvider):
+    """Every agent counts down from ``start``; the study ends the run when everyone reached ``end_at``."""
+
+    def __init__(self, start: int = 5, end_at: int | None = None):
+        self.start, self.end_at = start, end_at
+
+    def reset(self, seed):
+        self.left = {a: self.start for a in self.ctx.agent_ids}
+
+    def observe_batch(self, ids, t, round_idx):
+        return [Observation(agent_id=a, step=t, local_physical={"left": self.left[a]}) for a in ids]
+
+    def apply(self, actions):
+        for a in actions:
+            self.left[a.agent_id] = a.payload["left"]
+
+    def agent_state(self, agent_id):
+        return {"left": self.left[agent_id]}
+
+    def end_step(self, t):
+        if self.end_at is not None and max(self.left.values()) <= self.end_at:
+            self.ctx.end_run(f"everyone is at {self.end_at}")
+
+
+class Down(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="tick",
+                       payload={"left": max(0, o.local_physical["left"] - 1)}) for o in observations]
+
+
+class Left(MetricCollector):
+    def collect(self, t, environment, actions):
+        return {"most_left": float(max(environment.left.values()))}
+
+
+def study(**extra):
+    return desim.Study(environment=Countdown(start=5, end_at=extra.pop("end_at", None)), decision=Down,
+                       collector=Left, population=4, steps=10, **extra)
+
+
+def row(result):
+    (status, last, end_reason), = sql(result.store_path.parent.parent,
+                                      "SELECT status, last_step, end_reason FROM runs WHERE run_id = ?", [result.run_id])
+    return status, last, end_reason
+
+
+def test_stop_when_ends_the_run_completed_at_that_step():
+    result = desim.run_study(study(stop_when=[{"metric": "most_left", "op": "<=", "value": 2}]))
+    assert result.status == "completed" and result.steps_done == 3
+    assert result.end_reason == "stop_when: most_left <= 2 at step 3"
+    assert row(result) == ("completed", 3, "stop_when: most_left <= 2 at step 3")
+    assert sorted({r["step"] for r in result.panel().to_pylist()}) == [1, 2, 3]
+    assert result.metrics().to_pydict()["step"] == [0, 1, 2, 3]
+
+
+def test_study_code_ends_the_run_with_its_reason():
+    result = desim.run_study(study(end_at=1))
+    assert (result.status, result.steps_done, result.end_reason) == ("completed", 4, "everyone is at 1")
+    assert row(result) == ("completed", 4, "everyone is at 1")
+
+
+def test_a_run_that_never_meets_its_condition_runs_every_step():
+    result = desim.run_study(study(stop_when=[{"metric": "most_left", "op": "<", "value": -1}]))
+    assert (result.steps_done, result.end_reason) == (10, None)
+    assert row(result) == ("completed", 10, None)
+
+
+def test_a_condition_on_a_metric_nobody_reports_is_refused():
+    with pytest.raises(desim.RunFailed, match="stop_when names metric 'cases', which the collector does not report "
+                                              r"\(it reports: most_left\)"):
+        desim.run_study(study(stop_when=[{"metric": "cases", "op": "==", "value": 0}]))
+
+
+def test_branches_of_a_shorter_run_and_sweeps_over_runs_of_different_lengths(capsys):
+    s = study(stop_when=[{"metric": "most_left", "op": "<=", "value": "$floor"}], parameters={"floor": 2})
+    parent = desim.run_study(s)
+    assert parent.steps_done == 3
+    child = desim.branch(s.folder, parent.run_id, 2)
+    assert child.status == "completed" and child.steps_done == 3
+    with pytest.raises(desim.BranchRefused, match="complete only up to step 3"):
+        desim.branch(s.folder, parent.run_id, 6)
+    sweep = run_sweep(s.folder, {"floor": ["1", "3"]}, replicates=1, workers=1)
+    finals = {r["floor"]: r["mean"] for r in sweep_table(s.folder, sweep.sweep_id, ["most_left"])}
+    assert finals == {1: 1.0, 3: 3.0}                 # each run at its own last step
+    assert main(["run", str(s.folder)]) == 0
+    assert "ended after step 3 of 10: stop_when: most_left <= 2 at step 3" in capsys.readouterr().out
