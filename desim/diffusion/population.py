@@ -24,6 +24,14 @@ class Nodes(PopulationProvider):
         self.n, self.prefix = n, prefix
 
     def personas(self, rng):
-        width = len(str(self.n - 1))
-        make, prefix = Persona.model_construct, self.prefix
-        return [make(agent_id=f"{prefix}{i:0{width}d}", attributes={}, description="") for i in range(self.n)]
+        key = (self.n, self.prefix)
+        if key not in _MADE:        # the same plain nodes for every run of the process (replicates, sweeps)
+            width = len(str(self.n - 1))
+            make, prefix = Persona.model_construct, self.prefix
+            _MADE.clear()
+            _MADE[key] = tuple(make(agent_id=f"{prefix}{i:0{width}d}", attributes={}, description="")
+                               for i in range(self.n))
+        return list(_MADE[key])
+
+
+_MADE: dict[tuple[int, str], tuple[Persona, ...]] = {}

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from desim.diffusion import link
 from desim.diffusion.params import ENVIRONMENT, Param, Problems, check_value
@@ -103,6 +104,8 @@ class NetworkState(EnvironmentProvider):
         self.ever = self.state != 0
         self.infector = np.full(n, -1, np.int64) if (self.record_infector and model.TRANSMITTED) else None
         self._ids = np.array(list(self.ctx.agent_ids) + [None], dtype=object)
+        self._id_array = pa.array(self.ctx.agent_ids, pa.string())
+        self._label_array = pa.array([str(x) for x in self.labels], pa.string())
         self._transmitted = np.array([model.code[s] for s in model.TRANSMITTED], np.int8)
         return model
 
@@ -202,9 +205,11 @@ class NetworkState(EnvironmentProvider):
         self._ready()
         if self.continuous:
             return {"opinion": self.opinion, "since": self.since}
-        out = {"state": self.labels[self.state], "since": self.since}
+        # text built from codes in C: the labels as a dictionary over the codes, the infector's id taken
+        # from the agents' ids (null for nobody), not a Python string per agent per step
+        out = {"state": pa.DictionaryArray.from_arrays(pa.array(self.state), self._label_array), "since": self.since}
         if self.infector is not None:
-            out["infected_by"] = self._ids[self.infector]
+            out["infected_by"] = self._id_array.take(pa.array(self.infector, mask=self.infector < 0))
         return out
 
     # --- read by the collector -------------------------------------------------------

@@ -248,6 +248,8 @@ class Fields:
     # --- columns from numpy (the columnar path) --------------------------------------
     def array(self, name: str, values: Any, ids: pa.Array, step: int) -> pa.Array:
         """One numpy column as an Arrow array of the field's type."""
+        if isinstance(values, (pa.Array, pa.ChunkedArray)):     # already Arrow: text categories, say
+            return self._arrow(name, values, ids, step)
         # copies, never views: a study mutates its arrays in place, and the step's table is kept
         # (for the merge at the end of the run) after the study has moved on
         values = np.asarray(values)
@@ -262,9 +264,27 @@ class Fields:
             arr, got = pa.array(values.astype(np.int64)), "int"
         elif k == "f":
             arr, got = pa.array(values.astype(np.float64)), "float"
-        else:
-            return self.column(name, values.tolist(), ids.to_pylist(), step)
+        else:       # text (or anything else): Arrow converts the whole array in C when it gives a kind we store
+            try:
+                arr = pa.array(values, from_pandas=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+                arr = None
+            got = _INFERRED.get(arr.type) if arr is not None else None
+            if got is None or self.types.get(name) == "json":   # mixed, nested, refused: the per-value rules
+                return self.column(name, values.tolist(), ids.to_pylist(), step)
         return self._accept(name, arr, got, _Lazy(ids), step, values)
+
+    def _arrow(self, name: str, values, ids: pa.Array, step: int) -> pa.Array:
+        """An Arrow column, checked like any other. A dictionary-encoded one (text categories built from
+        codes, no Python string per agent) is decoded in C, so every step of a field has one type."""
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        got = _INFERRED.get(values.type)
+        if got is None:         # nested or unsupported: the per-value rules say what is wrong
+            return self.column(name, values.to_pylist(), ids.to_pylist(), step)
+        return self._accept(name, values, got, _Lazy(ids), step, _ArrowValues(values))
 
     def struct_columns(self, columns: dict[str, Any], ids: pa.Array, step: int,
                        mask: pa.Array | None = None) -> pa.StructArray:
@@ -286,6 +306,19 @@ class Fields:
         if not self.names:
             return pa.nulls(n)
         return pa.StructArray.from_arrays(cols, names=list(self.names), mask=mask)
+
+
+class _ArrowValues:
+    """An Arrow array's values as Python objects, converted only for an error message."""
+
+    def __init__(self, arr: pa.Array):
+        self.arr = arr
+
+    def __getitem__(self, i: int):
+        return self.arr[i].as_py()
+
+    def __iter__(self):
+        return iter(self.arr.to_pylist())
 
 
 class _Lazy:

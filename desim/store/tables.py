@@ -17,7 +17,6 @@ from typing import Any, Iterable
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from desim.jsontext import dumps, json_array
 from desim.records import ActionColumns, Message
@@ -142,55 +141,69 @@ def round_rows(types: PanelTypes, step: int, actions: list, r: int) -> pa.Table:
         "action_rationale": _texts([a.rationale for a in actions])})
 
 
-def _action_columns(payload_fields: Fields, step: int, ids: pa.Array, acts: ActionColumns):
-    n = len(acts.idx)
-    acted = None if acts.acted is None else np.asarray(acts.acted, bool)
-    kind = (pa.repeat(pa.scalar(acts.kind, pa.string()), n) if isinstance(acts.kind, str)
-            else pa.array(np.asarray(acts.kind).astype(object), pa.string()))
+def _acted(acts: ActionColumns) -> tuple[np.ndarray, np.ndarray | None]:
+    """The participants' positions, and which entries of the round's arrays acted (None: all of them)."""
+    idx = np.asarray(acts.idx)
+    if acts.acted is None:
+        return idx, None
+    acted = np.asarray(acts.acted, bool)
+    return idx, (None if acted.all() else np.flatnonzero(acted))
+
+
+def _action_columns(payload_fields: Fields, step: int, ids: pa.Array, acts: ActionColumns,
+                    sel: np.ndarray | None):
+    """The actions of the entries ``sel`` of the round's arrays (all when None): the agents that acted,
+    in the round's order. Only they are converted, so a round where few agents act costs little."""
+    idx = np.asarray(acts.idx)
+    if sel is not None:
+        idx = idx[sel]
+    n = len(idx)
+    if isinstance(acts.kind, str):
+        kind = pa.repeat(pa.scalar(acts.kind, pa.string()), n)
+    else:
+        kinds = np.asarray(acts.kind, dtype=object)
+        kind = pa.array(kinds if sel is None else kinds[sel], pa.string())
     source = pa.repeat(pa.scalar(acts.source, pa.string()), n)
-    actor_ids = ids.take(pa.array(acts.idx))
-    payload = payload_fields.struct_columns(acts.payload or {}, actor_ids, step)
-    return kind, payload, source, acted
+    actor_ids = ids.take(pa.array(idx))
+    payload = {k: (v if sel is None else np.asarray(v)[sel]) for k, v in (acts.payload or {}).items()}
+    return idx, actor_ids, kind, payload_fields.struct_columns(payload, actor_ids, step), source
 
 
 def columnar_round_rows(types: PanelTypes, step: int, ids: pa.Array, acts: ActionColumns, r: int) -> pa.Table:
     """One columnar round's actions (``record_rounds``), agents that acted only."""
-    n = len(acts.idx)
-    kind, payload, source, acted = _action_columns(types.round_payload, step, ids, acts)
-    table = pa.table({"step": _steps(step, n), "round": pa.array(np.full(n, r, np.int32)),
-                      "agent_id": ids.take(pa.array(acts.idx)), "action_kind": kind, "payload": payload,
-                      "action_source": source, "action_rationale": pa.nulls(n, pa.string())})
-    return table if acted is None else table.filter(pa.array(acted))
+    _, sel = _acted(acts)
+    idx, actor_ids, kind, payload, source = _action_columns(types.round_payload, step, ids, acts, sel)
+    n = len(idx)
+    return pa.table({"step": _steps(step, n), "round": pa.array(np.full(n, r, np.int32)),
+                     "agent_id": actor_ids, "action_kind": kind, "payload": payload,
+                     "action_source": source, "action_rationale": pa.nulls(n, pa.string())})
 
 
 def columnar_rows(types: PanelTypes, step: int, ids: pa.Array, states: dict[str, np.ndarray],
                   acts: ActionColumns, away: np.ndarray | None) -> pa.Table:
-    """The columnar path's panel rows: states as a struct, actions scattered to population order."""
-    n, idx = len(ids), np.asarray(acts.idx)
-    kind, payload, source, acted_in = _action_columns(types.payload, step, ids, acts)
-    acted = np.zeros(n, bool)
-    acted[idx] = True if acted_in is None else acted_in
+    """The columnar path's panel rows: states as a struct, the acting agents' actions placed in
+    population order (null for the others)."""
+    n = len(ids)
+    state = types.state.struct_columns(states, ids, step)
+    _, sel = _acted(acts)
+    idx, _, kind, payload, source = _action_columns(types.payload, step, ids, acts, sel)
     if len(idx) == n and np.array_equal(idx, np.arange(n)):
-        take = None                          # everyone took part, in order: no scatter needed
+        place = None                            # everyone acted, in order: nothing to move
     else:
-        pos = np.zeros(n, np.int64)          # where each agent's action sits in the round's arrays
+        pos = np.full(n, -1, np.int64)          # where each agent's action sits among the acting ones
         pos[idx] = np.arange(len(idx))
-        take = pa.array(pos)
-    null = pa.array(~acted)
+        place = pa.array(pos, mask=pos < 0)
 
-    def scatter(col: pa.Array) -> pa.Array:
+    def placed(col: pa.Array) -> pa.Array:
+        if place is None:
+            return col
         if len(col) == 0:
             return pa.nulls(n, col.type)
-        if take is not None:
-            col = col.take(take)
-        if acted.all():
-            return col
-        return pc.if_else(null, pa.scalar(None, col.type), col)
+        return col.take(place)
 
-    return pa.table({"step": _steps(step, n), "agent_id": ids,
-                     "state": types.state.struct_columns(states, ids, step),
-                     "action_kind": scatter(kind), "payload": scatter(payload),
-                     "action_source": scatter(source), "action_rationale": pa.nulls(n, pa.string()),
+    return pa.table({"step": _steps(step, n), "agent_id": ids, "state": state,
+                     "action_kind": placed(kind), "payload": placed(payload),
+                     "action_source": placed(source), "action_rationale": pa.nulls(n, pa.string()),
                      "away": _away(away, n)})
 
 
