@@ -207,7 +207,10 @@ class RunFiles:
                     parts.append(kept[step][table])
             elif (self.dir / "steps" / f"{step:06d}" / f"{table}.parquet").exists():
                 parts.append(pq.ParquetFile(self.dir / "steps" / f"{step:06d}" / f"{table}.parquet").read())
-        if not parts:
+        if not parts and not earlier:       # nothing new, nothing merged before a resume
+            return
+        if not parts:                       # a resume added nothing to this table: keep what it had
+            shutil.copy2(earlier[0], staged / f"{table}.parquet")
             return
         per_step = max(1024, max(p.num_rows for p in parts))
         merged = pa.concat_tables([pq.ParquetFile(f).read() for f in earlier] + parts,
