@@ -23,6 +23,6 @@ def network(ctx) -> Network:
     got = ctx.shared.get(_NETWORK)
     built = ctx.network.built_graph
     if got is None or (built is not None and got.graph is not built):
-        got = ctx.shared[_NETWORK] = (from_graph(built, ctx.agent_ids, ctx.index) if built is not None
+        got = ctx.shared[_NETWORK] = (from_graph(ctx.graph, ctx.agent_ids, ctx.index) if built is not None
                                       else from_edges(ctx.network))
     return got

@@ -220,10 +220,8 @@ class Engine:
         closed.succeed(record)
 
     def _initial(self, events: list[dict]) -> None:
-        metrics = self._metrics(0, None)
-        self.sink.initial(self._states(0), metrics, events or [], self._call(self.env.drain_messages, step=0))
-        if self.ctx.end_reason is None:
-            self.ctx.end_reason = checks.stop_reason(self.run_.spec.simulation.stop_when, metrics, 0)
+        self.sink.initial(self._states(0), self._metrics(0, None), events or [],
+                          self._call(self.env.drain_messages, step=0))
 
     def _states(self, t: int):
         """Every agent's state: columns (``state_columns``) or one dict per agent (``agent_state``)."""

@@ -88,9 +88,9 @@ class PanelOptions(Strict):
 
 
 class StopWhen(Strict):
-    """End the run after the first step whose metric ``metric`` satisfies ``op value`` (an epidemic
-    that died out: ``{"metric": "count_I", "op": "<=", "value": 0}``). The run is ``completed``, with that
-    step as its last and the condition as its reason."""
+    """End the run after the first step (1 or later) whose metric ``metric`` satisfies ``op value`` (an
+    epidemic that died out: ``{"metric": "count_I", "op": "<=", "value": 0}``). The run is ``completed``,
+    with that step as its last and the condition as its reason. Several conditions: the first that holds."""
 
     metric: str = Field(min_length=1)
     op: Literal["<", "<=", "==", "!=", ">=", ">"] = "<="
