@@ -65,6 +65,10 @@ def static_warnings(spec: StudySpec) -> list[str]:
     if pop.propagation == "broadcast_then_local" and not env.broadcasts and not env.scheduled_events:
         out.append(f"{POPULATION}: propagation is 'broadcast_then_local' but {ENVIRONMENT} has no broadcasts "
                    "or events")
+    unused = pop.interaction.unused()
+    if unused:
+        out.append(f"{POPULATION}: interaction kind '{pop.interaction.kind}' does not read {', '.join(sorted(unused))}: "
+                   "is the kind right?")
     for key, kind, items in (("scheduled_events", "scheduled event", env.scheduled_events),
                              ("broadcasts", "broadcast", env.broadcasts)):
         for i, item in enumerate(items):

@@ -42,10 +42,27 @@ PROPAGATIONS = ("independent", "contagion", "broadcast_then_local", "network")
 """``propagation`` labels (declarative; the engine never reads them): agents act on their own; they hear each
 other through the message bus; a broadcast first, then the bus; or a state spreads along the network's edges,
 read directly by the study's model (``desim.diffusion``) without a bus."""
-NETWORK_KINDS = (
-    "none", "complete", "edges", "file", "ring", "lattice", "watts_strogatz",
-    "barabasi_albert", "erdos_renyi", "groups",
-)
+# network kind -> (what it builds, the settings it needs, the settings it also reads)
+NETWORKS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "none": ("no edges: nobody hears anybody through the network", (), ()),
+    "complete": ("everyone connected to everyone", (), ()),
+    "edges": ("the edges listed in `edges` (pairs of agent ids)", ("edges",), ("directed",)),
+    "file": ("the edges of a file beside population.json: an edge list, a CSV with attribute columns, or "
+             "GraphML (docs/network.md)", ("path",), ("format", "source_column", "target_column", "directed")),
+    "ring": ("each agent joined to its `k` nearest agents in population order (k/2 on each side; default 2)",
+             (), ("k",)),
+    "lattice": ("a `width` x `height` grid over the agents in population order (row by row), Moore (8 neighbours) "
+                "or von Neumann (4), wrapping round when `torus`", ("width", "height"), ("neighborhood", "torus")),
+    "watts_strogatz": ("a small world (Watts & Strogatz 1998): a ring of `k` neighbours, each edge rewired with "
+                       "probability `p`", ("k", "p"), ("graph_seed",)),
+    "barabasi_albert": ("a scale-free network (Barabasi & Albert 1999): each new agent attaches to `m` existing "
+                        "ones, preferentially to the well connected", ("m",), ("graph_seed",)),
+    "erdos_renyi": ("a random graph G(n, p) (Erdos & Renyi 1959): each pair joined with probability `p`", ("p",),
+                    ("graph_seed",)),
+    "groups": ("cliques of the agents that share the persona attribute `attribute` (a dorm, a household)",
+               ("attribute",), ()),
+}
+NETWORK_KINDS = tuple(NETWORKS)
 
 
 class Ref(Strict):
@@ -120,33 +137,38 @@ class Interaction(Strict):
     A generator draws from the run's seed, or from ``graph_seed`` when it is given, so that the
     replicates of a sweep (whose seeds differ) share one network."""
 
-    kind: Literal[NETWORK_KINDS] = "none"  # type: ignore[valid-type]
-    edges: list[tuple[str, str]] | None = None
-    path: str | None = None                  # kind "file": relative to population.json's folder
-    format: Literal["edgelist", "csv", "graphml"] | None = None     # default: from the file's suffix
-    source_column: str | None = None         # kind "file", CSV: default "source"
-    target_column: str | None = None         # default "target"
-    graph_seed: Int | None = Field(default=None, ge=-INT64 - 1, le=INT64)
-    k: Int | None = Field(default=None, ge=1, le=INT32)
-    p: Number | None = Field(default=None, ge=0.0, le=1.0)
-    m: Int | None = Field(default=None, ge=1, le=INT32)
-    width: Int | None = Field(default=None, ge=1, le=INT32)
-    height: Int | None = Field(default=None, ge=1, le=INT32)
-    neighborhood: Literal["moore", "von_neumann"] = "moore"
-    torus: Bool = True
-    attribute: str | None = None
-    directed: Bool = False
+    kind: Literal[NETWORK_KINDS] = Field("none", description="how the network is built (the table above)")  # type: ignore[valid-type]
+    edges: list[tuple[str, str]] | None = Field(None, description="kind edges: [source, target] pairs of agent ids")
+    path: str | None = Field(None, description="kind file: the network file, relative to population.json's folder")
+    format: Literal["edgelist", "csv", "graphml"] | None = Field(
+        None, description="kind file: the file's format; default from its suffix (.csv, .graphml, else an edge list)")
+    source_column: str | None = Field(None, description='kind file, CSV: the column of the edges\' sources ("source")')
+    target_column: str | None = Field(None, description='kind file, CSV: the column of the edges\' targets ("target")')
+    graph_seed: Int | None = Field(None, ge=-INT64 - 1, le=INT64, description=(
+        "a generator's own seed: the same network for every run seed (replicates of a sweep share it); "
+        "default: drawn from the run seed"))
+    k: Int | None = Field(None, ge=1, le=INT32, description="ring, watts_strogatz: neighbours on the ring")
+    p: Number | None = Field(None, ge=0.0, le=1.0, description="watts_strogatz: rewiring probability; erdos_renyi: "
+                                                              "edge probability")
+    m: Int | None = Field(None, ge=1, le=INT32, description="barabasi_albert: edges of each new agent")
+    width: Int | None = Field(None, ge=1, le=INT32, description="lattice: columns")
+    height: Int | None = Field(None, ge=1, le=INT32, description="lattice: rows")
+    neighborhood: Literal["moore", "von_neumann"] = Field("moore", description="lattice: 8 or 4 neighbours")
+    torus: Bool = Field(True, description="lattice: wrap round the edges")
+    attribute: str | None = Field(None, description="groups: the persona attribute the groups share")
+    directed: Bool = Field(False, description="edges, file: edges have a direction (a reads b: b -> a)")
 
     @model_validator(mode="after")
     def _needs(self) -> "Interaction":
-        need = {
-            "edges": ["edges"], "file": ["path"], "watts_strogatz": ["k", "p"], "barabasi_albert": ["m"],
-            "erdos_renyi": ["p"], "groups": ["attribute"], "lattice": ["width", "height"],
-        }.get(self.kind, [])
-        missing = [f for f in need if getattr(self, f) is None]
+        missing = [f for f in NETWORKS[self.kind][1] if getattr(self, f) is None]
         if missing:
             raise ValueError(f"interaction kind '{self.kind}' needs {', '.join(missing)}")
         return self
+
+    def unused(self) -> list[str]:
+        """Settings given that this kind does not read (``desim validate`` warns: probably a mistake)."""
+        _, needs, reads = NETWORKS[self.kind]
+        return [name for name in self.model_fields_set - {"kind"} if name not in needs + reads]
 
 
 class PopulationFile(Strict):
