@@ -45,9 +45,10 @@ class Strict(BaseModel):
 class Persona(Strict):
     """One member of the fixed population; ``agent_id`` is the longitudinal key."""
 
-    agent_id: str = Field(min_length=1)
-    attributes: dict[str, Any] = Field(default_factory=dict)
-    description: str = ""
+    agent_id: str = Field(min_length=1, description="the agent's id, the same in every step and run")
+    attributes: dict[str, Any] = Field(default_factory=dict, description="what the study knows about the agent "
+                                       "(a dorm, an age, a starting state)")
+    description: str = Field("", description="a persona in words (an LLM agent's prompt uses it)")
 
 
 class _Record:

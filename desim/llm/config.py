@@ -45,28 +45,33 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 class LLMConfig(Strict):
     """Validated settings of the LLM decision layer (unknown keys are errors)."""
 
-    model: str = Field(default="stub", min_length=1)
-    base_url: str | list[str] = DEFAULT_BASE_URL
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=256, ge=1)
-    # "run": a sampling seed per (run seed, step, round, agent), sent to the server
-    # and part of the cache key; an int: that seed for every request; null: none.
-    sampling_seed: Literal["run"] | int | None = "run"
-    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
-    concurrency: int = Field(default=16, ge=1, le=1024)
-    # one attempt, all of it: connect, send, and the whole reply body
-    timeout_s: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=5, ge=0, le=50)
-    backoff_s: float = Field(default=0.5, ge=0)
-    backoff_max_s: float = Field(default=30.0, ge=0)
-    # a reply body larger than this is refused while it is read (bytes on the wire)
-    max_reply_bytes: int = Field(default=256 * 1024, ge=1024)
-    # a request out of retries: "fail" the run, or give the round's unanswered agents to the rule
-    on_unavailable: Literal["fail", "fallback"] = "fail"
-    max_calls: int | None = Field(default=None, ge=0)
-    max_tokens_budget: int | None = Field(default=None, ge=0)
-    cache: bool = True
-    cache_path: str | None = None       # None: the study layout's (runs/llm_cache.duckdb)
+    model: str = Field(default="stub", min_length=1, description="the model's name at the server "
+                       "(DESIM_LLM_MODEL overrides)")
+    base_url: str | list[str] = Field(DEFAULT_BASE_URL, description="the OpenAI-compatible server, or several "
+                                      "(DESIM_LLM_BASE_URL overrides, comma-separated)")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="sampling temperature")
+    max_tokens: int = Field(default=256, ge=1, description="tokens per reply at most")
+    sampling_seed: Literal["run"] | int | None = Field("run", description=(
+        '"run": a sampling seed per (run seed, step, round, agent), sent to the server and part of the cache '
+        "key; a number: that seed for every request; null: none"))
+    response_format: Literal["json_schema", "json_object", "none"] = Field("json_schema", description=(
+        "what the server is asked to constrain replies to"))
+    concurrency: int = Field(default=16, ge=1, le=1024, description="requests in flight per endpoint")
+    timeout_s: float = Field(default=60.0, gt=0, description="one attempt, all of it: connect, send and the "
+                             "whole reply body")
+    max_retries: int = Field(default=5, ge=0, le=50, description="retries of a failed request")
+    backoff_s: float = Field(default=0.5, ge=0, description="the first wait before a retry (doubling)")
+    backoff_max_s: float = Field(default=30.0, ge=0, description="the longest wait before a retry")
+    max_reply_bytes: int = Field(default=256 * 1024, ge=1024, description="a larger reply body is refused while "
+                                 "it is read")
+    on_unavailable: Literal["fail", "fallback"] = Field("fail", description=(
+        'a request out of retries: "fail" the run, or give the round\'s unanswered agents to the rule (counted)'))
+    max_calls: int | None = Field(default=None, ge=0, description="paid requests per invocation at most: the "
+                                  "run ends 'interrupted' before a round that would go over, its steps kept")
+    max_tokens_budget: int | None = Field(default=None, ge=0, description="tokens per invocation at most (the same)")
+    cache: bool = Field(True, description="replay stored replies for identical requests (no second bill)")
+    cache_path: str | None = Field(None, description="the reply cache's file (default: runs/llm_cache.duckdb "
+                                   "in the study)")
 
     @field_validator("base_url")
     @classmethod

@@ -68,20 +68,26 @@ NETWORK_KINDS = tuple(NETWORKS)
 class Ref(Strict):
     """Names Python code: ``model:ClassName`` inside the study, or ``package.module:Name``."""
 
-    ref: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-    args: dict[str, Any] = Field(default_factory=dict)
+    ref: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description='"model:Name" in the study\'s '
+                     'model.py, or "package.module:Name"')
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments it is built with")
 
 
 class StudyFile(Strict):
-    id: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
-    title: str = ""
-    question: str = ""
-    description: str = ""
-    display_metrics: list[str] = Field(default_factory=list)
-    display_states: list[str] = Field(default_factory=list)
-    # per state field, a "#rrggbb" colour per category, e.g. {"status": {"S": "#4c9a5b", "I": "#d62728"}}
-    state_colors: dict[str, dict[str, str]] = Field(default_factory=dict)
-    tags: list[str] = Field(default_factory=list)
+    """What the study is: its name, its question, and how reports and the dashboard show it."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_\-]+$", description="the study's name in the store and in reports "
+                    "(letters, digits, _ and -)")
+    title: str = Field("", description="a title for reports and the dashboard")
+    question: str = Field("", description="the research question, shown above the study's results")
+    description: str = Field("", description="free text about the study")
+    display_metrics: list[str] = Field(default_factory=list, description="metrics the reports and dashboard "
+                                       "show first")
+    display_states: list[str] = Field(default_factory=list, description="state fields the reports and "
+                                      "dashboard show first")
+    state_colors: dict[str, dict[str, str]] = Field(default_factory=dict, description=(
+        'per state field, a "#rrggbb" colour per category: {"status": {"S": "#4c9a5b", "I": "#d62728"}}'))
+    tags: list[str] = Field(default_factory=list, description="free labels")
 
     @model_validator(mode="after")
     def _colors(self) -> "StudyFile":
@@ -93,15 +99,16 @@ class StudyFile(Strict):
 
 
 class WarmStart(Strict):
-    from_run: str
-    at_step: Int = Field(ge=1, le=INT32)
+    from_run: str = Field(description="the run whose state is carried over (its run id)")
+    at_step: Int = Field(ge=1, le=INT32, description="that run's step the new run starts from")
 
 
 class PanelOptions(Strict):
     """How the panel stores state fields: ``allow_nonfinite`` lists float fields that may hold NaN
     or infinity (elsewhere those stop the run, since they are usually a bug)."""
 
-    allow_nonfinite: list[str] = Field(default_factory=list)
+    allow_nonfinite: list[str] = Field(default_factory=list, description="float state fields that may hold "
+                                       "NaN or infinity")
 
 
 class StopWhen(Strict):
@@ -109,26 +116,36 @@ class StopWhen(Strict):
     epidemic that died out: ``{"metric": "count_I", "op": "<=", "value": 0}``). The run is ``completed``,
     with that step as its last and the condition as its reason. Several conditions: the first that holds."""
 
-    metric: str = Field(min_length=1)
-    op: Literal["<", "<=", "==", "!=", ">=", ">"] = "<="
-    value: Number
+    metric: str = Field(min_length=1, description="a metric the collector writes each step")
+    op: Literal["<", "<=", "==", "!=", ">=", ">"] = Field("<=", description="how the metric is compared")
+    value: Number = Field(description='the value it is compared with (a number, or "$name" of a parameter)')
 
 
 class SimulationFile(Strict):
-    n_steps: Int = Field(ge=1, le=INT32)
-    time_unit: Literal[TIME_UNITS] = "step"  # type: ignore[valid-type]
-    interaction_rounds: Int = Field(default=1, le=INT32)
-    seed: Int = Field(default=0, ge=-INT64 - 1, le=INT64)
-    decision: Ref
-    collector: Ref | None = None
-    memory_window: Int = Field(default=5, ge=0, le=INT32)
-    warm_start: WarmStart | None = None
-    record_rounds: Bool = False
-    agent_processes: Bool = True
-    parameters: dict[str, float | int | str | bool] = Field(default_factory=dict)
-    llm: dict[str, Any] | None = None
-    panel: PanelOptions | None = None
-    stop_when: list[StopWhen] = Field(default_factory=list)
+    """How a run goes: its steps and rounds, its seed, the decision model and the collector."""
+
+    n_steps: Int = Field(ge=1, le=INT32, description="steps in a run (--steps overrides)")
+    time_unit: Literal[TIME_UNITS] = Field("step", description="what one step is (SimPy time advances by 1 "  # type: ignore[valid-type]
+                                           "per step)")
+    interaction_rounds: Int = Field(default=1, le=INT32, description="zero-duration rounds inside each step in "
+                                    "which agents read and post (at least 1)")
+    seed: Int = Field(default=0, ge=-INT64 - 1, le=INT64, description="the run's seed (--seed overrides): same "
+                      "seed, same panel")
+    decision: Ref = Field(description="the decision model: a rule, an LLM decision, or both")
+    collector: Ref | None = Field(None, description="computes the step's metrics (default: none)")
+    memory_window: Int = Field(default=5, ge=0, le=INT32, description="how many of its past steps an agent "
+                               "remembers")
+    warm_start: WarmStart | None = Field(None, description="start from another run's state at one of its steps")
+    record_rounds: Bool = Field(False, description="also store one row per agent per round (rounds table)")
+    agent_processes: Bool = Field(True, description="one SimPy process per agent (false: the batch path, "
+                                  "same panel)")
+    parameters: dict[str, float | int | str | bool] = Field(default_factory=dict, description=(
+        'named values, read by study code (ctx.params) and by "$name" in the files; --set name=value and '
+        "sweeps override them"))
+    llm: dict[str, Any] | None = Field(None, description="the LLM layer's settings (the llm block below)")
+    panel: PanelOptions | None = Field(None, description="how the panel stores state fields")
+    stop_when: list[StopWhen] = Field(default_factory=list, description="end the run early when a metric "
+                                      "crosses a value")
 
 
 class Interaction(Strict):
@@ -137,7 +154,7 @@ class Interaction(Strict):
     A generator draws from the run's seed, or from ``graph_seed`` when it is given, so that the
     replicates of a sweep (whose seeds differ) share one network."""
 
-    kind: Literal[NETWORK_KINDS] = Field("none", description="how the network is built (the table above)")  # type: ignore[valid-type]
+    kind: Literal[NETWORK_KINDS] = Field("none", description="how the network is built (the kinds below)")  # type: ignore[valid-type]
     edges: list[tuple[str, str]] | None = Field(None, description="kind edges: [source, target] pairs of agent ids")
     path: str | None = Field(None, description="kind file: the network file, relative to population.json's folder")
     format: Literal["edgelist", "csv", "graphml"] | None = Field(
@@ -172,11 +189,16 @@ class Interaction(Strict):
 
 
 class PopulationFile(Strict):
-    personas: list[Persona] | None = None
-    roster: str | None = None
-    provider: Ref | None = None
-    interaction: Interaction = Field(default_factory=Interaction)
-    propagation: Literal[PROPAGATIONS] = "independent"  # type: ignore[valid-type]
+    """Who the agents are (exactly one of ``personas``, ``roster``, ``provider``) and how they are connected."""
+
+    personas: list[Persona] | None = Field(None, description="the agents, listed (one of personas, roster, "
+                                           "provider)")
+    roster: str | None = Field(None, description="a file of personas beside population.json: CSV "
+                               "(an agent_id column, the others attributes) or JSON (a list of personas)")
+    provider: Ref | None = Field(None, description="Python code that returns the personas")
+    interaction: Interaction = Field(default_factory=Interaction, description="the network (below)")
+    propagation: Literal[PROPAGATIONS] = Field("independent", description="how influence travels, as a "  # type: ignore[valid-type]
+                                               "label checked by desim validate: " + ", ".join(PROPAGATIONS))
 
     @model_validator(mode="after")
     def _one_source(self) -> "PopulationFile":
@@ -187,10 +209,13 @@ class PopulationFile(Strict):
 
 
 class EnvironmentFile(Strict):
-    provider: Ref
-    layers: dict[str, Any] = Field(default_factory=dict)
-    scheduled_events: list[ScheduledEvent] = Field(default_factory=list)
-    broadcasts: list[Broadcast] = Field(default_factory=list)
+    """What the agents live in: the environment's code, its named values and the interventions that change them."""
+
+    provider: Ref = Field(description="the environment: what agents observe and what their actions do")
+    layers: dict[str, Any] = Field(default_factory=dict, description="named environment values (the "
+                                   "scheduled events' targets)")
+    scheduled_events: list[ScheduledEvent] = Field(default_factory=list, description="changes at a step")
+    broadcasts: list[Broadcast] = Field(default_factory=list, description="information shown from a step")
 
 
 class StudySpec(BaseModel):

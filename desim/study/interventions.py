@@ -33,13 +33,14 @@ class ScheduledEvent(Strict):
     it changes the attribute ``target`` of every agent the selector matches.
     """
 
-    at_step: Step
-    name: str
-    target: str
-    op: Literal["set", "add", "multiply"] = "set"
-    value: Any
-    selector: Selector | None = None
-    note: str = ""
+    at_step: Step = Field(description='the step it fires at (0: at reset; "$name" of a parameter)')
+    name: str = Field(description="its name in the events table and on charts")
+    target: str = Field(description="the environment layer it changes (with a selector: the agents' attribute)")
+    op: Literal["set", "add", "multiply"] = Field("set", description="how value is applied")
+    value: Any = Field(description="the new value, or the number added or multiplied by")
+    selector: Selector | None = Field(None, description='the agents it applies to, by attribute: {"dorm": "A"} or '
+                                      '{"dorm": ["A", "B"]}')
+    note: str = Field("", description="free text")
 
     @field_validator("value")
     @classmethod
@@ -54,12 +55,13 @@ class Broadcast(Strict):
     """Information that reaches everyone (or a selector) from ``at_step`` for
     ``ttl`` steps (``None``: until the end)."""
 
-    at_step: Step
-    name: str
-    channel: str = "broadcast"
-    content: Any
-    ttl: Annotated[int, StrictType(), Field(ge=1, le=INT32)] | None = None
-    selector: Selector | None = None
+    at_step: Step = Field(description='the first step it is shown at ("$name" of a parameter)')
+    name: str = Field(description="its name in the events table and on charts")
+    channel: str = Field("broadcast", description="the channel agents see it on")
+    content: Any = Field(description="what is shown (any JSON value)")
+    ttl: Annotated[int, StrictType(), Field(ge=1, le=INT32)] | None = Field(None, description=(
+        "for how many steps (default: until the end)"))
+    selector: Selector | None = Field(None, description="the agents who see it, by attribute (default: everyone)")
 
     def active_at(self, step: int) -> bool:
         if step < self.at_step:
