@@ -98,3 +98,53 @@ def test_branches_of_a_shorter_run_and_sweeps_over_runs_of_different_lengths(cap
     assert finals == {1: 1.0, 3: 3.0}                 # each run at its own last step
     assert main(["run", str(s.folder)]) == 0
     assert "ended after step 3 of 10: stop_when: most_left <= 2 at step 3" in capsys.readouterr().out
+
+
+class Paced(Countdown):
+    """Counts down by the environment value ``rate`` (an intervention can raise it)."""
+
+    def observe_batch(self, ids, t, round_idx):
+        rate = self.ctx.interventions.value("rate", 1)
+        return [Observation(agent_id=a, step=t, local_physical={"left": self.left[a], "rate": rate}) for a in ids]
+
+
+class PacedDown(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="tick",
+                       payload={"left": max(0, o.local_physical["left"] - o.local_physical["rate"])})
+                for o in observations]
+
+
+def test_an_effect_pairs_a_run_that_ended_early_as_it_ended():
+    # control: 5, 4, 3, 2, 1, 0 -> ends at step 5; treatment (rate 2 from step 2): 4, 2, 0 -> ends at step 3
+    s = desim.Study(environment=Paced(start=5), decision=PacedDown, collector=Left, population=3, steps=10,
+                    parameters={"faster_at": 20}, layers={"rate": 1},
+                    scheduled_events=[{"at_step": "$faster_at", "name": "faster", "target": "rate", "value": 2}],
+                    stop_when=[{"metric": "most_left", "op": "<=", "value": 0}], display_states=["left"])
+    effect = desim.effect(s.save(), 2, {"faster_at": 2}, replicates=2, workers=1)
+    table = desim.effect_table(s.folder, effect.effect_id)
+    most_left = {r["step"]: (r["mean"], r["n"]) for r in table["metrics"] if r["name"] == "most_left"}
+    # steps 4 and 5: the treatment holds its 0 against the control's 1 and 0; every pair counts
+    assert {s: most_left[s] for s in range(1, 6)} == {1: (0.0, 2), 2: (-1.0, 2), 3: (-2.0, 2), 4: (-1.0, 2),
+                                                      5: (0.0, 2)}
+    assert max(most_left) == 5                      # both arms are over by then: nothing is made up beyond
+    left = {r["step"]: r["mean"] for r in table["states"] if r["field"] == "left"}
+    assert left[4] == -1.0 and left[5] == 0.0
+
+
+def test_two_runs_that_ended_are_paired_up_to_a_given_step_and_a_short_run_is_not_held():
+    s = study(stop_when=[{"metric": "most_left", "op": "<=", "value": "$floor"}], parameters={"floor": 2})
+    early = desim.run_study(s)                                   # ends at step 3 (left 2)
+    late = desim.run_study(s.spec(params={"floor": 0}, seed=1))               # ends at step 5 (left 0)
+    short = desim.run_study(s.spec(params={"floor": -1}, steps=4, seed=2))    # 4 steps, no end of its own
+    root = s.folder
+    pairs = sql(root, "SELECT step, treatment_value, control_value FROM paired_metrics(?, ?) WHERE name = "
+                      "'most_left' ORDER BY step", [early.run_id, late.run_id])
+    assert pairs == [(0, 5.0, 5.0), (1, 4.0, 4.0), (2, 3.0, 3.0), (3, 2.0, 2.0), (4, 2.0, 1.0), (5, 2.0, 0.0)]
+    extended = sql(root, "SELECT max(step), count(*) FROM paired_panel(?, ?, until := 8)", [early.run_id, late.run_id])
+    assert extended == [(8, 8 * 4)]
+    # the 4-step run merely stopped: the early run is held against its step 4, but it is not carried on
+    assert sql(root, "SELECT step, treatment_value, control_value FROM paired_metrics(?, ?, until := 8) "
+                     "WHERE name = 'most_left' AND step > 2 ORDER BY step", [short.run_id, early.run_id]) == [
+        (3, 2.0, 2.0), (4, 1.0, 2.0)]
+    assert sql(root, "SELECT max(step) FROM paired_panel(?, ?, until := 8)", [late.run_id, short.run_id]) == [(4,)]

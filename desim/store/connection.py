@@ -164,7 +164,8 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
                 if attempt == attempts - 1:
                     raise
                 time.sleep(0.02)
-    con.execute(paired_sql(temp))
+    for sql in paired_sql(temp):
+        con.execute(sql)
 
 
 def check_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:

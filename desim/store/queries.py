@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from desim.store import schema
 from desim.store.connection import fetch_dicts
 
 
@@ -56,13 +57,16 @@ def final_metrics_of_sweep(con: duckdb.DuckDBPyConnection, sweep_id: str) -> lis
 
 
 def effect_metric_differences(con: duckdb.DuckDBPyConnection, effect_id: str) -> list[tuple[str, int, float]]:
-    """``(metric, step, treatment - control)`` for each completed pair of an effect, by metric, step, pair."""
-    return con.execute("""
-        SELECT c.name, c.step, t.value - c.value FROM effect_pairs p
-        JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed'
-        JOIN metrics c ON c.run_id = p.control_run_id
-        JOIN metrics t ON t.run_id = p.treatment_run_id AND t.step = c.step AND t.name = c.name
-        WHERE p.effect_id = ? ORDER BY c.name, c.step, p.replicate""", [effect_id]).fetchall()
+    """``(metric, step, treatment - control)`` for each completed pair of an effect, by metric, step, pair.
+
+    Runs that ended with their process hold their last values (``paired_metrics``), up to the effect's
+    longest run, so every pair counts at every step."""
+    return con.execute(f"""
+        SELECT q.name, q.step, q.treatment_value - q.control_value FROM effect_pairs p
+        JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed',
+        LATERAL (SELECT * FROM paired_metrics(p.treatment_run_id, p.control_run_id,
+                                              until := ({schema.EFFECT_LAST_STEP}))) q
+        WHERE p.effect_id = $effect ORDER BY q.name, q.step, p.replicate""", {"effect": effect_id}).fetchall()
 
 
 def events(con: duckdb.DuckDBPyConnection, run_id: str, limit: int | None = None) -> list[dict[str, Any]]:

@@ -103,13 +103,42 @@ def file_pattern(data: Path, view: str) -> str:
     return f"'{root}/run_id=*/**/{VIEWS.get(view, 'panel')}.parquet'"
 
 
-# The paired panel of two runs: the same agent at the same step in a treatment and a control run
-# (a branch and its parent, or an effect's pair). The one place the two runs are joined.
-PAIRED = ("CREATE OR REPLACE {temp} MACRO paired_panel(treatment, control) AS TABLE "
-          "SELECT t.step, t.agent_id, t.state AS treatment_state, c.state AS control_state "
-          "FROM panel t JOIN panel c ON c.step = t.step AND c.agent_id = t.agent_id "
-          "WHERE t.run_id = treatment AND c.run_id = control")
+# Two runs side by side: the same agent (or metric) at the same step in a treatment and a control run (a
+# branch and its parent, an effect's pair, two runs compared). The one place two runs are joined.
+#
+# A run that ended with its process (completed early: stop_when or ctx.end_run, so end_reason is set) holds
+# its last state: against the other run's later steps it is paired as it ended (an epidemic that died out at
+# step 8 has no infected at step 30 either). A run that merely has fewer steps (n_steps, interrupted) holds
+# nothing: the pair stops where it stops. ``until`` carries a pair of two ended runs on to that step, so
+# every pair of an effect reaches the same last step.
+HELD = ("CREATE OR REPLACE {temp} MACRO held_from(run) AS coalesce((SELECT last_step FROM runs WHERE run_id = run "
+        "AND status = 'completed' AND end_reason IS NOT NULL), 2147483647::BIGINT)")
+PAIRED = """CREATE OR REPLACE {temp} MACRO {name}(treatment, control, until := 0) AS TABLE
+ SELECT t.step, t.{key}, {values}
+ FROM {table} t JOIN {table} c ON c.step = t.step AND c.{key} = t.{key} WHERE t.run_id = treatment AND c.run_id = control
+ UNION ALL
+ SELECT c.step, c.{key}, {values}
+ FROM {table} c JOIN {table} t ON t.{key} = c.{key}
+ WHERE c.run_id = control AND t.run_id = treatment AND t.step = held_from(treatment) AND c.step > held_from(treatment)
+ UNION ALL
+ SELECT t.step, t.{key}, {values}
+ FROM {table} t JOIN {table} c ON c.{key} = t.{key}
+ WHERE t.run_id = treatment AND c.run_id = control AND c.step = held_from(control) AND t.step > held_from(control)
+ UNION ALL
+ SELECT s.step, t.{key}, {values}
+ FROM {table} t JOIN {table} c ON c.{key} = t.{key},
+      (SELECT unnest(generate_series(greatest(held_from(treatment), held_from(control)) + 1, until)) AS step) s
+ WHERE t.run_id = treatment AND c.run_id = control AND t.step = held_from(treatment) AND c.step = held_from(control)"""
+PAIRS = {"paired_panel": ("panel", "agent_id", "t.state AS treatment_state, c.state AS control_state"),
+         "paired_metrics": ("metrics", "name", "t.value AS treatment_value, c.value AS control_value")}
+
+EFFECT_LAST_STEP = ("SELECT max(x.last_step) FROM effect_pairs y JOIN runs x ON x.run_id IN "
+                    "(y.treatment_run_id, y.control_run_id) WHERE y.effect_id = $effect")
+"""The last step any run of the effect reached: where the pairs of runs that ended early are carried to."""
 
 
-def paired_sql(temp: bool) -> str:
-    return PAIRED.format(temp="TEMP" if temp else "")
+def paired_sql(temp: bool) -> list[str]:
+    """The statements that define ``held_from`` and the paired macros."""
+    kind = "TEMP" if temp else ""
+    return [HELD.format(temp=kind)] + [PAIRED.format(temp=kind, name=name, table=table, key=key, values=values)
+                                       for name, (table, key, values) in PAIRS.items()]

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from desim.store.connection import field
+from desim.store.schema import EFFECT_LAST_STEP
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 NUMERIC_TYPES = {"DOUBLE", "BIGINT", "INTEGER", "FLOAT", "UBIGINT"}
@@ -169,5 +170,7 @@ def effect_agent_summaries(con: duckdb.DuckDBPyConnection, effect_id: str, name:
                avg(CASE WHEN {d} <> 0 THEN 1.0 ELSE 0.0 END) AS share_changed, count({d}) AS n_agents
         FROM effect_pairs p
         JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed',
-        LATERAL (SELECT * FROM paired_panel(p.treatment_run_id, p.control_run_id)) q
-        WHERE p.effect_id = ? GROUP BY p.replicate, q.step ORDER BY q.step, p.replicate""", [effect_id]).fetchall()
+        LATERAL (SELECT * FROM paired_panel(p.treatment_run_id, p.control_run_id,
+                                            until := ({EFFECT_LAST_STEP}))) q
+        WHERE p.effect_id = $effect GROUP BY p.replicate, q.step ORDER BY q.step, p.replicate""",
+        {"effect": effect_id}).fetchall()
