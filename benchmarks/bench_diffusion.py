@@ -6,18 +6,21 @@ discrete-time SIR, synchronous, per-edge transmission probability ``beta``, reco
 ``basic_discrete_SIR``), ``round(seed_fraction * n)`` random initial infecteds per replicate.
 
 * desim runs through its real store: a study folder written to a temp dir (no ``model.py``:
-  ``desim.diffusion:Nodes``, the graph as explicit edges, ``desim.diffusion:NetworkState``,
-  ``desim.diffusion:SIR``, ``desim.diffusion:Prevalence``), ``desim.run_study(desim.load_study(
-  folder, seed=r))`` once per replicate, each run storing its full panel (one row per node per
-  step: state, since, infected_by, the action) in DuckDB/Parquet. Everything a run does counts:
-  reading the study, the population, the graph, the CSR, every step, the merge.
+  ``desim.diffusion:Nodes``, the graph as an edge-list file beside ``population.json``,
+  ``desim.diffusion:NetworkState``, ``desim.diffusion:SIR``, ``desim.diffusion:Prevalence``, and
+  ``stop_when`` ``count_I <= 0``, so a run ends with its epidemic as NDlib's and EoN's do),
+  ``desim.run_study(desim.load_study(folder, seed=r))`` once per replicate in one process, each run
+  storing its full panel (one row per node per step: state, since, infected_by, the action) in
+  DuckDB/Parquet. Everything a run does counts: reading the study, the population, the graph (the
+  file is parsed by the first replicate and kept for the others, as in any sweep), every step, the merge.
 * NDlib 6.0.1 ``SIRModel`` and EoN 2.0 ``basic_discrete_SIR`` run in ``benchmarks/.venv-diffusion``
   (``diffusion_reference.py``); their graph is built once and not counted (each replicate's
   simulation is), and NDlib stops as soon as nobody is infected. EoN is timed twice: counts only
   (its default) and ``return_full_data=True`` (every node's history, what desim's panel holds).
 
-Then a run of ``--big`` nodes (default 1,000,000; desim's own ``barabasi_albert`` generator,
-panel stored), timed whole.
+Then a run of ``--big`` nodes (default 1,000,000; a BA(n, m) graph drawn by igraph into an edge-list
+file, not counted, like the references' graphs; desim reads the file, which counts), panel stored,
+timed whole in a fresh process (nothing cached).
 
     python benchmarks/bench_diffusion.py                       # the full comparison (about 15 minutes)
     python benchmarks/bench_diffusion.py --smoke --json out.json   # tiny, desim only unless the venv exists
@@ -59,21 +62,25 @@ def node_ids(n: int) -> list[str]:
     return [f"n{i:0{width}d}" for i in range(n)]
 
 
-def write_study(root: Path, n: int, edges, args: argparse.Namespace, m: int | None = None) -> Path:
-    """The benchmark's study folder: SIR on ``edges`` (or on desim's own BA(n, m) when ``edges`` is None)."""
+def write_edge_list(path: Path, n: int, edges) -> None:
+    ids = node_ids(n)
+    with path.open("w", encoding="utf-8") as f:
+        f.writelines(f"{ids[u]} {ids[v]}\n" for u, v in edges)
+
+
+def write_study(root: Path, n: int, edges, args: argparse.Namespace) -> Path:
+    """The benchmark's study folder: SIR on ``edges``, given as an edge-list file."""
     for sub in ("simulation", "population", "environment"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    if edges is None:
-        interaction = {"kind": "barabasi_albert", "m": m}
-    else:
-        ids = node_ids(n)
-        interaction = {"kind": "edges", "edges": [[ids[u], ids[v]] for u, v in edges]}
+    write_edge_list(root / "population" / "contacts.txt", n, edges)
+    interaction = {"kind": "file", "path": "contacts.txt"}
     files = {
         "study.json": {"id": root.name, "title": "SIR on a Barabasi-Albert graph (benchmark)"},
         "simulation/simulation.json": {
             "n_steps": args.steps, "seed": 1, "memory_window": 0, "agent_processes": False,
             "decision": {"ref": "desim.diffusion:SIR", "args": {"beta": "$beta", "gamma": "$gamma"}},
             "collector": {"ref": "desim.diffusion:Prevalence"},
+            "stop_when": [{"metric": "count_I", "op": "<=", "value": 0}],
             "parameters": {"beta": args.beta, "gamma": args.gamma}},
         "population/population.json": {"provider": {"ref": "desim.diffusion:Nodes", "args": {"n": n}},
                                        "interaction": interaction},
@@ -93,20 +100,18 @@ def desim_replicates(root: Path, replicates: int) -> dict:
         wall, cpu = time.perf_counter(), time.process_time()
         spec = desim.load_study(root, seed=r)
         loaded = time.perf_counter()
-        engine = desim.Engine(spec)
-        built = time.perf_counter()
-        result = engine.run()
+        result = desim.run_study(spec)
         done = time.perf_counter()
         walls.append(done - wall)
         cpus.append(time.process_time() - cpu)
-        phases.append({"load": loaded - wall, "build": built - loaded, "run": done - built})
+        phases.append({"load": loaded - wall, "run": done - loaded, "steps": result.steps_done})
         assert result.status == "completed", result.error
         rows += result.rows_written
         m = result.metrics().to_pydict()
         finals.append(m["share_R"][-1] + m["share_I"][-1])
         infected = [s for s, c in zip(m["step"], m["count_I"]) if c > 0]
         durations.append(max(infected) if infected else 0)
-        if m["count_I"][-1] > 0:
+        if m["count_I"][-1] > 0 and result.steps_done == spec.simulation.n_steps:
             print(f"warning: replicate {r} still has {m['count_I'][-1]} infectious nodes at the last step",
                   file=sys.stderr)
     return {"wall": walls, "cpu": cpus, "final_share": finals, "duration": durations, "rows": rows,
@@ -151,19 +156,37 @@ def summary(side: dict) -> dict:
             "duration_max": max(side["duration"])}
 
 
+def igraph_ba_edges(n: int, m: int, seed: int = 1) -> list[tuple[int, int]]:
+    """A BA(n, m) graph drawn by igraph (networkx needs minutes at a million nodes)."""
+    import random
+
+    import igraph
+    random.seed(seed)
+    igraph.set_random_number_generator(random)
+    return igraph.Graph.Barabasi(n, m).get_edgelist()
+
+
+BIG_CHILD = """
+import json, sys, time
+wall, cpu = time.perf_counter(), time.process_time()
+import desim
+spec = desim.load_study(sys.argv[1], seed=1)
+built = time.perf_counter()
+result = desim.run_study(spec)
+done = time.perf_counter()
+mt = result.metrics().to_pydict()
+print(json.dumps({"wall": done - wall, "cpu": time.process_time() - cpu, "build": built - wall,
+                  "run": done - built, "rows": result.rows_written, "status": result.status,
+                  "steps_done": result.steps_done, "final_share": mt["share_R"][-1] + mt["share_I"][-1]}))
+"""
+
+
 def big_run(n: int, m: int, args: argparse.Namespace, work: Path) -> dict:
-    import desim
-    root = write_study(work / "sir_big", n, None, args, m=m)
-    wall, cpu = time.perf_counter(), time.process_time()
-    spec = desim.load_study(root, seed=1)
-    engine = desim.Engine(spec)
-    built = time.perf_counter()
-    result = engine.run()
-    done = time.perf_counter()
-    mt = result.metrics().to_pydict()
-    return {"n": n, "wall": done - wall, "cpu": time.process_time() - cpu, "build": built - wall,
-            "run": done - built, "rows": result.rows_written, "status": result.status,
-            "final_share": mt["share_R"][-1] + mt["share_I"][-1], "steps": args.steps}
+    """One run of ``n`` nodes in a fresh process: import, study, graph file, population, every step, the store."""
+    import subprocess
+    root = write_study(work / "sir_big", n, igraph_ba_edges(n, m), args)
+    done = subprocess.run([sys.executable, "-c", BIG_CHILD, str(root)], capture_output=True, text=True, check=True)
+    return {"n": n, "steps": args.steps, **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
 def main(argv=None) -> dict:
@@ -229,14 +252,15 @@ def print_markdown(f: dict, profile: str | None) -> None:
         print(f"\n{names[name]} / desim: wall {r['wall']:.2f}x, CPU {r['cpu']:.2f}x (above 1: desim faster)")
     ph = f["sides"]["desim"]["phases"]
     print(f"\ndesim per replicate, median: load_study {statistics.median(p['load'] for p in ph):.3f} s, "
-          f"Engine set-up (population, graph, CSR) {statistics.median(p['build'] for p in ph):.3f} s, "
-          f"run (initial state, edges table, steps, merge) {statistics.median(p['run'] for p in ph):.3f} s; "
+          f"run (population, graph, CSR, initial state, edges table, steps, merge) "
+          f"{statistics.median(p['run'] for p in ph):.3f} s, {statistics.median(p['steps'] for p in ph)} steps; "
           f"{f['sides']['desim']['rows']:,} panel rows in all")
     if f["big"]:
         b = f["big"]
-        print(f"\nLarge run: {b['n']:,} nodes, {b['steps']} steps, panel stored ({b['rows']:,} rows): "
-              f"{b['wall']:.1f} s wall ({b['build']:.1f} s set-up incl. desim's BA generator, {b['run']:.1f} s run), "
-              f"{b['cpu']:.1f} s CPU, final size {b['final_share']:.4f}, status {b['status']}")
+        print(f"\nLarge run: {b['n']:,} nodes, at most {b['steps']} steps, panel stored ({b['rows']:,} rows): "
+              f"{b['wall']:.1f} s wall ({b['build']:.1f} s import and study files, "
+              f"{b['run']:.1f} s run: graph file, population, steps, store), {b['cpu']:.1f} s CPU, final size {b['final_share']:.4f}, status {b['status']} "
+              f"after {b['steps_done']} steps")
     if profile:
         print("\n```\n" + profile + "```")
 

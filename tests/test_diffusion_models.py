@@ -623,7 +623,9 @@ def test_bench_diffusion_smoke(tmp_path):
     c, d = f["config"], f["sides"]["desim"]
     assert c["smoke"] and len(d["wall"]) == len(d["cpu"]) == c["replicates"]
     assert all(w > 0 for w in d["wall"]) and all(x > 0 for x in d["cpu"])
-    assert d["rows"] == c["replicates"] * c["n"] * c["steps"]
+    # each run ends when nobody is infectious (stop_when), with one row per node per step it ran
+    assert d["rows"] == sum(c["n"] * p["steps"] for p in d["phases"])
+    assert all(p["steps"] == dur + 1 for p, dur in zip(d["phases"], d["duration"]))
     assert all(0 < s <= 1 for s in d["final_share"]) and max(d["duration"]) < c["steps"]
     assert d["summary"]["wall_total"] == pytest.approx(sum(d["wall"]))
     for p in d["phases"]:
@@ -633,4 +635,5 @@ def test_bench_diffusion_smoke(tmp_path):
             assert f["ratios"][name]["wall"] == pytest.approx(side["summary"]["wall_total"] / d["summary"]["wall_total"])
             assert all(0 < s <= 1 for s in side["final_share"])
     b = f["big"]
-    assert b["status"] == "completed" and b["rows"] == b["n"] * b["steps"] and b["wall"] >= b["run"] > 0
+    assert b["status"] == "completed" and b["steps_done"] < b["steps"]
+    assert b["rows"] == b["n"] * b["steps_done"] and b["wall"] >= b["run"] > 0

@@ -59,6 +59,9 @@ class Engine:
 
     def __init__(self, run: Run, source, sink, *, on_step: Callable[[int, dict], None] | None = None,
                  should_stop: Callable[[], str | None] | None = None, ready: Callable[[], None] | None = None):
+        if not isinstance(run, Run):    # Engine(spec).run() was the API before the run split
+            raise TypeError("Engine takes an assembled Run (desim.run.assemble); to run a study, "
+                            "desim.run_study(study)")
         self.run_, self.source, self.sink = run, source, sink
         self.on_step, self.should_stop, self.ready = on_step, should_stop, ready
         self.sim, self.ctx, self.env = run.sim, run.ctx, run.environment
