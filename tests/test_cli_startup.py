@@ -42,6 +42,33 @@ def test_run_imports_no_plotting_or_web_library(tmp_path, study_copy):
     assert not loaded & {"matplotlib", "uvicorn", "starlette"}
 
 
+RUN_IMPORTS = """
+import sys
+before = set(sys.modules)
+from desim.cli import main
+import contextlib, io
+with contextlib.redirect_stdout(io.StringIO()):
+    assert main(["run", sys.argv[1], "--steps", "2"]) == 0
+new = {m.split(".")[0] for m in set(sys.modules) - before}
+print(" ".join(sorted(n for n in new if n not in sys.stdlib_module_names and not n.startswith(("_", "desim")))))
+"""
+# What a run needs, and nothing else (what pyarrow brings with it: cloudpickle, dateutil, six; cython_runtime is
+# Cython's own). A new import on the run path fails here: a run's start-up is most of a short study's time.
+RUN_NEEDS = {"annotated_types", "cloudpickle", "cython_runtime", "dateutil", "duckdb", "numpy", "orjson", "pyarrow",
+             "pydantic", "pydantic_core", "simpy", "six", "typing_extensions", "typing_inspection"}
+
+
+@pytest.mark.parametrize("study, graph", [("schelling", False), ("opinion_diffusion", True)])
+def test_a_run_imports_what_it_needs_and_no_more(tmp_path, study_copy, study, graph):
+    folder = study_copy(study)
+    res = subprocess.run([sys.executable, "-c", RUN_IMPORTS, str(folder)], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=HANG_S)
+    assert res.returncode == 0, res.stderr[-2000:]
+    loaded = set(res.stdout.split())
+    # no pandas (pyarrow's first conversion would load it), no networkx unless the study has a network
+    assert loaded == RUN_NEEDS | ({"networkx"} if graph else set())
+
+
 @pytest.mark.slow
 def test_startup_benchmark_smoke(tmp_path):
     figures = tmp_path / "figures.json"

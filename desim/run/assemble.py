@@ -15,7 +15,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import simpy
 
 from desim.errors import StudyConfigError
@@ -95,7 +94,9 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
                                 root=root)
     except StudyConfigError:
         raise
-    except (ValueError, nx.NetworkXException) as e:
+    except Exception as e:      # a generator refusing its settings (networkx's errors, or ValueError)
+        if not (isinstance(e, ValueError) or type(e).__module__.startswith("networkx")):
+            raise
         raise StudyConfigError(root / "population" / "population.json",
                                [("interaction", f"cannot build a '{spec.population.interaction.kind}' "
                                                 f"network over {len(personas)} agents: {e}")]) from None

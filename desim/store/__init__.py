@@ -15,6 +15,7 @@ The way in is ``with open_store(layout) as con:`` (read-only unless asked); the 
 functions (``queries``, ``states``, ``Catalogue``) and the public reader is ``StudyData``
 (``desim.open``). A run's progress and health: ``live``, ``health``.
 """
+import desim.store.arrow_start  # noqa: F401  (first, before any Arrow conversion: no pandas on a run)
 from desim.store.catalogue import Catalogue, now
 from desim.store.connection import (
                          StoreBroken,

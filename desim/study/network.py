@@ -14,13 +14,16 @@ size and modification time), and its networkx graph is built only when study cod
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from desim.records import Persona
 from desim.study.edges import format_of, read_edges
 from desim.study.files import Interaction
+
+if TYPE_CHECKING:
+    import networkx as nx     # imported where a graph is built: a run without one never loads networkx
 
 
 class Network:
@@ -43,6 +46,7 @@ class Network:
     def graph(self) -> nx.Graph:
         self.read = True
         if self._graph is None:
+            import networkx as nx
             g = nx.DiGraph() if self.directed else nx.Graph()
             g.add_nodes_from(self.ids)
             ids, names = self.ids, list(self._attributes or {})
@@ -108,6 +112,9 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
     """The run's :class:`Network`; generators draw from ``seed`` only, a file is read from beside
     ``population.json`` (``root / "population" / interaction.path``)."""
     ids = [p.agent_id for p in personas]
+    if interaction.kind == "none":       # no edges: no graph built unless study code asks for ctx.graph
+        empty = np.empty(0, np.int64)
+        return Network(ids, False, empty, empty, {})
     if interaction.kind != "file":
         return Network.of_graph(build_graph(interaction, personas, seed), ids)
     path = Path(root or ".") / "population" / str(interaction.path)
@@ -132,6 +139,7 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
 
 def build_graph(interaction: Interaction, personas: list[Persona], seed: int) -> nx.Graph:
     """A graph over the agent ids; generators draw from ``seed`` only."""
+    import networkx as nx
     ids = [p.agent_id for p in personas]
     n = len(ids)
     kind = interaction.kind
@@ -166,6 +174,7 @@ def _ring(ids: list[str], k: int) -> nx.Graph:
     same order, without building the numbered graph first (half the set-up of a large ring): the
     circulant's edges are laid out in plain dicts in the order networkx adds them, then read back
     in the order its edge view gives them."""
+    import networkx as nx
     n = len(ids)
     offsets = range(1, k // 2 + 1)
     adj: list[dict[int, None]] = [{} for _ in range(n)]
@@ -186,6 +195,7 @@ def _ring(ids: list[str], k: int) -> nx.Graph:
 
 
 def _generated(it: Interaction, n: int, seed: int) -> nx.Graph:
+    import networkx as nx
     kind = it.kind
     if kind == "none":
         g = nx.empty_graph(n)
@@ -212,6 +222,7 @@ def _generated(it: Interaction, n: int, seed: int) -> nx.Graph:
 
 def lattice(width: int, height: int, neighborhood: str = "moore", torus: bool = True) -> nx.Graph:
     """A 2-D grid with nodes ``0..width*height-1`` (row-major), Moore or von Neumann."""
+    import networkx as nx
     g = nx.Graph()
     g.add_nodes_from(range(width * height))
     offsets = [(0, 1), (1, 0)] + ([(1, 1), (1, -1)] if neighborhood == "moore" else [])
@@ -231,6 +242,7 @@ def lattice(width: int, height: int, neighborhood: str = "moore", torus: bool = 
 
 def _groups(personas: list[Persona], attribute: str) -> nx.Graph:
     """Cliques of agents sharing ``attribute`` (a dorm, a household, a committee)."""
+    import networkx as nx
     g = nx.Graph()
     g.add_nodes_from(p.agent_id for p in personas)
     members: dict[object, list[str]] = {}
