@@ -6,18 +6,38 @@ of a run's state are fixed by its first rows (the initial states); a payload
 field's type is fixed the first time the field appears (payloads of different
 action kinds carry different fields). After that, a value of another type, a
 new or missing state field, NaN or infinity where the study did not allow it,
-or a value with no faithful stored form (a set, an object, bytes, an integer
-beyond 64 bits) stops the run with a :class:`FieldError` naming the agent,
-the step and the field. Nothing is ever silently converted, except that an
-integer is accepted in a float field (``0`` where ``0.5`` was).
+or a value with no faithful stored form stops the run with a
+:class:`FieldError` naming the agent, the step and the field. Nothing is ever
+silently converted, except that an integer is accepted in a float field
+(``0`` where ``0.5`` was); a boolean is not a number here.
 
-Types, by the first non-null value: ``bool``, ``int`` (int64), ``float``
-(float64), ``str``, and ``json`` for lists, tuples and dicts (stored as JSON
-text, DuckDB's JSON type). A field that is null for every agent at the start
-takes its type from its first non-null value.
+**The one rule** is :func:`stored_kind`: per Python value, its stored kind or
+why it has none. Every way a value reaches the store goes through it: a state
+from ``agent_state`` (dicts) or ``state_columns`` (a list or array per field),
+a payload of the per-agent path or of ``ActionColumns``, initial states and
+``round_actions``; the same value gives the same stored value or the same error.
 
-Both paths give the same types: numpy integers of any width are int64,
-numpy floats float64, numpy bools bool.
+========================================  =====================================
+value                                     stored as
+========================================  =====================================
+``None``                                  null (any field)
+``bool``, ``numpy.bool_``                 ``bool``
+``int``, numpy integers (within 64 bits)  ``int`` (int64)
+``float``, numpy floats                   ``float`` (float64; NaN/inf per field)
+``str``, ``numpy.str_``                   ``str``
+list, tuple, dict (string keys), numpy    ``json``: JSON text, numbers keeping
+arrays of numbers, booleans or text       their type (``[1, 2]``, ``[0.5, 1.0]``)
+========================================  =====================================
+
+Refused, each with its own reason: integers beyond 64 bits, bytes, sets,
+complex numbers, dates and times (``datetime``, ``date``, ``time``,
+``timedelta``, ``numpy.datetime64``: store ``isoformat()`` text or a number),
+NaN or infinity inside a list or dict (JSON has neither), dict keys that are
+not text, numpy arrays of other element types, and any other object.
+
+A column of the columnar path may be a numpy array (its dtype decides at once:
+a 2-D array is one 1-D row per agent), an Arrow array, or a list, which is
+read value by value exactly like the per-agent path's dicts.
 
 The fast path hands a whole column to Arrow's C converter and checks the type
 it infers; only when that fails is the column walked in Python, to name the
@@ -25,6 +45,7 @@ first agent at fault.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import math
 from operator import itemgetter
 from typing import Any, Iterable
@@ -40,44 +61,115 @@ ARROW = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa
          "json": pa.json_(), "null": pa.null()}
 _INFERRED = {pa.bool_(): "bool", pa.int64(): "int", pa.float64(): "float", pa.string(): "str",
              pa.null(): "null"}
+_INT64 = (-2**63, 2**63)
+_TIMES = (_dt.date, _dt.time, _dt.timedelta, np.datetime64, np.timedelta64)   # datetime is a date
+_ARRAY_KINDS = "biufU"          # numpy element kinds a JSON list holds faithfully
+MAX_DEPTH = 64
 
 
-def kind_of(value: Any) -> str | None:
-    """The stored kind of one Python value, or None when it has no faithful form."""
+class Unstorable(ValueError):
+    """A value with no faithful stored form; ``str()`` says why and what to store instead."""
+
+
+def stored_kind(value: Any, _depth: int = 0) -> str:
+    """The stored kind of one Python value (``null``, ``bool``, ``int``, ``float``, ``str``, ``json``),
+    or :class:`Unstorable` saying why it has none. The one rule of the module docstring's table."""
     if value is None:
         return "null"
     if isinstance(value, (bool, np.bool_)):
         return "bool"
     if isinstance(value, (int, np.integer)):
-        return "int" if -2**63 <= int(value) < 2**63 else None
+        if _INT64[0] <= int(value) < _INT64[1]:
+            return "int"
+        raise Unstorable("an integer beyond 64 bits (int64 holds -2**63 to 2**63-1); store it as text "
+                         "or a float")
     if isinstance(value, (float, np.floating)):
         return "float"
     if isinstance(value, str):
         return "str"
-    if isinstance(value, (list, tuple, dict)):
-        return "json" if _faithful_json(value) else None
-    return None
+    if isinstance(value, (list, tuple, dict, np.ndarray)):
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            return stored_kind(value[()], _depth)
+        _check_json(value, _depth)
+        return "json"
+    raise Unstorable(_why_not(value))
 
 
-def _faithful_json(value: Any, depth: int = 0) -> bool:
-    """Lists, dicts with string keys, and scalars JSON keeps as they are (no NaN, no sets)."""
-    if depth > 64:
-        return False
-    if value is None or isinstance(value, (bool, str)):
-        return True
-    if isinstance(value, (int, np.integer)):
-        return -2**63 <= int(value) < 2**63
-    if isinstance(value, (float, np.floating)):
-        return math.isfinite(value)
-    if isinstance(value, (list, tuple)):
-        return all(_faithful_json(v, depth + 1) for v in value)
+def _why_not(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "bytes are not text; decode them (value.decode()) or store a number"
+    if isinstance(value, (set, frozenset)):
+        return "a set has no order to store; store a sorted list"
+    if isinstance(value, _TIMES):
+        return "dates and times are not stored as such; store text (value.isoformat()) or a number " \
+               "(value.timestamp(), days since a start)"
+    if isinstance(value, (complex, np.complexfloating)):
+        return "a complex number; store its real and imaginary parts as two fields"
+    return (f"an object of type {type(value).__name__}; use a number, text, a boolean, or a list/dict (or "
+            "numpy array) of those")
+
+
+def _check_json(value: Any, depth: int) -> None:
+    """Refuse what a JSON value cannot hold as it is (the reason names what inside is wrong)."""
+    if depth > MAX_DEPTH:
+        raise Unstorable(f"nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, np.ndarray):
+        kind = value.dtype.kind
+        if kind == "O":
+            for v in value.ravel().tolist():
+                _check_inner(v, depth)
+            return
+        if kind not in _ARRAY_KINDS:
+            raise Unstorable(f"a numpy array of {value.dtype} (numbers, booleans and text are stored, as "
+                             f"JSON lists); {_why_not(value.ravel()[0]) if value.size else 'convert it'}")
+        if kind == "f" and not np.isfinite(value).all():
+            raise Unstorable("NaN or infinity inside an array (JSON has neither)")
+        if kind == "u" and value.size and value.max() >= _INT64[1]:
+            raise Unstorable("an integer beyond 64 bits inside an array")
+        return
     if isinstance(value, dict):
-        return all(isinstance(k, str) and _faithful_json(v, depth + 1) for k, v in value.items())
-    return False
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise Unstorable(f"dict key {k!r:.40} is not text (JSON keys are text)")
+            _check_inner(v, depth)
+        return
+    for v in value:
+        _check_inner(v, depth)
+
+
+def _check_inner(value: Any, depth: int) -> None:
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        raise Unstorable("NaN or infinity inside a list or dict (JSON has neither)")
+    try:
+        stored_kind(value, depth + 1)
+    except Unstorable as e:
+        raise Unstorable(f"inside a list or dict: {e}" if not str(e).startswith("inside ") else str(e)) from None
+
+
+def kind_of(value: Any) -> str | None:
+    """The stored kind of one Python value, or None when it has none (:func:`stored_kind`)."""
+    try:
+        return stored_kind(value)
+    except Unstorable:
+        return None
+
+
+def plain(value: Any, kind: str) -> Any:
+    """A value of kind ``kind`` as the Python value Arrow stores (numpy scalars as numbers)."""
+    if value is None:
+        return None
+    if kind == "json":
+        return value
+    return _PLAIN[kind](value)
 
 
 def describe(value: Any) -> str:
-    text = repr(value.item() if isinstance(value, np.generic) else value)
+    if isinstance(value, np.ndarray):
+        text = f"array({value.tolist()!r})" if value.dtype.kind in _ARRAY_KINDS else repr(value)
+    else:
+        text = repr(value.item() if isinstance(value, np.generic) and not isinstance(value, np.datetime64)
+                    else value)
+    text = " ".join(text.split())
     return f"{text[:60]}..." if len(text) > 60 else text
 
 
@@ -103,32 +195,37 @@ class Fields:
     def to_json(self) -> dict[str, str]:
         return dict(self.types)
 
-    # --- rows from dicts (the per-agent path) -------------------------------------
-    def column(self, name: str, values: list, agents: list[str], step: int) -> pa.Array:
-        """One field's values as an Arrow array of the field's type (fixing it if new)."""
+    # --- values one by one (the per-agent path, and any column given as a list) -------------
+    def column(self, name: str, values: list, agents, step: int) -> pa.Array:
+        """One field's values as an Arrow array of the field's type (fixing it if new).
+
+        ``agents`` names the values' agents (a list, or anything indexable by position)."""
         kind = self.types.get(name, "null")
         if kind == "json":
-            for v, a in zip(values, agents):
+            for i, v in enumerate(values):
                 if v is not None and kind_of(v) != "json":
-                    self._refuse(step, a, name, v, kind)
+                    self._refuse(step, agents[i], name, v, kind)
             return json_array(list(values), none_is_null=True)
+        if not _NUMPY_TIMES.isdisjoint(map(type, values)):
+            return self._walk(name, values, agents, step)      # Arrow's inference crashes on some (below)
         try:
             arr = pa.array(values, from_pandas=False)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
             arr = None
         got = _INFERRED.get(arr.type) if arr is not None else None
-        if got is None:                 # mixed, nested or unsupported: find the first culprit
-            return self._walk(name, values, agents, step)
+        if got is None or (got == "float" and _hides_booleans(arr, values)):
+            return self._walk(name, values, agents, step)      # mixed, nested or refused: value by value
         return self._accept(name, arr, got, agents, step, values)
 
-    def _walk(self, name: str, values: list, agents: list[str], step: int) -> pa.Array:
+    def _walk(self, name: str, values: list, agents, step: int) -> pa.Array:
+        """The field's values one at a time, by :func:`stored_kind`: the first that does not fit names
+        its agent."""
         kind = self.types.get(name, "null")
-        for v, a in zip(values, agents):
-            k = kind_of(v)
-            if k is None:
-                raise FieldError(f"step {step}: agent '{a}': {self.what}.{name} = {describe(v)} "
-                                 f"({type(v).__name__}) has no faithful stored form; use a number, text, "
-                                 "a boolean, or a list/dict of those")
+        for i, v in enumerate(values):
+            try:
+                k = stored_kind(v)
+            except Unstorable as e:
+                self._unstorable(step, agents[i], name, v, str(e))
             if k == "null":
                 continue
             if kind == "null":
@@ -137,13 +234,12 @@ class Fields:
                     self._fix(name, "json")
                     return self.column(name, values, agents, step)
             elif k != kind and not (kind == "float" and k == "int"):
-                self._refuse(step, a, name, v, kind)
-        self._fix(name, kind)           # numpy scalars of other widths, or a new field's first values
-        plain = [None if v is None else _PLAIN[kind](v) for v in values]
-        return self._accept(name, pa.array(plain, ARROW[kind]), kind, agents, step, values)
+                self._refuse(step, agents[i], name, v, kind)
+        self._fix(name, kind)           # numpy scalars, or a new field's first values
+        converted = [None if v is None else _PLAIN[kind](v) for v in values]
+        return self._accept(name, pa.array(converted, ARROW[kind]), kind, agents, step, values)
 
-    def _accept(self, name: str, arr: pa.Array, got: str, agents: list[str], step: int,
-                values: list | np.ndarray) -> pa.Array:
+    def _accept(self, name: str, arr: pa.Array, got: str, agents, step: int, values) -> pa.Array:
         kind = self.types.get(name, "null")
         if got == "null":
             return pa.nulls(len(arr), ARROW[kind])
@@ -159,7 +255,7 @@ class Fields:
             bad = pc.invert(pc.is_finite(arr)).fill_null(False)
             if pc.any(bad).as_py():
                 i = pc.index(bad, True).as_py()
-                raise FieldError(f"step {step}: agent '{agents[i]}': {self.what}.{name} is {values[i]}; "
+                raise FieldError(f"step {step}: agent '{agents[i]}': {self.what}.{name} is {float(values[i])}; "
                                  f"NaN and infinity are refused unless simulation.json lists '{name}' "
                                  "in panel.allow_nonfinite")
         return arr
@@ -170,13 +266,17 @@ class Fields:
         return self.types[name]
 
     def _refuse(self, step: int, agent: str, name: str, value: Any, kind: str):
-        if kind_of(value) is None:
-            raise FieldError(f"step {step}: agent '{agent}': {self.what}.{name} = {describe(value)} "
-                             f"({type(value).__name__}) has no faithful stored form (sets, objects, bytes, "
-                             "NaN inside lists and integers beyond 64 bits have none)")
-        raise FieldError(f"step {step}: agent '{agent}': {self.what}.{name} = {describe(value)} is "
-                         f"{kind_of(value) or type(value).__name__}, but this run stores {self.what}.{name} "
-                         f"as {kind} (fixed by its first values); keep one type per field")
+        try:
+            got = stored_kind(value)
+        except Unstorable as e:
+            self._unstorable(step, agent, name, value, str(e))
+        raise FieldError(f"step {step}: agent '{agent}': {self.what}.{name} = {describe(value)} is {got}, but "
+                         f"this run stores {self.what}.{name} as {kind} (fixed by its first values); keep one "
+                         "type per field")
+
+    def _unstorable(self, step: int, agent: str, name: str, value: Any, why: str):
+        raise FieldError(f"step {step}: agent '{agent}': {self.what}.{name} = {describe(value)} "
+                         f"({type(value).__name__}) has no faithful stored form: {why}")
 
     def check_names(self, record_names: Iterable[str], agent: str, step: int) -> None:
         """A state record must carry exactly the run's fields."""
@@ -247,32 +347,31 @@ class Fields:
 
     # --- columns from numpy (the columnar path) --------------------------------------
     def array(self, name: str, values: Any, ids: pa.Array, step: int) -> pa.Array:
-        """One numpy column as an Arrow array of the field's type."""
+        """One column (a numpy array, an Arrow array or a list, one value per agent) as an Arrow array of
+        the field's type. A list is read value by value, as :meth:`column` reads the per-agent path's;
+        a numpy array by its dtype at once, giving what its values would give one by one."""
         if isinstance(values, (pa.Array, pa.ChunkedArray)):     # already Arrow: text categories, say
             return self._arrow(name, values, ids, step)
+        agents = _Lazy(ids)
+        if not isinstance(values, np.ndarray):
+            return self.column(name, values if isinstance(values, list) else list(values), agents, step)
+        k = values.dtype.kind
+        if values.ndim != 1 or k not in "biufU" or self.types.get(name) == "json" or \
+                (k == "u" and values.dtype.itemsize == 8 and len(values) and values.max() >= 2**63):
+            # rows of a 2-D array (a list per agent), objects, bytes, dates, 64-bit overflow, or numbers
+            # where the field holds JSON: the values one by one, by the one rule
+            return self.column(name, list(values), agents, step)
         # copies, never views: a study mutates its arrays in place, and the step's table is kept
         # (for the merge at the end of the run) after the study has moved on
-        values = np.asarray(values)
-        k = values.dtype.kind
         if k == "b":
             arr, got = pa.array(values, pa.bool_()), "bool"
         elif k in "iu":
-            if k == "u" and values.dtype.itemsize == 8 and len(values) and values.max() >= 2**63:
-                i = int(np.argmax(values >= 2**63))
-                raise FieldError(f"step {step}: agent '{ids[i]}': {self.what}.{name} = {values[i]} is beyond "
-                                 "64-bit integers")
             arr, got = pa.array(values.astype(np.int64)), "int"
         elif k == "f":
             arr, got = pa.array(values.astype(np.float64)), "float"
-        else:       # text (or anything else): Arrow converts the whole array in C when it gives a kind we store
-            try:
-                arr = pa.array(values, from_pandas=False)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
-                arr = None
-            got = _INFERRED.get(arr.type) if arr is not None else None
-            if got is None or self.types.get(name) == "json":   # mixed, nested, refused: the per-value rules
-                return self.column(name, values.tolist(), ids.to_pylist(), step)
-        return self._accept(name, arr, got, _Lazy(ids), step, values)
+        else:                       # text: Arrow converts the whole array in C
+            arr, got = pa.array(values, pa.string()), "str"
+        return self._accept(name, arr, got, agents, step, values)
 
     def _arrow(self, name: str, values, ids: pa.Array, step: int) -> pa.Array:
         """An Arrow column, checked like any other. A dictionary-encoded one (text categories built from
@@ -308,6 +407,22 @@ class Fields:
         return pa.StructArray.from_arrays(cols, names=list(self.names), mask=mask)
 
 
+_ZERO_ONE = pa.array([0.0, 1.0])
+_BOOLEANS = {bool, np.bool_}
+# pyarrow 26's type inference segfaults on a numpy datetime64 (or an array of them) followed by a numpy
+# scalar or array ([np.datetime64('2020-01-02'), np.int32(3)]), so a list holding one never reaches it;
+# arrays are JSON values, walked one by one anyway
+_NUMPY_TIMES = {np.datetime64, np.timedelta64, np.ndarray}
+
+
+def _hides_booleans(arr: pa.Array, values: list) -> bool:
+    """Arrow reads ``True`` as 1.0 in a list of floats; a boolean is not a number in the store, so a list
+    whose floats include 0.0 or 1.0 is checked for booleans (one pass over the types, in C)."""
+    if not pc.any(pc.is_in(arr, value_set=_ZERO_ONE)).as_py():
+        return False
+    return not _BOOLEANS.isdisjoint(map(type, values))
+
+
 class _ArrowValues:
     """An Arrow array's values as Python objects, converted only for an error message."""
 
@@ -328,4 +443,4 @@ class _Lazy:
         self.ids = ids
 
     def __getitem__(self, i: int) -> str:
-        return self.ids[i].as_py()
+        return self.ids[int(i)].as_py()

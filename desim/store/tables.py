@@ -165,8 +165,18 @@ def _action_columns(payload_fields: Fields, step: int, ids: pa.Array, acts: Acti
         kind = pa.array(kinds if sel is None else kinds[sel], pa.string())
     source = pa.repeat(pa.scalar(acts.source, pa.string()), n)
     actor_ids = ids.take(pa.array(idx))
-    payload = {k: (v if sel is None else np.asarray(v)[sel]) for k, v in (acts.payload or {}).items()}
+    payload = {k: (v if sel is None else _select(v, sel)) for k, v in (acts.payload or {}).items()}
     return idx, actor_ids, kind, payload_fields.struct_columns(payload, actor_ids, step), source
+
+
+def _select(values, sel: np.ndarray):
+    """The entries ``sel`` of a payload column, kept in its own form (a list stays a list of the values
+    themselves, to be read by the one value rule like any other list)."""
+    if isinstance(values, np.ndarray):
+        return values[sel]
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.take(pa.array(sel))
+    return [values[i] for i in sel.tolist()]
 
 
 def columnar_round_rows(types: PanelTypes, step: int, ids: pa.Array, acts: ActionColumns, r: int) -> pa.Table:

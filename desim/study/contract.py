@@ -269,7 +269,9 @@ def _defined_at(cls: type, name: str) -> int:
 
 
 def _overrides(cls: type, base: type, name: str) -> bool:
-    return getattr(cls, name) is not getattr(base, name)
+    """Whether ``cls`` gives its own ``name``; ``name = None`` in a subclass declares it has none."""
+    got = getattr(cls, name)
+    return got is not None and got is not getattr(base, name)
 
 
 def study_path(environment: Any, decision: Any) -> str:
@@ -281,7 +283,8 @@ def study_path(environment: Any, decision: Any) -> str:
     The most derived definition decides: a subclass that defines ``agent_state`` below a parent's
     ``state_columns`` means its ``agent_state`` (the panel follows the class the study wrote last).
     An environment written for both paths (it has ``observe_columns``) keeps ``agent_state`` on the
-    per-agent one.
+    per-agent one. A subclass declares that it does without a parent's method by setting it to
+    ``None`` (``state_columns = None``: its panel comes from ``agent_state``).
     """
     env = type(environment)
     if _overrides(env, EnvironmentProvider, "observe_columns") and \
