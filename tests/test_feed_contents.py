@@ -148,14 +148,23 @@ def test_missing_field_error_names_the_message_that_was_read():
 
 
 @pytest.mark.parametrize("carry", [False, True])
-def test_other_bus_goes_through_local_for_and_agrees(carry):
+def test_other_bus_reads_through_its_visible_to_and_agrees(carry):
+    """A bus with only post, visible_to and drain: ``contents`` is the base class's default, one
+    ``visible_to`` a read over the readers' neighbours (each once), and agrees with the fast bus."""
     g = GRAPHS["watts_strogatz"]
     ids = list(g.nodes)
-    mem = NeighborFeed(neighbors_fn(g), InMemoryMessageBus(carry_previous_step=carry))
-    other = NeighborFeed(neighbors_fn(g), ListBus(carry_previous_step=carry))
+    nbrs = neighbors_fn(g)
+    mem = NeighborFeed(nbrs, InMemoryMessageBus(carry_previous_step=carry))
+    other = NeighborFeed(nbrs, ListBus(carry_previous_step=carry))
     calls = []
-    real = other.local_for
-    other.local_for = lambda a, t, r: calls.append(a) or real(a, t, r)
+    real = other.bus.visible_to
+
+    def visible_to(who, authors, t, r):
+        authors = list(authors)         # an iterable read once
+        calls.append((who, authors))
+        return real(who, authors, t, r)
+
+    other.bus.visible_to = visible_to
     rnd = random.Random(31)
     for step in range(1, 4):
         for r in range(3):
@@ -163,7 +172,8 @@ def test_other_bus_goes_through_local_for_and_agrees(carry):
             for field in (None, "x"):
                 calls.clear()
                 assert other.contents(readers, step, r, field) == mem.contents(readers, step, r, field)
-                assert calls == readers                    # one local_for per reader, in order
+                asked = list(dict.fromkeys(n for a in readers for n in nbrs(a) if n != a))
+                assert calls == [(None, asked)]            # one visible_to, every neighbour once, in order
             actions = [Action(agent_id=a, step=step, kind="post", payload={"content": {"x": [a, step, r]}})
                        for a in ids if rnd.random() < 0.7]
             mem.ingest(actions, step, r)

@@ -170,13 +170,16 @@ def test_latest_needs_the_field_only_in_the_message_it_reads():
     assert "'b'" in str(err.value) and "step 1 round 0" in str(err.value)
 
 
-def test_latest_by_author_is_the_callers_own():
-    """Changing what ``latest_by_author`` returned changes nothing the bus hands out later."""
+def test_latest_by_author_cannot_be_changed_by_the_caller():
+    """What ``latest_by_author`` returns is a read-only mapping (its lists are the bus's own, kept
+    for the next reader): it reads like a dict and refuses a change."""
     bus = InMemoryMessageBus(carry_previous_step=True)
     feed = NeighborFeed(lambda a: ["b"], bus)
     feed.ingest([Action(agent_id="b", step=1, kind="post", payload={"x": 1})], 1, 0)
     got = bus.latest_by_author(2, 0, "x")
-    got["b"] = 99
+    assert got == {"b": 1} and got["b"] == 1 and list(got) == ["b"] and len(got) == 1 and "c" not in got
+    with pytest.raises(TypeError):
+        got["b"] = 99
     assert bus.latest_by_author(2, 0, "x") == {"b": 1}
     assert feed.latest(["a"], 2, 0, "x") == [[1]]
 

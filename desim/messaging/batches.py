@@ -1,20 +1,21 @@
-"""How a bus keeps its posts: each ``ingest`` (or run of direct posts) as one batch of parallel
-lists, each author's latest content as parallel lists, and the read-only sequence ``ingest``
-returns. The bus and its visibility rule are in :mod:`desim.messaging.bus`.
+"""How a bus keeps its posts: each ``ingest`` (or direct post) as one batch of parallel lists,
+each author's latest content as parallel lists, a batch read's answer (``ByAuthor``), and the
+read-only sequence ``ingest`` returns. One step's batches, and what reads gathered from them, are
+in :mod:`desim.messaging.steps`; the bus and its visibility rule in :mod:`desim.messaging.bus`.
 
 Why lists and not an object per post: a round of 100,000 posts then costs a few list builds,
 and the ``Message`` objects are made only for a read that wants them (``local_for``, ``drain``).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 
 from desim.records import Message
 
 
 class Batch:
-    """Posts made together, all of one step and round: one ``ingest`` call, or a run of direct posts.
+    """Posts made together, all of one step and round: one ``ingest`` call, or a direct post.
 
     Kept as parallel lists (authors, contents; kind, channel, audience and reply-to as one value
     when all share it), so a round of posts costs a few list builds, not an object per post.
@@ -47,7 +48,7 @@ class Batch:
 
 def messages_of(step: int, round_idx: int, authors: list, contents: list, kinds="post", channels="feed",
                 audiences="neighbors", reply_to=None) -> list[Message]:
-    """The ``Message`` objects of a batch given as :meth:`InMemoryMessageBus.post_batch` takes it."""
+    """The ``Message`` objects of a batch given as :meth:`MessageBus.post_batch` takes it."""
     return Batch(step, round_idx, authors, contents, kinds, channels, audiences, reply_to).messages()
 
 
@@ -86,9 +87,6 @@ class Latest:
         """Every author of ``other`` has a latest here too."""
         return self.authors == other.authors or set(self.authors).issuperset(other.authors)
 
-    def as_dict(self) -> dict:
-        return dict(zip(self.authors, self.contents))
-
 
 def fold(batches, field: str | None, out: Latest | None = None) -> Latest:
     """Each author's last content (or its ``field``) over ``batches``, taken in order, into ``out``
@@ -102,8 +100,47 @@ def fold(batches, field: str | None, out: Latest | None = None) -> Latest:
 _new_tuple = tuple.__new__
 
 
+class ByAuthor(Mapping):
+    """A batch read's answer (``MessageBus.contents_by_author``, ``latest_by_author``): each
+    author's value, as two parallel lists, ``authors`` and ``contents``; an author listed twice has
+    its last entry as its value, as a dict built from the pairs would have.
+
+    Why lists: a bus that keeps each author's latest as lists (``Latest``) hands them out as they
+    are, without a dict of 100,000 authors per read, and ``NeighborFeed`` gathers each reader's
+    neighbours by position among ``authors``. It reads as a mapping too (``got["b"]``, ``==`` a
+    dict), through a dict built on the first look-up. Read-only: the lists may be the bus's own,
+    kept for the next reader."""
+
+    __slots__ = ("authors", "contents", "_dict")
+
+    def __init__(self, authors: list, contents: list):
+        self.authors, self.contents = authors, contents
+        self._dict: dict | None = None
+
+    @classmethod
+    def of(cls, values: dict) -> "ByAuthor":
+        return cls(list(values), list(values.values()))
+
+    def _as_dict(self) -> dict:
+        if self._dict is None:
+            self._dict = dict(zip(self.authors, self.contents))
+        return self._dict
+
+    def __getitem__(self, author):
+        return self._as_dict()[author]
+
+    def __iter__(self):
+        return iter(self._as_dict())
+
+    def __len__(self) -> int:
+        return len(self._as_dict())
+
+    def __repr__(self) -> str:
+        return f"ByAuthor({self._as_dict()!r})"
+
+
 class Posted(Sequence):
-    """The messages one ``ingest`` posted on an ``InMemoryMessageBus``: a read-only sequence
+    """The messages one ``post_batch`` put on an ``InMemoryMessageBus``: a read-only sequence
     whose ``Message`` objects are made when it is first read (most callers never read it)."""
 
     __slots__ = ("_batch",)

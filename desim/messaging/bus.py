@@ -5,311 +5,309 @@ The engine never touches it. A study's environment owns a bus (usually made
 in ``reset``), turns post-shaped actions into messages with
 ``NeighborFeed.ingest`` inside ``apply``, hands each agent its feed with
 ``NeighborFeed.local_for`` inside ``observe_batch``, and the collector
-persists what ``drain()`` returns into the ``messages`` table.
+persists what ``drain_columns()`` returns into the ``messages`` table.
 
 The visibility rule (exact, from the seed page): ``visible_to(recipient,
 neighbors, step, round_idx)`` returns message ``m`` iff its author is one of
 the recipient's neighbours and either ``m.step == step and m.round <
 round_idx`` (posted earlier this step) or ``carry_previous_step and m.step ==
-step - 1`` (last step's).
+step - 1`` (last step's). It is written once, in ``visible_windows``, and
+every read of every bus selects through it.
 An agent never reads its own posts: the recipient is skipped among its
 neighbours, so a self-loop would change nothing, and ``population.json``
 refuses one in explicit ``edges`` rather than let it look meaningful.
 
-Posts are kept by step as batches (one ``ingest`` call each: parallel lists
-of authors and contents, no object per post; see :mod:`desim.messaging.batches`); ``Message`` objects are made
-only for a read that asks for them (``local_for``, ``drain``), and the
-collector drains plain columns. Delivery is indexed by step and author, so a
-reader costs its neighbours' look-ups plus the messages it receives, never a
-scan of the whole bus. Steps older than ``step - 1`` can never be seen again
-and are dropped.
+``MessageBus`` is the protocol: ``post``, ``visible_to`` and ``drain``, which
+a bus must implement, and the batch methods ``NeighborFeed`` and the
+collector use (``post_batch``, ``contents_by_author``, ``latest_by_author``,
+``drain_columns``), with defaults built on the first three.
+``InMemoryMessageBus`` overrides them: posts are kept by step as batches (one
+``ingest`` call each: parallel lists of authors and contents, no object per
+post; see :mod:`desim.messaging.batches` and :mod:`desim.messaging.steps`);
+``Message`` objects are made only for a read that asks for them
+(``local_for``, ``drain``), and the collector drains plain columns. Delivery
+is indexed by step and author, so a reader costs its neighbours' look-ups plus
+the messages it receives, never a scan of the whole bus. Steps older than
+``step - 1`` can never be seen again and are dropped.
 
 Large rule-based studies on the columnar path use
 :class:`desim.messaging.columnar.ColumnarFeed` instead: the same rule over numpy arrays.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import repeat
 from typing import Iterable
 
-from desim.messaging.batches import Batch, Latest, Posted, each, fold
+from desim.messaging.batches import Batch, ByAuthor, Latest, Posted, each, messages_of
+from desim.messaging.steps import FIELD_ERRORS, StepPosts
 from desim.records import Message
 
 POST_KINDS = ("post", "reply")
+EVERY_ROUND = float("inf")
 
 
+# --- the rule ---------------------------------------------------------------------------------
+def visible_windows(step: int, round_idx: int, carry_previous_step: bool) -> tuple[tuple[int, float], ...]:
+    """The seed page's rule, the one place it is written: the ``(step, below)`` windows a reader at
+    ``step``, ``round_idx`` may see, oldest first; a window holds the messages of its step posted
+    in a round before ``below``.
+
+    Every read of every bus here selects what it reads through these windows (``is_visible`` for
+    one message, ``InMemoryMessageBus`` by step, ``ColumnarFeed`` by batch), and their order,
+    oldest first, is the delivery order within each author."""
+    if carry_previous_step:
+        return (step - 1, EVERY_ROUND), (step, round_idx)
+    return ((step, round_idx),)
+
+
+def is_visible(message: Message, step: int, round_idx: int, carry_previous_step: bool) -> bool:
+    """Whether the rule lets a neighbour of ``message``'s author see it at ``step``, ``round_idx``
+    (for a bus that filters the messages it keeps)."""
+    return any(message.step == s and message.round < below
+               for s, below in visible_windows(step, round_idx, carry_previous_step))
+
+
+# --- the protocol -------------------------------------------------------------------------------
 class MessageBus:
-    """Where messages are posted and from which each agent reads its visible share."""
+    """Where messages are posted and from which each agent reads its visible share.
+
+    A bus implements three methods: ``post``, ``visible_to`` (the rule, for one recipient, its
+    messages neighbour by neighbour, each neighbour's by (step, round), posting order within a
+    round) and ``drain``. The batch methods, which ``NeighborFeed`` and the collector use, have
+    defaults here built on those three: correct for any bus, and as slow as a call per message
+    or a ``visible_to`` per read. A bus that can do better overrides them (``InMemoryMessageBus``).
+
+    The batch reads answer by author, so they assume what the seed page's rule says: what an
+    author shows does not depend on who reads it (beyond never reading oneself). A bus whose
+    ``visible_to`` depends on the recipient keeps its readers on ``NeighborFeed.local_for``.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        """A subclass that redefines one of the three methods and not a batch method built on it
+        gets that batch method's default again, built on its own version: a ``drain`` that filters
+        what is stored is then what ``drain_columns`` stores, a ``visible_to`` with a rule of its
+        own what ``NeighborFeed.contents`` and ``latest`` read."""
+        super().__init_subclass__(**kwargs)
+        for batch, single in _BUILT_ON.items():
+            if single in vars(cls) and batch not in vars(cls):
+                setattr(cls, batch, vars(MessageBus)[batch])
 
     def post(self, message: Message) -> None:
         raise NotImplementedError
 
-    def visible_to(self, recipient: str, neighbors: Iterable[str], step: int, round_idx: int) -> list[Message]:
+    def visible_to(self, recipient: str | None, neighbors: Iterable[str], step: int,
+                   round_idx: int) -> list[Message]:
+        """The messages ``recipient`` may see among those of ``neighbors`` (each listed once; the
+        recipient itself is skipped, ``None`` skips nobody)."""
         raise NotImplementedError
 
     def drain(self) -> list[Message]:
+        """The messages posted since the last drain, in posting order; the buffer is cleared."""
         raise NotImplementedError
 
-    def drain_columns(self) -> dict[str, list] | list[Message]:
-        """What :meth:`drain` gives, for the ``messages`` table: a bus that can give plain columns by
-        field without a ``Message`` per post overrides this; the default is :meth:`drain` itself."""
-        return self.drain()
+    def post_batch(self, step: int, round_idx: int, authors: list, contents: list, kinds="post",
+                   channels="feed", audiences="neighbors", reply_to=None) -> Sequence[Message]:
+        """Post the messages of ``step``, ``round_idx`` given as parallel lists (``kinds``,
+        ``channels``, ``audiences`` and ``reply_to`` as a list or one value shared by all), in
+        order, as ``NeighborFeed.ingest`` does; returns them."""
+        posted = messages_of(step, round_idx, authors, contents, kinds, channels, audiences, reply_to)
+        for m in posted:
+            self.post(m)
+        return posted
+
+    def contents_by_author(self, step: int, round_idx: int, field: str | None = None, *,
+                           authors: Iterable[str] | None = None) -> ByAuthor:
+        """For each author with a message a reader may see at ``step``, ``round_idx``, the
+        contents (``content[field]`` with ``field``) of those messages, in ``visible_to``'s order.
+
+        ``authors`` (an iterable, read at most once) are the authors the caller will look up:
+        each of them with a visible message is answered; a bus may answer for others too. The
+        default reads them all in one ``visible_to``."""
+        read = self._visible_of(step, round_idx, authors)
+        grouped: dict[str, list] = {}
+        try:
+            for m in read:
+                grouped.setdefault(m.author_id, []).append(m.content if field is None else m.content[field])
+        except FIELD_ERRORS:
+            raise missing_field(read, field) from None
+        return ByAuthor.of(grouped)
+
+    def latest_by_author(self, step: int, round_idx: int, field: str | None = None, *,
+                         authors: Iterable[str] | None = None) -> ByAuthor:
+        """For each author with a message a reader may see at ``step``, ``round_idx``, the content
+        (``content[field]`` with ``field``) of its latest: the one of the latest step and round,
+        the last posted among equals. Only that message needs the field.
+
+        What a state-sharing model reads (an opinion, a price): each neighbour's current value,
+        not every value it stated. ``authors`` as for :meth:`contents_by_author`."""
+        last = {}
+        for m in sorted(self._visible_of(step, round_idx, authors), key=_step_round):
+            last[m.author_id] = m
+        return _field_of(last, field)
+
+    def drain_columns(self) -> dict[str, list]:
+        """What :meth:`drain` gives, as plain lists by field (``author_id``, ``step``, ``round``,
+        ``content``, ``channel``, ``kind``, ``audience``, ``reply_to``): how the collector fills
+        the ``messages`` table."""
+        drained = self.drain()
+        return {name: [getattr(m, name) for m in drained] for name in Message._fields}
+
+    def _visible_of(self, step: int, round_idx: int, authors: Iterable[str] | None) -> list[Message]:
+        if authors is None:
+            raise TypeError(f"{type(self).__name__}: a batch read built on visible_to needs authors=, "
+                            "the authors it is asked about")
+        return self.visible_to(None, authors, step, round_idx)
 
 
+_BUILT_ON = {"post_batch": "post", "contents_by_author": "visible_to", "latest_by_author": "visible_to",
+             "drain_columns": "drain"}       # a batch method: the method its default is built on
+
+
+def _step_round(m: Message) -> tuple[int, int]:
+    return m[1], m[2]
+
+
+def _field_of(last: dict[str, Message], field: str | None) -> ByAuthor:
+    """Each author's ``last`` message's content, or its ``field`` (the error names the first without)."""
+    try:
+        return ByAuthor(list(last), [m[3] if field is None else m[3][field] for m in last.values()])
+    except FIELD_ERRORS:
+        raise missing_field(list(last.values()), field) from None
+
+
+def missing_field(read: list[Message], field: str) -> KeyError:
+    """The error for the first message read whose content has no ``field``."""
+    bad = next((m for m in read if not isinstance(m[3], dict) or field not in m[3]), None)
+    if bad is None:
+        return KeyError(field)
+    return KeyError(f"the message of '{bad[0]}' at step {bad[1]} round {bad[2]} has no content "
+                    f"field '{field}' (content: {bad[3]!r:.80})")
+
+
+# --- the bus held in memory --------------------------------------------------------------------
 class InMemoryMessageBus(MessageBus):
     """A bus held in memory: each step's posts as batches in round order (posting order within a
-    round), indexed by author only when a reader needs per-author lists.
+    round), with what reads gather from them kept per step (:class:`StepPosts`).
 
-    ``latest_by_author`` folds the batches of the visible steps into each author's latest
-    (parallel lists, see ``Latest``), without a ``Message`` per post; ``visible_to`` and
-    ``contents_by_author`` read ``_authors(step)``, each author's messages of the step in round
-    order, built on first use and extended as posts arrive. A reader then looks up each
-    neighbour once per visible step and stops at the first message of a round it may not see yet.
+    Every read goes through ``_windows``, the rule's windows the bus holds posts for: a reader
+    then looks up each neighbour once per visible step and stops at the first message of a round
+    it may not see yet, and a batch read folds or gathers the visible steps once for every
+    reader of the round, without a ``Message`` per post. Steps older than the previous one of
+    the latest posted can never be seen again and are dropped.
     """
 
     def __init__(self, carry_previous_step: bool = False):
         self.carry_previous_step = carry_previous_step
-        self._steps: dict[int, list[Batch]] = {}               # step -> its batches, in round order
-        self._by_author: dict[int, dict[str, list[Message]]] = {}   # step -> author -> messages (on demand)
-        self._latest: int | None = None
-        self._rounds: dict[int, int] = {}       # step -> the latest round posted in it
-        self._step_cache: dict[tuple, object] = {}    # (step, field[, "latest"]) -> _step_contents, _step_latest
-        self._covering: set[int] = set()        # steps whose authors include every author of the step before
+        self._steps: dict[int, StepPosts] = {}
+        self._latest_step: int | None = None
         self._undrained: list[Batch] = []
 
+    # --- posting
     def post(self, message: Message) -> None:
-        self.post_many((message,))
-
-    def post_many(self, messages: Iterable[Message]) -> None:
-        """Post several messages, in order."""
-        run: list[Message] = []
-        for m in messages:
-            if run and (m[1] != run[0][1] or m[2] != run[0][2]):
-                self._post(Batch.of(run))
-                run = []
-            run.append(m)
-        if run:
-            self._post(Batch.of(run))
+        self._post(Batch.of([message]))
 
     def post_batch(self, step: int, round_idx: int, authors: list, contents: list, kinds="post",
-                   channels="feed", audiences="neighbors", reply_to=None) -> "Posted":
-        """Post one batch of messages of ``step``, ``round_idx`` given as parallel lists (or, for
-        ``kinds``, ``channels``, ``audiences`` and ``reply_to``, one value shared by all), as
-        ``NeighborFeed.ingest`` does: no ``Message`` is made until a read wants it."""
+                   channels="feed", audiences="neighbors", reply_to=None) -> Posted:
+        """:meth:`MessageBus.post_batch`, kept as one batch of the lists given: no ``Message`` is
+        made until a read wants it (the sequence returned makes them when first read)."""
         batch = Batch(step, round_idx, authors, contents, kinds, channels, audiences, reply_to)
         if authors:
             self._post(batch)
         return Posted(batch)
 
     def _post(self, batch: Batch) -> None:
-        """File a batch under its step, after every batch of an earlier or the same round."""
         step = batch.step
-        if self._latest is None or step > self._latest:
-            self._new_step(step)
-        batches = self._steps.setdefault(step, [])
-        self._covering.discard(step + 1)        # the next step's authors may no longer cover this one's
-        in_order = not batches or batches[-1].round <= batch.round
-        self._forget(step, batch if in_order else None)
-        if in_order:
-            batches.append(batch)
-        else:       # an earlier round than posted before: keep the batches sorted by round (stable)
-            batches.insert(next(i for i, b in enumerate(batches) if b.round > batch.round), batch)
-        if batch.round > self._rounds.get(step, -1):
-            self._rounds[step] = batch.round
-        by_author = self._by_author.get(step)
-        if by_author is not None:
-            if in_order:
-                add = by_author.setdefault
-                for m in batch.messages():
-                    add(m[0], []).append(m)
-            else:
-                del self._by_author[step]
+        if self._latest_step is None or step > self._latest_step:
+            self._latest_step = step
+            self._steps = {s: p for s, p in self._steps.items() if s >= step - 1}
+        posts = self._steps.get(step)
+        if posts is None:
+            posts = self._steps[step] = StepPosts(step)
+        posts.add(batch)
         self._undrained.append(batch)
 
-    def _new_step(self, step: int) -> None:
-        """``step`` is the latest: steps before ``step - 1`` can never be seen again."""
-        self._latest = step
-        for old in [s for s in self._steps if s < step - 1]:
-            del self._steps[old]
-            self._by_author.pop(old, None)
-            self._rounds.pop(old, None)
-            self._covering.discard(old)
-            self._forget(old)
-
-    def _forget(self, step: int, after: Batch | None = None) -> None:
-        """Drop what was gathered from ``step``'s messages: it has a new one. A batch posted
-        ``after`` all of the step's others brings each author's latest contents up to date
-        instead (so a step's latest are folded once, batch by batch, not again every round)."""
-        if self._step_cache:
-            for key in [k for k in self._step_cache if k[0] == step]:
-                if after is not None and len(key) == 3:
-                    try:
-                        fold((after,), key[1], self._step_cache[key])
-                        continue
-                    except (KeyError, TypeError, IndexError):   # some content lacks the field
-                        pass
-                del self._step_cache[key]
-
-    def _authors(self, step: int) -> dict[str, list[Message]] | None:
-        """Each author's messages of ``step`` in round order (posting order within a round);
-        ``None`` when the step has none."""
-        found = self._by_author.get(step)
-        if found is None:
-            batches = self._steps.get(step)
-            if not batches:
-                return None
-            found = self._by_author[step] = {}
-            add = found.setdefault
-            for b in batches:
-                for m in b.messages():
-                    add(m[0], []).append(m)
+    # --- reading
+    def _windows(self, step: int, round_idx: int) -> list[tuple[StepPosts, float]]:
+        """The rule's windows (oldest first) that hold a message, with the posts of their step."""
+        found = []
+        for s, below in visible_windows(step, round_idx, self.carry_previous_step):
+            posts = self._steps.get(s)
+            if posts is not None and posts.seen_before(below):
+                found.append((posts, below))
         return found
 
-    def _steps_for(self, step: int, round_idx: int):
-        """(this step's messages by author if any round before ``round_idx`` exists, last step's if carried)."""
-        now = self._authors(step) if round_idx > 0 else None
-        before = self._authors(step - 1) if self.carry_previous_step else None
-        return now, before
-
-    def visible_to(self, recipient: str, neighbors: Iterable[str], step: int, round_idx: int) -> list[Message]:
-        now, before = self._steps_for(step, round_idx)
+    def visible_to(self, recipient: str | None, neighbors: Iterable[str], step: int,
+                   round_idx: int) -> list[Message]:
         out: list[Message] = []
-        if not now and not before:
+        windows = [(posts.by_author(), below) for posts, below in self._windows(step, round_idx)]
+        if not windows:
             return out
         for author in neighbors:
             if author == recipient:
                 continue
-            if before:
-                old = before.get(author)
-                if old:
-                    out += old
-            if now:
-                mine = now.get(author)
+            for by_author, below in windows:
+                mine = by_author.get(author)
                 if mine:
-                    if mine[-1][2] < round_idx:
+                    if mine[-1][2] < below:
                         out += mine
                     else:
                         for m in mine:
-                            if m[2] >= round_idx:
+                            if m[2] >= below:
                                 break
                             out.append(m)
         return out
 
-    def contents_by_author(self, step: int, round_idx: int, field: str | None = None) -> dict[str, list]:
-        """For every author, the contents (``content[field]`` with ``field``) of its messages a
-        reader may see at ``step``, ``round_idx``, in ``visible_to``'s order; authors with none
-        are absent.
-
-        One pass over the messages of the visible steps: a round's readers then each cost only
-        their neighbours' look-ups in this dict (``NeighborFeed.contents``).
-        """
-        now, before = self._steps_for(step, round_idx)
+    def contents_by_author(self, step: int, round_idx: int, field: str | None = None, *,
+                           authors: Iterable[str] | None = None) -> ByAuthor:
+        """:meth:`MessageBus.contents_by_author` for every author (``authors`` is not read): one
+        pass over the visible steps' messages, the whole previous step's kept for every round of
+        this one, so a round's readers each cost only their neighbours' look-ups."""
+        windows = self._windows(step, round_idx)
         try:
-            out = dict(self._step_contents(step - 1, field)) if before else {}
-            if now and self._rounds.get(step, -1) < round_idx:     # all of this step's posts are visible
-                for a, got in self._step_contents(step, field).items():
-                    out[a] = out[a] + got if a in out else got
-                now = None
-            for a, ms in (now or {}).items():
-                seen = [m for m in ms if m[2] < round_idx]      # sorted by round: the visible prefix
-                if seen:
-                    got = [m[3] for m in seen] if field is None else [m[3][field] for m in seen]
-                    out[a] = out[a] + got if a in out else got
-        except (KeyError, TypeError, IndexError):
-            read = [*(m for ms in (before or {}).values() for m in ms),
-                    *(m for ms in (now or {}).values() for m in ms if m[2] < round_idx)]
-            raise missing_field(read, field) from None
-        return out
+            parts = [posts.contents(field, below) for posts, below in windows]
+        except FIELD_ERRORS:
+            raise missing_field([m for posts, below in windows for m in posts.messages(below)], field) from None
+        if not parts:
+            return ByAuthor([], [])
+        out = parts[0]
+        for later in parts[1:]:
+            out = dict(out)
+            for a, got in later.items():
+                out[a] = out[a] + got if a in out else got
+        return ByAuthor.of(out)
 
-    def _step_contents(self, step: int, field: str | None) -> dict[str, list]:
-        """Every author's contents of a whole step (every round), kept while nothing is posted to
-        it: the previous step, read again in every round of this one."""
-        key = (step, field)
-        found = self._step_cache.get(key)
-        if found is None:
-            posts = self._authors(step) or {}
-            if field is None:
-                found = {a: [m[3] for m in ms] for a, ms in posts.items()}
-            else:
-                found = {a: [m[3][field] for m in ms] for a, ms in posts.items()}
-            self._step_cache[key] = found
-        return found
-
-    def single_contents(self, step: int, round_idx: int, field: str | None = None) -> dict | None:
-        """Like :meth:`contents_by_author`, one content per author instead of a list, when every
-        author with a visible message has exactly one (the common case: one post a round, one
-        step or one round visible); ``None`` otherwise."""
-        now, before = self._steps_for(step, round_idx)
-        if now and before:
-            return None
-        posts = now or before
-        if not posts:
-            return {}
-        if set(map(len, posts.values())) != {1}:
-            return None
+    def latest_by_author(self, step: int, round_idx: int, field: str | None = None, *,
+                         authors: Iterable[str] | None = None) -> ByAuthor:
+        """:meth:`MessageBus.latest_by_author` for every author (``authors`` is not read), folded
+        from the visible batches without a ``Message`` per post; each whole step's latest is kept.
+        When this step's authors include every author of the previous step (everyone spoke again:
+        the usual round), this step's latest is the answer as it is, with no merge."""
+        windows = self._windows(step, round_idx)
         try:
-            if now:
-                got = {a: ms[0][3] for a, ms in posts.items() if ms[0][2] < round_idx}
-                return got if field is None else {a: c[field] for a, c in got.items()}
-            if field is None:
-                return {a: ms[0][3] for a, ms in posts.items()}
-            return {a: ms[0][3][field] for a, ms in posts.items()}
-        except (KeyError, TypeError, IndexError):
-            return None         # contents_by_author names the message at fault
-
-    def latest_by_author(self, step: int, round_idx: int, field: str | None = None) -> dict:
-        """For every author with a message a reader may see at ``step``, ``round_idx``, the content
-        (``content[field]`` with ``field``) of its latest one: the last of this step's visible
-        rounds, else the last of the previous step's (when carried). Authors with none are absent.
-
-        What a state-sharing model reads (an opinion, a price): each neighbour's current value,
-        not every value it stated. With one round a step it is every visible message.
-        """
-        return self._latest_by_author(step, round_idx, field).as_dict()
-
-    def _latest_by_author(self, step: int, round_idx: int, field: str | None) -> Latest:
-        """:meth:`latest_by_author` as parallel lists, maybe ones the bus keeps for the next
-        reader: read them, never change them."""
-        now = self._steps.get(step) if round_idx > 0 else None
-        before = self._steps.get(step - 1) if self.carry_previous_step else None
-        whole = not now or self._rounds[step] < round_idx     # every round of this step is visible
-        try:
-            latest_now = (self._step_latest(step, field) if whole else
-                          fold([b for b in now if b.round < round_idx], field)) if now else Latest()
-            latest_before = self._step_latest(step - 1, field) if before else Latest()
-        except (KeyError, TypeError, IndexError):
-            now_by, before_by = self._steps_for(step, round_idx)
-            last = _latest_one_by_one(now_by, before_by, round_idx, field)
-            return Latest(list(last), list(last.values()))
-        if not latest_now.authors or not latest_before.authors:
-            return latest_now if latest_now.authors else latest_before
-        if whole and (step in self._covering or latest_now.covers(latest_before)):
-            self._covering.add(step)            # authors are only ever added to a step: it stays so
-            return latest_now                   # everyone of last step has spoken since
-        out = Latest(latest_before.authors, latest_before.contents)
-        out.add(latest_now.authors, latest_now.contents)
-        return out
-
-    def _step_latest(self, step: int, field: str | None) -> Latest:
-        """Every author's latest content of a whole step, kept while nothing is posted to it."""
-        key = (step, field, "latest")
-        found = self._step_cache.get(key)
-        if found is None:
-            found = self._step_cache[key] = fold(self._steps.get(step, ()), field)
-        return found
+            parts = [posts.latest(field, below) for posts, below in windows]
+        except FIELD_ERRORS:            # only each author's latest must have the field: message by message
+            last = {}
+            for posts, below in windows:
+                for a, ms in posts.by_author().items():
+                    seen = ms if ms[-1][2] < below else [m for m in ms if m[2] < below]
+                    if seen:
+                        last[a] = seen[-1]
+            return _field_of(last, field)
+        if not parts:
+            return ByAuthor([], [])
+        if len(parts) == 1 or _covers(windows, parts):
+            return ByAuthor(parts[-1].authors, parts[-1].contents)
+        out = Latest(parts[0].authors, parts[0].contents)
+        out.add(parts[1].authors, parts[1].contents)
+        return ByAuthor(out.authors, out.contents)
 
     def drain(self) -> list[Message]:
-        """The messages posted since the last drain, in posting order; the buffer is cleared."""
         batches, self._undrained = self._undrained, []
         return [m for b in batches for m in b.messages()]
 
     def drain_columns(self) -> dict[str, list]:
-        """What :meth:`drain` gives, as plain lists by field (``author_id``, ``step``, ``round``,
-        ``content``, ``channel``, ``kind``, ``audience``, ``reply_to``), without a ``Message``
-        per post: the collector's way to fill the ``messages`` table. A subclass with a ``drain`` of
-        its own (one that filters what is stored, say) keeps its rule: its ``drain`` is used."""
-        if type(self).drain is not InMemoryMessageBus.drain:
-            return self.drain()
+        """:meth:`MessageBus.drain_columns` from the batches' lists, without a ``Message`` per post."""
         batches, self._undrained = self._undrained, []
         out: dict[str, list] = {name: [] for name in Message._fields}
         for b in batches:
@@ -329,27 +327,17 @@ class InMemoryMessageBus(MessageBus):
         return sorted(self._steps)
 
 
-def _latest_one_by_one(now: dict | None, before: dict | None, round_idx: int, field: str | None) -> dict:
-    """``latest_by_author`` message by message: when only some of this step's rounds are visible,
-    or some content has no ``field`` (only each author's latest visible message must have it, and
-    the error names the first that does not)."""
-    last = {a: ms[-1] for a, ms in (before or {}).items()}
-    for a, ms in (now or {}).items():
-        seen = [m for m in ms if m[2] < round_idx]
-        if seen:
-            last[a] = seen[-1]
-    try:
-        return {a: m[3] if field is None else m[3][field] for a, m in last.items()}
-    except (KeyError, TypeError, IndexError):
-        raise missing_field(list(last.values()), field) from None
-
-
-def missing_field(read: list[Message], field: str) -> KeyError:
-    """The error for the first message read whose content has no ``field``."""
-    bad = next((m for m in read if not isinstance(m[3], dict) or field not in m[3]), None)
-    if bad is None:
-        return KeyError(field)
-    return KeyError(f"the message of '{bad[0]}' at step {bad[1]} round {bad[2]} has no content "
-                    f"field '{field}' (content: {bad[3]!r:.80})")
-
-
+def _covers(windows: list[tuple[StepPosts, float]], parts: list[Latest]) -> bool:
+    """The later window's authors include every author of the earlier one's (two windows: last
+    step whole, this step). Remembered on this step while it is read whole, against the version
+    of the previous step: authors are only ever added to a step, so it stays so until the
+    previous step gets a post."""
+    (before, _), (now, below) = windows
+    whole = now.whole(below)
+    if whole and now.covered == before.version:
+        return True
+    if not parts[1].covers(parts[0]):
+        return False
+    if whole:
+        now.covered = before.version
+    return True

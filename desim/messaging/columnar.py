@@ -2,12 +2,23 @@
 
 Large rule-based studies on the columnar path use :class:`ColumnarFeed`
 instead of an ``InMemoryMessageBus`` and a ``NeighborFeed``: the same rule
-over numpy arrays (agents are positions, the network a CSR adjacency, a
-round's posts one batch of columns), so a round costs a few array operations
-over the delivered messages rather than Python per agent. ``visible`` returns
-every delivered message (in ``visible_to``'s order); ``neighbour_sum`` only
-counts and sums them, in cache-sized blocks, which is what most rule models
-need; ``drain`` returns an Arrow table.
+(``visible_windows``, the one place it is written, selects the batches every
+read sees) over numpy arrays (agents are positions, the network a CSR
+adjacency, a round's posts one batch of columns), so a round costs a few array
+operations over the delivered messages rather than Python per agent.
+``visible`` returns every delivered message (in ``visible_to``'s order);
+``neighbour_sum`` only counts and sums them, in cache-sized blocks, which is
+what most rule models need; ``drain`` (and ``drain_columns``, the collector's
+call on every bus) returns an Arrow table.
+
+How it relates to the ``MessageBus`` protocol: it is not a subclass, because
+what it takes and gives are arrays of positions, not ids and ``Message``
+objects (``post`` takes a round's authors and content columns, ``visible``
+answers for many recipients at once). What it shares is the rule, the
+delivery order and the stored form: for the same posts, ``visible(...)`` holds
+exactly the messages ``InMemoryMessageBus.visible_to`` returns, in the same
+order, and ``drain()`` the rows ``drain_columns()`` would store (tested in
+``tests/test_bus_properties.py``).
 """
 from __future__ import annotations
 
@@ -17,7 +28,7 @@ import networkx as nx
 import numpy as np
 import pyarrow as pa
 
-from desim.messaging.bus import POST_KINDS
+from desim.messaging.bus import POST_KINDS, visible_windows
 from desim.records import Message
 
 
@@ -93,7 +104,8 @@ class Delivery:
 
 
 class ColumnarFeed:
-    """A ``NeighborFeed`` and bus for the columnar path, with the same visibility rule.
+    """A ``NeighborFeed`` and bus for the columnar path, with the same visibility rule
+    (``visible_windows``) as every ``MessageBus``, over positions and arrays.
 
     Agents are positions ``0..n-1`` in population order; the network is a CSR
     adjacency (``indptr``, ``indices``) of whom each agent hears (its
@@ -154,6 +166,14 @@ class ColumnarFeed:
         return len(authors)
 
     # --- reading ---------------------------------------------------------------
+    def _visible_batches(self, step: int, round_idx: int) -> list[_Batch]:
+        """The batches the rule lets a reader at ``step``, ``round_idx`` see, window by window
+        (oldest first), each window's by round, posting order within a round."""
+        out = []
+        for s, below in visible_windows(step, round_idx, self.carry_previous_step):
+            out += sorted((b for b in self._batches if b.step == s and b.round < below), key=lambda b: b.round)
+        return out
+
     def _neighbours_of(self, recipients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(recipient row, neighbour position) for every edge out of ``recipients``."""
         if len(recipients) == self.n and np.array_equal(recipients, np.arange(self.n)):
@@ -176,10 +196,7 @@ class ColumnarFeed:
         """
         recipients = np.asarray(recipients, dtype=np.int64)
         r = len(recipients)
-        batches = sorted((b for b in self._batches
-                          if (b.step == step and b.round < round_idx)
-                          or (self.carry_previous_step and b.step == step - 1)),
-                         key=lambda b: (b.step, b.round))
+        batches = self._visible_batches(step, round_idx)
         names = sorted({k for b in batches for k in b.columns})
         batch_steps = np.array([b.step for b in batches], np.int32)
         batch_rounds = np.array([b.round for b in batches], np.int32)
@@ -228,10 +245,7 @@ class ColumnarFeed:
         recipients = np.asarray(recipients, dtype=np.int64)
         r = len(recipients)
         count, total = np.zeros(r, np.int64), np.zeros(r)
-        batches = sorted((b for b in self._batches
-                          if len(b.authors) and ((b.step == step and b.round < round_idx)
-                                                 or (self.carry_previous_step and b.step == step - 1))),
-                         key=lambda b: (b.step, b.round))
+        batches = [b for b in self._visible_batches(step, round_idx) if len(b.authors)]
         for b in batches:
             if name not in b.columns:
                 raise ValueError(f"ColumnarFeed: step {b.step} round {b.round} posts have no field '{name}'")
@@ -284,6 +298,11 @@ class ColumnarFeed:
             return pa.table({"step": pa.array([], pa.int32()), "round": pa.array([], pa.int32()),
                              "author_id": pa.array([], pa.string())})
         return pa.concat_tables(tables, promote_options="default")
+
+    def drain_columns(self) -> pa.Table:
+        """:meth:`drain`: what the collector calls on any bus (``EnvironmentProvider.drain_messages``),
+        already columns here."""
+        return self.drain()
 
     def drain_messages(self) -> list[Message]:
         """The drained posts as ``Message`` objects, for an engine that stores messages one by one."""

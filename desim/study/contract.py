@@ -198,16 +198,14 @@ class EnvironmentProvider(Component):
     def drain_messages(self) -> list[Message] | "pa.Table":
         """Messages posted since the last call, for the ``messages`` table (the collector calls it).
 
-        A list of ``Message``; the same as a dict of lists by field
-        (``InMemoryMessageBus.drain_columns``, the default's answer for that bus: no ``Message``
-        object per post); or (columnar studies) a pyarrow Table shaped like
-        ``desim.messaging.columnar.ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience, reply_to.
+        A list of ``Message``; the same as a dict of lists by field, which is what this default
+        returns: ``self.bus.drain_columns()``, which every ``MessageBus`` gives (``InMemoryMessageBus``
+        without a ``Message`` object per post); or (columnar studies) a pyarrow Table shaped like
+        ``desim.messaging.columnar.ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience,
+        reply_to (a ``ColumnarFeed`` as ``self.bus`` gives it as its ``drain_columns`` too).
         """
         bus = self.bus
-        if bus is None:
-            return []
-        drain = getattr(bus, "drain_columns", None)   # the bus's own columns, or its drain()
-        return drain() if drain is not None else bus.drain()
+        return [] if bus is None else bus.drain_columns()
 
     # --- columnar path (optional) -------------------------------------------
     def observe_columns(self, idx: np.ndarray, t: int, round_idx: int) -> dict[str, np.ndarray]:
