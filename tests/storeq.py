@@ -29,3 +29,13 @@ def query(db, sql, params=()):
 def sql(root, text, params=()):
     """Rows of ``text`` on the store of the study folder ``root``."""
     return query(store_path(root), text, params)
+
+
+def sql_desim(root, text, params=()):
+    """Rows of ``text`` through desim's reader, which also sees the runs still going (or killed before
+    their end) from their journals; a plain DuckDB connection sees the ended runs only."""
+    con = read_only(store_path(root))
+    try:
+        return con.execute(text, list(params)).fetchall()
+    finally:
+        con.close()

@@ -1,5 +1,5 @@
-"""What a run promises about its step files: a step is reported (``on_step``) only once its folder is in
-place, nothing of the next step is decided while it could still be lost, and a write that fails fails
+"""What a run promises about its steps on disk: a step is reported (``on_step``) only once it is committed
+to the run's journal, nothing of the next step is decided while it could still be lost, and a write that fails fails
 the run with the steps before it kept. Writing is slowed down here, so that a writer that ran behind
 the run (on a thread of its own, say: tried for issue 13, no faster) would fail the first test."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import pytest
 
 import desim
-from desim.store import files as datafiles
+from desim.store import journal
 from desim import RunFailed
 from desim.experiments.recording import record, sink_for
 from desim.run.assemble import assemble
@@ -19,19 +19,21 @@ from storeq import query as rows
 
 
 def slow_writes(monkeypatch, fail_step: int | None = None):
-    real = datafiles._write
+    real = journal.Journal.append
 
-    def write(table, path):
+    def append(self, step, tables):
         time.sleep(0.03)                    # the writer lags well behind the tiny steps
-        if fail_step is not None and f"-{fail_step:06d}-" in path.parent.name:
+        if fail_step is not None and step == fail_step:
             raise OSError(28, "No space left on device")
-        real(table, path)
+        real(self, step, tables)
 
-    monkeypatch.setattr(datafiles, "_write", write)
+    monkeypatch.setattr(journal.Journal, "append", append)
 
 
-def step_folder(root, run_id: str, step: int):
-    return store_path(root).parent / "data" / f"run_id={run_id}" / "steps" / f"{step:06d}"
+def committed(root, run_id: str, step: int) -> bool:
+    """Whether ``step`` is committed to the run's journal (what a reader and a resume would find)."""
+    last = journal.last_commit(store_path(root).parent / "data" / f"run_id={run_id}" / "journal")
+    return last is not None and last["step"] >= step
 
 
 def test_a_step_is_in_place_before_it_is_reported_and_before_the_next_step_decides(tmp_path, monkeypatch):
@@ -44,12 +46,12 @@ def test_a_step_is_in_place_before_it_is_reported_and_before_the_next_step_decid
 
     def decide_checked(observations, memories):
         t = observations[0].step
-        seen.append(("decide", t, step_folder(root, engine.run_id, t - 1).is_dir()))
+        seen.append(("decide", t, committed(root, engine.run_id, t - 1)))
         return decide(observations, memories)
 
     engine.decision.decide_batch = decide_checked
     result = record(engine, sink_for(spec), on_step=lambda t, m: seen.append(
-        ("reported", t, step_folder(root, engine.run_id, t).is_dir())))
+        ("reported", t, committed(root, engine.run_id, t))))
     assert result.status == "completed"
     assert [s for s in seen if s[0] == "reported"] == [("reported", t, True) for t in range(1, 6)]
     assert [s for s in seen if s[0] == "decide"] == [("decide", t, True) for t in range(1, 6) for _ in range(2)]

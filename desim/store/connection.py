@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import duckdb
+import pyarrow as pa
 
 from desim.errors import StoreError
+from desim.store import journal
 from desim.store.files import ensure_anchors
 from desim.store.layout import StudyLayout, layout_of
 from desim.store.schema import MIGRATIONS, VIEWS, file_pattern, paired_sql, view_sql
@@ -143,13 +145,18 @@ def _writer_waiting(layout: StudyLayout, attempts: int | None, wait: float,
             time.sleep(0.5)
 
 
-def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempts: int = 5) -> None:
+def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempts: int = 5,
+                 with_live: bool = True) -> None:
     """(Re)define the views over the data folder. Defining one reads the files' schemas; a run
     that is merging its step files at that moment can remove one under us, so try again.
 
     The stored views are redefined only when missing or when the data folder's path changed (a
     study that was moved), since binding them reads every file's footer."""
-    wanted = view_sql(data, temp)
+    live = live_journals(con, data) if with_live else {}
+    if live and not temp:           # the stored views stay as they are; this connection also sees the live runs
+        define_views(con, data, temp=False, attempts=attempts, with_live=False)
+        temp = True
+    wanted = view_sql(data, temp, live)
     if not temp:
         stored = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = "
                                   "current_database() AND schema_name = 'main'").fetchall())
@@ -166,6 +173,24 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
                 time.sleep(0.02)
     for sql in paired_sql(temp):
         con.execute(sql)
+
+
+def live_journals(con: duckdb.DuckDBPyConnection, data: Path) -> dict[str, list[tuple[str, str, bool]]]:
+    """Register the committed journal of every run still going (or killed before its merge) on
+    ``con``: ``{file name: [(run id, relation, whether the run had a merged file)]}`` for ``view_sql``."""
+    out: dict[str, list[tuple[str, str, bool]]] = {}
+    for n, log in enumerate(sorted(data.glob(f"run_id=*/journal/{journal.LOG}"))):
+        run_dir = log.parent.parent
+        run_id = run_dir.name.removeprefix("run_id=")
+        _, tables = journal.read(log.parent)
+        for name, batches in tables.items():
+            if not batches:
+                continue
+            relation = f"desim_journal_{n}_{name}"
+            schema = journal.unified(batches)
+            con.register(relation, pa.Table.from_batches([journal.conform(b, schema) for b in batches], schema))
+            out.setdefault(name, []).append((run_id, relation, (run_dir / f"{name}.parquet").exists()))
+    return out
 
 
 def check_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:

@@ -85,16 +85,34 @@ def _files(root: str, name: str) -> str:
             "hive_types = {'run_id': VARCHAR})")
 
 
-def view_sql(data: Path, temp: bool) -> dict[str, str]:
-    """``{view: CREATE statement}`` over the data folder ``data`` (its absolute path is in the text)."""
+def view_sql(data: Path, temp: bool, live: dict[str, list[tuple[str, str, bool]]] | None = None) -> dict[str, str]:
+    """``{view: CREATE statement}`` over the data folder ``data`` (its absolute path is in the text).
+
+    ``live`` adds the runs still going: ``{file name: [(run id, registered relation, merged before)]}``,
+    each run's committed journal registered as a relation. The Parquet part leaves out a live run
+    that had no merged file when its journal was read, so a connection that outlives the run's
+    end (its merge) does not count its rows twice."""
     root = str(data.resolve()).replace("'", "''")
     kind = "TEMP VIEW" if temp else "VIEW"
-    out = {view: f"CREATE OR REPLACE {kind} {view} AS SELECT run_id, * EXCLUDE (run_id) FROM {_files(root, name)}"
-           for view, name in VIEWS.items()}
+    live = live or {}
+
+    def rows(name: str, columns: str = "run_id, * EXCLUDE (run_id)", journal_columns: str = "*") -> str:
+        runs = live.get(name, [])
+        fresh = [run for run, _, merged in runs if not merged]
+        where = (" WHERE run_id NOT IN (" + ", ".join(_quoted(r) for r in fresh) + ")") if fresh else ""
+        parts = [f"SELECT {columns} FROM {_files(root, name)}{where}"]
+        parts += [f"SELECT {_quoted(run)} AS run_id, {journal_columns} FROM {relation}" for run, relation, _ in runs]
+        return " UNION ALL BY NAME ".join(parts)
+
+    out = {view: f"CREATE OR REPLACE {kind} {view} AS {rows(name)}" for view, name in VIEWS.items()}
     out["states"] = (f"CREATE OR REPLACE {kind} states AS "
-                     f"SELECT run_id, 0 AS step, agent_id, state FROM {_files(root, 'initial')} "
-                     f"UNION ALL BY NAME SELECT run_id, step, agent_id, state FROM {_files(root, 'panel')}")
+                     f"{rows('initial', 'run_id, 0 AS step, agent_id, state', '0 AS step, agent_id, state')} "
+                     f"UNION ALL BY NAME {rows('panel', 'run_id, step, agent_id, state', 'step, agent_id, state')}")
     return out
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def file_pattern(data: Path, view: str) -> str:
