@@ -5,6 +5,7 @@
     python benchmarks/bench_network_views.py --smoke              # tiny sizes (a test runs it)
     python benchmarks/bench_network_views.py --json PATH          # and the figures as one JSON object
     python benchmarks/bench_network_views.py --pictures docs/images   # the layout PNGs of docs/images
+    python benchmarks/bench_network_views.py --part views         # only desim's views end to end (below)
 
 Graphs: Barabasi-Albert m = 3 and Watts-Strogatz k = 10, p = 0.1 (networkx generators, seed 1).
 
@@ -29,10 +30,19 @@ and networkx's louvain_communities: CPU, count and modularity. View data: the co
 layout), hop distances from the seeds with the ring placement, and the step each agent changed
 state. Rendering: a PNG of every agent (matplotlib: edges, nodes sized by degree) and of the
 community view.
+
+Views end to end (``--part views``, and after the candidates in a full run): for each size and graph a
+real desim run of an SIR (``desim.diffusion``, 30 days), then ``desim viz diffusion`` as a command, cold
+(no stored layout: it is computed and stored) and warm (reused), its CPU (user + system, all threads);
+the view data and each view's PNG in this process; and, when Chromium is installed, the dashboard's
+first picture (Playwright: from the click on "Show network" to the canvas's ``data-drawn`` signal, a
+fresh server each time, cold and warm) and the time to each other view. Last, the renderer race: a 2-D
+canvas against sigma.js 3 (WebGL, read from git where it was vendored) drawing every node and link.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import subprocess
@@ -500,17 +510,296 @@ def pictures(folder: Path) -> list[Path]:
     return written
 
 
+# ---------------------------------------------------------------- the views end to end (issue 29, items 1-4)
+
+VIEW_STEPS = 30
+
+
+def write_sir_study(root: Path, kind: str, n: int) -> Path:
+    """A desim.diffusion SIR study (beta 0.05, gamma 0.2, 10 seeds, 30 steps) on the benchmark's graphs."""
+    import json
+    interaction = {"kind": "barabasi_albert", "m": 3} if kind == "ba" else {"kind": "watts_strogatz", "k": 10, "p": 0.1}
+    files = {
+        "study.json": {"id": root.name, "title": f"SIR on {'BA m=3' if kind == 'ba' else 'WS k=10 p=0.1'}, {n:,} agents",
+                       "display_metrics": ["share_I", "cumulative_incidence"], "display_states": ["state"],
+                       "state_colors": {"state": {"S": "#4c78a8", "I": "#d62728", "R": "#9e9e9e"}}},
+        "simulation/simulation.json": {
+            "n_steps": VIEW_STEPS, "time_unit": "day", "seed": 1, "memory_window": 0, "agent_processes": False,
+            "decision": {"ref": "desim.diffusion:SIR", "args": {"beta": 0.05, "gamma": 0.2}},
+            "collector": {"ref": "desim.diffusion:Prevalence"}},
+        "population/population.json": {"provider": {"ref": "desim.diffusion:Nodes", "args": {"n": n}},
+                                       "interaction": interaction},
+        "environment/environment.json": {"provider": {"ref": "desim.diffusion:NetworkState", "args": {"seeds": 10}}},
+    }
+    for rel, body in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(json.dumps(body), encoding="utf-8")
+    return root
+
+
+def child_cpu(cmd: list[str], cwd: Path) -> tuple[float, float, str, str]:
+    """CPU (user + system, all threads) and wall seconds of a command, its stdout and stderr."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ((r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), time.perf_counter() - w0,
+            proc.stdout, proc.stderr)
+
+
+def chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Dashboard:
+    """``desim dashboard`` over a folder, in its own process (a fresh one: nothing cached in memory)."""
+
+    def __init__(self, folder: Path):
+        self.proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "dashboard", str(folder), "--port", "0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.url = self.proc.stdout.readline().split()[3].rstrip("/")
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def first_picture(browser, url: str, sid: str, views: list[str]) -> dict:
+    """Seconds from the "Show network" click to the first view drawn (``data-drawn`` set), then to each
+    other view after its button; the bytes of each answer."""
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.set_default_timeout(900_000)
+    sizes: dict[str, int] = {}
+    page.on("response", lambda r: sizes.__setitem__(r.url, len(r.body())) if "/network?" in r.url else None)
+    page.goto(f"{url}/#/study/{sid}")
+    page.wait_for_selector("#study-title[data-ready]")
+    page.select_option("#net-state", "state")
+    t0 = time.perf_counter()
+    page.click("text=Show network")
+    page.wait_for_selector("#net-view[data-drawn]")
+    out = {"first_view": page.get_attribute("#net-view", "data-view"), "first_s": time.perf_counter() - t0}
+    for view in views:
+        if view == out["first_view"]:
+            continue
+        t0 = time.perf_counter()
+        page.click(f'#net-view .dn-views button[data-view="{view}"]')
+        page.wait_for_selector(f'#net-view[data-drawn^="{view}:"]')
+        out[f"{view}_s"] = time.perf_counter() - t0
+    out["payload_kb"] = {u.split("view=")[-1] if "view=" in u else "first": b / 1024 for u, b in sizes.items()}
+    page.close()
+    return out
+
+
+def one_study(folder: Path, kind: str, n: int, browser) -> dict:
+    """A real run of the SIR study, then: ``desim viz diffusion`` cold (no stored layout) and warm, the view
+    data and each view's PNG in this process, and the dashboard's first picture cold and warm."""
+    from desim import network_views as nv
+    from desim.report import diffusion as drawing
+    from desim.report.figures import png as to_png
+    name = {"ba": "BA m=3", "ws": "WS k=10 p=0.1"}[kind]
+    root = write_sir_study(folder / f"sir_{kind}_{n}", kind, n)
+    cpu, wall, _, _ = child_cpu([sys.executable, "-m", "desim.cli", "run", str(root)], folder)
+    out = {"graph": name, "kind": kind, "n": n, "run_cpu_s": cpu, "run_wall_s": wall}
+    print(f"  {name}, {n:,} agents: run {wall:.1f} s", file=sys.stderr, flush=True)
+    layouts = root / "runs" / "layouts"
+    cli = [sys.executable, "-m", "desim.cli", "viz", "diffusion", str(root), "--state", "state"]
+    shutil.rmtree(layouts, ignore_errors=True)
+    cpu, wall, stdout, stderr = child_cpu(cli, folder)
+    out.update(cli_cold_cpu_s=cpu, cli_cold_wall_s=wall, cli_progress_lines=stderr.count("\n"),
+               cli_stored=("computed and stored" in stdout) or n > nv.MAX_NODES)
+    cpu, wall, stdout, _ = child_cpu(cli, folder)
+    out.update(cli_warm_cpu_s=cpu, cli_warm_wall_s=wall, cli_reused=("(reused)" in stdout) or n > nv.MAX_NODES)
+    print(f"    desim viz diffusion: {out['cli_cold_cpu_s']:.1f} s CPU cold, {cpu:.1f} s warm", file=sys.stderr,
+          flush=True)
+    (pic, c, w) = timed(nv.picture, root, "state", max_nodes=10**9)
+    out.update(picture_warm_cpu_s=c, picture_warm_wall_s=w, views=list(pic["meta"]["views"]),
+               suggested=pic["meta"]["suggested"], size_by=pic["meta"]["size_by"],
+               communities=len(pic["communities"]["size"]),
+               reused=bool(pic["network"]["layout"]["reused"]), layout_s=pic["network"]["layout"]["seconds"])
+    out["png"] = {}
+    for view in pic["meta"]["views"]:
+        fig, c1, _ = timed(drawing.view_figure, pic, view)
+        data, c2, _ = timed(to_png, fig)
+        out["png"][view] = {"cpu_s": c1 + c2, "kb": len(data) / 1024}
+    html, c, _ = timed(drawing.player_html, pic)
+    out.update(html_cpu_s=c, html_kb=len(html.encode()) / 1024)
+    print(f"    PNGs: " + ", ".join(f"{v} {r['cpu_s']:.1f} s" for v, r in out["png"].items()), file=sys.stderr, flush=True)
+    if browser is not None:
+        views = list(pic["meta"]["views"])
+        del pic
+        shutil.rmtree(layouts, ignore_errors=True)
+        server = Dashboard(folder)
+        try:
+            out["dashboard_cold"] = first_picture(browser, server.url, root.name, views)
+        finally:
+            server.close()
+        server = Dashboard(folder)
+        try:
+            out["dashboard_warm"] = first_picture(browser, server.url, root.name, views)
+        finally:
+            server.close()
+        print(f"    dashboard first picture ({out['dashboard_cold']['first_view']}): "
+              f"{out['dashboard_cold']['first_s']:.1f} s cold, {out['dashboard_warm']['first_s']:.1f} s warm",
+              file=sys.stderr, flush=True)
+    return out
+
+
+def renderer_race(browser, folder: Path, sizes: list[int]) -> list[dict]:
+    """What draws a network fastest in this Chromium: the 2-D canvas of ``desim.report.netview``'s method
+    against sigma.js 3 (WebGL, as vendored before; read from git), every node and every link."""
+    import http.server
+    import json
+    import threading
+    from functools import partial
+    try:
+        sigma = subprocess.run(["git", "show", "8c69b76:desim/dashboard/static/vendor/sigma.min.js"], cwd=ROOT,
+                               capture_output=True, check=True).stdout
+        graphology = subprocess.run(["git", "show", "8c69b76:desim/dashboard/static/vendor/graphology.umd.min.js"],
+                                    cwd=ROOT, capture_output=True, check=True).stdout
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return []
+    site = folder / "race"
+    site.mkdir(exist_ok=True)
+    (site / "sigma.min.js").write_bytes(sigma)
+    (site / "graphology.umd.min.js").write_bytes(graphology)
+    for n in sizes:
+        edges = make_graph("ba", n)
+        xy = np.random.default_rng(0).random((n, 2)).round(4)
+        (site / f"g{n}.json").write_text(json.dumps({"n": n, "edges": edges.ravel().tolist(), "x": xy[:, 0].tolist(),
+                                                     "y": xy[:, 1].tolist()}))
+    (site / "canvas.html").write_text(RACE_CANVAS)
+    (site / "sigma.html").write_text(RACE_SIGMA)
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    out = []
+    try:
+        for n in sizes:
+            for who in ("canvas", "sigma"):
+                page = browser.new_page()
+                page.goto(f"http://127.0.0.1:{server.server_address[1]}/{who}.html")
+                got = page.evaluate(f"go({n})")
+                page.close()
+                out.append({"renderer": who, "n": n, "edges": int(len(make_graph("ba", n))), **got})
+                print(f"    {who} {n:,}: {got['total'] / 1000:.1f} s to the first picture", file=sys.stderr, flush=True)
+    finally:
+        server.shutdown()
+    return out
+
+
+RACE_CANVAS = """<html><body><canvas id="c" width="760" height="760"></canvas><script>
+async function go(n) {
+  const t0 = performance.now(), D = await (await fetch(`g${n}.json`)).json(), t1 = performance.now();
+  const ctx = document.getElementById("c").getContext("2d"), X = new Float32Array(n), Y = new Float32Array(n);
+  for (let i = 0; i < n; i++) { X[i] = 10 + D.x[i] * 740; Y[i] = 10 + D.y[i] * 740; }
+  ctx.strokeStyle = "rgba(125,138,151,0.1)"; ctx.lineWidth = 0.5; ctx.beginPath();
+  for (let e = 0; e < D.edges.length; e += 2) { ctx.moveTo(X[D.edges[e]], Y[D.edges[e]]); ctx.lineTo(X[D.edges[e + 1]], Y[D.edges[e + 1]]); }
+  ctx.stroke();
+  const cols = ["#4c78a8", "#d62728", "#9e9e9e"];
+  for (let i = 0; i < n; i++) { ctx.fillStyle = cols[i % 3]; ctx.beginPath(); ctx.arc(X[i], Y[i], 1.5, 0, 6.2832); ctx.fill(); }
+  ctx.getImageData(0, 0, 1, 1);                       // wait until the pixels are there
+  return {fetch: t1 - t0, total: performance.now() - t0};
+}</script></body></html>"""
+
+RACE_SIGMA = """<html><body><div id="c" style="width:760px;height:760px"></div>
+<script src="graphology.umd.min.js"></script><script src="sigma.min.js"></script><script>
+async function go(n) {
+  const t0 = performance.now(), D = await (await fetch(`g${n}.json`)).json(), t1 = performance.now();
+  const g = new graphology.Graph({type: "undirected"});
+  for (let i = 0; i < n; i++) g.addNode(i, {x: D.x[i], y: D.y[i], size: 1.5, color: "#4c78a8"});
+  for (let e = 0; e < D.edges.length; e += 2) g.mergeEdge(D.edges[e], D.edges[e + 1]);
+  new Sigma(g, document.getElementById("c"));
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return {fetch: t1 - t0, total: performance.now() - t0};
+}</script></body></html>"""
+
+
+def views_table(rows: list[dict], race: list[dict]) -> str:
+    lines = ["End to end on real desim runs (an SIR of desim.diffusion, 30 days; CPU = user + system of all threads):",
+             "", "| graph | agents | `desim viz diffusion` CPU s, cold / warm | wall s, cold / warm | view data (warm) CPU s |"
+             " PNG CPU s (kB): network · communities · adoption · tree | player HTML kB |",
+             "|---|---:|---:|---:|---:|---|---:|"]
+    for r in rows:
+        pngs = " · ".join(f"{r['png'][v]['cpu_s']:.2f} ({r['png'][v]['kb']:,.0f})" if v in r["png"] else "-"
+                          for v in ("network", "communities", "adoption", "tree"))
+        lines.append(f"| {r['graph']} | {r['n']:,} | {r['cli_cold_cpu_s']:.2f} / {r['cli_warm_cpu_s']:.2f} | "
+                     f"{r['cli_cold_wall_s']:.1f} / {r['cli_warm_wall_s']:.1f} | {r['picture_warm_cpu_s']:.2f} | {pngs} | "
+                     f"{r['html_kb']:,.0f} |")
+    if any("dashboard_cold" in r for r in rows):
+        lines += ["", "Dashboard (headless Chromium, no GPU; seconds from the click to the picture on screen; cold: "
+                      "no stored layout, fresh server):", "",
+                  "| graph | agents | first view | first picture, cold | warm | network | communities | adoption | tree |"
+                  " first answer kB |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            c, w = r.get("dashboard_cold"), r.get("dashboard_warm")
+            if not c:
+                continue
+            cells = " | ".join("-" if v == c["first_view"] else f"{c.get(v + '_s', float('nan')):.1f}"
+                               for v in ("network", "communities", "adoption", "tree"))
+            lines.append(f"| {r['graph']} | {r['n']:,} | {c['first_view']} | {c['first_s']:.1f} | {w['first_s']:.1f} | "
+                         f"{cells} | {c['payload_kb'].get('first', 0):,.0f} |")
+    if race:
+        lines += ["", "Renderers, every node and link of a BA m=3 graph (seconds to the first picture):", "",
+                  "| agents | links | 2-D canvas | sigma.js 3 (WebGL, software) |", "|---:|---:|---:|---:|"]
+        for n in sorted({r["n"] for r in race}):
+            got = {r["renderer"]: r for r in race if r["n"] == n}
+            lines.append(f"| {n:,} | {got['canvas']['edges']:,} | {got['canvas']['total'] / 1000:.2f} | "
+                         f"{got['sigma']['total'] / 1000:.2f} |")
+    return "\n".join(lines)
+
+
+def run_views(sizes: list[int], browser_ok: bool, race_sizes: list[int]) -> tuple[list[dict], list[dict]]:
+    import tempfile
+    rows, race = [], []
+    with tempfile.TemporaryDirectory(prefix="bench_views_") as tmp:
+        folder = Path(tmp)
+        browser = pw = None
+        if browser_ok and chromium():
+            from playwright.sync_api import sync_playwright
+            pw = sync_playwright().start()
+            # the profile under the system's temporary folder: Chromium refuses a socket path past 107
+            # bytes, which a deep TMPDIR (a test's) gives it
+            browser = pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"],
+                                         env={**os.environ, "TMPDIR": "/tmp"})
+        try:
+            for n in sizes:
+                for kind in ("ba", "ws"):
+                    rows.append(one_study(folder, kind, n, browser))
+            if browser is not None and race_sizes:
+                race = renderer_race(browser, folder, race_sizes)
+        finally:
+            if browser is not None:
+                browser.close()
+                pw.stop()
+    return rows, race
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], default=None)
     p.add_argument("--smoke", action="store_true", help=f"tiny sizes ({SMOKE_SIZES})")
     p.add_argument("--pictures", type=Path, metavar="DIR", help="write layout_ba5000.png and layout_ws1000.png there")
+    p.add_argument("--part", choices=["all", "layouts", "views"], default="all",
+                   help="layouts: the candidates side by side; views: desim's views end to end on real runs "
+                        "(desim viz diffusion, the PNGs, the dashboard's first picture); all: both")
+    p.add_argument("--no-browser", action="store_true", help="leave out the dashboard's timings in Chromium")
     jsonout.add_option(p)
     args = p.parse_args()
     if args.pictures:
         pictures(args.pictures)
         return
     sizes = args.sizes or (SMOKE_SIZES if args.smoke else SIZES)
+    if args.part == "views":
+        t0 = time.perf_counter()
+        rows, race = run_views(sizes, not args.no_browser, [] if args.smoke else [5000, 20000, 100000])
+        print(f"bench_network_views --part views: sizes {sizes}, {time.perf_counter() - t0:.0f} s in all")
+        print()
+        print(views_table(rows, race))
+        jsonout.write(args.json, {"sizes": sizes, "views": rows, "renderers": race})
+        return
     candidates = [c for c in CANDIDATES if c[4]()]
     missing = [c[0] for c in CANDIDATES if not c[4]()]
     communities = community_candidates(args.smoke)
@@ -524,7 +813,13 @@ def main() -> None:
           + (f"; not installed: {', '.join(missing)}" if missing else ""))
     print()
     print(tables(results))
-    jsonout.write(args.json, {"sizes": sizes, "results": results, "not_installed": missing})
+    rows, race = ([], [])
+    if args.part == "all":
+        rows, race = run_views(sizes, not args.no_browser, [] if args.smoke else [5000, 20000, 100000])
+        print()
+        print(views_table(rows, race))
+    jsonout.write(args.json, {"sizes": sizes, "results": results, "not_installed": missing, "views": rows,
+                              "renderers": race})
 
 
 if __name__ == "__main__":

@@ -324,6 +324,7 @@ def layout(graph_or_edges, ids: Sequence, *, seed: int, progress: Progress | Non
                     local = np.asarray(sub.layout_kamada_kawai().coords, dtype=float)
                 elif size < MULTILEVEL_FROM:
                     current["stage"] = (0.0, 1.0, f"DrL on {size:,} agents")
+                    report(state["done"] / total, current["stage"][2])     # said even if igraph reports nothing
                     local = _drl(ig, sub, size)
                 else:
                     def stage(start: float, end: float, text: str, size=size) -> None:
@@ -342,12 +343,17 @@ def layout(graph_or_edges, ids: Sequence, *, seed: int, progress: Progress | Non
 def network_key(graph_or_edges, ids: Sequence, seed: int) -> str:
     """A name for (the method, the ids in order, the undirected edges, the seed): a stored layout
     with the same key is the one :func:`layout` would compute. Hex SHA-256."""
+    return indexed_key(index_edges(graph_or_edges, ids), ids, seed)
+
+
+def indexed_key(edges: np.ndarray, ids: Sequence, seed: int) -> str:
+    """:func:`network_key` of edges already given as :func:`index_edges` returns them (positions into
+    ``ids``, each row u < v, sorted, unique): the same key, without matching ids again."""
     h = hashlib.sha256()
     h.update(f"{METHOD}\0{int(seed)}\0{len(ids)}\0".encode())
-    for a in ids:
-        h.update(str(a).encode())
-        h.update(b"\0")
-    h.update(index_edges(graph_or_edges, ids).astype("<i8").tobytes())
+    h.update("\0".join(str(a) for a in ids).encode())
+    h.update(b"\0")
+    h.update(np.ascontiguousarray(edges, dtype="<i8").tobytes())
     return h.hexdigest()
 
 

@@ -104,6 +104,20 @@ def ba_study(studies_dir: Path, n_agents: int, steps: int = 4, name: str = "rumo
     return study
 
 
+def sir_study(studies_dir: Path, n_agents: int, steps: int = 25, name: str = "sir_ba") -> Path:
+    """An SIR study of ``desim.diffusion`` on a Barabasi-Albert graph (m=2) with declared colours, run once:
+    a state-based model that posts no messages and records who infected whom."""
+    from diffusion_studies import write_study
+    study = write_study(studies_dir / name, "SIR", {"beta": 0.15, "gamma": 0.2}, env={"seeds": 4}, n_steps=steps,
+                        population={"provider": {"ref": "desim.diffusion:Nodes", "args": {"n": n_agents}},
+                                    "interaction": {"kind": "barabasi_albert", "m": 2}})
+    meta = json.loads((study / "study.json").read_text())
+    meta.update(display_states=["state"], state_colors={"state": {"S": "#4c78a8", "I": "#d62728", "R": "#9e9e9e"}})
+    (study / "study.json").write_text(json.dumps(meta))
+    run_study(load_study(study))
+    return study
+
+
 HELD_MODEL = '''
 
 class HeldEnvironment(OpinionEnvironment):

@@ -139,45 +139,51 @@ def test_agent_trajectory_and_messages(site):
 
 def test_network_view_data_over_every_agent(site):
     rid = runs_of(site["good"])[0]
-    net = site["client"].get("/api/studies/opinion_diffusion/network", params={"run": rid, "state": "opinion"}).json()
+    url = "/api/studies/opinion_diffusion/network"
+    net = site["client"].get(url, params={"run": rid, "state": "opinion"}).json()
     n = sql(site["good"], "SELECT count(*) FROM initial_states WHERE run_id=?", [rid])[0][0]
-    assert len(net["ids"]) == net["n_agents"] == n and net["sampled"] is False
-    assert len(net["edges"]) // 2 == sql(site["good"], "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
-    assert net["steps"] == list(range(13)) and net["kind"] == "numeric"
-    at5 = dict(sql(site["good"], "SELECT agent_id, CAST(state.opinion AS DOUBLE) FROM panel "
-                                 "WHERE run_id=? AND step=5", [rid]))
-    assert net["values"][5] == [at5[a] for a in net["ids"]]
-    assert net["population_mean"][5] == pytest.approx(sum(at5.values()) / n)
-    assert net["categories"] == []
+    m = net["meta"]
+    assert net["view"] == m["suggested"] == "network" and m["n_agents"] == n and len(net["node"]["ids"]) == n
+    assert len(net["network"]["edges"]) // 2 == sql(site["good"], "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
+    assert m["steps"] == list(range(13)) and m["kind"] == "numeric" and m["categories"] == []
+    at5 = dict(sql(site["good"], "SELECT agent_id, CAST(state.opinion AS DOUBLE) FROM panel WHERE run_id=? AND step=5", [rid]))
+    assert m["means"][5] == pytest.approx(sum(at5.values()) / n)
+    # the positions are the network's stored layout, written on this first request
+    from desim.network_views import read_network, stored_positions
+    from desim.store import open_store
+    files = sorted((site["good"] / "runs" / "layouts").glob("*.parquet"))
+    assert files and net["network"]["layout"]["file"].startswith("runs/layouts/")
+    with open_store(site["good"]) as con:
+        xy, info = stored_positions(read_network(con, site["good"], rid))
+    assert info["reused"] and net["network"]["x"] == pytest.approx(xy[:, 0].round(4).tolist())
+    assert "captions" in net and "network" in net["captions"] and net["size_keys"]["network"]
+    # another view of the same run, then a bad one
+    comm = site["client"].get(url, params={"run": rid, "state": "opinion", "view": "communities"}).json()
+    assert comm["view"] == "communities" and sum(comm["communities"]["size"]) == n
+    assert site["client"].get(url, params={"run": rid, "state": "opinion", "view": "hairball"}).status_code == 400
+    assert site["client"].get(url, params={"run": rid, "state": "nope"}).status_code == 404
 
 
-def test_network_view_with_a_categorical_state_samples_but_counts_everyone(site, monkeypatch):
-    from desim.dashboard import data
+def test_network_view_with_a_categorical_state_counts_everyone_in_the_declared_order(site):
     rumor = copy_study(site["dir"], "rumor_network", "rumor_network")
     rid = run_study(load_study(rumor, steps=3)).run_id
     url = "/api/studies/rumor_network/network"
     net = site["client"].get(url, params={"run": rid, "state": "rumor_state"}).json()
-    stored = dict(sql(rumor, "SELECT agent_id, CAST(state.rumor_state AS VARCHAR) FROM panel WHERE run_id=? AND step=3", [rid]))
-    cats = {v for (v,) in sql(rumor, "SELECT CAST(state.rumor_state AS VARCHAR) FROM panel WHERE run_id=? UNION "
-                                     "SELECT CAST(state.rumor_state AS VARCHAR) FROM initial_states WHERE run_id=?", [rid, rid])}
-    assert net["categories"] == sorted(cats) and len(cats) >= 2
-    assert [net["categories"][c] for c in net["values"][3]] == [stored[a] for a in net["ids"]]
+    m = net["meta"]
     declared = json.loads((rumor / "study.json").read_text())["state_colors"]["rumor_state"]
-    assert {c: net["colors"][i] for i, c in enumerate(net["categories"]) if c in declared} == \
-        {c: declared[c] for c in net["categories"]}
-    # above the drawing limit: a neighbourhood of the limit's size around the chosen agent, counts over all
-    monkeypatch.setattr(data, "MAX_NODES", 40)
-    seed = stored and sorted(stored)[7]
-    small = site["client"].get(url, params={"run": rid, "state": "rumor_state", "seed_agent": seed}).json()
-    assert small["sampled"] is True and len(small["ids"]) == 40 and seed in small["ids"]
-    neighbours = {t for s, t in sql(rumor, "SELECT source, target FROM edges WHERE run_id=? AND source=? UNION "
-                                           "SELECT target, source FROM edges WHERE run_id=? AND target=?",
-                                    [rid, seed, rid, seed])}
-    assert neighbours <= set(small["ids"])
+    assert m["categories"] == [c for c in declared if c in m["categories"]] and len(m["categories"]) >= 2
+    assert dict(zip(m["categories"], m["palette"])) == {c: declared[c] for c in m["categories"]}
+    import base64
+    codes = base64.b64decode(net["node"]["frames"][3])
+    stored = dict(sql(rumor, "SELECT agent_id, CAST(state.rumor_state AS VARCHAR) FROM panel WHERE run_id=? AND step=3", [rid]))
+    assert [m["categories"][c] for c in codes] == [stored[a] for a in net["node"]["ids"]]
     everyone = dict(sql(rumor, "SELECT CAST(state.rumor_state AS VARCHAR), count(*) FROM panel WHERE run_id=? AND step=3 "
                                "GROUP BY 1", [rid]))
-    assert {c: small["population_counts"][c][3] for c in everyone} == everyone
-    assert small["n_agents"] == len(stored)
+    assert {c: v for c, v in zip(m["categories"], m["counts"][3]) if v} == everyone
+    assert m["has_messages"] and net["node"]["posters"]
+    # the views the run allows: no transmission tree (the rumour model records no infector)
+    assert set(m["available"]) == {"network", "communities", "adoption"}
+    assert site["client"].get(url, params={"run": rid, "state": "rumor_state", "view": "tree"}).status_code == 404
 
 
 def test_state_series_as_shares_and_bands(site):
@@ -334,10 +340,11 @@ def test_files_inside_the_study_and_static_assets_are_served(site):
     for asset in ("/", "/static/app.js", "/static/app.css"):
         assert raw_get(site["url"], asset)[0] == 200
     assert raw_get(site["url"], "/static/nothere.js")[0] == 404
-    for vendored in ("uPlot.iife.min.js", "sigma.min.js", "graphology.umd.min.js",
-                     "graphology-layout-forceatlas2.min.js", "LICENSE.sigma"):
+    for vendored in ("uPlot.iife.min.js", "LICENSE.uplot"):
         status, body = raw_get(site["url"], f"/static/vendor/{vendored}")
         assert status == 200 and len(body) > 1000, vendored
+    status, body = raw_get(site["url"], "/static/netview.js")     # the report's renderer, served as a script
+    assert status == 200 and b"window.DesimNet" in body
 
 
 def test_locked_store_serves_last_good_data_and_live_progress(site, tmp_path):

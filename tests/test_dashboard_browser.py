@@ -17,7 +17,7 @@ from playwright.sync_api import sync_playwright
 
 from browser import launch
 from dashboard_helpers import (ARTIFACTS, ROOT, ba_study, held_study, make_studies, odd_ids_study, server_process,
-                               sql, wait_for_file)
+                               sir_study, sql, wait_for_file)
 from waits import HANG_S
 
 pytestmark = pytest.mark.browser
@@ -35,6 +35,7 @@ def site(tmp_path_factory):
     studies = make_studies(studies_dir)
     studies["odd"] = odd_ids_study(studies_dir)
     studies["ba"] = ba_study(studies_dir, BA_AGENTS)
+    studies["sir"] = sir_study(studies_dir, BA_AGENTS)
     studies["live"] = held_study(studies_dir, HOLDS)
     ARTIFACTS.mkdir(exist_ok=True)
     with server_process(studies_dir) as url:
@@ -162,8 +163,8 @@ def test_study_page_population_card_and_metric_chart(site, page):
     page.click("#panel-filters button[type=submit]")
     page.wait_for_selector(f'#panel-total[data-total="{n_agents}"]')
     page.click("text=Show network")
-    page.wait_for_selector("#net-canvas canvas")
-    assert page.get_attribute("#net-canvas", "data-nodes") == str(n_agents)
+    page.wait_for_selector('#net-view[data-drawn^="network:0:"]')
+    assert page.get_attribute("#net-view", "data-nodes") == str(n_agents)
     shot(page, "study")
     # the report's diffusion player, built on request and embedded from the study's runs/ folder
     page.click("text=Full diffusion player (report)")
@@ -205,6 +206,16 @@ def test_no_chart_overflows_its_card(site, width):
         context.close()
 
 
+def drawn(pg) -> dict:
+    """What the network renderer put on the canvas: per node its radius (px) and colour, the view and frame."""
+    return pg.evaluate("document.getElementById('net-view').desimNet.drawn()")
+
+
+def show_step(pg, k: int) -> None:
+    pg.evaluate(f"(() => {{ const s = document.querySelector('#net-view .dn-step'); s.value = {k}; "
+                "s.dispatchEvent(new Event('input')); })()")
+
+
 def test_ba_network_with_counts_over_all_and_declared_colours(site, page):
     ba = site["ba"]
     rid = latest_run(ba)
@@ -212,34 +223,112 @@ def test_ba_network_with_counts_over_all_and_declared_colours(site, page):
     page.wait_for_selector("#net-run")
     page.select_option("#net-state", "rumor_state")
     page.click("text=Show network")
-    # drawn at once; the layout then keeps refining in slices
-    page.wait_for_selector("#net-canvas canvas")
-    page.wait_for_selector("#net-counts[data-counts]")
-    assert page.get_attribute("#net-canvas", "data-nodes") == str(BA_AGENTS)
-    assert int(page.get_attribute("#net-canvas", "data-edges")) == sql(
+    # the layout is the network's, computed in Python and stored: drawn at once, nothing settles in the page
+    page.wait_for_selector('#net-view[data-drawn="network:0:0"]')
+    assert list((ba / "runs" / "layouts").glob("*.parquet"))
+    assert page.get_attribute("#net-view", "data-nodes") == str(BA_AGENTS)
+    assert int(page.get_attribute("#net-view", "data-links")) == sql(
         ba, "SELECT count(*) FROM edges WHERE run_id=?", [rid])[0][0]
+    # the message overlay is off until ticked
+    assert page.get_attribute("#net-view", "data-overlay") == "off" and not page.is_checked("#net-view .dn-messages")
     last = sql(ba, "SELECT max(step) FROM panel WHERE run_id=?", [rid])[0][0]
-    page.fill("#net-step", "0")
-    page.evaluate(f"(() => {{ const s = document.getElementById('net-step'); s.value = {last}; "
-                  "s.dispatchEvent(new Event('input')); })()")
-    counts = json.loads(page.get_attribute("#net-counts", "data-counts"))
+    at_start = drawn(page)
+    show_step(page, last)
+    page.wait_for_selector(f'#net-view[data-drawn="network:{last}:0"]')
+    counts = json.loads(page.get_attribute("#net-view .dn-legend", "data-counts"))
     stored = dict(sql(ba, "SELECT CAST(state.rumor_state AS VARCHAR), count(*) FROM panel WHERE run_id=? AND step=? GROUP BY 1",
                       [rid, last]))
     assert {k: v for k, v in counts.items() if v} == stored
     assert sum(counts.values()) == BA_AGENTS
-    assert f"all {BA_AGENTS:,} agents" in page.inner_text("#net-counts")
-    # the study's declared colours: in the legend and on the drawn nodes
+    assert f"all {BA_AGENTS:,} agents" in page.inner_text("#net-view .dn-legend")
+    # the study's declared colours, in the declared order, in the legend and on the drawn nodes
+    order = page.eval_on_selector_all("#net-view .dn-legend [data-category]", "els => els.map(e => e.dataset.category)")
+    assert order == [c for c in DECLARED if c in order]
     for category, color in DECLARED.items():
-        style = page.get_attribute(f'#net-legend [data-category="{category}"] .swatch', "style")
-        assert color.lower() in style.lower() or "rgb(%d, %d, %d)" % rgb(color) in style
-    page.wait_for_selector('#net-canvas[data-layout="done"]')
+        if category in order:
+            style = page.get_attribute(f'#net-view .dn-legend [data-category="{category}"] i', "style")
+            assert color.lower() in style.lower() or "rgb(%d, %d, %d)" % rgb(color) in style
+    # sizes: by degree (said in the key), the same for the same degree whatever the state, never by rarity
+    at_end = drawn(page)
+    assert page.get_attribute("#net-view", "data-size-by") == "degree"
+    assert "degree" in page.inner_text("#net-view .dn-size")
+    assert at_start["radius"] == at_end["radius"] and at_start["color"] != at_end["color"]
+    edges = sql(ba, "SELECT source, target FROM edges WHERE run_id=?", [rid])
+    agents = [a for (a,) in sql(ba, "SELECT agent_id FROM initial_states WHERE run_id=? ORDER BY agent_id", [rid])]
+    degree = {a: 0 for a in agents}
+    for a, b in edges:
+        degree[a] += 1
+        degree[b] += 1
+    by_degree: dict[int, set] = {}
+    for a, r in zip(agents, at_end["radius"]):
+        by_degree.setdefault(degree[a], set()).add(round(r, 4))
+    assert all(len(v) == 1 for v in by_degree.values())
+    final = dict(sql(ba, "SELECT agent_id, CAST(state.rumor_state AS VARCHAR) FROM panel WHERE run_id=? AND step=?",
+                     [rid, last]))
+    rare = min(stored, key=stored.get)
+    low = min(degree.values())
+    rare_low = [r for a, r in zip(agents, at_end["radius"]) if final[a] == rare and degree[a] == low]
+    common_low = [r for a, r in zip(agents, at_end["radius"]) if final[a] != rare and degree[a] == low]
+    assert not rare_low or max(rare_low) <= min(common_low)          # a rare category's nodes are not larger
     png = ARTIFACTS / "dashboard_ba_network.png"
     page.locator("#network").screenshot(path=str(png))
     assert pixels_near(png, rgb(DECLARED["ignorant"])) > 2000
-    assert pixels_near(png, rgb(DECLARED["spreader"]), tol=30) > 20
-    # the shares chart of the same state uses them too
+    # the overlay toggles on, and stays on through every view; each view waits on its own signal
+    page.check("#net-view .dn-messages")
+    page.wait_for_selector(f'#net-view[data-drawn="network:{last}:1"]')
+    for view in ("communities", "adoption", "network"):
+        page.click(f'#net-view .dn-views button[data-view="{view}"]')
+        page.wait_for_selector(f'#net-view[data-drawn="{view}:{last}:1"]')
+    assert page.locator('#net-view .dn-views button[data-view="tree"]').count() == 0   # no infector recorded
+    # the shares chart of the same state uses the declared colours too
     colors = json.loads(page.get_attribute(f'#state-charts {chart(page, "rumor_state", "shares")}', "data-colors"))
     assert {c: colors[c] for c in DECLARED} == DECLARED
+
+
+def test_a_state_model_in_the_community_and_tree_views(site, page):
+    """An SIR run: the community view (the one a large network opens on), the transmission tree, and no
+    word or check box about posts, since the model posts none."""
+    page.goto(site["url"] + "/#/study/sir_ba")
+    page.wait_for_selector("#net-run")
+    page.select_option("#net-state", "state")
+    page.click("text=Show network")
+    page.wait_for_selector('#net-view[data-drawn^="network:0:"]')
+    assert page.locator("#net-view .dn-messages").count() == 0
+    page.click('#net-view .dn-views button[data-view="communities"]')
+    page.wait_for_selector('#net-view[data-drawn^="communities:0:"]')
+    assert page.get_attribute("#net-view", "data-size-by") == "agents"
+    assert "disc area" in page.inner_text("#net-view .dn-size")
+    show_step(page, 12)
+    page.wait_for_selector('#net-view[data-drawn^="communities:12:"]')
+    page.locator("#network").screenshot(path=str(ARTIFACTS / "dashboard_sir_communities.png"))
+    page.click('#net-view .dn-views button[data-view="tree"]')
+    page.wait_for_selector('#net-view[data-drawn^="tree:12:"]')
+    for view in ("communities", "tree"):
+        page.click(f'#net-view .dn-views button[data-view="{view}"]')
+        page.wait_for_selector(f'#net-view[data-drawn^="{view}:12:"]')
+        text = page.inner_text("#net-view")
+        assert "post" not in text and "messag" not in text, view
+    assert "infected_by" in page.inner_text("#net-view .dn-caption")
+    page.locator("#network").screenshot(path=str(ARTIFACTS / "dashboard_sir_tree.png"))
+
+
+def test_long_labels_do_not_overlap_in_the_dashboard(site, page):
+    page.goto(site["url"] + "/#/study/rumor_ba")
+    page.wait_for_selector("#net-run")
+    page.select_option("#net-state", "rumor_state")
+    page.click("text=Show network")
+    page.wait_for_selector('#net-view[data-drawn="network:0:0"]')
+    page.evaluate("""() => { const root = document.getElementById('net-view');
+        document.querySelectorAll('#net-view .dn-label').forEach((e, i) => {
+            e.textContent = 'a category label long enough to need most of a line on its own, number ' + i; }); }""")
+    boxes = page.eval_on_selector_all("#net-view .dn-legend > span, #net-view .dn-size > span",
+                                      "els => els.map(e => { const b = e.getBoundingClientRect(); "
+                                      "return [b.left, b.top, b.right, b.bottom]; })")
+    right = page.evaluate("document.getElementById('network').getBoundingClientRect().right")
+    for i, a in enumerate(boxes):
+        assert a[2] <= right
+        for b in boxes[i + 1:]:
+            assert a[2] <= b[0] + 0.5 or b[2] <= a[0] + 0.5 or a[3] <= b[1] + 0.5 or b[3] <= a[1] + 0.5, (a, b)
 
 
 def test_declared_colours_in_the_report_player(site, page):
@@ -250,9 +339,13 @@ def test_declared_colours_in_the_report_player(site, page):
     page.wait_for_selector("#report-player")
     frame = page.frame_locator("#report-player")
     payload = json.loads(frame.locator("#desim-diffusion-data").text_content())
-    assert {c: payload["palette"][payload["categories"].index(c)] for c in DECLARED} == DECLARED
+    meta = payload["meta"]
+    assert {c: meta["palette"][meta["categories"].index(c)] for c in DECLARED if c in meta["categories"]} == \
+        {c: v for c, v in DECLARED.items() if c in meta["categories"]}
+    frame.locator('#desim-net[data-drawn]').wait_for()
     for category, color in DECLARED.items():
-        assert frame.locator(f'#legend i[style*="{color}"]').count() == 1
+        if category in meta["categories"]:
+            assert frame.locator(f'.dn-legend [data-category="{category}"] i[style*="{color}"]').count() == 1
     page.locator("#network").screenshot(path=str(ARTIFACTS / "dashboard_report_player_ba.png"))
 
 

@@ -255,6 +255,50 @@ def test_suggested_view():
     assert nv.suggested_view(5000) == "network" and nv.suggested_view(100_000) == "communities"
 
 
+# ---------------------------------------------------------------- stored layouts, sizes, the tree
+
+def test_stored_layouts_round_trip_and_bad_files_read_as_missing(tmp_path):
+    from desim.store import layouts
+    _, ids, pairs = ba_ids(n=120)
+    xy = lay.layout(pairs, ids, seed=1)
+    key = lay.network_key(pairs, ids, 1)
+    assert layouts.read_positions(tmp_path, key, ids) is None
+    path = layouts.write_positions(tmp_path, key, ids, xy, {"method": lay.METHOD, "seconds": 0.1})
+    assert path == tmp_path / "runs" / "layouts" / f"{key}.parquet"
+    back, meta = layouts.read_positions(tmp_path, key, ids)
+    assert np.array_equal(back, xy) and meta["method"] == lay.METHOD
+    assert layouts.read_positions(tmp_path, key, ids[::-1]) is None          # rows of other agents: not this layout
+    labels = nv.communities(pairs, ids, seed=1)
+    layouts.write_communities(tmp_path, key, ids, labels, {"method": "leiden"})
+    assert np.array_equal(layouts.read_communities(tmp_path, key, ids)[0], labels)
+    path.write_bytes(b"not parquet")
+    assert layouts.read_positions(tmp_path, key, ids) is None                 # damaged: computed again
+    assert not list(path.parent.glob("*.tmp"))
+    assert lay.indexed_key(lay.index_edges(pairs, ids), ids, 1) == key
+
+
+def test_size_rule_by_degree_only_when_degrees_vary():
+    rule, r = nv.size_rule(np.array([4, 4, 5, 6, 4, 3]))
+    assert rule == "constant" and set(r.tolist()) == {1.0}
+    degrees = np.array([3, 3, 4, 3, 60, 3, 5])
+    rule, r = nv.size_rule(degrees)
+    assert rule == "degree" and r.argmax() == 4 and r[0] == r[1] == r[3] == r[5]
+
+
+def test_tree_data_lays_chains_out_in_time():
+    #  0 -> 1 -> 3, 0 -> 2; 5 a second seed with 6; 4 never infected
+    parent = np.array([-1, 0, 0, 1, -1, -1, 5])
+    when = np.array([0, 1, 2, 3, -1, 0, 4])
+    t = nv.tree_data(parent, when, np.array([0, 5]))
+    assert t["nodes"].tolist() == [0, 1, 2, 3, 5, 6]
+    assert t["x"].tolist() == [0, 1, 2, 3, 0, 4]
+    assert t["offspring"].tolist() == [2, 1, 0, 0, 1, 0]
+    y = dict(zip(t["nodes"].tolist(), t["y"].tolist()))
+    assert y[0] > y[5]                                         # the larger chain first (on top)
+    assert min(y[1], y[2], y[3]) > max(y[5], y[6]) and 0 <= min(y.values()) and max(y.values()) <= 1
+    assert min(y[1], y[2]) <= y[0] <= max(y[1], y[2])          # a parent between its children
+
+
 # ---------------------------------------------------------------- the benchmark
 
 @pytest.mark.slow
@@ -291,3 +335,15 @@ def test_bench_network_views_smoke(tmp_path):
                     "png_communities_cpu_s"):
             assert v[key] >= 0
         assert v["png_nodes_kb"] > 1 and v["png_communities_kb"] > 1
+    # desim's views end to end on real runs: the command computes the layout, then reuses it
+    assert len(data["views"]) == 2 * len(data["sizes"]) and data["renderers"] == []
+    for r in data["views"]:
+        assert r["cli_cold_cpu_s"] > 0 and r["cli_warm_cpu_s"] > 0 and r["cli_progress_lines"] >= 3
+        assert r["cli_stored"] and r["cli_reused"] and r["reused"]
+        assert set(r["views"]) == {"network", "communities", "adoption", "tree"} and r["suggested"] == "network"
+        assert r["size_by"] == ("degree" if r["kind"] == "ba" else "constant")
+        assert all(p["cpu_s"] > 0 and p["kb"] > 1 for p in r["png"].values()) and r["html_kb"] > 1
+        if "dashboard_cold" in r:
+            for run in (r["dashboard_cold"], r["dashboard_warm"]):
+                assert run["first_view"] == "network" and run["first_s"] > 0
+                assert all(run[f"{v}_s"] > 0 for v in ("communities", "adoption", "tree"))

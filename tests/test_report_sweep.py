@@ -74,8 +74,9 @@ def parse(path) -> Page:
     return page
 
 
-def assert_real_image(img: np.ndarray) -> None:
-    assert img.shape[:2] == (420, 900)
+def assert_real_image(img: np.ndarray, heights=(420, 440)) -> None:
+    """A drawn figure 900 px wide: 420 px high for a metric against the swept parameter, 440 for its curves."""
+    assert img.shape[1] == 900 and img.shape[0] in heights
     rgb = img[..., :3]
     assert rgb.std() > 0.05, "the figure is (nearly) blank"
     assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 20
@@ -123,15 +124,17 @@ def test_sweep_report_figures_and_table_match_sql(swept):
     metrics = json.loads((root / "study.json").read_text())["display_metrics"]
     page = parse(paths["html"])
 
-    # one embedded, real figure per metric, also written beside the Markdown
-    assert len(page.images) == len(metrics)
+    # two embedded, real figures per metric (its final step against the swept parameter, and its curves
+    # over time with bands), also written beside the Markdown
+    assert len(page.images) == 2 * len(metrics)
     for src in page.images:
         assert_real_image(decode(src))
     md = paths["markdown"].read_text(encoding="utf-8")
     for metric in metrics:
-        png = paths["dir"] / f"sweep_{metric}.png"
-        assert f"]({png.name})" in md
-        assert_real_image(mpimg.imread(png))
+        for png, height in ((paths["dir"] / f"sweep_{metric}.png", 420),
+                            (paths["dir"] / f"sweep_curves_{metric}.png", 440)):
+            assert f"]({png.name})" in md
+            assert_real_image(mpimg.imread(png), heights=(height,))
 
     # the card: runs and seeds as stored
     assert query(root, "SELECT max(step) FROM metrics WHERE run_id LIKE ?", [f"{sweep_id}-%"])[0][0] == STEPS
@@ -175,8 +178,9 @@ def test_cli_sweep_report_and_errors(swept, study_copy, capsys):
     assert main(["report", str(root), "--sweep", sweep_id, "--metrics", "opinion_sd", "--out", str(out)]) == 0
     assert str(out / "report.html") in capsys.readouterr().out
     page = parse(out / "report.html")
-    assert len(page.images) == 1 and "opinion_sd" in [h for h, _ in page.tables]
-    assert_real_image(mpimg.imread(out / "sweep_opinion_sd.png"))
+    assert len(page.images) == 2 and "opinion_sd" in [h for h, _ in page.tables]      # only the metric asked for
+    assert_real_image(mpimg.imread(out / "sweep_opinion_sd.png"), heights=(420,))
+    assert_real_image(mpimg.imread(out / "sweep_curves_opinion_sd.png"), heights=(440,))
 
     assert main(["report", str(root), "--sweep", "sw-nope"]) == 2
     err = capsys.readouterr().err

@@ -29,14 +29,36 @@ def cmd_report(args) -> int:
 
 
 def cmd_viz_diffusion(args) -> int:
-    from desim.report import ReportError, diffusion_player
+    import sys
+    import time
+
+    from desim.network_views import diffusion_player
+    from desim.report import ReportError
+    started = time.perf_counter()
+    last = {"fraction": -1.0, "stage": ""}
+
+    def progress(fraction: float, message: str) -> None:
+        """A line when a stage begins (its first word changes), and per tenth of a long one (the layout)."""
+        stage = message.split(" ")[0]
+        if stage != last["stage"] or fraction - last["fraction"] >= 0.1:
+            last.update(stage=stage, fraction=fraction)
+            print(f"  [{time.perf_counter() - started:5.1f} s] {fraction:4.0%} {message}", file=sys.stderr, flush=True)
+
+    pngs = ["all"] if args.view == "all" else None
     try:
-        paths = diffusion_player(args.study, args.state, run_id=args.run, max_nodes=args.max_nodes,
-                                 sample_size=args.sample_size, out_dir=args.out)
+        paths = diffusion_player(args.study, args.state, run_id=args.run, out_dir=args.out,
+                                 view=None if args.view in (None, "all") else args.view, pngs=pngs,
+                                 messages=args.messages, max_nodes=args.max_nodes, progress=progress)
     except ReportError as e:
         raise UserError(str(e)) from None
-    print(f"player: {paths['html']}")
-    print(f"small multiples: {paths['png']}")
+    meta = paths["picture"]["meta"]
+    lay = paths["picture"].get("network", {}).get("layout")
+    if lay:
+        print(f"layout: {lay['file']} ({'reused' if lay['reused'] else 'computed and stored'})")
+    print(f"player: {paths['html']} (views: {', '.join(v for v in meta['views'] if v in paths['picture'])})")
+    for view, path in paths["pngs"].items():
+        label = "small multiples" if path == paths["png"] else f"{view} view"
+        print(f"{label}: {path}" + (f" ({view} view)" if path == paths["png"] else ""))
     return 0
 
 
@@ -73,10 +95,13 @@ def register(sub) -> None:
     p.add_argument("study", help="the study folder")
     p.add_argument("--run", help="the run to draw (default: the latest completed run)")
     p.add_argument("--state", required=True, help="the state field that colours the nodes")
-    p.add_argument("--max-nodes", type=int, default=5000,
-                   help="above this many agents, draw a sampled neighbourhood (default 5000)")
-    p.add_argument("--sample-size", type=int, default=1000,
-                   help="how many agents a sampled view shows (default 1000)")
+    p.add_argument("--view", choices=["network", "communities", "adoption", "tree", "all"],
+                   help="the view of the small multiples PNG (default: network up to 20,000 agents, communities "
+                        "above); 'all' writes a PNG of every view the run allows")
+    p.add_argument("--messages", action="store_true",
+                   help="draw who posted in each step on the PNGs (the player has a check box; off by default)")
+    p.add_argument("--max-nodes", type=int, default=20000,
+                   help="the player embeds every agent up to this many; above, the community view (default 20000)")
     p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
     p.set_defaults(func=cmd_viz_diffusion)
 

@@ -21,9 +21,12 @@ a sweep for each merge), but a request may land in that moment. So the dashboard
   step without a single DuckDB open. When a live file says the run ended,
   the page reloads from the store.
 
-Nothing here writes to a store. The one write the dashboard can cause is the
-diffusion player of ``desim.report.diffusion`` (an HTML file under the
-study's ``runs/``), and only on a POST from the page's button.
+Nothing here writes to a store. Two things the dashboard can cause to be written, both under
+the study's ``runs/`` and neither in the database: a network's layout and communities
+(``runs/layouts/<key>.parquet``, derived from the stored edges alone, computed on the first
+request of a network view and reused by every later view, report and branch of that network),
+and the diffusion player of ``desim.report.diffusion`` (an HTML file), only on a POST from the
+page's button.
 
 Safety: files are served only from the package's ``static`` folder and from
 inside the studies folder (``safety.safe_file``); paths with encoded dots or
@@ -306,21 +309,23 @@ class Dashboard:
         return data.state_series(root, self.run_param(request), check_state_key(request.query_params.get("state")))
 
     def network(self, request: Request) -> dict:
-        """Nodes, edges and per-step values; the page lays the graph out (ForceAtlas2) and caches it."""
+        """One view of the run's network pictures; the layout is the network's stored one (computed and
+        stored under the study's ``runs/layouts/`` on first need, never in the page)."""
         root = self.study_root(request)
         q = request.query_params
-        return data.network(root, self.run_param(request), check_state_key(q.get("state")),
-                            seed_agent=optional_text(q.get("seed_agent"), "seed_agent"),
-                            messages=q.get("messages") in ("1", "true"))
+        view = q.get("view") or None
+        if view is not None and view not in data.NETWORK_VIEWS:
+            raise BadRequest(f"view must be one of {', '.join(data.NETWORK_VIEWS)}")
+        return data.network(root, self.run_param(request), check_state_key(q.get("state")), view)
 
     def diffusion(self, request: Request) -> dict:
-        """The full diffusion player of ``desim.report.diffusion``, when that module is installed."""
+        """The report's full diffusion player (``desim.network_views.diffusion_player``)."""
         root = self.study_root(request)
         run_id = self.run_param(request)
         state = check_state_key(request.query_params.get("state"))
         player = diffusion_player_fn()
         if player is None:
-            raise NotFound("desim.report.diffusion is not available; use the built-in player")
+            raise NotFound("the report's diffusion player is not available")
         try:
             result = player(root, state, run_id=run_id)
         except StoreBusyError:
@@ -332,6 +337,14 @@ class Dashboard:
             raise NotFound("the diffusion player produced no HTML file")
         rel = html.resolve().relative_to(root.resolve()).as_posix()
         return {"url": f"/files/{root.name}/{rel}"}
+
+    def netview_js(self, request: Request) -> Response:
+        """The network renderer the report's player inlines (``desim.report.netview``), as a script."""
+        from desim.report.netview import NETVIEW_CSS, NETVIEW_JS
+        css = json.dumps(NETVIEW_CSS)
+        script = (NETVIEW_JS + "\n(function () { const s = document.createElement('style'); "
+                  f"s.textContent = {css}; document.head.append(s); }})();\n")
+        return Response(script, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
 
     # --- files --------------------------------------------------------------------
     def study_file(self, request: Request) -> Response:
@@ -357,13 +370,10 @@ class Dashboard:
 
 
 def diffusion_player_fn() -> Callable | None:
-    """``desim.report.diffusion.diffusion_player`` if that module imports cleanly, else None.
-
-    The report package is optional for the dashboard: if it is missing or
-    broken, the page falls back to its own simple player.
-    """
+    """``desim.network_views.diffusion_player`` (the picture, then the report draws it) if it imports
+    cleanly, else None: the page then offers its own views only."""
     try:
-        from desim.report.diffusion import diffusion_player
+        from desim.network_views import diffusion_player
     except Exception:  # noqa: BLE001 - any import failure means "not available"
         return None
     return diffusion_player
@@ -393,6 +403,7 @@ def create_app(studies_dir: str | Path, allowed_hosts: list[str] | None = None) 
     d = Dashboard(studies_dir)
     routes = [
         Route("/", d.index),
+        Route("/static/netview.js", d.netview_js),
         Route("/static/{path:path}", d.static),
         Route("/files/{study}/{path:path}", d.study_file),
         Route("/api/studies", api(d.studies)),

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,6 @@ from desim.store.live import live_runs as _live_files
 from desim.study.files import StudyConfigError, load_study, read_json
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
-MAX_NODES = 10_000         # agents drawn by the network view; above, a neighbourhood sample of this many
 MESSAGES_PER_ROUND = 200   # messages listed per round (the count is always exact)
 
 
@@ -329,7 +330,10 @@ def state_series(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
     if not out["steps"]:
         raise NotFound(f"run '{run_id}' has no state field '{state_key}'")
     if out["kind"] != "numeric":
-        out["colors"] = category_colors(out["categories"], declared_colors(study_file(root), state_key))
+        from desim.report.figures import ordered_categories
+        declared = declared_colors(study_file(root), state_key)
+        out["categories"] = ordered_categories(out["categories"], declared)   # the study's order, as in every legend
+        out["colors"] = category_colors(out["categories"], declared)
     return {"run": run, "state": state_key, **out}
 
 
@@ -342,68 +346,53 @@ def study_file(root: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-# --- the network view --------------------------------------------------------------------
+# --- the network views ------------------------------------------------------------------------
 
-def network(root: Path, run_id: str, state_key: str, *, seed_agent: str | None = None,
-            messages: bool = False) -> dict[str, Any]:
-    """The run's network and one state field per node and step (step 0 = the initial states).
+NETWORK_VIEWS = ("network", "communities", "adoption", "tree")
+_pictures: "OrderedDict[tuple, dict[str, Any]]" = OrderedDict()
+_pictures_lock = threading.Lock()
+PICTURES_KEPT = 6          # answers kept in memory (a 100,000-agent picture is a few MB)
 
-    Every agent up to :data:`MAX_NODES`; above that, a breadth-first
-    neighbourhood of that many agents around ``seed_agent`` (or seeded random
-    starts). Counts per category (or the mean) are always over the whole
-    population. Booleans and categories are sent as the index of their
-    category; numbers as numbers. With ``messages``, the agents who posted in
-    each step (as node indices).
+
+def network(root: Path, run_id: str, state_key: str, view: str | None = None) -> dict[str, Any]:
+    """One view of a run's network pictures (``desim.network_views.picture``), as the page draws it.
+
+    ``view``: ``network``, ``communities``, ``adoption`` or ``tree``; default the one that reads at
+    the run's size (every agent up to 20,000 agents, the community view above). The layout and the
+    communities are the network's stored ones (``runs/layouts/``), computed and stored on first need.
+    The answer carries ``meta`` (counts over **all** agents, the categories in the study's declared
+    order with its colours, the views available), the view's data, and when it draws agents the
+    ``node`` block (ids, sizes, frames, who posted); ``captions`` and ``size_keys`` are the report's.
     """
-    import networkx as nx
-
-    from desim.report.sampling import sample_nodes
+    from desim import network_views as nv
+    from desim.report.data import ReportError
+    from desim.report.diffusion import VIEW_NAMES, captions, size_key
     with reading(root) as con:
         run = _require_run(con, run_id)
-        all_ids = queries.agent_ids(con, run_id)
-        pairs = queries.edges(con, run_id)
-        ids = all_ids
-        if len(all_ids) > MAX_NODES:
-            graph = nx.Graph()
-            graph.add_nodes_from(all_ids)
-            graph.add_edges_from(pairs)
-            ids = sorted(sample_nodes(graph, all_ids, MAX_NODES, int(run.get("seed") or 0),
-                                      [seed_agent] if seed_agent else ()))
-        sampled = len(ids) < len(all_ids)
-        rows = field_values(con, run_id, state_key, ids if sampled else None)
-        summary = field_summary(con, run_id, state_key)
-        posted = queries.posters(con, run_id) if messages else []
-    if not summary["steps"]:
-        raise NotFound(f"run '{run_id}' has no state field '{state_key}'")
-    index = {a: i for i, a in enumerate(ids)}
-    edges = [v for s, t in pairs if s in index and t in index for v in (index[s], index[t])]
-    kind = summary["kind"]
-    categories = summary.get("categories", [])
-    code = {c: i for i, c in enumerate(categories)}
-    values: list[list[float | None]] = [[None] * len(ids) for _ in summary["steps"]]
-    pos = {t: i for i, t in enumerate(summary["steps"])}
-    for step, agent, v in rows:
-        if kind == "numeric":
-            values[pos[step]][index[agent]] = None if v is None else _as_number(v)
-        else:
-            values[pos[step]][index[agent]] = code["null" if v is None else v]
-    out = {"run": run, "state": state_key, "kind": kind, "ids": ids, "n_agents": len(all_ids), "sampled": sampled,
-           "seed_agent": seed_agent if sampled else None, "edges": edges, "steps": summary["steps"],
-           "values": values, "categories": categories}
-    if kind == "numeric":
-        out["population_mean"] = summary["mean"]
-        finite = [v for row in values for v in row if v is not None]
-        out["range"] = [min(finite), max(finite)] if finite else [0.0, 1.0]
-    else:
-        out["population_counts"] = summary["counts"]
-        out["colors"] = category_colors(categories, declared_colors(study_file(root), state_key))
-    if messages:
-        posters: dict[int, list[int]] = {}
-        for step, author in posted:
-            if author in index:
-                posters.setdefault(step, []).append(index[author])
-        out["posters"] = {str(k): v for k, v in posters.items()}
+    key = (str(root.resolve()), run_id, state_key, view)
+    if run["status"] == "completed":
+        with _pictures_lock:
+            if key in _pictures:
+                _pictures.move_to_end(key)
+                return _pictures[key]
+    try:
+        pic = nv.picture(root, state_key, run_id, views=[view or "suggested"], max_nodes=DASHBOARD_MAX_NODES)
+        view = view or pic["meta"]["suggested"]
+    except ReportError as e:
+        raise NotFound(str(e)) from None
+    if view not in pic:
+        raise NotFound(f"no '{view}' view for run '{run_id}' (views: {', '.join(pic['meta']['available'])})")
+    out = {**pic, "run": run, "state": state_key, "view": view, "captions": captions(pic),
+           "size_keys": {v: size_key(pic["meta"], v) for v in VIEW_NAMES}}
+    if run["status"] == "completed":
+        with _pictures_lock:
+            _pictures[key] = out
+            while len(_pictures) > PICTURES_KEPT:
+                _pictures.popitem(last=False)
     return out
+
+
+DASHBOARD_MAX_NODES = 200_000   # every agent can be drawn (a 2-D canvas draws 100,000 in about 2 s)
 
 
 def _as_number(text: str) -> float | None:

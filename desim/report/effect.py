@@ -92,6 +92,31 @@ def card(study_root: Path, data: dict[str, Any]) -> Section:
     return section
 
 
+def curves_section(root: Path, data: dict[str, Any], metrics: list[str], fork: int) -> Section:
+    """Control and treatment over time: the mean over pairs with a band holding the middle 90 % of them,
+    and the analytic final size of the control where the model has one (``desim.report.bands``); the
+    treatment changes the run from the fork on, so no such relation holds for it."""
+    from desim.report import bands
+    done = [p for p in data["pairs"] if p["treatment_status"] == "completed" and p["control_status"] == "completed"]
+    groups = {"control": [p["control_run_id"] for p in done], "treatment": [p["treatment_run_id"] for p in done]}
+    curves = bands.series(root, groups, metrics)
+    refs = bands.references(root, {"control": groups["control"]}) if bands.REFERENCE_METRIC in curves else {}
+    colors = {"control": "#555555", "treatment": "#1f77b4"}
+    section = Section("Over time", [f"Each metric step by step in the {len(done)} completed pairs: the controls and "
+                                    "their branches with the treatment from the fork step. An analytic reference "
+                                    "line, where the model has one, is the control's: the treatment changes the run "
+                                    "from the fork on, which no final-size relation covers."])
+    for metric in metrics:
+        if metric not in curves:
+            continue
+        png = bands.figure(metric, curves[metric], refs, "step",
+                           f"'{metric}': control and treatment (mean and middle 90 % of pairs)", fork=fork,
+                           colors=colors)
+        section.figures.append(Figure(f"effect_curves_{file_stem(metric)}", f"{metric} over time", png,
+                                      bands.caption(metric, curves[metric], refs)))
+    return section
+
+
 def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = None) -> Report:
     root = Path(study_root)
     try:
@@ -120,6 +145,8 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
             f"effect_{file_stem(metric)}", f"effect on {metric}", png,
             "Line: mean over pairs of treatment - control; band: 95 % interval of that mean; "
             "red line: the fork step (before it the pairs coincide).")]))
+    if data["metrics"]:
+        sections.append(curves_section(root, data, chosen, fork))
     fields = list(dict.fromkeys(s["field"] for s in data["states"]))
     for f in fields:
         rows = [s for s in data["states"] if s["field"] == f]

@@ -11,6 +11,7 @@ single steps; on long series they would blur the line.
 """
 from __future__ import annotations
 
+import functools
 import io
 
 import matplotlib
@@ -234,3 +235,73 @@ def paired_differences(name: str, kind: str, data: dict[str, list], fork: int | 
 def file_stem(name: str) -> str:
     """A state or metric name made safe as part of a file name (no path separators)."""
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+
+
+# --- categories, ramps and text that fits: shared by the players, the dashboard and the figures -------
+def ordered_categories(categories, declared: dict[str, str] | None = None) -> list[str]:
+    """Categories in the order the study declares them (the keys of ``state_colors[field]`` in
+    ``study.json``), then any others sorted, ``null`` (no value) last. A legend, a stack of shares and
+    the slices of a pie all follow this order, so ``S, I, R`` reads as declared, not as ``I, R, S``."""
+    present = list(dict.fromkeys(categories))
+    first = [c for c in (declared or {}) if c in present]
+    rest = sorted(c for c in present if c not in first and c != "null")
+    return first + rest + (["null"] if "null" in present and "null" not in first else [])
+
+
+def ramp_colors(n: int, cmap: str = "viridis") -> list[str]:
+    """``n`` colours evenly along a matplotlib colour map, as ``#rrggbb`` (low values first)."""
+    m = plt.get_cmap(cmap, n)
+    return ["#{:02x}{:02x}{:02x}".format(*(int(round(255 * c)) for c in m(i)[:3])) for i in range(n)]
+
+
+def text_size(fig: Figure, text: str, fontsize: float, weight: str = "normal") -> tuple[float, float]:
+    """Width and height in pixels of ``text`` drawn at ``fontsize`` points on ``fig`` (Agg's own metrics)."""
+    return _text_size(text, float(fontsize), weight, float(fig.dpi))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_size(text: str, fontsize: float, weight: str, dpi: float) -> tuple[float, float]:
+    from matplotlib.font_manager import FontProperties
+    w, h, _ = _renderer(dpi).get_text_width_height_descent(text, FontProperties(size=fontsize, weight=weight),
+                                                            ismath=False)
+    return w, h
+
+
+@functools.lru_cache(maxsize=8)
+def _renderer(dpi: float):
+    from matplotlib.backends.backend_agg import RendererAgg
+    return RendererAgg(10, 10, dpi)
+
+
+def wrap_to_width(fig: Figure, text: str, fontsize: float, width_px: float, weight: str = "normal") -> list[str]:
+    """``text`` broken into lines at spaces so that every line fits ``width_px`` (a single word longer
+    than the width is cut with an ellipsis rather than allowed to run over its neighbours)."""
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            trial = f"{line} {word}" if line else word
+            if text_size(fig, trial, fontsize, weight)[0] <= width_px or not line:
+                line = trial
+            else:
+                lines.append(line)
+                line = word
+            while text_size(fig, line, fontsize, weight)[0] > width_px and len(line) > 2:
+                line = line[:-2].rstrip() + "…"
+        lines.append(line)
+    return lines
+
+
+def flow_rows(widths: list[float], width_px: float, gap_px: float) -> list[list[int]]:
+    """Items of the given widths placed left to right in rows no wider than ``width_px``: their indices per row."""
+    rows: list[list[int]] = [[]]
+    used = 0.0
+    for i, w in enumerate(widths):
+        need = w if not rows[-1] else used + gap_px + w
+        if rows[-1] and need > width_px:
+            rows.append([i])
+            used = w
+        else:
+            rows[-1].append(i)
+            used = need
+    return [r for r in rows if r]

@@ -154,6 +154,31 @@ def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: 
                    [table], [Figure(f"sweep_{file_stem(metric)}", f"{metric} against {x}", png, caption)])
 
 
+def curves_section(study_root: str | Path, plan: SweepPlan, runs: list[dict[str, Any]], varied: list[str],
+                   metrics: list[str]) -> Section:
+    """Each metric over time per combination: the mean over replicates with a band holding the middle 90 %
+    of them, and the analytic final size where the model has one (``desim.report.bands``)."""
+    from desim.report import bands
+    done = {r["run_id"] for r in runs if r["status"] == "completed"}
+    groups: dict[str, list[str]] = {}
+    for r in plan.runs:
+        if r.run_id in done:
+            groups.setdefault(_label(r.combo, varied) or "all runs", []).append(r.run_id)
+    curves = bands.series(study_root, groups, metrics)
+    refs = bands.references(study_root, groups) if bands.REFERENCE_METRIC in curves else {}
+    time_unit = next((r["time_unit"] for r in runs if r.get("time_unit")), "step")
+    section = Section("Over time", [f"Each metric step by step, per combination: {plan.replicates} replicates each "
+                                    "(different seeds)."])
+    for metric in metrics:
+        if metric not in curves:
+            continue
+        png = bands.figure(metric, curves[metric], refs, time_unit,
+                           f"'{metric}' over time per combination (mean and middle 90 % of replicates)")
+        section.figures.append(Figure(f"sweep_curves_{file_stem(metric)}", f"{metric} over time", png,
+                                      bands.caption(metric, curves[metric], refs)))
+    return section
+
+
 def runs_section(plan: SweepPlan, runs: list[dict[str, Any]]) -> Section:
     """Every planned run with its combination, replicate, derived seed and status."""
     status = {r["run_id"]: r["status"] for r in runs}
@@ -183,6 +208,8 @@ def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = Non
         sections[0].paragraphs.append("The sweep's runs recorded no metrics, so there is nothing to plot.")
     for metric, rows in by_metric.items():
         sections.append(metric_section(metric, rows, plan, x, lines))
+    if by_metric:
+        sections.append(curves_section(study_root, plan, runs, [x] + lines, list(by_metric)))
     sections.append(runs_section(plan, runs))
     title = study.get("title") or plan.study_id
     return Report(title, f"sweep {plan.sweep_id}: final-step metrics against {x}", sections)

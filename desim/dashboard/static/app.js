@@ -3,9 +3,10 @@
  * Views are chosen by the URL hash (#/, #/study/<id>, #/study/<id>/agent/<run>/<agent>,
  * #/study/<id>/messages/<run>/<step>). Everything from the server is put into the page
  * with textContent or SVG attributes, never as HTML, so study text cannot inject markup.
- * Time charts are uPlot (charts.js), the network is sigma.js + ForceAtlas2 (network.js), all
- * vendored. While a run is going the page polls only the live progress endpoints (files,
- * never the database), so it never blocks the run's writes.
+ * Time charts are uPlot (charts.js, vendored), the network views the report's 2-D canvas renderer
+ * (netview.js, served from desim.report.netview; network.js ties it to the API). While a run is
+ * going the page polls only the live progress endpoints (files, never the database), so it never
+ * blocks the run's writes.
  */
 "use strict";
 
@@ -13,7 +14,7 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const COLORS = ["#2f6fdf", "#d92d20", "#079455", "#dc6803", "#6941c6", "#0e9384", "#c11574", "#475467"];
 const POLL_MS = 1000;
 let timers = [];          // intervals and timeouts of the current view, cleared on navigation
-let disposers = [];       // clean-ups of the current view (WebGL renderers), run on navigation
+let disposers = [];       // clean-ups of the current view (the network renderer), run on navigation
 let viewToken = 0;        // bumps on navigation so late answers of an old view are dropped
 
 // --- small DOM helpers -----------------------------------------------------------------
@@ -467,27 +468,23 @@ function panelCard(S) {
   return h("section", {class: "card", id: "panel"}, h("h2", {text: "Panel"}), form, out, pager);
 }
 
-// --- the network view (network.js) ----------------------------------------------------------------
+// --- the network views (network.js, drawn by netview.js) -----------------------------------------------
 function networkCard(S) {
   const runs = S.runs.filter(r => r.status !== "running" || r.stalled);
   const dists = S.st.population.distributions || [];
   const keys = [...new Set([...(S.st.study.display_states || []), ...dists.filter(d => d.kind === "numeric").map(d => d.name), ...dists.map(d => d.name)])];
   const runSel = h("select", {id: "net-run"}, runs.slice().reverse().map(r => h("option", {value: r.run_id, text: r.run_id})));
   const keySel = h("select", {id: "net-state"}, keys.map(k => h("option", {value: k, text: k})));
-  const seedIn = h("input", {id: "net-seed", size: 10, placeholder: "agent id", title: "for networks too large to draw whole: the agent whose neighbourhood is drawn"});
   const stage = h("div", {id: "net-stage"});
   const external = h("span", {});
-  const url = extra => `/api/studies/${enc(S.sid)}/network?run=${enc(runSel.value)}&state=${enc(keySel.value)}` +
-    (seedIn.value.trim() ? `&seed_agent=${enc(seedIn.value.trim())}` : "") + extra;
+  const url = extra => `/api/studies/${enc(S.sid)}/network?run=${enc(runSel.value)}&state=${enc(keySel.value)}` + extra;
   const load = async () => {
     disposers.forEach(fn => fn()); disposers = [];
-    fill(stage, h("p", {class: "muted", text: "Loading network…"}));
+    fill(stage, h("p", {class: "muted", id: "net-loading", text: "Loading the network (its layout is computed once, on first need, and stored)…"}));
     let net;
     try { net = await getJSON(url("")); } catch (e) { fill(stage, errorCard(e.message, "network")); return; }
     if (net.busy) { fill(stage, infoCard(net.message)); return; }
-    fill(stage, networkView(S.sid, net, {
-      loadPosters: async () => (await getJSON(url("&messages=1"))).posters || {},
-      onDispose: fn => disposers.push(fn)}));
+    fill(stage, networkView(S.sid, net, {url, onDispose: fn => disposers.push(fn)}));
   };
   const openFull = async () => {
     fill(external, h("span", {class: "muted", text: " building…"}));
@@ -495,10 +492,10 @@ function networkCard(S) {
       const r = await getJSON(`/api/studies/${enc(S.sid)}/diffusion?run=${enc(runSel.value)}&state=${enc(keySel.value)}`, "POST");
       fill(external, " ", h("a", {href: r.url, target: "_blank", rel: "noopener", text: "open in a new tab"}));
       disposers.forEach(fn => fn()); disposers = [];
-      fill(stage, h("iframe", {id: "report-player", src: r.url, title: "diffusion player", style: "width:100%;height:900px;border:1px solid #d9dee7"}));
+      fill(stage, h("iframe", {id: "report-player", src: r.url, title: "diffusion player", style: "width:100%;height:1100px;border:1px solid #d9dee7"}));
     } catch (e) { fill(external, errorCard(e.message)); }
   };
-  const controls = h("div", {class: "filters"}, "run ", runSel, " state ", keySel, " around ", seedIn, " ",
+  const controls = h("div", {class: "filters"}, "run ", runSel, " state ", keySel, " ",
     h("button", {type: "button", class: "primary", onclick: load, text: "Show network"}),
     S.st.diffusion_player ? h("button", {type: "button", onclick: openFull, text: "Full diffusion player (report)"}) : null, external);
   return h("section", {class: "card", id: "network"}, h("h2", {text: "Network diffusion"}),

@@ -1,0 +1,137 @@
+"""Curves over replicates with bands, for the sweep and effect reports, with an analytic reference line
+where the model has one (``desim.report.final_size``).
+
+A group is a set of runs that differ only by their seed (a sweep's combination, an effect's
+controls or treatments). Per group and step: the mean over its runs, and a band holding the middle
+90 % of them (5th to 95th percentile; no band for fewer than 3 runs). The reference, where valid, is a
+dashed horizontal line in the group's colour at the configuration-model final size, computed on each
+run's own network and seeds and averaged over the group's runs; where it is not valid, the caption
+says why, and no line is drawn.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from desim.report import data, figures  # noqa: E402
+from desim.report.final_size import reference  # noqa: E402
+from desim.store import Catalogue, network_reads, queries  # noqa: E402
+
+REFERENCE_METRIC = "cumulative_incidence"   # the share ever infected: what the final size is the limit of
+BAND = (0.05, 0.95)
+MIN_BAND_RUNS = 3
+FIGURE_HEIGHT = 4.4       # inches: 900 x 440 px
+
+
+def series(study_root: str | Path, groups: dict[str, list[str]], metrics: list[str]) -> dict[str, dict[str, Any]]:
+    """``{metric: {group: {"steps": [...], "values": array (runs, steps), "runs": [run ids]}}}`` of the
+    groups' completed runs (a run missing a step holds NaN there)."""
+    run_ids = [r for members in groups.values() for r in members]
+    with data.connect(study_root) as con:
+        rows = queries.metric_rows(con, run_ids) if run_ids else []
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for run_id, name, step, value in rows:
+        if name in metrics:
+            by.setdefault((name, run_id), {})[step] = value
+    out: dict[str, dict[str, Any]] = {}
+    for metric in metrics:
+        for label, members in groups.items():
+            have = [r for r in members if (metric, r) in by]
+            if not have:
+                continue
+            steps = sorted({s for r in have for s in by[(metric, r)]})
+            values = np.array([[by[(metric, r)].get(s, np.nan) if by[(metric, r)].get(s) is not None else np.nan
+                                for s in steps] for r in have], dtype=float)
+            out.setdefault(metric, {})[label] = {"steps": steps, "values": values, "runs": have}
+    return out
+
+
+def references(study_root: str | Path, groups: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """Per group, the final-size reference (``desim.report.final_size.reference``) of its runs, averaged
+    over the runs (each on its own network and seeds), or ``{"value": None, "why": ...}``."""
+    out: dict[str, dict[str, Any]] = {}
+    with data.connect(study_root) as con:
+        catalogue = Catalogue(con)
+        for label, members in groups.items():
+            found = []
+            for run_id in members[:50]:
+                row = catalogue.run(run_id)
+                if row is None or row["status"] != "completed":
+                    continue
+                config = json.loads(row["config"]) if isinstance(row["config"], str) else (row["config"] or {})
+                ids, edges = network_reads.network(con, run_id)
+                start = [v for s, v in queries.metric_series(con, run_id).get(REFERENCE_METRIC, []) if s == 0]
+                if not start:
+                    found.append({"value": None, "why": f"the run recorded no '{REFERENCE_METRIC}' metric"})
+                    break
+                found.append(reference(config, len(ids), edges, float(start[0])))
+                if found[-1]["value"] is None:
+                    break
+            if not found:
+                continue
+            if any(f["value"] is None for f in found):
+                out[label] = next(f for f in found if f["value"] is None)
+                continue
+            value = float(np.mean([f["value"] for f in found]))
+            first = found[0]
+            out[label] = {**first, "value": value, "runs": len(found),
+                          "label": first["label"].rsplit(":", 1)[0] + f": {value:.3f}"}
+    return out
+
+
+def figure(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[str, Any]], time_unit: str,
+           title: str, fork: int | None = None, colors: dict[str, str] | None = None) -> bytes:
+    """Mean and middle-90 % band per group over steps; dashed reference lines where given."""
+    fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    for i, (label, g) in enumerate(groups.items()):
+        color = (colors or {}).get(label) or figures.PALETTE[i % len(figures.PALETTE)]
+        steps, values = np.asarray(g["steps"]), g["values"]
+        n = len(values)
+        mean = np.nanmean(values, axis=0)
+        if n >= MIN_BAND_RUNS:
+            lo, hi = np.nanquantile(values, BAND[0], axis=0), np.nanquantile(values, BAND[1], axis=0)
+            ax.fill_between(steps, lo, hi, color=color, alpha=0.18, linewidth=0)
+        ax.plot(steps, mean, color=color, linewidth=1.8, label=f"{label} (mean of {n} run{'s' if n != 1 else ''})")
+        ref = refs.get(label) if metric == REFERENCE_METRIC else None
+        if ref and ref.get("value") is not None:
+            ax.axhline(ref["value"], color=color, linestyle="--", linewidth=1.2, label=ref["label"])
+    if fork is not None:
+        ax.axvline(fork, color="tab:red", linewidth=1.3, zorder=0, label=f"fork at step {fork}")
+    ax.set_xlabel(f"step ({time_unit})")
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, [_wrap(t) for t in labels], fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False, borderaxespad=0.0)
+    fig.suptitle(title, fontsize=10.5)
+    fig.subplots_adjust(left=0.08, right=0.62, top=0.88, bottom=0.13)
+    return figures.png(fig)
+
+
+def _wrap(text: str, width: int = 44) -> str:
+    import textwrap
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def caption(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[str, Any]]) -> str:
+    """What the figure shows, and about the reference line: its assumptions, or why there is none."""
+    text = ("Lines: the mean over a group's runs at each step; shaded: the middle 90 % of its runs "
+            f"(5th to 95th percentile; drawn for {MIN_BAND_RUNS} runs or more).")
+    if metric != REFERENCE_METRIC:
+        return text
+    shown = [r for r in refs.values() if r.get("value") is not None]
+    if shown:
+        text += " Dashed: " + shown[0]["assumptions"] + "."
+    else:
+        why = {r.get("why") for r in refs.values() if r.get("why")}
+        if why:
+            text += " No analytic reference line: " + "; ".join(sorted(why)) + "."
+    return text
