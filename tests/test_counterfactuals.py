@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 import desim
+from desim import RunFailed
 from desim.experiments.branches import BranchRefused, branch, resume
 from desim.cli import main
 from desim.study.files import StudyConfigError
@@ -88,13 +89,17 @@ def test_code_edit_makes_a_version_and_branch_and_resume_refuse_it(tmp_path, cap
         branch(root, edited.run_id, 4)
     # resume after an edit would mix two models in one run
     stopped = desim.load_study(root, params={"exit_step": "3"})
-    with pytest.raises(SystemExit):
+    with pytest.raises(RunFailed, match=r"sys\.exit\(3\) during step 3"):      # a failed run like any other
         desim.run_study(stopped)
     (stopped_id, status, error), = sql(root, "SELECT run_id, status, error FROM runs WHERE status <> 'completed'")
     assert status == "failed" and "sys.exit(3) during step 3" in error
     (root / "helpers.py").write_text("SCALE = 2\n")
     with pytest.raises(BranchRefused, match=r"cannot resume .*helpers\.py \(edited\)"):
         resume(root, stopped_id)
+    # the study's sys.exit(3) does not choose desim's exit status: a failed run exits 2
+    capsys.readouterr()
+    assert main(["run", str(root), "--set", "exit_step=2"]) == 2
+    assert "sys.exit(3) during step 2" in capsys.readouterr().err
 
 
 def test_branch_of_a_seed_and_set_run_replays_exactly_and_takes_set(tmp_path, capsys):

@@ -60,7 +60,7 @@ def test_a_signal_ends_the_run_interrupted_at_a_step_boundary(tmp_path, sig):
     wait_for(lambda: live_step(root) >= 2, what="step 2")
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=HANG_S)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 128 + sig, err           # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP: as shells do
     (run_id, status, last, error, pid), = sql(root, "SELECT run_id, status, last_step, error, pid FROM runs")
     assert status == "interrupted" and pid == proc.pid
     assert f"stopped by {sig.name} after step {last}" in error and f"--resume {run_id}" in error
@@ -164,3 +164,16 @@ def test_a_sweep_and_a_run_of_one_study_go_side_by_side(tmp_path):
     assert all("held by another process" in n for n in notes)   # at most a short wait at the run's ends
     statuses = dict(sql(root, "SELECT coalesce(sweep_id, 'run'), status FROM runs WHERE sweep_id IS NULL"))
     assert statuses == {"run": "completed"}
+
+
+def test_a_run_stopped_by_the_study_exits_3_and_its_resume_exits_0(tmp_path, capsys):
+    """An interruption that is no signal (StopRun: a spent LLM budget, or study code) has its own exit
+    status, so `desim run ... && next` does not go on as if the run were complete."""
+    from probe_study import write_probe_study
+    root = write_probe_study(tmp_path / "probe", n_steps=6, decision_args={"mode": "stop_once", "fail_step": 4})
+    assert main(["run", str(root)]) == 3
+    out = capsys.readouterr().out
+    (run_id, status), = sql(root, "SELECT run_id, status FROM runs")
+    assert status == "interrupted" and f"--resume {run_id}" in out
+    assert main(["run", str(root), "--resume", run_id]) == 0
+    assert sql(root, "SELECT status, last_step FROM runs") == [("completed", 6)]

@@ -131,7 +131,21 @@ def cmd_run(args) -> int:
     print(f"  store: {db}")
     from desim.store.queries import example_for_run
     print(f"  try:   desim sql {spec.root} \"{example_for_run(result.run_id)}\"")
-    return 0
+    return exit_status(result)
+
+
+INTERRUPTED = 3
+"""The exit status of a run that ended ``interrupted`` other than by a signal (a spent LLM budget,
+``StopRun`` from study code); a signal gives 128 + its number, as shells do."""
+
+
+def exit_status(result) -> int:
+    """``desim run``'s exit status (README, "Exit status"): 0 completed (ended early by the study too),
+    128 + the signal's number for a run a signal interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP),
+    3 for a run interrupted otherwise; a failed run raised before this and exits 2."""
+    if result.status != "interrupted":
+        return 0
+    return 128 + int(result.stopped_by) if result.stopped_by else INTERRUPTED
 
 
 def _diff_summary(diff: list[dict], limit: int = 4) -> str:

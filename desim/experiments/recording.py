@@ -32,6 +32,7 @@ class RunResult:
     error: str | None = None
     counters: dict[str, Any] = field(default_factory=dict)
     end_reason: str | None = None       # why a completed run ended before n_steps (stop_when, ctx.end_run)
+    stopped_by: int | None = None       # the signal that interrupted the run (SIGTERM, SIGHUP, SIGINT), if one did
 
     # the run's data, each an Arrow table (``.to_pandas()``); see ``desim.store.reader``
     def data(self):
@@ -79,4 +80,4 @@ def record(run: Run, sink, replay: dict[int, list] | None = None, *, on_step=Non
     o = execute(run, source, sink, store_path=where, on_step=on_step, manage_gc=manage_gc,
                 handle_signals=handle_signals)
     return RunResult(o.run_id, o.status, where, o.steps_done, o.rows_written, o.wall_seconds, o.error, o.counters,
-                     o.end_reason)
+                     o.end_reason, o.stopped_by)

@@ -37,6 +37,7 @@ class Outcome:
     error: str | None = None
     counters: dict[str, Any] = field(default_factory=dict)
     end_reason: str | None = None       # a run the study ended before n_steps (stop_when, ctx.end_run)
+    stopped_by: int | None = None       # the signal that interrupted the run (its number), if one did
 
 
 def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
@@ -58,7 +59,7 @@ def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
                 if not engine.opened:       # the study's set-up failed: nothing was recorded, say it as is
                     raise
                 status, error, trace, failure = _ended(e, run)
-                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                if isinstance(e, KeyboardInterrupt):
                     raise
             finally:
                 sink.close(status, error, trace, time.perf_counter() - started)
@@ -71,7 +72,9 @@ def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
         counters["llm"] = dict(run.decision.counters())
     ended = run.ctx.end_reason if status == "completed" else None    # completed before n_steps: why
     done = run.ctx.step if status != "completed" or ended else run.n_steps
-    return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters, ended)
+    stopped_by = signals.received if signals is not None and status == "interrupted" else None
+    return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters, ended,
+                   stopped_by)
 
 
 def _ended(e: BaseException, run: Run) -> tuple[str, str, str | None, Exception | None]:
@@ -80,8 +83,9 @@ def _ended(e: BaseException, run: Run) -> tuple[str, str, str | None, Exception 
         return "interrupted", f"{type(e).__name__}: {e}", None, None
     if isinstance(e, KeyboardInterrupt):
         return "interrupted", "interrupted by the user", None, None
-    if isinstance(e, SystemExit):
-        return "failed", f"study code called sys.exit({e.code!r}) during step {run.ctx.step}", None, None
+    if isinstance(e, SystemExit):       # a failed run like any other: study code does not choose the exit status
+        message = f"study code called sys.exit({e.code!r}) during step {run.ctx.step}"
+        return "failed", message, None, RuntimeError(message)
     e = original(e)
     if isinstance(e.__context__, (KeyboardInterrupt, StopRun)):  # a rollback failed under Ctrl-C
         return "interrupted", f"{type(e.__context__).__name__}: {e.__context__}", None, None
