@@ -91,6 +91,18 @@ def test_roster_csv_and_unknown_parameter(study_copy):
     assert "unknown parameter(s) ['n_agent']" in str(info.value)
 
 
+def test_a_parameter_that_makes_an_invalid_step_is_named_with_its_origin(study_copy, capsys):
+    """The error names the field and the parameter whose value it holds, and where that value was set."""
+    root = study_copy("opinion_diffusion")
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root, params={"campaign_week": -1})
+    assert "scheduled_events[0].at_step: Input should be greater than or equal to 0 (got int -1); the value is " \
+           "parameter 'campaign_week' = -1 (set by --set)" in str(info.value)
+    edit(root / "simulation" / "simulation.json", lambda d: d["parameters"].update(campaign_week=-2))
+    assert main(["run", str(root), "--steps", "2"]) == 2
+    assert "parameter 'campaign_week' = -2 (its default in simulation.json)" in capsys.readouterr().err
+
+
 def test_interventions_ops_selectors_and_ttl():
     people = [Persona(agent_id="a", attributes={"dorm": "A", "budget": 10}),
               Persona(agent_id="b", attributes={"dorm": "B", "budget": 10})]
