@@ -206,3 +206,24 @@ def test_effect_refuses_a_treatment_that_is_not_an_intervention(tmp_path):
     with pytest.raises(EffectError, match="declares no parameter 'lockdown_week'"):
         run_effect(root, 3, {"lockdown_week": "1"}, replicates=2)
     assert not store_path(root).exists()    # checked before anything ran
+
+
+def test_an_intervention_after_the_horizon_is_said_by_run_and_refused_by_sweep(tmp_path, capsys):
+    """The run's own values (--set, --steps) are checked, not the file's defaults: a lockdown at day 20 of a
+    10-day run never fires, which a run warns about and a sweep refuses unless --allow."""
+    root = write_walk_study(tmp_path / "walk", n_steps=10)
+    assert main(["run", str(root)]) == 0
+    assert "never fires" not in capsys.readouterr().err                  # day 6 of 10: fine
+    assert main(["run", str(root), "--set", "lockdown_day=20"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: environment/environment.json: scheduled_events[0].at_step: scheduled event 'lockdown' is at " \
+           "step 20 (parameter 'lockdown_day'), after the last step (10): it never fires" in err
+    assert main(["run", str(root), "--steps", "4"]) == 0                 # the default day 6, after a shorter run
+    assert "is at step 6 (parameter 'lockdown_day'), after the last step (4)" in capsys.readouterr().err
+    before = sql(root, "SELECT count(*) FROM runs")[0][0]
+    assert main(["sweep", str(root), "--set", "lockdown_day=3,20", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "lockdown_day=20: environment/environment.json" in err and "lockdown_day=3:" not in err
+    assert "--allow" in err and sql(root, "SELECT count(*) FROM runs")[0][0] == before      # nothing ran
+    assert main(["sweep", str(root), "--set", "lockdown_day=3,20", "--workers", "1", "--allow"]) == 0
+    assert sql(root, "SELECT count(*) FROM runs")[0][0] == before + 2

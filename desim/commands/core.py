@@ -116,6 +116,9 @@ def cmd_run(args) -> int:
         if spec.simulation.interaction_rounds < 1:
             print(f"warning: interaction_rounds {spec.simulation.interaction_rounds} is clamped to 1",
                   file=sys.stderr)
+        from desim.lint import outside_the_run
+        for warning in outside_the_run(spec):       # the values of this run, --set and --steps included
+            print(f"warning: {warning}", file=sys.stderr)
         result = run_study(spec, on_step=Progress(spec.simulation.n_steps, spec.id))   # a warm start: a branch
     db = result.store_path
     print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))

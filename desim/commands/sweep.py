@@ -45,6 +45,27 @@ class RunsProgress:
         sys.stderr.flush()
 
 
+def outside_the_run_of_grid(study: str, grid: dict[str, list], steps: int | None) -> list[str]:
+    """For each combination of ``grid`` (its parameters resolved as its runs will have them), the
+    interventions after the last step, each line saying which combination."""
+    from itertools import product
+
+    from desim.errors import StudyConfigError
+    from desim.lint import outside_the_run
+    from desim.study.files import load_study
+    out = []
+    names = list(grid)
+    for values in product(*(grid[n] for n in names)):
+        combo = dict(zip(names, values))
+        try:
+            spec = load_study(study, steps=steps, params=combo)
+        except StudyConfigError:
+            return []               # the sweep itself refuses the grid, with its own words
+        for warning in outside_the_run(spec):
+            out.append(", ".join(f"{k}={v}" for k, v in combo.items()) + f": {warning}")
+    return out
+
+
 def cmd_sweep(args) -> int:
     from desim.commands import UserError
     from desim.experiments.sweep import SweepError, parse_grid, run_sweep
@@ -54,6 +75,12 @@ def cmd_sweep(args) -> int:
         grid = parse_grid(parse_sets(args.set))
         if not args.resume and not grid:
             raise SweepError("give the grid with --set name=v1,v2,... (or --resume SWEEP_ID)")
+        if grid and not args.allow:
+            never = outside_the_run_of_grid(args.study, grid, args.steps)
+            if never:
+                raise SweepError("in some runs of this grid an intervention falls after the last step, so the "
+                                 "sweep would compare runs where it never fires:\n  " + "\n  ".join(never) +
+                                 "\n  (--allow runs the sweep anyway)")
         result = run_sweep(args.study, grid, args.replicates, args.workers, args.backend, args.address,
                            metrics, steps=args.steps, seed=args.seed, resume=args.resume,
                            on_start=progress.start, on_run=progress, on_wait=progress.waiting)
@@ -88,4 +115,6 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, help="override n_steps for every run")
     p.add_argument("--seed", type=int, help="override the study seed the runs' seeds derive from")
     p.add_argument("--resume", metavar="SWEEP_ID", help="rerun only the missing or failed runs of a sweep")
+    p.add_argument("--allow", action="store_true",
+                   help="run even when in some combinations an intervention falls after the last step")
     p.set_defaults(func=cmd_sweep)
