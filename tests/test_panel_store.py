@@ -338,3 +338,20 @@ def test_a_run_in_progress_is_readable_while_it_goes(tmp_path):
 
     desim.run_study(desim.load_study(root), on_step=look)
     assert seen == [(s, s) for s in range(1, 7)]
+
+
+def test_a_bare_state_field_in_sql_says_how_sql_names_it(study_copy, capsys):
+    """pandas and desim.open name state fields flat (opinion), SQL keeps them in the state struct: a query
+    that names one bare fails with DuckDB's error and the line that says state.opinion."""
+    root = study_copy("opinion_diffusion")
+    desim.run_study(desim.load_study(root, steps=2, params={"n_agents": 10}))
+    assert "opinion" in desim.open(root).panel().column_names
+    assert main(["sql", str(root), "SELECT opinion FROM panel"]) == 2
+    err = capsys.readouterr().err
+    assert 'Referenced column "opinion" not found' in err
+    assert "'opinion' is a state field: in SQL, state fields are state.<name> (state.opinion)" in err
+    with pytest.raises(duckdb.BinderException, match=r"state fields are state\.<name> \(state\.opinion\)"):
+        desim.open(root).sql("SELECT avg(opinion) FROM panel")
+    assert main(["sql", str(root), "SELECT no_such_column FROM panel"]) == 2      # no hint for other names
+    assert "is a state field" not in capsys.readouterr().err
+    assert main(["sql", str(root), "SELECT avg(state.opinion) FROM panel"]) == 0

@@ -12,6 +12,7 @@ a column of its own under its name (``opinion``), a payload field is
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -44,9 +45,17 @@ class StudyData:
 
     # --- any query -------------------------------------------------------------------
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
-        """A read-only query over the store's tables and views, as an Arrow table."""
+        """A read-only query over the store's tables and views, as an Arrow table. A query that names
+        a state or payload field bare (``status``) fails with DuckDB's error and a line saying that in
+        SQL they are ``state.status`` and ``payload.<name>`` (the tables here name them flat)."""
         with open_store(self.layout) as con:
-            return con.sql(query, params=params or None).to_arrow_table()
+            try:
+                return con.sql(query, params=params or None).to_arrow_table()
+            except duckdb.BinderException as e:
+                hint = bare_field_hint(con, str(e))
+                if hint is None:
+                    raise
+                raise duckdb.BinderException(f"{e}\n{hint}") from None
 
     def run_rows(self, run_ids: list[str]) -> list[dict]:
         """The runs rows of ``run_ids`` as dicts (JSON columns as text), oldest first."""
@@ -180,7 +189,31 @@ def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
             rel = con.sql(text)
             return rel.to_arrow_table() if rel is not None else None
         except duckdb.Error as e:
-            raise QueryError(str(e)) from None
+            hint = bare_field_hint(con, str(e)) if isinstance(e, duckdb.BinderException) else None
+            raise QueryError(f"{e}\n{hint}" if hint else str(e)) from None
+
+
+_NOT_FOUND = re.compile(r'Referenced column "([^"]+)" not found')
+
+
+def bare_field_hint(con: duckdb.DuckDBPyConnection, message: str) -> str | None:
+    """When DuckDB could not find a column that is a state or payload field of the panel, the line
+    that says how SQL names it: pandas and ``desim.open`` give state fields as plain columns
+    (``status``), SQL keeps them in the ``state`` struct (``state.status``)."""
+    m = _NOT_FOUND.search(message)
+    if m is None:
+        return None
+    name = m.group(1)
+    try:
+        schema = con.sql("SELECT state, payload FROM panel LIMIT 0").to_arrow_table().schema
+    except duckdb.Error:
+        return None
+    for column in ("state", "payload"):
+        kind = schema.field(column).type
+        if pa.types.is_struct(kind) and kind.get_field_index(name) >= 0:
+            return (f"'{name}' is a {column} field: in SQL, {column} fields are {column}.<name> "
+                    f"({column}.{name}); desim.open(...).panel() and pandas name it {name if column == 'state' else 'payload_' + name}")
+    return None
 
 
 def _literal(text: str) -> str:
