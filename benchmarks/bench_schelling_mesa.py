@@ -1,14 +1,21 @@
-"""Schelling 100x100 in desim and in Mesa 3.3.1, same parameters, same script run.
+"""Schelling 100x100 in desim and in Mesa 3.5.1 (or 3.3.1), same parameters, same script run.
 
-    python benchmarks/bench_schelling_mesa.py [--seeds 5] [--steps 100] [--size 100] [--no-mesa] [--json PATH]
+    python benchmarks/bench_schelling_mesa.py [--seeds 5] [--steps 100] [--size 100] [--mesa-version 3.5.1]
+                                              [--no-mesa] [--json PATH]
     python benchmarks/bench_schelling_mesa.py --seeds 1 --steps 3 --size 10 --no-mesa   # smoke (a test runs it)
 
 Parameters: 100x100 bounded grid (Mesa's default), density 0.8, minority 0.5,
 homophily 0.4, 100 steps, rule ``classic`` in both (happiness evaluated at
 the start of the step, the unhappy move in random order to random empty
-cells). Mesa runs in its own virtual environment, ``benchmarks/.venv-mesa``
-(created on first use with ``pip install mesa==3.3.1``; git-ignored): Mesa
-is a benchmark-only dependency, never a desim one.
+cells). Mesa runs in a virtual environment of its own per version,
+``benchmarks/.venv-mesa-VERSION`` (git-ignored), created on first use with
+``pip install mesa==VERSION networkx==<desim's networkx>``: Mesa is a
+benchmark-only dependency, never a desim one. The default, Mesa 3.5.1, needs
+Python 3.12: its venv is made with a Python 3.12 found in pyenv's versions
+folder or as ``python3.12`` on PATH (the script stops with one line saying
+what to install if there is none). ``--mesa-version 3.3.1`` keeps the earlier
+comparison, Mesa 3.3.1 on the running interpreter. Mesa 3.5.1 imports
+networkx on ``import mesa`` without requiring it, hence networkx in the venv.
 
 Timing, per seed, the two models interleaved so both see the same machine load:
 
@@ -32,6 +39,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -41,22 +51,65 @@ import jsonout
 from desim_probe import breakdown, fresh_copy, metric, panel_hash, run_timed
 
 HERE = Path(__file__).resolve().parent
-VENV = HERE / ".venv-mesa"
-MESA = "3.3.1"
+# The Mesa versions compared and the Python each needs: Mesa 3.5 requires Python >= 3.12; 3.3.1 installs
+# on the running interpreter (3.11), as the earlier comparisons did. bench_peragent_mesa.py uses these too.
+MESA_PYTHON = {"3.5.1": (3, 12), "3.3.1": None}
+DEFAULT_MESA = "3.5.1"
 PARAMS = {"width": 100, "height": 100, "density": 0.8, "minority_share": 0.5, "homophily": 0.4,
           "torus": False, "rule": "classic"}
 
 
-def mesa_python() -> Path:
-    """The Mesa venv's interpreter, creating the venv on first use."""
-    python = VENV / "bin" / "python"
+def add_mesa_option(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--mesa-version", choices=list(MESA_PYTHON), default=DEFAULT_MESA,
+                    help=f"the Mesa to compare against (default {DEFAULT_MESA}, on Python 3.12; 3.3.1 runs on "
+                    "the running interpreter)")
+
+
+def find_python(mesa: str) -> str:
+    """An interpreter of the Python version ``mesa`` needs: the running one if it is that version (or Mesa
+    needs none in particular), else the newest of that minor version in pyenv's versions folder, else
+    ``pythonX.Y`` on PATH. Stops with one line saying what to install if there is none."""
+    want = MESA_PYTHON[mesa]
+    if want is None or sys.version_info[:2] == want:
+        return sys.executable
+    minor = "%d.%d" % want
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    # plain releases only (3.12.1, 3.12.10, not 3.12-dev or 3.12.1t), newest patch first
+    releases = [d for d in pyenv.glob(f"{minor}.*") if re.fullmatch(rf"{re.escape(minor)}\.\d+", d.name)]
+    candidates = [str(d / "bin" / f"python{minor}")
+                  for d in sorted(releases, key=lambda d: int(d.name.rsplit(".", 1)[1]), reverse=True)]
+    candidates += [shutil.which(f"python{minor}")] if shutil.which(f"python{minor}") else []
+    for candidate in candidates:
+        # ask each one its version: a pyenv shim on PATH exists but fails unless that version is selected
+        probe = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.strip() == minor:
+            return candidate
+    raise SystemExit(f"Mesa {mesa} needs Python {minor}, not found in {pyenv} or on PATH: install it "
+                     f"(e.g. `pyenv install {minor}`) or run with --mesa-version 3.3.1")
+
+
+def mesa_python(mesa: str) -> Path:
+    """The interpreter of Mesa ``mesa``'s venv (``benchmarks/.venv-mesa-VERSION``), creating the venv and
+    installing Mesa and networkx (desim's version) into it on first use."""
+    import networkx  # the version desim builds its graphs with
+    venv = HERE / f".venv-mesa-{mesa}"
+    python = venv / "bin" / "python"
+    want = [mesa, networkx.__version__]
+    # what the venv holds, read from package metadata (``import mesa`` 3.5.1 fails without networkx)
+    probe = ("import importlib.metadata as m\n"
+             "for p in ('mesa', 'networkx'):\n"
+             "    try: print(m.version(p))\n"
+             "    except m.PackageNotFoundError: print('-')")
+    holds = lambda: subprocess.run([str(python), "-c", probe], check=True, capture_output=True,  # noqa: E731
+                                   text=True).stdout.split()
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", f"mesa=={MESA}"], check=True)
-    found = subprocess.run([str(python), "-c", "import mesa; print(mesa.__version__)"],
-                           check=True, capture_output=True, text=True).stdout.strip()
-    if found != MESA:
-        raise SystemExit(f"{VENV} has mesa {found}, expected {MESA}; delete it to rebuild")
+        subprocess.run([find_python(mesa), "-m", "venv", str(venv)], check=True)
+    if holds() != want:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"mesa=={mesa}", f"networkx=={want[1]}"],
+                       check=True)
+        if holds() != want:
+            raise SystemExit(f"{venv} holds mesa, networkx {holds()}, expected {want}; delete it to rebuild")
     return python
 
 
@@ -75,15 +128,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--size", type=int, default=100, help="grid side (smoke: 10)")
     ap.add_argument("--no-mesa", action="store_true", help="desim only, no Mesa venv (the smoke test)")
+    add_mesa_option(ap)
     jsonout.add_option(ap)
     args = ap.parse_args()
-    steps = args.steps
+    steps, mesa = args.steps, args.mesa_version
     PARAMS.update(width=args.size, height=args.size)
-    python = None if args.no_mesa else mesa_python()
+    python = None if args.no_mesa else mesa_python(mesa)
     root = fresh_copy("schelling", "mesa_compare")
     rows = []
-    nothing = {"agents": 1, "steps_s": float("nan"), "steps_cpu_s": float("nan"), "mean_same_share": float("nan"),
-               "share_happy": float("nan")}
+    nothing = {"python": None, "agents": 1, "steps_s": float("nan"), "steps_cpu_s": float("nan"),
+               "mean_same_share": float("nan"), "share_happy": float("nan")}
     for seed in range(1, args.seeds + 1):
         m = nothing if args.no_mesa else run_mesa(python, seed, steps)
         mp = nothing if args.no_mesa else run_mesa(python, seed, steps, panel=True)
@@ -101,6 +155,7 @@ def main() -> None:
             "mesa_happy": m["share_happy"], "desim_happy": metric(d["db"], d["run_id"], "share_happy", steps),
             "identical_panel": panel_hash(d["db"], d["run_id"]) == panel_hash(o["db"], o["run_id"])})
         print(json.dumps(rows[-1]), flush=True)
+    mesa_py = m["python"]          # the Python the Mesa side ran on (None under --no-mesa)
 
     with breakdown(root, "Grid", "Relocation", "SegregationMetrics") as spent:
         b = run_timed(root, seed=1, steps=steps, params=PARAMS)
@@ -111,9 +166,9 @@ def main() -> None:
     mean = lambda key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
     same_panel = all(r["identical_panel"] for r in rows)
     # the table's rows: key, label, the keys of its agents, wall and CPU seconds, whose model figures it shows
-    models = [("mesa", f"Mesa {MESA} (steps only, no data collection)", "mesa_agents", "mesa_wall", "mesa_cpu",
+    models = [("mesa", f"Mesa {mesa} (steps only, no data collection)", "mesa_agents", "mesa_wall", "mesa_cpu",
                "mesa"),
-              ("mesa_panel", f"Mesa {MESA} with a DataCollector agent panel (x, y, type, happy; in memory)",
+              ("mesa_panel", f"Mesa {mesa} with a DataCollector agent panel (x, y, type, happy; in memory)",
                "mesa_agents", "mesa_panel_wall", "mesa_panel_cpu", None),
               ("desim", "desim, whole run, full typed panel (Parquet, durable per step)", "desim_agents",
                "desim_wall", "desim_cpu", "desim"),
@@ -130,8 +185,10 @@ def main() -> None:
                       "share_happy": mean(f"{side}_happy") if side else None})
     by = {t["model"]: t for t in table}
     print()
+    mesa_side = "" if args.no_mesa else f", Mesa {mesa} on Python {mesa_py}"
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          f"{args.seeds} seeds, {steps} steps, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+          f"{args.seeds} seeds, {steps} steps, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+          f"desim on Python {platform.python_version()}{mesa_side}")
     print("| model | agent-steps/s (wall) | agent-steps/s (CPU) | mean same-type share | share happy |")
     print("|---|---|---|---|---|")
     for t in table:
@@ -166,7 +223,8 @@ def main() -> None:
     print(f"  store per panel row: {store_us:.3f} us writing steps, {merge_us:.3f} us "
           f"merging at the end; without the store the same run would do {without_store:,.0f} agent-steps/s CPU")
     jsonout.write(args.json, {
-        "seeds": args.seeds, "steps": steps, "size": args.size, "mesa": not args.no_mesa, "mesa_version": MESA,
+        "seeds": args.seeds, "steps": steps, "size": args.size, "mesa": not args.no_mesa, "mesa_version": mesa,
+        "python": platform.python_version(), "mesa_python": mesa_py,
         "per_seed": rows, "table": table, "same_panel": same_panel, "ratios": ratio,
         "mean_same_share_difference": share_difference,
         "breakdown": {"seed": 1, "rows": b["rows"], "cpu_s": b["cpu_s"], "wall_s": b["wall_s"],

@@ -1,21 +1,30 @@
-"""Schelling in Mesa 3.3.1, for the side-by-side benchmark (runs in benchmarks/.venv-mesa only).
+"""Schelling in Mesa 3.5.1 or 3.3.1, for the side-by-side benchmark (runs in benchmarks/.venv-mesa-VERSION only).
 
 Mesa is a benchmark-only dependency: this file is never imported by desim.
-It is written against Mesa's documented 3.x API (``Model(seed=...)``,
-``OrthogonalMooreGrid``, ``CellAgent``, ``AgentSet.shuffle_do``) with the
+It is written against Mesa's documented 3.x API (``Model(rng=...)``,
+``OrthogonalMooreGrid``, ``CellAgent``, ``AgentSet.shuffle_do``), the same
+code on both versions, with the
 update order of ``studies/schelling`` (rule ``classic``): every agent's
 happiness is evaluated at the start of the step, then the unhappy agents, in
 a random order, each move to a random empty cell; an agent with no neighbour
-is unhappy.
+is unhappy. The model is seeded with ``rng=seed``: Mesa 3.5 deprecates
+``seed=`` (a FutureWarning) for ``rng=``, and on both versions an integer
+``rng`` seeds ``model.random`` and ``model.rng`` exactly as ``seed`` did.
+Both versions' ``select_random_empty_cell`` draw cells with
+``random.choice`` until one is empty (3.5.1 falls back to a list of the empty
+cells after 50 misses, which at density 0.8 almost never happens), so a seed
+gives the same run on both; the mean same-type share may differ in its last
+digits only, as Python 3.12's ``sum`` of floats is compensated and 3.11's is not.
 
 Usage: ``python mesa_models.py WIDTH HEIGHT DENSITY MINORITY HOMOPHILY STEPS SEED TORUS [panel]``;
-prints one JSON line with the timing and the outcome. With ``panel``, a
+prints one JSON line with the timing, the outcome and the Mesa and Python versions. With ``panel``, a
 ``DataCollector`` also records every agent's x, y, type and happiness at every
 step (in memory), the nearest Mesa gets to desim's panel.
 """
 from __future__ import annotations
 
 import json
+import platform
 import sys
 import time
 
@@ -47,7 +56,7 @@ class Resident(CellAgent):
 class Segregation(mesa.Model):
     def __init__(self, width: int, height: int, density: float, minority: float, homophily: float,
                  seed: int, torus: bool, panel: bool = False):
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)     # ``seed=`` is deprecated in Mesa 3.5; an int rng is the same seeding
         self.homophily = homophily
         self.panel = mesa.DataCollector(agent_reporters={
             "x": lambda a: a.cell.coordinate[0], "y": lambda a: a.cell.coordinate[1],
@@ -83,7 +92,7 @@ def main(argv: list[str]) -> None:
     for _ in range(steps):
         model.step()
     done, cpu1 = time.perf_counter(), time.process_time()
-    print(json.dumps({"mesa_version": mesa.__version__, "agents": len(model.agents), "steps": steps, "panel": panel,
+    print(json.dumps({"mesa_version": mesa.__version__, "python": platform.python_version(), "agents": len(model.agents), "steps": steps, "panel": panel,
                       "setup_s": built - started, "steps_s": done - built, "steps_cpu_s": cpu1 - cpu0,
                       "mean_same_share": model.mean_same_share(), "share_happy": model.share_happy()}))
 
