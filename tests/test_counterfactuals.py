@@ -205,6 +205,8 @@ def test_effect_refuses_a_treatment_that_is_not_an_intervention(tmp_path):
         run_effect(root, 3, {"base_drift": "1"}, replicates=2)
     with pytest.raises(EffectError, match="declares no parameter 'lockdown_week'"):
         run_effect(root, 3, {"lockdown_week": "1"}, replicates=2)
+    with pytest.raises(EffectError, match=r"--at-step 9 is after the last step \(8\)"):    # a fork past the horizon
+        run_effect(root, 9, {"lockdown_day": "4"}, replicates=2, steps=8)
     assert not store_path(root).exists()    # checked before anything ran
 
 

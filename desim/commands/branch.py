@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from desim.commands.core import Progress, add_study_arg, parse_sets, print_table
+from desim.commands.core import Progress, add_quiet_arg, add_study_arg, exit_status, parse_sets, print_table
 
 
 def cmd_branch(args) -> int:
     from desim.commands import UserError
     from desim.experiments.branches import branch
-    progress = Progress(0, "branch")
+    progress = Progress(0, f"branch of {args.from_run}", quiet=args.quiet)
     try:
         result = branch(args.study, args.from_run, args.at_step, params=parse_sets(args.set), steps=args.steps,
                         note=args.note, on_step=progress)
@@ -23,7 +23,7 @@ def cmd_branch(args) -> int:
     if result.status == "interrupted":
         print(f"  resume with: desim run {args.study} --resume {result.run_id}")
     print(f"  compare: desim compare {args.study} {args.from_run} {result.run_id}")
-    return 0
+    return exit_status(result)
 
 
 def cmd_compare(args) -> int:
@@ -60,6 +60,7 @@ def register(sub) -> None:
                    help="change a parameter that only interventions at steps >= T use (e.g. their at_step)")
     p.add_argument("--steps", type=int, help="run the branch to this step (default: the parent's n_steps)")
     p.add_argument("--note", default=None)
+    add_quiet_arg(p)
     p.set_defaults(func=cmd_branch)
 
     p = sub.add_parser("compare", help="treatment minus control, per step and per agent")

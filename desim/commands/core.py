@@ -6,8 +6,9 @@ import json
 import re
 import shutil
 import sys
-import time
 from pathlib import Path
+
+from desim.commands.progress import Progress, add_quiet_arg  # noqa: E402 - the commands' progress, one way
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"    # packaged with desim (the wheel)
 DEFAULT_TEMPLATE = "starter"
@@ -23,25 +24,6 @@ def parse_sets(items: list[str] | None) -> dict[str, str]:
             raise UserError(f"--set expects name=value, got '{item}'")
         out[name.strip()] = value.strip()
     return out
-
-
-class Progress:
-    """A one-line progress bar on stderr (only when stderr is a terminal)."""
-
-    def __init__(self, total: int, label: str):
-        self.total, self.label, self.t0 = total, label, time.perf_counter()
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, step: int, metrics: dict) -> None:
-        if not self.tty or step < 1 or not self.total:
-            return
-        done = int(30 * step / self.total)
-        rate = step / max(1e-9, time.perf_counter() - self.t0)
-        sys.stderr.write(f"\r{self.label} [{'#' * done}{'.' * (30 - done)}] step {step}/{self.total} "
-                         f"({rate:.1f} steps/s)")
-        if step == self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def templates() -> dict[str, str]:
@@ -108,7 +90,7 @@ def cmd_run(args) -> int:
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
             raise UserError("--resume continues a run with its stored configuration; drop the overrides")
-        result = resume(args.study, args.resume, on_step=Progress(0, "resume"))
+        result = resume(args.study, args.resume, on_step=Progress(0, f"resume {args.resume}", quiet=args.quiet))
         spec = load_study(args.study)
     else:
         params = parse_sets(args.set)
@@ -119,7 +101,7 @@ def cmd_run(args) -> int:
         from desim.lint import outside_the_run
         for warning in outside_the_run(spec):       # the values of this run, --set and --steps included
             print(f"warning: {warning}", file=sys.stderr)
-        result = run_study(spec, on_step=Progress(spec.simulation.n_steps, spec.id))   # a warm start: a branch
+        result = run_study(spec, on_step=Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet))   # a warm start: a branch
     db = result.store_path
     print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
     if result.end_reason:
@@ -293,6 +275,7 @@ def register(sub) -> None:
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted or failed run from its last step")
     p.add_argument("--traceback", action="store_true",
                    help="print the traceback of study code that fails (also DESIM_TRACEBACK=1)")
+    add_quiet_arg(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("runs", help="list a study's runs as a tree of versions and branches")

@@ -1,37 +1,41 @@
 """``desim effect``: an intervention's paired effect over replicate control runs, with 95 % intervals."""
 from __future__ import annotations
 
-import sys
-
 from desim.commands.core import add_study_arg, parse_sets, print_table
+from desim.commands.progress import Progress, add_quiet_arg
 
 
 class PairsProgress:
-    """One line per finished run on stderr."""
+    """The pairs' runs as they finish (controls, then branches): the commands' progress over runs, with a
+    line of its own for a run that did not complete."""
 
-    def __init__(self, label: str):
-        self.label = label
+    def __init__(self, label: str, quiet: bool = False):
+        self.label, self.quiet = label, quiet
+        self.bar: Progress | None = None
 
     def start(self, effect_id: str, n_controls: int, replicates: int) -> None:
-        sys.stderr.write(f"effect {effect_id}: {replicates} pairs, {replicates - n_controls} control runs reused, "
-                         f"{n_controls} to run, then {replicates} branches\n")
-        sys.stderr.flush()
+        self.bar = Progress(n_controls + replicates, self.label, unit="run", quiet=self.quiet)
+        self.bar.note(f"effect {effect_id}: {replicates} pairs, {replicates - n_controls} control runs reused, "
+                      f"{n_controls} to run, then {replicates} branches")
+        self.offset = {"control": 0, "treatment": n_controls}
 
     def __call__(self, phase: str, outcome, done: int, total: int) -> None:
-        note = f": {outcome.error}" if outcome.error else ""
-        sys.stderr.write(f"{self.label} {phase} {done}/{total} {outcome.run_id} {outcome.status}{note}\n")
-        sys.stderr.flush()
+        if self.bar is None:
+            return
+        if outcome.status != "completed":
+            self.bar.note(f"{phase} {outcome.run_id} {outcome.status}: {outcome.error}")
+        self.bar(self.offset.get(phase, 0) + done)
 
     def waiting(self, message: str) -> None:
-        sys.stderr.write(f"{self.label}: {message}\n")
-        sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.note(message)
 
 
 def cmd_effect(args) -> int:
     from desim.commands import UserError
     from desim.experiments.effects import EffectError, effect_table, run_effect
     from desim.experiments.sweep import SweepError
-    progress = PairsProgress(args.study.rstrip("/").split("/")[-1])
+    progress = PairsProgress(args.study.rstrip("/").split("/")[-1], quiet=args.quiet)
     try:
         result = run_effect(args.study, args.at_step, parse_sets(args.set), replicates=args.replicates,
                             control=parse_sets(args.control_set), steps=args.steps, seed=args.seed,
@@ -83,4 +87,5 @@ def register(sub) -> None:
     p.add_argument("--metrics", help="comma-separated metrics to print (default: all)")
     p.add_argument("--states", help="comma-separated state fields to pair per agent (default: display_states)")
     p.add_argument("--note", default=None)
+    add_quiet_arg(p)
     p.set_defaults(func=cmd_effect)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from desim.commands import UserError
+from desim.commands.progress import add_quiet_arg
 
 
 def cmd_report(args) -> int:
@@ -29,6 +30,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_viz_diffusion(args) -> int:
+    from desim.commands.progress import chosen_mode
     import sys
     import time
 
@@ -37,8 +39,12 @@ def cmd_viz_diffusion(args) -> int:
     started = time.perf_counter()
     last = {"fraction": -1.0, "stage": ""}
 
+    quiet = chosen_mode(args.quiet) == "off"
+
     def progress(fraction: float, message: str) -> None:
         """A line when a stage begins (its first word changes), and per tenth of a long one (the layout)."""
+        if quiet:
+            return
         stage = message.split(" ")[0]
         if stage != last["stage"] or fraction - last["fraction"] >= 0.1:
             last.update(stage=stage, fraction=fraction)
@@ -103,6 +109,7 @@ def register(sub) -> None:
     p.add_argument("--max-nodes", type=int, default=20000,
                    help="the player embeds every agent up to this many; above, the community view (default 20000)")
     p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
+    add_quiet_arg(p)
     p.set_defaults(func=cmd_viz_diffusion)
 
     p = kinds.add_parser("grid", help="a positioned study's grid (state fields x, y) coloured by a state field, "

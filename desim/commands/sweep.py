@@ -1,48 +1,36 @@
 """``desim sweep``: a grid of parameter values x replicates, on a local process pool or Ray."""
 from __future__ import annotations
 
-import sys
-
 from desim.commands.core import add_study_arg, parse_sets, print_table
+from desim.commands.progress import Progress, add_quiet_arg
 
 
 class RunsProgress:
-    """A progress bar over runs on stderr; one line per run when stderr is not a terminal."""
+    """The sweep's runs as they finish: the commands' progress over runs (a bar with the time left on a
+    terminal, timestamped lines elsewhere), with a line of its own for a run that failed."""
 
-    def __init__(self, label: str, study: str, backend: str, workers: int | None):
-        self.label, self.study, self.backend, self.workers = label, study, backend, workers
-        self.failed = 0
-        self.tty = sys.stderr.isatty()
+    def __init__(self, label: str, study: str, backend: str, workers: int | None, quiet: bool = False):
+        self.label, self.study, self.backend, self.workers, self.quiet = label, study, backend, workers, quiet
+        self.bar: Progress | None = None
 
     def start(self, plan, n_to_run: int) -> None:
+        self.bar = Progress(n_to_run, self.label, unit="run", quiet=self.quiet)
         sizes = " x ".join(str(len(v)) for v in plan.grid.values())
         workers = f", {self.workers} workers" if self.workers else ""
-        sys.stderr.write(f"sweep {plan.sweep_id}: {sizes} combinations x {plan.replicates} replicates, "
-                         f"{n_to_run} runs to go on {self.backend}{workers} "
-                         f"(if interrupted: desim sweep {self.study} --resume {plan.sweep_id})\n")
-        sys.stderr.flush()
+        self.bar.note(f"sweep {plan.sweep_id}: {sizes} combinations x {plan.replicates} replicates, "
+                      f"{n_to_run} runs to go on {self.backend}{workers} "
+                      f"(if interrupted: desim sweep {self.study} --resume {plan.sweep_id})")
 
     def waiting(self, message: str) -> None:
-        sys.stderr.write(f"\n{self.label}: {message}\n")
-        sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.note(message)
 
     def __call__(self, outcome, done: int, total: int) -> None:
+        if self.bar is None:
+            return
         if outcome.status != "completed":
-            self.failed += 1
-        if self.tty:
-            bar = int(30 * done / max(1, total))
-            sys.stderr.write(f"\r{self.label} [{'#' * bar}{'.' * (30 - bar)}] run {done}/{total}"
-                             f"{f', {self.failed} failed' if self.failed else ''}")
-            if outcome.status != "completed":
-                sys.stderr.write(f"\n  {outcome.run_id} failed: {outcome.error}\n")
-            if done == total:
-                sys.stderr.write("\n")
-        else:
-            note = f": {outcome.error}" if outcome.error else ""
-            sys.stderr.write(f"{self.label} run {done}/{total} {outcome.run_id} "
-                             f"{'completed' if outcome.status == 'completed' else 'failed'} "
-                             f"({outcome.wall_seconds:.2f} s){note}\n")
-        sys.stderr.flush()
+            self.bar.note(f"{outcome.run_id} failed: {outcome.error}")
+        self.bar(done)
 
 
 def outside_the_run_of_grid(study: str, grid: dict[str, list], steps: int | None) -> list[str]:
@@ -70,7 +58,8 @@ def cmd_sweep(args) -> int:
     from desim.commands import UserError
     from desim.experiments.sweep import SweepError, parse_grid, run_sweep
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    progress = RunsProgress(args.study.rstrip("/").split("/")[-1], args.study, args.backend, args.workers)
+    progress = RunsProgress(args.study.rstrip("/").split("/")[-1], args.study, args.backend, args.workers,
+                            quiet=args.quiet)
     try:
         grid = parse_grid(parse_sets(args.set))
         if not args.resume and not grid:
@@ -117,4 +106,5 @@ def register(sub) -> None:
     p.add_argument("--resume", metavar="SWEEP_ID", help="rerun only the missing or failed runs of a sweep")
     p.add_argument("--allow", action="store_true",
                    help="run even when in some combinations an intervention falls after the last step")
+    add_quiet_arg(p)
     p.set_defaults(func=cmd_sweep)

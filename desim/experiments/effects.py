@@ -121,6 +121,9 @@ def run_effect(study_root: str | Path, at_step: int, treatment: dict[str, Any] |
     if at_step < 1:
         raise EffectError("--at-step must be 1 or more")
     base = load_study(root, steps=steps, seed=seed)
+    if at_step > base.simulation.n_steps:
+        raise EffectError(f"--at-step {at_step} is after the last step ({base.simulation.n_steps}): the branches "
+                          "would replay their controls and the effect would be zero by construction")
     control_p = {**base.simulation.parameters, **_typed(base, control or {}, "--control-set")}
     treat_p = _typed(base, treatment or {}, "--set")
     if base.rounds > 1 and not base.simulation.record_rounds:

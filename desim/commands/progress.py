@@ -1,0 +1,118 @@
+"""How a long command says how far it got, on stderr: a bar with the elapsed time and an estimate of
+the time left on a terminal; plain timestamped lines at a steady interval anywhere else (a log file,
+a SLURM or nohup log, a pipe), so a log never stays empty until the end; nothing with ``--quiet``.
+
+``DESIM_PROGRESS`` chooses for every command: ``auto`` (the default: a bar on a terminal, lines
+elsewhere), ``bar``, ``lines`` or ``off``; ``DESIM_PROGRESS_EVERY`` is the seconds between two lines
+(default 10; the first and the last are always written).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime
+from typing import TextIO
+
+MODES = ("auto", "bar", "lines", "off")
+EVERY_S = 10.0
+
+
+def chosen_mode(quiet: bool = False, stream: TextIO | None = None) -> str:
+    """``bar``, ``lines`` or ``off``: ``--quiet``, then ``DESIM_PROGRESS``, then whether ``stream``
+    (stderr) is a terminal. An unknown ``DESIM_PROGRESS`` is said once and read as ``auto``."""
+    if quiet:
+        return "off"
+    stream = stream or sys.stderr
+    mode = os.environ.get("DESIM_PROGRESS", "auto").strip().lower() or "auto"
+    if mode not in MODES:
+        stream.write(f"desim: DESIM_PROGRESS={mode!r} is not one of {', '.join(MODES)}; using auto\n")
+        mode = "auto"
+    if mode == "auto":
+        return "bar" if stream.isatty() else "lines"
+    return mode
+
+
+def every_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("DESIM_PROGRESS_EVERY", EVERY_S)))
+    except ValueError:
+        return EVERY_S
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 04 min``: how long, as a person reads it."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+class Progress:
+    """Progress over ``total`` units (steps, runs): call it with the number done so far.
+
+    Its call signature is the engine's ``on_step(step, metrics)``, so it is given to a run as it is;
+    ``total`` 0 means unknown (a resume or a branch): the count and elapsed time, no estimate."""
+
+    def __init__(self, total: int, label: str, unit: str = "step", quiet: bool = False,
+                 stream: TextIO | None = None):
+        self.total, self.label, self.unit = total, label, unit
+        self.stream = stream or sys.stderr
+        self.mode = chosen_mode(quiet, self.stream)
+        self.every = every_s()
+        self.t0 = time.perf_counter()
+        self._last_line: float | None = None
+        self._bar_open = False
+
+    def __call__(self, done: int, *_) -> None:
+        if self.mode == "off" or done < 1:
+            return
+        now = time.perf_counter()
+        elapsed = now - self.t0
+        if self.mode == "bar":
+            self._bar(done, elapsed)
+        elif self._last_line is None or now - self._last_line >= self.every or done == self.total:
+            self._last_line = now
+            stamp = datetime.now().isoformat(timespec="seconds")
+            self.stream.write(f"{stamp} {self.label}: {self._where(done)}, elapsed {duration(elapsed)}"
+                              f"{self._left(done, elapsed)}\n")
+            self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """A line of its own (a failed run, a wait), not overwritten by the bar."""
+        if self.mode == "off":
+            return
+        if self._bar_open:
+            self.stream.write("\n")
+            self._bar_open = False
+        stamp = "" if self.mode == "bar" else datetime.now().isoformat(timespec="seconds") + " "
+        self.stream.write(f"{stamp}{self.label}: {text}\n")
+        self.stream.flush()
+
+    def _where(self, done: int) -> str:
+        if not self.total:
+            return f"{self.unit} {done}"
+        return f"{self.unit} {done}/{self.total} ({100 * done // self.total} %)"
+
+    def _left(self, done: int, elapsed: float) -> str:
+        if not self.total or done >= self.total:
+            return ""
+        return f", about {duration(elapsed / done * (self.total - done))} left"
+
+    def _bar(self, done: int, elapsed: float) -> None:
+        filled = int(30 * done / self.total) if self.total else 0
+        bar = f"[{'#' * filled}{'.' * (30 - filled)}] " if self.total else ""
+        self.stream.write(f"\r{self.label} {bar}{self._where(done)}, {duration(elapsed)}"
+                          f"{self._left(done, elapsed)}   ")
+        self._bar_open = True
+        if self.total and done >= self.total:
+            self.stream.write("\n")
+            self._bar_open = False
+        self.stream.flush()
+
+
+def add_quiet_arg(p) -> None:
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress on stderr (also DESIM_PROGRESS=off; =lines for timestamped lines, =bar)")

@@ -1,0 +1,58 @@
+"""Progress on stderr for long commands: timestamped lines when stderr is no terminal (a log file, a
+scheduler's log), a bar with elapsed time and time left on a terminal, nothing with --quiet."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+
+from desim.commands.progress import Progress, duration
+from walk_study import write_walk_study
+from waits import HANG_S
+
+STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d walk: step (\d+)/12 \((\d+) %\), elapsed [\d.]+ s")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def run(root, *args, **env):
+    return subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), *args], capture_output=True,
+                          text=True, timeout=HANG_S, env={**os.environ, **env})
+
+
+def test_a_run_into_a_log_writes_timestamped_lines_as_it_goes(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=12)
+    done = run(root, DESIM_PROGRESS_EVERY="0")          # stderr is a pipe: lines, one a step here
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if STAMPED.match(line)]
+    assert [int(STAMPED.match(line).group(1)) for line in lines] == list(range(1, 13))
+    assert "left" in lines[0] and "left" not in lines[-1] and "(100 %)" in lines[-1]
+    assert "\r" not in done.stderr
+    # the default interval writes the first and the last step at least, never nothing
+    lines = [line for line in run(root).stderr.splitlines() if STAMPED.match(line)]
+    assert len(lines) >= 2 and "step 1/12" in lines[0] and "step 12/12" in lines[-1]
+    for quiet in (run(root, "--quiet"), run(root, DESIM_PROGRESS="off")):
+        assert quiet.returncode == 0 and not any(STAMPED.match(line) for line in quiet.stderr.splitlines())
+
+
+def test_on_a_terminal_a_bar_with_elapsed_time_and_time_left():
+    out = Terminal()
+    bar = Progress(4, "walk", stream=out)
+    for step in range(1, 5):
+        bar(step, {})
+    text = out.getvalue()
+    assert bar.mode == "bar" and text.count("\r") == 4 and text.endswith("\n")
+    assert "[" + "#" * 7 + "." * 23 + "] step 1/4 (25 %)" in text and "left" in text
+    assert "step 4/4 (100 %)" in text.split("\r")[-1] and "left" not in text.split("\r")[-1]
+    quiet = Terminal()
+    Progress(4, "walk", stream=quiet, quiet=True)(1, {})
+    assert quiet.getvalue() == ""
+
+
+def test_durations_read_as_a_person_reads_them():
+    assert [duration(s) for s in (3.25, 42, 185, 7440)] == ["3.2 s", "42 s", "3 min 05 s", "2 h 04 min"]
