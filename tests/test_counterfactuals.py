@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import pyarrow as pa
 import pytest
 from scipy import stats
 
@@ -229,3 +230,29 @@ def test_an_intervention_after_the_horizon_is_said_by_run_and_refused_by_sweep(t
     assert "--allow" in err and sql(root, "SELECT count(*) FROM runs")[0][0] == before      # nothing ran
     assert main(["sweep", str(root), "--set", "lockdown_day=3,20", "--workers", "1", "--allow"]) == 0
     assert sql(root, "SELECT count(*) FROM runs")[0][0] == before + 2
+
+
+def test_which_run_a_read_means_and_the_runs_by_role(tmp_path):
+    """After a sweep and an effect, desim.open(s).panel() reads the latest plain run, not a treatment; runs()
+    says each run's sweep, effect and arm in typed columns, and its parameters one typed column each."""
+    root = write_walk_study(tmp_path / "walk", n_steps=8)
+    plain = desim.run_study(desim.load_study(root, params={"lockdown_day": 5}))
+    sweep = run_sweep(root, {"lockdown_day": ["2", "3"]}, replicates=1, workers=1)
+    effect = run_effect(root, 3, {"lockdown_day": "4"}, replicates=2, workers=1)
+    data = desim.open(root)
+    assert data.run_ids(None) == [plain.run_id]
+    assert set(data.panel().column("run_id").to_pylist()) == {plain.run_id}
+    runs = data.runs()
+    by_id = {r["run_id"]: r for r in runs.to_pylist()}
+    assert by_id[plain.run_id]["sweep_id"] is None and by_id[plain.run_id]["arm"] is None
+    treatments = data.select_runs(effect=effect.effect_id, arm="treatment")
+    controls = data.select_runs(effect=effect.effect_id, arm="control")
+    assert len(treatments) == len(controls) == 2 and not set(treatments) & set(controls)
+    assert {by_id[r]["effect_id"] for r in treatments + controls} == {effect.effect_id}
+    assert sorted(data.select_runs(sweep=sweep.sweep_id)) == sorted(r.run_id for r in sweep.plan.runs)
+    assert runs.schema.field("param_lockdown_day").type == pa.int64()
+    assert by_id[plain.run_id]["param_lockdown_day"] == 5
+    assert sorted(by_id[r]["param_lockdown_day"] for r in data.select_runs(sweep=sweep.sweep_id)) == [2, 3]
+    assert set(data.metrics(treatments).column("run_id").to_pylist()) == set(treatments)
+    with pytest.raises(ValueError, match="give effect= too"):
+        data.select_runs(arm="control")

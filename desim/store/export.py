@@ -3,7 +3,9 @@
 ``desim export studies/x [--run R] --format parquet|csv --out DIR`` writes the
 panel (flat: one column per state field, ``payload_<name>`` per payload field),
 the initial states, the metrics (wide: one column per metric), the events, the
-messages, the edges, and ``runs.json`` with each run's seed, parameters and
+messages, the edges, ``runs`` (one row per run, its parameters as typed
+``param_<name>`` columns, its ``sweep_id``, ``effect_id`` and ``arm``: join it to
+the panel on ``run_id``) and ``runs.json`` with each run's seed, parameters and
 resolved configuration. Without ``--run`` every run of the study is exported,
 each row carrying its ``run_id``.
 """
@@ -13,6 +15,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
@@ -45,9 +48,14 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
         raise LookupError(f"{data.db} holds no runs yet")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    every = data.runs()
+    chosen = pc.is_in(every.column("run_id"), value_set=pa.array(runs, pa.string()))
+    # the runs as a flat table to join on run_id: parameters one typed column each, roles typed too
+    flat_runs = every.filter(chosen).drop_columns([c for c in ("config", "parameters", "overrides")
+                                                  if c in every.column_names])
     tables = {"panel": data.panel(runs), "initial_states": data.initial_states(runs),
               "metrics": data.metrics(runs), "events": data.events(runs), "messages": data.messages(runs),
-              "edges": data.edges(runs)}
+              "edges": data.edges(runs), "runs": flat_runs}
     written = []
     for name, table in tables.items():
         path = out / f"{name}.{fmt}"

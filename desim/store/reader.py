@@ -12,6 +12,7 @@ a column of its own under its name (``opinion``), a payload field is
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Iterable
@@ -63,15 +64,52 @@ class StudyData:
             return Catalogue(con).runs(run_ids=run_ids)
 
     def runs(self) -> pa.Table:
-        return self.sql("SELECT * FROM runs ORDER BY started_at")
+        """Every run, oldest first: the ``runs`` table, with what a run belongs to as typed columns of its
+        own (``sweep_id``; ``effect_id`` and ``arm``, ``control`` or ``treatment``, for an effect's runs)
+        and one column per study parameter, ``param_<name>``, typed by its values (no JSON to parse)."""
+        with open_store(self.layout) as con:
+            table = con.sql(_RUNS_WITH_ROLES if _has_effects(con) else _RUNS_PLAIN).to_arrow_table()
+        values = [json.loads(p) if p else {} for p in table.column("parameters").to_pylist()]
+        for name in dict.fromkeys(k for v in values for k in v):
+            try:
+                column = pa.array([v.get(name) for v in values], from_pandas=False)
+            except (pa.ArrowException, TypeError, ValueError):      # mixed kinds across runs: as JSON text
+                column = pa.array([None if name not in v else json.dumps(v[name]) for v in values], pa.string())
+            table = table.append_column(f"param_{name}", column)
+        return table
+
+    def select_runs(self, *, sweep: str | None = None, effect: str | None = None, arm: str | None = None,
+                    status: str | None = None) -> list[str]:
+        """The ids of the runs of a sweep, of an effect (``arm``: ``control`` or ``treatment``), of a
+        status, oldest first: give them as ``run=`` to ``panel``, ``metrics`` and the others."""
+        if arm not in (None, "control", "treatment"):
+            raise ValueError(f"arm is 'control' or 'treatment', not {arm!r}")
+        if arm is not None and effect is None:
+            raise ValueError("arm= selects within an effect: give effect= too")
+        runs = self.runs()
+        keep = [True] * runs.num_rows
+        for column, wanted in (("sweep_id", sweep), ("effect_id", effect), ("arm", arm), ("status", status)):
+            if wanted is not None:
+                keep = [k and v == wanted for k, v in zip(keep, runs.column(column).to_pylist())]
+        found = [r for r, k in zip(runs.column("run_id").to_pylist(), keep) if k]
+        if not found:
+            raise NoSuchRun(f"no run in {self.db} with " + ", ".join(
+                f"{k}={v!r}" for k, v in (("sweep", sweep), ("effect", effect), ("arm", arm), ("status", status))
+                if v is not None))
+        return found
 
     def run_ids(self, run: str | Iterable[str] | None) -> list[str]:
-        """``None`` is the latest run; a string one run; a list those runs (each checked)."""
+        """``None`` is the latest plain run: the newest run that is not one of a sweep's or an effect's
+        runs (a run or a branch made by hand), or the newest run of any kind when there is none; a
+        string is one run; a list those runs (each checked). ``select_runs`` picks a sweep's or an
+        effect's runs."""
         if run is None:
-            rows = self.sql("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").column("run_id").to_pylist()
-            if not rows:
+            runs = self.runs()
+            if not runs.num_rows:
                 raise NoSuchRun(f"{self.db} holds no runs yet")
-            return rows
+            ids, sweeps, effects = (runs.column(c).to_pylist() for c in ("run_id", "sweep_id", "effect_id"))
+            plain = [r for r, s, e in zip(ids, sweeps, effects) if s is None and e is None]
+            return [(plain or ids)[-1]]
         wanted = [run] if isinstance(run, str) else list(run)
         known = set(self.sql("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?))",
                              [wanted]).column("run_id").to_pylist())
@@ -191,6 +229,26 @@ def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
         except duckdb.Error as e:
             hint = bare_field_hint(con, str(e)) if isinstance(e, duckdb.BinderException) else None
             raise QueryError(f"{e}\n{hint}" if hint else str(e)) from None
+
+
+_RUNS_PLAIN = ("SELECT *, CAST(NULL AS VARCHAR) AS effect_id, CAST(NULL AS VARCHAR) AS arm FROM runs "
+               "ORDER BY started_at, run_id")
+_RUNS_WITH_ROLES = """
+    SELECT r.*, coalesce(t.effect_id, c.effect_id) AS effect_id,
+           CASE WHEN t.effect_id IS NOT NULL THEN 'treatment' WHEN c.effect_id IS NOT NULL THEN 'control' END AS arm
+    FROM runs r
+    LEFT JOIN (SELECT treatment_run_id AS run_id, min(effect_id) AS effect_id FROM effect_pairs GROUP BY 1) t
+           USING (run_id)
+    LEFT JOIN (SELECT control_run_id AS run_id, min(effect_id) AS effect_id FROM effect_pairs GROUP BY 1) c
+           USING (run_id)
+    ORDER BY r.started_at, r.run_id"""
+"""The runs with the effect each belongs to and its arm (a control reused by several effects: the first)."""
+
+
+def _has_effects(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store has the effect tables (a store written before effects has not)."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'effect_pairs' "
+                            "AND database_name = current_database()").fetchall()[0][0])
 
 
 _NOT_FOUND = re.compile(r'Referenced column "([^"]+)" not found')
