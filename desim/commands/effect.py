@@ -47,15 +47,23 @@ def cmd_effect(args) -> int:
         raise UserError(str(e)) from None
     chosen = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     rows = [m for m in table["metrics"] if m["step"] >= args.at_step and (chosen is None or m["name"] in chosen)]
+    from desim.report.numbers import decimals, estimate_cells, show
+
+    def cells(r: dict) -> list[str]:
+        """mean, low, high, sd to the digits the interval supports (effect_table keeps every digit)."""
+        mean, sd, low, high = estimate_cells(r["mean"], r["sd"], r["ci_low"], r["ci_high"])
+        return [mean, low, high, sd]
+
     print_table(["metric", "step", "mean diff", "95 % low", "95 % high", "sd", "n"],
-                [(m["name"], m["step"], m["mean"], m["ci_low"], m["ci_high"], m["sd"], m["n"]) for m in rows],
-                limit=10_000)
+                [(m["name"], m["step"], *cells(m), m["n"]) for m in rows], limit=10_000)
     if table["states"]:
         print("\nper-agent paired differences (mean over agents of treatment - control, then over pairs)\n")
-        print_table(["field", "step", "mean diff", "95 % low", "95 % high", "mean |diff|", "share changed", "n"],
-                    [(s["field"], s["step"], s["mean"], s["ci_low"], s["ci_high"], s["mean_abs"],
-                      s["share_changed"], s["n"]) for s in table["states"] if s["step"] >= args.at_step],
+        print_table(["field", "step", "mean diff", "95 % low", "95 % high", "sd", "mean |diff|", "share changed",
+                     "n"],
+                    [(s["field"], s["step"], *cells(s), show(s["mean_abs"], decimals(s["sd"])),
+                      show(s["share_changed"], 3), s["n"]) for s in table["states"] if s["step"] >= args.at_step],
                     limit=10_000)
+    print("  (printed to the digits the 95 % interval supports; effect_table and the store keep every digit)")
     ok = len(result.pairs) - len([p for p in result.pairs if p["treatment_run_id"] in result.errors
                                   or p["control_run_id"] in result.errors])
     print(f"\neffect {result.effect_id}: {ok} of {len(result.pairs)} pairs completed ({result.reused} control "

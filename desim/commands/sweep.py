@@ -54,6 +54,16 @@ def outside_the_run_of_grid(study: str, grid: dict[str, list], steps: int | None
     return out
 
 
+def rounded(row: dict) -> dict:
+    """A summary row as printed: mean, sd and interval to the digits the interval supports (the store and
+    the table desim.experiments.sweep returns keep every digit)."""
+    from desim.report.numbers import estimate_cells
+    if "mean" not in row:
+        return row
+    cells = estimate_cells(row["mean"], row.get("sd"), row.get("ci_low"), row.get("ci_high"))
+    return {**row, **dict(zip(("mean", "sd", "ci_low", "ci_high"), cells))}
+
+
 def cmd_sweep(args) -> int:
     from desim.commands import UserError
     from desim.experiments.sweep import SweepError, parse_grid, run_sweep
@@ -77,7 +87,7 @@ def cmd_sweep(args) -> int:
         raise UserError(str(e)) from None
     if result.table:
         columns = list(result.table[0])
-        print_table(columns, [tuple(row[c] for c in columns) for row in result.table], limit=10_000)
+        print_table(columns, [tuple(rounded(row)[c] for c in columns) for row in result.table], limit=10_000)
     failed = result.failed
     print(f"sweep {result.sweep_id}: {result.completed} of {len(result.plan.runs)} runs completed "
           f"({len(result.ran)} executed now), {len(failed)} failed, wall time {result.wall_seconds:.1f} s")
