@@ -34,6 +34,24 @@ class RunResult:
     end_reason: str | None = None       # why a completed run ended before n_steps (stop_when, ctx.end_run)
     stopped_by: int | None = None       # the signal that interrupted the run (SIGTERM, SIGHUP, SIGINT), if one did
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: how the run ended and its metrics at its last step."""
+        from desim.store.reader import html_table
+        facts = [["run", self.run_id], ["status", self.status + (f" ({self.error})" if self.error else "")],
+                 ["steps", self.steps_done], ["panel rows", self.rows_written], ["wall time", f"{self.wall_seconds:.2f} s"],
+                 ["store", self.store_path]]
+        if self.end_reason:
+            facts.append(["ended early", self.end_reason])
+        metrics = ""
+        if str(self.store_path) != MEMORY and self.steps_done > 0:
+            wide = self.metrics().to_pylist()
+            if wide:
+                last = wide[-1]
+                metrics = (f"<p>metrics at step {last['step']}</p>" +
+                           html_table(["metric", "value"], [[k, f"{v:.6g}" if isinstance(v, float) else v]
+                                                            for k, v in last.items() if k not in ("run_id", "step")]))
+        return f"<div>{html_table(['', ''], facts)}{metrics}</div>"
+
     # the run's data, each an Arrow table (``.to_pandas()``); see ``desim.store.reader``
     def data(self):
         return StudyData(self.store_path)

@@ -27,10 +27,11 @@ from desim.report.content import Report
 from desim.report.data import ReportError
 from desim.report.diffusion import diffusion_player
 from desim.report.grid import grid_payload, grid_player
+from desim.report.notebook import plot_metrics, plot_shares
 from desim.store import StudyLayout
 
-__all__ = ["ReportError", "diffusion_player", "grid_payload", "grid_player", "reports_dir", "write_report",
-           "write_sweep_report"]
+__all__ = ["ReportError", "diffusion_player", "grid_payload", "grid_player", "plot_metrics", "plot_shares",
+           "reports_dir", "write_report", "write_sweep_report"]
 
 
 def reports_dir(study_root: str | Path, name: str) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape as html_escape
 from pathlib import Path
 from typing import Iterable
 
@@ -43,6 +44,21 @@ class StudyData:
 
     def __repr__(self) -> str:
         return f"StudyData({str(self.db)!r})"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the runs, newest first, with their parameters and what they belong to."""
+        runs = self.runs().to_pylist()[::-1]
+        params = sorted({k[6:] for r in runs for k in r if k.startswith("param_")})
+        head = ["run", "kind", "status", "steps", "seed", "part of"] + params
+        rows = []
+        for r in runs[:20]:
+            part = (f"sweep {r['sweep_id']}" if r.get("sweep_id") else
+                    f"effect {r['effect_id']} ({r['arm']})" if r.get("effect_id") else "")
+            rows.append([r["run_id"], r["kind"], r["status"], f"{max(r['last_step'], 0)}/{r['n_steps']}", r["seed"],
+                         part] + [r.get(f"param_{p}") for p in params])
+        more = f"<p>{len(runs) - 20} older runs not shown (runs() has them all)</p>" if len(runs) > 20 else ""
+        return (f"<div><b>desim store</b> <code>{_html(self.db)}</code>: {len(runs)} runs{html_table(head, rows)}"
+                f"{more}</div>")
 
     # --- any query -------------------------------------------------------------------
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
@@ -229,6 +245,17 @@ def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
         except duckdb.Error as e:
             hint = bare_field_hint(con, str(e)) if isinstance(e, duckdb.BinderException) else None
             raise QueryError(f"{e}\n{hint}" if hint else str(e)) from None
+
+
+def _html(value) -> str:
+    return "" if value is None else html_escape(str(value))
+
+
+def html_table(head: list[str], rows: list[list]) -> str:
+    """A plain HTML table (notebook summaries)."""
+    return ("<table><thead><tr>" + "".join(f"<th>{_html(h)}</th>" for h in head) + "</tr></thead><tbody>" +
+            "".join("<tr>" + "".join(f"<td>{_html(c)}</td>" for c in row) + "</tr>" for row in rows) +
+            "</tbody></table>")
 
 
 _RUNS_PLAIN = ("SELECT *, CAST(NULL AS VARCHAR) AS effect_id, CAST(NULL AS VARCHAR) AS arm FROM runs "
