@@ -355,3 +355,19 @@ def test_a_bare_state_field_in_sql_says_how_sql_names_it(study_copy, capsys):
     assert main(["sql", str(root), "SELECT no_such_column FROM panel"]) == 2      # no hint for other names
     assert "is a state field" not in capsys.readouterr().err
     assert main(["sql", str(root), "SELECT avg(state.opinion) FROM panel"]) == 0
+
+
+def test_which_payload_fields_belong_to_which_action_kind(study_copy):
+    """The panel's payload columns are the union of every kind's fields; payload_fields says whose is which,
+    as the panel's own non-null cells say."""
+    root = study_copy("rumor_network")
+    run = desim.run_study(desim.load_study(root, steps=4, params={"n_agents": 100}))
+    got = desim.open(root).payload_fields(run.run_id)
+    panel = desim.open(root).panel(run.run_id).to_pylist()
+    payload_columns = [c for c in panel[0] if c.startswith("payload_")]
+    want: dict[str, set] = {}
+    for row in panel:
+        if row["action_kind"] is not None:
+            want.setdefault(row["action_kind"], set()).update(c[8:] for c in payload_columns if row[c] is not None)
+    assert {k: set(v) for k, v in got.items()} == want
+    assert got["post"] == ["rumor"] and got["hear"] == []          # the union, told apart

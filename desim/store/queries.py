@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from desim.store import schema
-from desim.store.connection import fetch_dicts
+from desim.store.connection import fetch_dicts, field
 
 
 # --- metrics and events --------------------------------------------------------------------------
@@ -215,6 +215,19 @@ def stored_action_columns(con: duckdb.DuckDBPyConnection, run_id: str, until: in
 
 
 # --- queries to show users -----------------------------------------------------------------------
+def payload_fields_by_kind(con: duckdb.DuckDBPyConnection, run_id: str, fields: list[str]) -> dict[str, list[str]]:
+    """Which payload fields each action kind of a run fills: ``{kind: [field, ...]}`` in the fields' order.
+
+    The panel's ``payload`` struct is the union of every kind's fields (a ``post`` has ``content``, a
+    ``move`` has ``to_x``), each null in the rows of the kinds that lack it; this says which are whose."""
+    if not fields:
+        return {}
+    counts = ", ".join(f"count({field('payload', f)})" for f in fields)
+    rows = con.execute(f"SELECT action_kind, {counts} FROM panel WHERE run_id = ? AND action_kind IS NOT NULL "
+                       "GROUP BY action_kind ORDER BY action_kind", [run_id]).fetchall()
+    return {kind: [f for f, n in zip(fields, counts) if n] for kind, *counts in rows}
+
+
 def example_for_run(run_id: str) -> str:
     """A first query of a run's metrics, for ``desim run`` to suggest."""
     return f"SELECT step, name, value FROM metrics WHERE run_id = '{run_id}' ORDER BY step, name"

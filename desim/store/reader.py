@@ -21,6 +21,7 @@ from typing import Iterable
 import duckdb
 import pyarrow as pa
 
+from desim.store import queries
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreError, StoreMissing, field, open_store
 from desim.store.files import RunFiles
@@ -185,6 +186,15 @@ class StudyData:
             params.append([steps] if isinstance(steps, int) else list(steps))
         return self.sql(f"SELECT {', '.join(select)} FROM panel WHERE {where} ORDER BY run_id, step, agent_id",
                         params)
+
+    def payload_fields(self, run: str | None = None) -> dict[str, list[str]]:
+        """Which payload fields each action kind fills in one run: ``{"move": ["to_x", "to_y"], "post":
+        ["content"]}``. The panel's payload columns are the union of every kind's fields; a field is null
+        in the rows of a kind that lacks it."""
+        run_id = self.run_ids(run)[0]
+        names = list(self._types([run_id])["payload"])
+        with open_store(self.layout) as con:
+            return queries.payload_fields_by_kind(con, run_id, names)
 
     def initial_states(self, run: str | Iterable[str] | None = None) -> pa.Table:
         runs = self.run_ids(run)
