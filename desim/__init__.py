@@ -48,6 +48,7 @@ _ALIASES = {
     "branch": ("desim.experiments.branches", "branch"), "resume": ("desim.experiments.branches", "resume"),
     "BranchRefused": ("desim.experiments.branches", "BranchRefused"),
     "effect": ("desim.experiments.effects", "run_effect"), "effect_table": ("desim.experiments.effects", "effect_table"),
+    "effect_rows": ("desim.experiments.effects", "effect_rows"),
     "EffectError": ("desim.experiments.effects", "EffectError"), "compare": ("desim.experiments.comparisons", "compare"),
     "run_health": ("desim.store.health", "run_health"), "RunError": ("desim.run.checks", "RunError"),
     "Engine": ("desim.run.engine", "Engine"), "build_graph": ("desim.study.network", "build_graph"),

@@ -256,3 +256,33 @@ def test_which_run_a_read_means_and_the_runs_by_role(tmp_path):
     assert set(data.metrics(treatments).column("run_id").to_pylist()) == set(treatments)
     with pytest.raises(ValueError, match="give effect= too"):
         data.select_runs(arm="control")
+
+
+def test_an_effect_as_one_tidy_table_with_category_shares(study_copy):
+    """effect_rows: one row per metric / category and step, plain values (a DataFrame takes it as it is);
+    a categorical state's rows are the mean over pairs of each category's share, treatment - control,
+    checked against the two panels of each pair."""
+    root = study_copy("epidemic_testing")
+    eff = run_effect(root, 5, {"testing_starts": 5}, control={"testing_starts": 40, "n_people": 300},
+                     replicates=3, steps=20, workers=1)
+    rows = desim.effect_rows(root, eff.effect_id)
+    assert {r["what"] for r in rows} == {"metric", "share"}
+    assert all(not isinstance(v, (dict, list)) for r in rows for v in r.values())
+    assert len({tuple(r) for r in rows}) == 1                        # every row has the same columns
+    data = desim.open(root)
+
+    def shares(run_id):
+        out = {}
+        for row in data.panel(run_id, columns=["state"]).to_pylist():
+            out.setdefault(row["step"], []).append(row["state"])
+        return {s: {c: v.count(c) / len(v) for c in ("S", "I", "R")} for s, v in out.items()}
+
+    pairs = [(shares(p["treatment_run_id"]), shares(p["control_run_id"])) for p in eff.pairs]
+    checked = 0
+    for r in rows:
+        if r["what"] == "share" and all(r["step"] in t and r["step"] in c for t, c in pairs):
+            want = sum(t[r["step"]][r["category"]] - c[r["step"]][r["category"]] for t, c in pairs) / len(pairs)
+            assert r["mean"] == pytest.approx(want, abs=1e-12) and r["n"] == 3
+            checked += 1
+    assert checked >= 3 * 15
+    assert any(r["what"] == "share" and r["mean"] != 0 for r in rows)    # testing earlier changed something

@@ -209,10 +209,12 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
     """The effect's summaries over its completed pairs.
 
     ``{"effect": row, "pairs": [...], "metrics": [{name, step, mean, sd, ci_low, ci_high, n}],
-    "states": [{field, step, mean, sd, ci_low, ci_high, n, mean_abs, share_changed}]}``:
+    "states": [{field, step, mean, sd, ci_low, ci_high, n, mean_abs, share_changed}],
+    "categories": [{field, step, category, mean, sd, ci_low, ci_high, n}]}``:
     ``mean`` is the mean over pairs of treatment - control (for a state field, of
-    each pair's mean over agents), with its 95 % interval. ``states`` defaults to
-    the study's ``display_states``.
+    each pair's mean over agents; for a category of a text or boolean field, of
+    the share of agents in it), with its 95 % interval. ``states`` defaults to
+    the study's ``display_states``. :func:`effect_rows` gives the same as one tidy table.
     """
     layout = StudyLayout(study_root)
     if not layout.db.exists():
@@ -228,6 +230,9 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
         if states is None:
             states = list(read_json(Path(study_root) / "study.json").get("display_states") or [])
         per_agent = {f: state_reads.effect_agent_summaries(con, effect_id, f) for f in states}
+        kinds = _state_kinds(layout, pairs)
+        per_category = {f: state_reads.effect_category_shares(con, effect_id, f) for f in states
+                        if kinds.get(f) in ("str", "bool")}
     by_metric: dict[tuple[str, int], list[float]] = {}
     for name, step, d in diffs:
         if d is not None:
@@ -243,4 +248,42 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
             state_rows.append({"field": f, "step": step, **describe([v[0] for v in vals]),
                                "mean_abs": sum(v[1] for v in vals) / len(vals),
                                "share_changed": sum(v[2] for v in vals) / len(vals)})
-    return {"effect": row, "pairs": pairs, "metrics": metrics, "states": state_rows}
+    shares: dict[tuple[str, int, str], list[float]] = {}
+    for f, got in per_category.items():
+        for _, step, category, diff in got:
+            shares.setdefault((f, step, category), []).append(diff)
+    category_rows = [{"field": f, "step": step, "category": category, **describe(v)}
+                     for (f, step, category), v in shares.items()]
+    return {"effect": row, "pairs": pairs, "metrics": metrics, "states": state_rows, "categories": category_rows}
+
+
+def _state_kinds(layout: StudyLayout, pairs: list[dict]) -> dict[str, str]:
+    """The stored kind of each state field (``str``, ``float`` ...), from the first pair's control run."""
+    from desim.store.files import RunFiles
+    for p in pairs:
+        saved = RunFiles(layout.data, p["control_run_id"]).load_types()
+        if saved:
+            return dict(saved.get("state", {}))
+    return {}
+
+
+def effect_rows(study_root: str | Path, effect_id: str, states: list[str] | None = None) -> list[dict[str, Any]]:
+    """The effect as one tidy table, for ``pandas.DataFrame(rows)`` or ``polars.DataFrame(rows)`` as it is:
+    one row per metric, state field or category of a categorical state field, and step, with ``effect_id``,
+    ``what`` (``metric``, ``state`` or ``share``: a category's share), ``name`` (the metric or field),
+    ``category`` (for ``share`` rows), ``step``, and the mean over pairs of treatment - control with ``sd``,
+    ``ci_low``, ``ci_high`` (95 %) and ``n`` (pairs); a state row also has ``mean_abs`` and
+    ``share_changed``. Every value a number or text: no nested JSON."""
+    table = effect_table(study_root, effect_id, states)
+    keys = ("mean", "sd", "ci_low", "ci_high", "n")
+    empty = {"category": None, "mean_abs": None, "share_changed": None}
+    rows = [{"effect_id": effect_id, "what": "metric", "name": m["name"], **empty, "step": m["step"],
+             **{k: m[k] for k in keys}} for m in table["metrics"]]
+    rows += [{"effect_id": effect_id, "what": "state", "name": r["field"], **empty, "step": r["step"],
+              **{k: r[k] for k in keys}, "mean_abs": r["mean_abs"], "share_changed": r["share_changed"]}
+             for r in table["states"]]
+    rows += [{"effect_id": effect_id, "what": "share", "name": r["field"], **empty, "category": r["category"],
+              "step": r["step"], **{k: r[k] for k in keys}} for r in table["categories"]]
+    order = {"metric": 0, "state": 1, "share": 2}
+    rows.sort(key=lambda r: (order[r["what"]], r["name"], r["category"] or "", r["step"]))
+    return rows

@@ -174,3 +174,23 @@ def effect_agent_summaries(con: duckdb.DuckDBPyConnection, effect_id: str, name:
                                             until := ({EFFECT_LAST_STEP}))) q
         WHERE p.effect_id = $effect GROUP BY p.replicate, q.step ORDER BY q.step, p.replicate""",
         {"effect": effect_id}).fetchall()
+
+
+def effect_category_shares(con: duckdb.DuckDBPyConnection, effect_id: str, name: str) -> list[tuple]:
+    """Per completed pair of an effect, step and category of a categorical state field: ``(replicate, step,
+    category, share of agents in it under treatment - the same under control)``; categories as text."""
+    t, c = field("treatment_state", name), field("control_state", name)
+    return con.execute(f"""
+        WITH q AS (
+            SELECT p.replicate, q.step, CAST({t} AS VARCHAR) AS t, CAST({c} AS VARCHAR) AS c
+            FROM effect_pairs p
+            JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed',
+            LATERAL (SELECT * FROM paired_panel(p.treatment_run_id, p.control_run_id,
+                                                until := ({EFFECT_LAST_STEP}))) q
+            WHERE p.effect_id = $effect),
+        categories AS (SELECT t AS category FROM q WHERE t IS NOT NULL UNION SELECT c FROM q WHERE c IS NOT NULL)
+        SELECT q.replicate, q.step, k.category,
+               avg(CASE WHEN q.t = k.category THEN 1.0 ELSE 0.0 END)
+               - avg(CASE WHEN q.c = k.category THEN 1.0 ELSE 0.0 END)
+        FROM q, categories k GROUP BY q.replicate, q.step, k.category
+        ORDER BY q.step, k.category, q.replicate""", {"effect": effect_id}).fetchall()
