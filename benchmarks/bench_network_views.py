@@ -541,7 +541,8 @@ def child_cpu(cmd: list[str], cwd: Path) -> tuple[float, float, str, str]:
     """CPU (user + system, all threads) and wall seconds of a command, its stdout and stderr."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     w0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True,
+                          env={**os.environ, "DESIM_PROGRESS": "lines"})    # its progress lines are counted
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ((r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), time.perf_counter() - w0,
             proc.stdout, proc.stderr)

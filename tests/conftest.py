@@ -21,3 +21,10 @@ def study_copy(tmp_path):
         return dest
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _no_progress(monkeypatch):
+    """Commands write progress lines to stderr off a terminal; the tests of other things read stderr for
+    their own lines, so progress is off unless a test asks for it (``DESIM_PROGRESS``, as a user would)."""
+    monkeypatch.setenv("DESIM_PROGRESS", "off")

@@ -227,7 +227,8 @@ def test_small_multiples_are_evenly_spaced():
     assert set(np.diff(idx[:-1]).tolist()) == {stride}           # regular, the last frame added at the end
 
 
-def test_cli_prints_progress_and_writes_every_view(sir, capsys):
+def test_cli_prints_progress_and_writes_every_view(sir, capsys, monkeypatch):
+    monkeypatch.setenv("DESIM_PROGRESS", "lines")          # stderr is no terminal here
     root, run_id = sir
     assert main(["viz", "diffusion", str(root), "--state", "state", "--view", "all"]) == 0
     out, err = capsys.readouterr()
@@ -238,7 +239,10 @@ def test_cli_prints_progress_and_writes_every_view(sir, capsys):
                  "diffusion_state_tree.png", "diffusion_state.html"):
         assert (folder / name).is_file() and str(folder / name) in out
     assert main(["viz", "diffusion", str(root), "--state", "state", "--view", "network", "--messages"]) == 0
-    assert "(reused)" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "(reused)" in out and "view data ready" in err
+    assert main(["viz", "diffusion", str(root), "--state", "state", "--quiet"]) == 0
+    assert "view data ready" not in capsys.readouterr().err
     assert main(["viz", "diffusion", str(root), "--state", "nope"]) == 2
     with pytest.raises(ReportError, match="desim.network_views"):
         diffusion_player(root, "state")

@@ -22,7 +22,7 @@ class Terminal(io.StringIO):
 
 def run(root, *args, **env):
     return subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), *args], capture_output=True,
-                          text=True, timeout=HANG_S, env={**os.environ, **env})
+                          text=True, timeout=HANG_S, env={**os.environ, "DESIM_PROGRESS": "auto", **env})
 
 
 def test_a_run_into_a_log_writes_timestamped_lines_as_it_goes(tmp_path):
@@ -40,7 +40,8 @@ def test_a_run_into_a_log_writes_timestamped_lines_as_it_goes(tmp_path):
         assert quiet.returncode == 0 and not any(STAMPED.match(line) for line in quiet.stderr.splitlines())
 
 
-def test_on_a_terminal_a_bar_with_elapsed_time_and_time_left():
+def test_on_a_terminal_a_bar_with_elapsed_time_and_time_left(monkeypatch):
+    monkeypatch.setenv("DESIM_PROGRESS", "auto")
     out = Terminal()
     bar = Progress(4, "walk", stream=out)
     for step in range(1, 5):

@@ -101,7 +101,8 @@ def test_summary_matches_sql_over_the_metrics_table(swept):
 
 
 @pytest.mark.slow
-def test_rerunning_the_sweep_from_the_cli_gives_identical_panels(swept, capsys):
+def test_rerunning_the_sweep_from_the_cli_gives_identical_panels(swept, capsys, monkeypatch):
+    monkeypatch.setenv("DESIM_PROGRESS", "lines")
     root, first = swept
     argv = ["sweep", str(root), "--replicates", "3", "--workers", "2", "--metrics", "mean_opinion"]
     for name, values in GRID.items():
