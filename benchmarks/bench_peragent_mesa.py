@@ -1,6 +1,7 @@
-"""opinion_diffusion on desim's per-agent path against the same model in Mesa 3.3.1 (issue 13).
+"""opinion_diffusion on desim's per-agent path against the same model in Mesa 3.5.1 or 3.3.1 (issues 13, 30).
 
-    python benchmarks/bench_peragent_mesa.py [--agents 20000] [--steps 12] [--repeat 3] [--profile] [--json PATH]
+    python benchmarks/bench_peragent_mesa.py [--agents 20000] [--steps 12] [--repeat 3] [--mesa-version 3.5.1]
+                                             [--profile] [--json PATH]
     python benchmarks/bench_peragent_mesa.py --agents 200 --steps 2 --repeat 1 --no-mesa   # smoke
 
 desim runs ``studies/opinion_diffusion`` as it stands (``observe_batch`` ->
@@ -8,9 +9,16 @@ desim runs ``studies/opinion_diffusion`` as it stands (``observe_batch`` ->
 ``InMemoryMessageBus`` + ``NeighborFeed``, one round per step), with the full
 panel, the messages and the metrics of every step stored. Mesa runs
 ``benchmarks/mesa_opinion.py`` (the same rule, on ``discrete_space.Network``
-and on plain neighbour lists) in its own virtual environment,
-``benchmarks/.venv-mesa`` (created on first use: Mesa is a benchmark-only
-dependency, never a desim one).
+and on plain neighbour lists) in a virtual environment of its own per Mesa
+version, ``benchmarks/.venv-mesa-VERSION`` (git-ignored; created on first use
+with Mesa and desim's networkx: Mesa is a benchmark-only dependency, never a
+desim one). The default is Mesa 3.5.1 on Python 3.12 (found in pyenv's
+versions folder or as ``python3.12`` on PATH, as ``bench_schelling_mesa.py``
+does it, with which this script shares that code); ``--mesa-version 3.3.1``
+keeps the earlier comparison, Mesa 3.3.1 on the running interpreter. On Mesa
+3.5 the ``Network`` is built with ``layout=None``: by default it would compute a
+spring layout of the whole graph, 691 s at 20,000 nodes, for positions the
+rule never reads (see ``mesa_opinion.py``).
 
 Both sides run the same agents: the first desim run exports its initial
 states and its edges (from the store), its media trust (a persona attribute)
@@ -47,6 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import resource
 import shutil
 import subprocess
@@ -55,33 +64,15 @@ import time
 from pathlib import Path
 
 import jsonout
+from bench_schelling_mesa import add_mesa_option, mesa_python
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-VENV = HERE / ".venv-mesa"
-MESA = "3.3.1"
 STUDY_METHODS = (("OpinionEnvironment", "observe_batch"), ("BoundedConfidence", "decide_batch"),
                  ("OpinionEnvironment", "apply"), ("OpinionMetrics", "collect"))
 SETUP_METHODS = (("Population", "personas"), ("OpinionEnvironment", "reset"))
 VARIANTS = ("network", "lists")
 METRICS = ("mean_opinion", "opinion_sd", "support_share", "extreme_share")
-
-
-def mesa_python() -> Path:
-    """The Mesa venv's interpreter (with networkx for ``Network``), creating the venv on first use."""
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", f"mesa=={MESA}"], check=True)
-    probe = "import importlib.util, mesa; print(mesa.__version__, importlib.util.find_spec('networkx') is not None)"
-    found, has_networkx = subprocess.run([str(python), "-c", probe], check=True, capture_output=True,
-                                         text=True).stdout.split()
-    if found != MESA:
-        raise SystemExit(f"{VENV} has mesa {found}, expected {MESA}; delete it to rebuild")
-    if has_networkx != "True":         # Mesa does not require it; its Network does
-        import networkx  # the version desim builds its graphs with
-        subprocess.run([str(python), "-m", "pip", "install", "-q", f"networkx=={networkx.__version__}"], check=True)
-    return python
 
 
 # --- one desim run, in its own process ---------------------------------------------------------
@@ -264,6 +255,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-mesa", action="store_true", help="desim only (no Mesa venv needed)")
+    add_mesa_option(ap)
     ap.add_argument("--profile", action="store_true", help="also profile one desim run with cProfile")
     ap.add_argument("--no-processes-too", action="store_true",
                     help="also run desim with agent_processes false (no standing SimPy process per agent)")
@@ -280,7 +272,8 @@ def main() -> None:
         print(profile_desim(json.loads(args.profile_one)))
         return
 
-    python = None if args.no_mesa else mesa_python()
+    mesa = args.mesa_version
+    python = None if args.no_mesa else mesa_python(mesa)
     study = args.work / "opinion_diffusion"
     shutil.rmtree(study, ignore_errors=True)
     shutil.copytree(ROOT / "studies" / "opinion_diffusion", study, ignore=shutil.ignore_patterns("runs", "__pycache__"))
@@ -310,6 +303,7 @@ def main() -> None:
                 print(json.dumps({"side": f"mesa-{v}", **m}), flush=True)
 
     n, steps = desim_runs[0]["agents"], args.steps
+    mesa_py = mesa_runs["network"][0]["python"] if python else None     # the Python the Mesa side ran on
 
     def rate(runs: list[dict], key: str) -> float:
         return sum(n * steps for _ in runs) / sum(r[key] for r in runs)
@@ -322,7 +316,8 @@ def main() -> None:
     load = os.getloadavg()
     print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores; "
           f"N = {n:,}, {steps} steps, {desim_runs[0]['rounds']} round per step, {args.repeat} repeats, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; desim on Python {platform.python_version()}"
+          + ("" if mesa_py is None else f", Mesa {mesa} on Python {mesa_py}"))
     print("| model | agent-steps/s (wall) | agent-steps/s (CPU) | µs per agent-step (CPU) |")
     print("|---|---|---|---|")
     rows = [("desim", "desim, whole run (full panel, messages and metrics stored)", desim_runs, "wall_s", "cpu_s")]
@@ -335,11 +330,11 @@ def main() -> None:
             rows.append(("no_processes_steps", "desim, `agent_processes: false`, step loop only", lean_runs,
                          "steps_wall_s", "steps_cpu_s"))
     if python:
-        rows += [("mesa_network_steps", f"Mesa {MESA}, discrete_space.Network (step loop)", mesa_runs["network"],
+        rows += [("mesa_network_steps", f"Mesa {mesa}, discrete_space.Network (step loop)", mesa_runs["network"],
                   "steps_s", "steps_cpu_s"),
-                 ("mesa_lists_steps", f"Mesa {MESA}, plain neighbour lists (step loop)", mesa_runs["lists"],
+                 ("mesa_lists_steps", f"Mesa {mesa}, plain neighbour lists (step loop)", mesa_runs["lists"],
                   "steps_s", "steps_cpu_s"),
-                 ("mesa_network", f"Mesa {MESA}, discrete_space.Network, whole run (model built from the exported "
+                 ("mesa_network", f"Mesa {mesa}, discrete_space.Network, whole run (model built from the exported "
                   "agents, then the steps)", mesa_runs["network"], "whole_s", "whole_cpu_s")]
     table = []
     for key, label, runs, wall_key, cpu_key in rows:
@@ -404,8 +399,8 @@ def main() -> None:
             print(f"desim vs Mesa ({v}): {agreements[v]}")
     jsonout.write(args.json, {
         "agents": n, "steps": steps, "rounds": desim_runs[0]["rounds"], "repeat": args.repeat, "mesa": bool(python),
-        "mesa_version": MESA, "runs": {"desim": desim_runs, "desim_no_processes": lean_runs,
-                                       **{f"mesa_{v}": mesa_runs[v] for v in VARIANTS}},
+        "mesa_version": mesa, "python": platform.python_version(), "mesa_python": mesa_py,
+        "runs": {"desim": desim_runs, "desim_no_processes": lean_runs, **{f"mesa_{v}": mesa_runs[v] for v in VARIANTS}},
         "table": table, "ratios": ratios, "engine_us_per_agent_round": engine,
         "loop_engine_us_per_agent_round": loop_engine, "study_us_per_agent_round": study_us,
         "final_metrics": {"desim": dm, **{f"mesa_{v}": mesa_runs[v][0]["metrics"] for v in VARIANTS if python}},

@@ -1,15 +1,16 @@
-"""Schelling in Mesa 3.5.1 or 3.3.1, for the side-by-side benchmark (runs in benchmarks/.venv-mesa-VERSION only).
+"""Schelling in Mesa 3.5.1 or 3.3.1, for the side-by-side benchmark (runs in benchmarks/.venv-mesa-* only).
 
 Mesa is a benchmark-only dependency: this file is never imported by desim.
 It is written against Mesa's documented 3.x API (``Model(rng=...)``,
 ``OrthogonalMooreGrid``, ``CellAgent``, ``AgentSet.shuffle_do``), the same
-code on both versions, with the
-update order of ``studies/schelling`` (rule ``classic``): every agent's
-happiness is evaluated at the start of the step, then the unhappy agents, in
-a random order, each move to a random empty cell; an agent with no neighbour
-is unhappy. The model is seeded with ``rng=seed``: Mesa 3.5 deprecates
-``seed=`` (a FutureWarning) for ``rng=``, and on both versions an integer
-``rng`` seeds ``model.random`` and ``model.rng`` exactly as ``seed`` did.
+code for both versions, with the update order of ``studies/schelling`` (rule
+``classic``): every agent's happiness is evaluated at the start of the step,
+then the unhappy agents, in a random order, each move to a random empty cell;
+an agent with no neighbour is unhappy.
+
+The model is seeded with ``rng=seed``: Mesa 3.5 deprecates ``seed=`` (a
+FutureWarning) for ``rng=``, and on both versions an integer ``rng`` seeds
+``model.random`` and ``model.rng`` exactly as ``seed`` did.
 Both versions' ``select_random_empty_cell`` draw cells with
 ``random.choice`` until one is empty (3.5.1 falls back to a list of the empty
 cells after 50 misses, which at density 0.8 almost never happens), so a seed
@@ -92,7 +93,8 @@ def main(argv: list[str]) -> None:
     for _ in range(steps):
         model.step()
     done, cpu1 = time.perf_counter(), time.process_time()
-    print(json.dumps({"mesa_version": mesa.__version__, "python": platform.python_version(), "agents": len(model.agents), "steps": steps, "panel": panel,
+    print(json.dumps({"mesa_version": mesa.__version__, "python": platform.python_version(),
+                      "agents": len(model.agents), "steps": steps, "panel": panel,
                       "setup_s": built - started, "steps_s": done - built, "steps_cpu_s": cpu1 - cpu0,
                       "mean_same_share": model.mean_same_share(), "share_happy": model.share_happy()}))
 

@@ -1,4 +1,4 @@
-"""opinion_diffusion in Mesa 3.3.1, for the per-agent benchmark (runs in benchmarks/.venv-mesa only).
+"""opinion_diffusion in Mesa 3.5.1 or 3.3.1, for the per-agent benchmark (runs in benchmarks/.venv-mesa-* only).
 
 Mesa is a benchmark-only dependency: this file is never imported by desim.
 It is the rule of ``studies/opinion_diffusion`` written the way a Mesa 3 user
@@ -27,18 +27,41 @@ Each agent's neighbours are listed in the order desim's feed reads them: the
 mean of the close opinions is a float sum whose last bit depends on the order,
 so only the same order gives the same run bit for bit.
 
+The same code runs on Mesa 3.5.1 and 3.3.1. Two things differ by version:
+
+* Mesa 3.5's ``Network`` computes a layout of the whole graph when built
+  (``layout=nx.spring_layout`` by default), node positions for drawing that
+  this rule never reads, which took 691 s at 20,000 nodes (0.06 s with
+  ``layout=None``) on the 2-core benchmark machine; the model
+  passes ``layout=None`` (a purely topological network), where ``Network``
+  has that parameter (3.3.1's has none and computes no layout), so the whole
+  run times the same work on both versions;
+* the model is seeded with ``rng=`` (3.5 deprecates ``seed=``; on both an
+  integer ``rng`` seeds exactly as ``seed`` did). Nothing in the rule draws a
+  random number, so the run does not depend on it.
+
+Mesa 3.5.1 runs on Python 3.12, whose ``sum`` of floats is compensated: the
+final metrics add their floats left to right (``float_sum``), as ``sum`` does
+on Python 3.11 in the study's own metrics, so they compare bit for bit.
+
 Usage: ``python mesa_opinion.py POPULATION.json network|lists``; prints one
-JSON line with the timing and the final metrics.
+JSON line with the timing, the final metrics and the Mesa and Python versions.
 """
 from __future__ import annotations
 
+import inspect
 import json
+import platform
 import sys
 import time
 
 import mesa
 import networkx as nx
 from mesa.discrete_space import FixedAgent, Network
+
+# Mesa 3.5's Network builds a spring layout of the whole graph unless told layout=None (691 s at
+# 20,000 nodes on the benchmark machine, positions the rule never uses); Mesa 3.3.1's Network has no layout parameter.
+NETWORK_OPTIONS = {"layout": None} if "layout" in inspect.signature(Network).parameters else {}
 
 
 class Citizen:
@@ -106,9 +129,19 @@ def who_reads_whom(neighbours: list[list[int]]) -> nx.DiGraph:
     return graph
 
 
+def float_sum(values) -> float:
+    """Floats added left to right, as ``sum`` does on Python 3.11, where desim and its study's metrics run.
+    Python 3.12's ``sum`` of floats is compensated, so on Mesa 3.5.1's Python 3.12 ``sum`` would change
+    the last bit of ``opinion_sd`` and hide whether the two sides' agents ended the same bit for bit."""
+    total = 0.0
+    for v in values:
+        total += v
+    return total
+
+
 class OpinionModel(mesa.Model):
     def __init__(self, population: dict, variant: str, seed: int = 42):
-        super().__init__(seed=seed)
+        super().__init__(rng=seed)     # ``seed=`` is deprecated in Mesa 3.5; an int rng is the same seeding
         p = population["parameters"]
         self.epsilon, self.mu, self.campaign_weight = p["epsilon"], p["mu"], p["campaign_weight"]
         c = population["campaign"]
@@ -117,7 +150,7 @@ class OpinionModel(mesa.Model):
         self.on_air = False
         opinions, trust, neighbours = population["opinion"], population["media_trust"], population["neighbours"]
         if variant == "network":
-            self.network = Network(who_reads_whom(neighbours), random=self.random)
+            self.network = Network(who_reads_whom(neighbours), random=self.random, **NETWORK_OPTIONS)
             for i, (x, m) in enumerate(zip(opinions, trust)):
                 NetworkCitizen(self, self.network[i], x, m)
         elif variant == "lists":
@@ -137,8 +170,8 @@ class OpinionModel(mesa.Model):
     def metrics(self) -> dict[str, float]:
         xs = self.agents.get("opinion")
         n = len(xs)
-        mean = sum(xs) / n
-        sd = (sum((x - mean) ** 2 for x in xs) / n) ** 0.5
+        mean = float_sum(xs) / n
+        sd = (float_sum((x - mean) ** 2 for x in xs) / n) ** 0.5
         return {"mean_opinion": mean, "opinion_sd": sd,
                 "support_share": sum(1 for x in xs if x > 0.5) / n,
                 "extreme_share": sum(1 for x in xs if x < 0.1 or x > 0.9) / n}
@@ -155,8 +188,8 @@ def main(argv: list[str]) -> None:
     for _ in range(steps):
         model.step()
     done, cpu1 = time.perf_counter(), time.process_time()
-    print(json.dumps({"mesa_version": mesa.__version__, "variant": variant, "agents": len(model.agents),
-                      "steps": steps, "setup_s": built - started, "steps_s": done - built,
+    print(json.dumps({"mesa_version": mesa.__version__, "python": platform.python_version(), "variant": variant,
+                      "agents": len(model.agents), "steps": steps, "setup_s": built - started, "steps_s": done - built,
                       "setup_cpu_s": cpu0 - cpu_start, "steps_cpu_s": cpu1 - cpu0,
                       "whole_s": done - started, "whole_cpu_s": cpu1 - cpu_start, "metrics": model.metrics()}))
 
