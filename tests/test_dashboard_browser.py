@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from browser import launch
+from desim.cli import main
 from dashboard_helpers import (ARTIFACTS, ROOT, ba_study, held_study, make_studies, odd_ids_study, server_process,
                                sir_study, sql, wait_for_file)
 from waits import HANG_S
@@ -37,6 +38,7 @@ def site(tmp_path_factory):
     studies["ba"] = ba_study(studies_dir, BA_AGENTS)
     studies["sir"] = sir_study(studies_dir, BA_AGENTS)
     studies["live"] = held_study(studies_dir, HOLDS)
+    studies["timing"] = timing_study(studies_dir)
     ARTIFACTS.mkdir(exist_ok=True)
     with server_process(studies_dir) as url:
         with sync_playwright() as pw:
@@ -83,6 +85,30 @@ def pixels_near(png_path, color: tuple[int, int, int], tol: int = 40) -> int:
     from PIL import Image
     img = np.asarray(Image.open(png_path).convert("RGB"), dtype=int)
     return int((np.abs(img - np.array(color)).max(axis=2) <= tol).sum())
+
+
+def timing_study(studies_dir):
+    """opinion_diffusion (12 agents) run once with --set campaign_week=4: its file says week 2."""
+    from dashboard_helpers import copy_study
+    study = copy_study(studies_dir, "opinion_diffusion", "timing")
+    assert main(["run", str(study), "--set", "campaign_week=4", "--set", "n_agents=12", "--quiet"]) == 0
+    return study
+
+
+def test_markers_come_from_the_run_s_own_values(site, page):
+    """A run made with --set campaign_week=4 is marked at step 4, where its campaign happened, not at the
+    study file's default (step 2)."""
+    study = site["timing"]
+    assert json.loads((study / "environment" / "environment.json").read_text())["scheduled_events"][0]["at_step"] \
+        == "$campaign_week"
+    assert sql(study, "SELECT step, name FROM events WHERE step > 0 ORDER BY step")[0] == (4, "campaign_starts")
+    page.goto(site["url"] + "/#/study/timing")
+    page.wait_for_selector(READY)
+    page.wait_for_function("document.querySelector('figure.chart[data-metric=\"mean_opinion\"]')?.dataset.markers"
+                           " === '4'")
+    assert "step 4: campaign_starts" in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
+    assert "step 2" not in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
+    shot(page, "resolved_markers")
 
 
 def test_study_list_loads_with_error_cards(site, page):

@@ -181,6 +181,7 @@ def study_store(root: Path) -> dict[str, Any]:
     with reading(root) as con:
         catalogue = Catalogue(con)
         runs = catalogue.runs(with_config=False)
+        resolved = catalogue.run_interventions([r["run_id"] for r in runs])
         versions = catalogue.versions()
         metric_names = queries.metric_names(con)
         effects = catalogue.effects()
@@ -198,6 +199,7 @@ def study_store(root: Path) -> dict[str, Any]:
             events = queries.events(con, rid, limit=1000)
     for r in runs:
         r["parameters"] = _json(r.get("parameters"))
+        r["interventions"] = resolved.get(r["run_id"])     # as the run resolved them: the charts' markers
         r["health"] = health_of(layout, r)      # "stale": its process is gone (desim.store.health)
         # a run holds the database only at its start and end, so a readable store says nothing about
         # who is writing: a "running" run is stalled when its process is gone

@@ -78,6 +78,15 @@ class Catalogue:
         return fetch_dicts(self.con, f"SELECT {cols} FROM runs WHERE run_id IN (SELECT unnest(?)) "
                                      "ORDER BY started_at", [list(run_ids)])
 
+    def run_interventions(self, run_ids: list[str]) -> dict[str, dict[str, list]]:
+        """Each run's interventions as it ran them (its resolved configuration: ``--set`` and sweep values
+        in), ``{run_id: {"scheduled_events": [...], "broadcasts": [...]}}``: what a chart marks for a run."""
+        rows = self.con.execute("SELECT run_id, config->'$.environment.scheduled_events', "
+                                "config->'$.environment.broadcasts' FROM runs WHERE run_id IN (SELECT unnest(?))",
+                                [list(run_ids)]).fetchall()
+        return {r: {"scheduled_events": json.loads(e) if e else [], "broadcasts": json.loads(b) if b else []}
+                for r, e, b in rows}
+
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
 

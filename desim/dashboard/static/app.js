@@ -227,11 +227,27 @@ function stepsOfLatest(st) {
   return (last && last.n_steps) || st.simulation.n_steps;
 }
 
-function interventionMarks(st, xmax) {
-  const iv = st.interventions;
-  const markers = iv.scheduled_events.map(e => ({step: e.at_step, name: e.name, label: `${e.name}: ${e.op} ${e.target} = ${short(e.value, 40)}`}));
-  const spans = iv.broadcasts.map(b => ({from: b.at_step, to: b.ttl ? b.at_step + b.ttl : xmax, label: `${b.name} (${b.channel})`}));
-  for (const b of iv.broadcasts) markers.push({step: b.at_step, name: b.name, label: `broadcast ${b.name}`});
+// The markers of the ticked runs, each from its own resolved configuration (a run made with
+// --set campaign_week=5 marks step 5, not the study file's default); the study files' only for a run
+// that has none stored.
+function interventionMarks(st, xmax, runs) {
+  const markers = [], spans = [], seen = new Set();
+  const sources = (runs || []).map(r => r.interventions).filter(Boolean);
+  for (const iv of sources.length ? sources : [st.interventions]) {
+    for (const e of iv.scheduled_events || []) {
+      const key = `e ${e.at_step} ${e.name}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      markers.push({step: e.at_step, name: e.name, label: `${e.name}: ${e.op} ${e.target} = ${short(e.value, 40)}`});
+    }
+    for (const b of iv.broadcasts || []) {
+      const key = `b ${b.at_step} ${b.name}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      spans.push({from: b.at_step, to: b.ttl ? b.at_step + b.ttl : xmax, label: `${b.name} (${b.channel})`});
+      markers.push({step: b.at_step, name: b.name, label: `broadcast ${b.name}`});
+    }
+  }
   return {markers, spans};
 }
 
@@ -347,7 +363,7 @@ function renderCharts(S) {
   const selected = S.runs.filter(r => S.selected.has(r.run_id));
   // the step axis covers the ticked runs' own steps (a run may have been started with --steps)
   const xmax = Math.max(1, ...selected.map(r => r.n_steps || 0));
-  const {markers, spans} = interventionMarks(S.st, xmax);
+  const {markers, spans} = interventionMarks(S.st, xmax, selected);
   const seen = new Set(markers.map(mk => mk.step + " " + mk.name));
   for (const r of selected) for (const e of S.events[r.run_id] || []) {
     if (seen.has(e.step + " " + e.name)) continue;
