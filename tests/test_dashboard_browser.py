@@ -108,6 +108,9 @@ def test_markers_come_from_the_run_s_own_values(site, page):
                            " === '4'")
     assert "step 4: campaign_starts" in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
     assert "step 2" not in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
+    # the timeline plans the campaign where this run had it, and says so
+    assert page.get_attribute("#timeline .tl-event", "data-step") == "4"
+    assert "resolved them" in page.inner_text("#timeline-source")
     shot(page, "resolved_markers")
 
 
@@ -140,7 +143,8 @@ def test_study_page_population_card_and_metric_chart(site, page):
     # branch: nested under its parent, and its own fired events (step 6) mark the charts
     page.wait_for_function("document.querySelector('figure.chart[data-metric=\"mean_opinion\"]').dataset.markers"
                            " === '2,6'")
-    assert page.locator("#timeline .tl-event").count() == 1
+    # the timeline plans what the branch (the latest run) resolved: the campaign and its counter-campaign
+    assert sorted(page.locator("#timeline .tl-event").evaluate_all("els => els.map(e => +e.dataset.step)")) == [2, 6]
     parent = sql(good, "SELECT parent_run_id, fork_step FROM runs WHERE run_id=?", [rid])[0]
     assert parent[1] == 6
     assert "from step 6" in page.inner_text(f'#runs-tree li[data-run="{parent[0]}"] li[data-run="{rid}"]')

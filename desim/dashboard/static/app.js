@@ -252,7 +252,10 @@ function interventionMarks(st, xmax, runs) {
 }
 
 function interventionsCard(st) {
-  const iv = st.interventions, n = Math.max(stepsOfLatest(st), ...iv.scheduled_events.map(e => e.at_step), ...iv.broadcasts.map(b => b.at_step));
+  // the interventions as the run whose fired events are shown resolved them (its --set values in);
+  // the study files' own only when no run is stored
+  const shown = (st.store.runs || []).find(r => r.run_id === st.store.events_run);
+  const iv = (shown && shown.interventions) || st.interventions, n = Math.max(stepsOfLatest(st), ...iv.scheduled_events.map(e => e.at_step), ...iv.broadcasts.map(b => b.at_step));
   const width = 900, m = {l: 20, r: 20}, W = width - m.l - m.r, X = v => m.l + (v / Math.max(1, n)) * W;
   const rows = iv.scheduled_events.length + iv.broadcasts.length + 1;
   const height = 40 + rows * 22;
@@ -276,8 +279,11 @@ function interventionsCard(st) {
   for (const e of fired) svg.append(s("line", {x1: X(e.step), x2: X(e.step), y1: y - 8, y2: y + 6, stroke: "#475467", "stroke-width": 2, class: "tl-fired"}, s("title", {}, `${e.kind} ${e.name} fired at step ${e.step}`)));
   svg.append(s("text", {x: m.l, y: y - 10}, fired.length ? `fired in run ${st.store.events_run}:` : "no fired events recorded"));
   const list = h("ul", {class: "muted"}, fired.slice(0, 20).map(e => h("li", {text: `step ${e.step}: ${e.kind} ${e.name} ${e.detail ? short(e.detail, 100) : ""}`})));
+  const source = h("p", {class: "muted", id: "timeline-source", text: shown && shown.interventions
+    ? `Planned as run ${shown.run_id} resolved them (its parameters), and what fired in it.`
+    : "Planned as the study files say (no run stored yet)."});
   return h("section", {class: "card", id: "interventions"}, h("h2", {text: "Environment and interventions"}),
-    Object.keys(st.interventions).length ? svg : null, list);
+    source, Object.keys(st.interventions).length ? svg : null, list);
 }
 
 function runColor(S, rid) {
