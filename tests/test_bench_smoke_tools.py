@@ -86,3 +86,12 @@ def test_bench_report_smoke(tmp_path):
         assert 0 < r["baseline_rss_mb"] <= r["peak_rss_mb"] < 4096   # MB; a fresh process that imported desim
     # the paired comparison carries the control run's figures as well as the run's
     assert renders["report, run vs control (paired per agent)"]["html_kb"] > renders["report, one run"]["html_kb"]
+
+
+def test_soak_kill_resume_smoke(tmp_path):
+    """Runs and branches SIGKILLed at a committed step and resumed: every table equal to the undisturbed run's."""
+    data = run(tmp_path, "soak_kill_resume.py", "--jobs", "4", "--agents", "500", "--kill", "1.0")
+    jobs = data["jobs"]
+    assert [j["kind"] for j in jobs] == ["run", "branch", "run", "branch"]
+    assert all(j["equal"] and j["differ"] == [] for j in jobs)
+    assert sum(j["kills"] for j in jobs) >= 2 and all(j["resumes"] >= j["kills"] for j in jobs)
