@@ -95,3 +95,11 @@ def test_soak_kill_resume_smoke(tmp_path):
     assert [j["kind"] for j in jobs] == ["run", "branch", "run", "branch"]
     assert all(j["equal"] and j["differ"] == [] for j in jobs)
     assert sum(j["kills"] for j in jobs) >= 2 and all(j["resumes"] >= j["kills"] for j in jobs)
+
+
+def test_dashboard_load_smoke(tmp_path):
+    """Clients polling the dashboard during a run: every request answered, latencies and timings positive."""
+    data = run(tmp_path, "bench_dashboard_load.py", "--agents", "500", "--steps", "3", "--clients", "4")
+    assert data["failed"] == 0 and data["requests"] >= 4
+    assert all(r["n"] > 0 and 0 < r["median_ms"] <= r["p95_ms"] <= r["max_ms"] for r in data["latency"])
+    assert len(data["alone"]) == 2 and all(a["wall"] > 0 and a["cpu"] > 0 for a in data["alone"] + [data["loaded"]])
