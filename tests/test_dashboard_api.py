@@ -418,3 +418,28 @@ def test_truncated_store_is_a_4xx_with_a_relative_path(site):
     listing = {s["id"]: s for s in site["client"].get("/api/studies").json()["studies"]}
     assert "truncated/runs/desim.duckdb" in listing["truncated"]["error"]
     assert str(site["dir"]) not in json.dumps(listing["truncated"])
+
+
+def test_the_study_page_is_kept_until_a_study_file_changes(site):
+    """The lint behind the study page runs once per version of the study's files, not per poll; an edit of a
+    file is seen on the next request."""
+    from desim.dashboard import data as dashboard_data
+    study = site["dir"] / "norun"
+    first = site["client"].get("/api/studies/norun").json()
+    calls = []
+    meta = json.loads((study / "study.json").read_text())
+    real = dashboard_data._study_config
+    dashboard_data._study_config = lambda root: calls.append(root) or real(root)   # this process's own data module
+    dashboard_data._configs.clear()
+    try:
+        assert dashboard_data.study_config(study)["study"]["title"] == first["study"]["title"]
+        assert dashboard_data.study_config(study)["study"]["title"] == first["study"]["title"]
+        kept = len(calls)
+        assert kept == 1                # the second read was the kept one
+        (study / "study.json").write_text(json.dumps({**meta, "title": "A new title"}))
+        assert dashboard_data.study_config(study)["study"]["title"] == "A new title"
+        assert len(calls) == kept + 1
+        assert site["client"].get("/api/studies/norun").json()["study"]["title"] == "A new title"   # the server too
+    finally:
+        dashboard_data._study_config = real
+        (study / "study.json").write_text(json.dumps(meta))

@@ -8,6 +8,7 @@ and tests can read it and connect at once.
 """
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ def cmd_dashboard(args) -> int:
               file=sys.stderr)
     app = create_app(studies, allowed_hosts=None if loopback else ["*"])
     url = f"http://{host}:{port}/"
+    if args.nice and hasattr(os, "nice"):
+        os.nice(args.nice)      # a reader yields the cores to the runs it watches (bench_dashboard_load)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None):
@@ -52,4 +55,7 @@ def register(sub) -> None:
     p.add_argument("studies_dir", nargs="?", default="studies", help="folder of studies (default: studies)")
     p.add_argument("--port", type=int, default=8787, help="port (default 8787; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--nice", type=int, default=19, metavar="N",
+                   help="lower the server's CPU priority by N (default 19, the lowest; 0 keeps it), so that "
+                        "the runs it shows keep the machine's cores while many pages poll")
     p.set_defaults(func=cmd_dashboard)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -113,9 +114,37 @@ def study_summary(root: Path) -> dict[str, Any]:
 
 # --- the study page ---------------------------------------------------------------
 
+_configs: dict[str, tuple[tuple, dict[str, Any]]] = {}
+_configs_lock = threading.Lock()
+
+
 def study_config(root: Path) -> dict[str, Any]:
     """What the study files say: title, population, interventions, and the lint warnings
-    ``desim validate --no-probe`` prints (``desim.lint``)."""
+    ``desim validate --no-probe`` prints (``desim.lint``). Kept per study until one of its files changes
+    (their sizes and times), since a page polls the study while a run goes and the lint is not cheap."""
+    stamp = _files_stamp(root)
+    with _configs_lock:
+        kept = _configs.get(str(root))
+    if kept is not None and kept[0] == stamp:
+        return dict(kept[1])
+    config = _study_config(root)
+    with _configs_lock:
+        _configs[str(root)] = (stamp, config)
+    return dict(config)
+
+
+def _files_stamp(root: Path) -> tuple:
+    """The study's own files (not its outputs under ``runs/``), each with its size and change time."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not (Path(folder) == root and d == "runs") and d != "__pycache__")
+        for name in sorted(files):
+            st = os.stat(os.path.join(folder, name))
+            out.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _study_config(root: Path) -> dict[str, Any]:
     from desim.lint import validate
     report = validate(root, probe=False)
     spec = report.spec
@@ -353,6 +382,7 @@ def study_file(root: Path) -> dict[str, Any]:
 NETWORK_VIEWS = ("network", "communities", "adoption", "tree")
 _pictures: "OrderedDict[tuple, dict[str, Any]]" = OrderedDict()
 _pictures_lock = threading.Lock()
+_drawing: dict[tuple, threading.Lock] = {}     # a picture being drawn -> the lock its other requests wait on
 PICTURES_KEPT = 6          # answers kept in memory (a 100,000-agent picture is a few MB)
 
 
@@ -366,17 +396,32 @@ def network(root: Path, run_id: str, state_key: str, view: str | None = None) ->
     order with its colours, the views available), the view's data, and when it draws agents the
     ``node`` block (ids, sizes, frames, who posted); ``captions`` and ``size_keys`` are the report's.
     """
-    from desim import network_views as nv
-    from desim.report.data import ReportError
-    from desim.report.diffusion import VIEW_NAMES, captions, size_key
     with reading(root) as con:
         run = _require_run(con, run_id)
     key = (str(root.resolve()), run_id, state_key, view)
-    if run["status"] == "completed":
+    if run["status"] != "completed":
+        return _network_answer(root, run, run_id, state_key, view)
+    with _pictures_lock:
+        once = _drawing.setdefault(key, threading.Lock())
+    # one drawing per picture: requests for it that arrive while it is drawn wait for it, not draw it again
+    with once:
         with _pictures_lock:
             if key in _pictures:
                 _pictures.move_to_end(key)
                 return _pictures[key]
+        out = _network_answer(root, run, run_id, state_key, view)
+        with _pictures_lock:
+            _pictures[key] = out
+            while len(_pictures) > PICTURES_KEPT:
+                _pictures.popitem(last=False)
+            _drawing.pop(key, None)
+        return out
+
+
+def _network_answer(root: Path, run: dict, run_id: str, state_key: str, view: str | None) -> dict[str, Any]:
+    from desim import network_views as nv
+    from desim.report.data import ReportError
+    from desim.report.diffusion import VIEW_NAMES, captions, size_key
     try:
         pic = nv.picture(root, state_key, run_id, views=[view or "suggested"], max_nodes=DASHBOARD_MAX_NODES)
         view = view or pic["meta"]["suggested"]
@@ -384,14 +429,8 @@ def network(root: Path, run_id: str, state_key: str, view: str | None = None) ->
         raise NotFound(str(e)) from None
     if view not in pic:
         raise NotFound(f"no '{view}' view for run '{run_id}' (views: {', '.join(pic['meta']['available'])})")
-    out = {**pic, "run": run, "state": state_key, "view": view, "captions": captions(pic),
-           "size_keys": {v: size_key(pic["meta"], v) for v in VIEW_NAMES}}
-    if run["status"] == "completed":
-        with _pictures_lock:
-            _pictures[key] = out
-            while len(_pictures) > PICTURES_KEPT:
-                _pictures.popitem(last=False)
-    return out
+    return {**pic, "run": run, "state": state_key, "view": view, "captions": captions(pic),
+            "size_keys": {v: size_key(pic["meta"], v) for v in VIEW_NAMES}}
 
 
 DASHBOARD_MAX_NODES = 200_000   # every agent can be drawn (a 2-D canvas draws 100,000 in about 2 s)
