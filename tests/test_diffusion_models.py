@@ -277,6 +277,7 @@ def test_neighbour_majority_node_for_node_against_brute_force(tmp_path):
         assert [int(s) for s in got[t]] == x, t
 
 
+@pytest.mark.slow      # 13 s of replicates: the full suite runs it, the quick check of an install does not
 def test_voter_degree_weighted_share_is_a_martingale_on_a_regular_graph(tmp_path):
     """On a k-regular graph the share of "1" is a martingale under the (asynchronous) voter model:
     over replicates its mean after 5 sweeps equals the initial 0.3 within 4 standard errors."""
