@@ -286,3 +286,8 @@ def test_an_effect_as_one_tidy_table_with_category_shares(study_copy):
             checked += 1
     assert checked >= 3 * 15
     assert any(r["what"] == "share" and r["mean"] != 0 for r in rows)    # testing earlier changed something
+    # the effect's figures mark the treatment's own intervention (testing from day 5), not only the fork
+    from desim.report.effect import build, treatment_events
+    assert treatment_events(root, desim.effect_table(root, eff.effect_id)) == {5: ["treatment: testing_starts"]}
+    captions = [f.caption for section in build(root, eff.effect_id).sections for f in section.figures]
+    assert any("the treatment's own interventions (step 5: treatment: testing_starts)" in c for c in captions)

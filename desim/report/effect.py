@@ -25,13 +25,38 @@ from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
+from desim.store import Catalogue, StudyLayout, open_store  # noqa: E402
 from desim.study.files import read_json  # noqa: E402
 
 FIGURE_HEIGHT = 3.6   # inches: 900 x 360 px per figure
 
 
-def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str) -> bytes:
-    """Mean difference per step with its 95 % band, a zero line and the fork line."""
+def treatment_events(root: Path, data: dict[str, Any]) -> dict[int, list[str]]:
+    """The treatment's own interventions: ``{step: ["treatment: name", ...]}`` for each scheduled event or
+    broadcast that the treatment runs resolved (their parameters in) at a step of their own, not in the
+    controls' configuration, from the fork on. What a reader looks for on an effect's figure besides the fork."""
+    pairs = [p for p in data["pairs"] if p.get("treatment_run_id") and p.get("control_run_id")]
+    if not pairs:
+        return {}
+    with open_store(StudyLayout(root)) as con:
+        resolved = Catalogue(con).run_interventions([pairs[0]["treatment_run_id"], pairs[0]["control_run_id"]])
+    treated, control = (resolved.get(pairs[0][k]) or {} for k in ("treatment_run_id", "control_run_id"))
+
+    def planned(iv: dict) -> set[tuple[int, str]]:
+        return {(int(x["at_step"]), x["name"]) for key in ("scheduled_events", "broadcasts") for x in iv.get(key, [])
+                if isinstance(x.get("at_step"), int)}
+
+    out: dict[int, list[str]] = {}
+    for step, name in sorted(planned(treated) - planned(control)):
+        if step >= data["effect"]["at_step"]:
+            out.setdefault(step, []).append(f"treatment: {name}")
+    return out
+
+
+def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str,
+                  events: dict[int, list[str]] | None = None) -> bytes:
+    """Mean difference per step with its 95 % band, a zero line, the fork line and the treatment's own
+    interventions."""
     fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
     rows = sorted(rows, key=lambda r: r["step"])
     steps = [r["step"] for r in rows]
@@ -42,7 +67,7 @@ def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str
     ax.plot(steps, [r["mean"] for r in rows], color="tab:blue", linewidth=1.8, marker="o", markersize=3.5,
             label="mean difference")
     ax.axhline(0.0, color="0.4", linewidth=0.9, linestyle="--", zorder=0)
-    figures.mark_events(ax, {}, fork)
+    figures.mark_events(ax, events or {}, fork)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -135,23 +160,26 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
         shown = [m for m in read_json(root / "study.json").get("display_metrics") or [] if m in recorded]
         chosen = shown or recorded
     sections = [card(root, data)]
+    events = treatment_events(root, data)
+    marked = "; ".join(f"step {s}: {', '.join(n)}" for s, n in events.items())
     if not data["metrics"]:
         sections[0].paragraphs.append("No pair has completed yet, so there is nothing to plot.")
     for metric in chosen:
         rows = [m for m in data["metrics"] if m["name"] == metric]
         png = effect_figure(f"Effect on '{metric}': treatment - control (mean over pairs, 95 % interval)",
-                            rows, fork, f"{metric} difference")
+                            rows, fork, f"{metric} difference", events)
         sections.append(Section(metric, [], [_table(rows, [])], [Figure(
             f"effect_{file_stem(metric)}", f"effect on {metric}", png,
             "Line: mean over pairs of treatment - control; band: 95 % interval of that mean; "
-            "red line: the fork step (before it the pairs coincide).")]))
+            "red line: the fork step (before it the pairs coincide)"
+            + (f"; dotted orange: the treatment's own interventions ({marked})." if events else "."))]))
     if data["metrics"]:
         sections.append(curves_section(root, data, chosen, fork))
     fields = list(dict.fromkeys(s["field"] for s in data["states"]))
     for f in fields:
         rows = [s for s in data["states"] if s["field"] == f]
         png = effect_figure(f"Effect on state '{f}', agent by agent (mean over agents, then over pairs)",
-                            rows, fork, f"{f} difference per agent")
+                            rows, fork, f"{f} difference per agent", events)
         sections.append(Section(f"state {f}", ["Per pair and step, the mean over agents of the agent's "
                                                "treatment - control difference; 'mean |diff|' and 'share changed' "
                                                "say how many agents moved and how far."],
