@@ -163,7 +163,14 @@ def test_sweep_report_figures_and_table_match_sql(swept):
             want = expected[(metric, float(eps), float(mu))]
             got = [float(v) for v in values]
             assert got[4] == want[4] == REPLICATES
-            assert got[:4] == pytest.approx(want[:4], rel=1e-5, abs=1e-9)
+            # printed to the digits the interval supports: each within half a unit of its last printed digit
+            for text, value, true in zip(values[:4], got[:4], want[:4]):
+                places = len(text.split(".")[1]) if "." in text else 0
+                assert abs(value - true) <= 0.5 * 10 ** -places + 1e-12, (metric, text, true)
+            half = (want[3] - want[2]) / 2
+            if half > 0:            # no more digits than two significant ones of the half-width
+                places = len(values[0].split(".")[1]) if "." in values[0] else 0
+                assert 10 ** -places >= half / 100, (metric, values[0], half)
             # the interval holds the mean; it is a point only when the replicates agree (20 agents' shares
             # take few values)
             assert got[2] <= got[0] <= got[3] and (got[2] < got[3]) == (got[1] > 0)

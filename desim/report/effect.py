@@ -25,6 +25,7 @@ from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
+from desim.report.numbers import estimate_cells  # noqa: E402
 from desim.store import Catalogue, StudyLayout, open_store  # noqa: E402
 from desim.study.files import read_json  # noqa: E402
 
@@ -79,8 +80,10 @@ def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str
 
 def _table(rows: list[dict[str, Any]], extra: list[str]) -> Table:
     shown = rows[:MAX_TABLE_ROWS]
-    cells = [[str(r["step"]), fmt(r["mean"]), fmt(r["ci_low"]), fmt(r["ci_high"]), fmt(r["sd"]), str(r["n"])]
-             + [fmt(r[k]) for k in extra] for r in shown]
+    cells = []
+    for r in shown:             # each estimate to the digits its interval supports (effect_table keeps all)
+        mean, sd, low, high = estimate_cells(r["mean"], r["sd"], r["ci_low"], r["ci_high"])
+        cells.append([str(r["step"]), mean, low, high, sd, str(r["n"])] + [fmt(r[k]) for k in extra])
     note = "" if len(rows) <= MAX_TABLE_ROWS else f"{MAX_TABLE_ROWS} of {len(rows)} steps shown."
     return Table(["step", "mean diff", "95 % low", "95 % high", "sd", "pairs"] + [k.replace("_", " ") for k in extra],
                  cells, note)

@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from desim.experiments.sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
 from desim.report import data, figures  # noqa: E402
+from desim.report.numbers import estimate_cells
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
@@ -146,10 +147,11 @@ def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: 
                "bars: 95 % confidence interval of the mean (Student t, n - 1 degrees of freedom)"
                + ("; lines are shifted slightly sideways so their bars do not overlap." if len(lines) else "."))
     varied = [x] + lines
-    table_rows = [[fmt(r[n]) for n in varied] + [fmt(r["mean"]), fmt(r["sd"]), fmt(r["ci_low"]),
-                                                 fmt(r["ci_high"]), str(r["n"])] for r in rows]
+    table_rows = [[fmt(r[n]) for n in varied] + estimate_cells(r["mean"], r["sd"], r["ci_low"], r["ci_high"])
+                  + [str(r["n"])] for r in rows]
     table = Table(varied + ["mean", "sd", "95 % low", "95 % high", "n"], table_rows,
-                  "sd and the interval are blank where fewer than two replicates completed.")
+                  "sd and the interval are blank where fewer than two replicates completed; each estimate to "
+                  "the digits its interval supports (the store and desim.sweep_table keep every digit).")
     return Section(metric, [f"'{metric}' at each run's final step, per combination of the grid."],
                    [table], [Figure(f"sweep_{file_stem(metric)}", f"{metric} against {x}", png, caption)])
 
