@@ -27,7 +27,7 @@ from desim.run.assemble import Run, assemble
 from desim.store.recorder import MemorySink
 from desim.study.failures import StudyCodeError, call
 from desim.study.files import FILES, StudySpec, load_study
-from desim.study.params import parameter_uses
+from desim.study.params import parameter_fields
 
 ENVIRONMENT, POPULATION, SIMULATION = (FILES[k][0] for k in ("environment", "population", "simulation"))
 
@@ -79,9 +79,7 @@ def outside_the_run(spec: StudySpec) -> list[str]:
     last step and so never fire: a run, a sweep or an effect over such values measures nothing of them.
     Each line names the field, the step, and the parameter it came from when one did."""
     sim, env = spec.simulation, spec.environment
-    uses = {where.removeprefix("environment."): name
-            for name, wheres in parameter_uses({"environment": spec.files.get("environment")}).items()
-            for where in wheres}
+    uses = parameter_fields(spec.files.get("environment"))
     out = []
     for key, kind, items in (("scheduled_events", "scheduled event", env.scheduled_events),
                              ("broadcasts", "broadcast", env.broadcasts)):

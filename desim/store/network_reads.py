@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from desim.store.connection import field
+from desim.store.states import has_field
 
 # every agent of run $run and its position (0-based, in agent id order)
 _IDS = ("SELECT agent_id, (row_number() OVER (ORDER BY agent_id) - 1)::BIGINT AS pos "
@@ -41,14 +42,6 @@ def network(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[list[str], np.
     return ids, edges
 
 
-def _has_field(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    try:
-        con.execute(f"SELECT {field('state', name)} FROM states LIMIT 0")
-        return True
-    except duckdb.BinderException:
-        return False
-
-
 def field_frames(con: duckdb.DuckDBPyConnection, run_id: str, name: str, *,
                  numeric: bool) -> dict[str, Any] | None:
     """One state field of every agent at every step (the initial states as step 0), as arrays.
@@ -58,7 +51,7 @@ def field_frames(con: duckdb.DuckDBPyConnection, run_id: str, name: str, *,
     distinct values as text, in order of first appearance; -1 for no value). ``None`` when no stored
     state has the field.
     """
-    if not _has_field(con, name):
+    if not has_field(con, name):
         return None
     v = field("state", name)
     value = f"TRY_CAST({v} AS DOUBLE)" if numeric else f"CAST({v} AS VARCHAR)"
@@ -99,7 +92,7 @@ def first_transmissions(con: duckdb.DuckDBPyConnection, run_id: str, name: str =
     ``(pos, step, by)`` arrays, one row per agent that ever had a value, with the first step it had
     one and the position of that value's agent (-1 when it names no agent of the run). ``None``
     when no stored state has the field."""
-    if not _has_field(con, name):
+    if not has_field(con, name):
         return None
     v = field("state", name)
     got = con.execute(

@@ -84,8 +84,7 @@ class StudyData:
         """Every run, oldest first: the ``runs`` table, with what a run belongs to as typed columns of its
         own (``sweep_id``; ``effect_id`` and ``arm``, ``control`` or ``treatment``, for an effect's runs)
         and one column per study parameter, ``param_<name>``, typed by its values (no JSON to parse)."""
-        with open_store(self.layout) as con:
-            table = con.sql(_RUNS_WITH_ROLES if _has_effects(con) else _RUNS_PLAIN).to_arrow_table()
+        table = self._roles()
         values = [json.loads(p) if p else {} for p in table.column("parameters").to_pylist()]
         for name in dict.fromkeys(k for v in values for k in v):
             try:
@@ -95,6 +94,11 @@ class StudyData:
             table = table.append_column(f"param_{name}", column)
         return table
 
+    def _roles(self) -> pa.Table:
+        """The ``runs`` table with ``effect_id`` and ``arm``, oldest first (what ``runs`` types further)."""
+        with open_store(self.layout) as con:
+            return con.sql(_RUNS_WITH_ROLES if _has_effects(con) else _RUNS_PLAIN).to_arrow_table()
+
     def select_runs(self, *, sweep: str | None = None, effect: str | None = None, arm: str | None = None,
                     status: str | None = None) -> list[str]:
         """The ids of the runs of a sweep, of an effect (``arm``: ``control`` or ``treatment``), of a
@@ -103,7 +107,7 @@ class StudyData:
             raise ValueError(f"arm is 'control' or 'treatment', not {arm!r}")
         if arm is not None and effect is None:
             raise ValueError("arm= selects within an effect: give effect= too")
-        runs = self.runs()
+        runs = self._roles()
         keep = [True] * runs.num_rows
         for column, wanted in (("sweep_id", sweep), ("effect_id", effect), ("arm", arm), ("status", status)):
             if wanted is not None:
@@ -121,7 +125,7 @@ class StudyData:
         string is one run; a list those runs (each checked). ``select_runs`` picks a sweep's or an
         effect's runs."""
         if run is None:
-            runs = self.runs()
+            runs = self._roles()
             if not runs.num_rows:
                 raise NoSuchRun(f"{self.db} holds no runs yet")
             ids, sweeps, effects = (runs.column(c).to_pylist() for c in ("run_id", "sweep_id", "effect_id"))

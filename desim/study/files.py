@@ -30,7 +30,7 @@ from pydantic import Strict as StrictType
 from desim.errors import StudyConfigError
 from desim.records import INT32, Persona, Strict
 from desim.study.interventions import Broadcast, ScheduledEvent, selector_matches
-from desim.study.params import parameter_uses, substitute_interventions, substitute_parameters
+from desim.study.params import parameter_fields, substitute_interventions, substitute_parameters
 
 INT64 = 2**63 - 1
 Int = Annotated[int, StrictType()]
@@ -397,7 +397,7 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
         env: EnvironmentFile = validate_file(env_path, EnvironmentFile,
                                              substitute_interventions(files["environment"], p, env_path))
     except StudyConfigError as e:
-        raise _from_parameters(e, "environment", files["environment"], p, params or {}) from None
+        raise _from_parameters(e, files["environment"], p, params or {}) from None
     loaded["environment"] = env
     sim.decision.args = substitute_parameters(sim.decision.args, p, sim_path, "decision.args")
     if sim.collector:
@@ -410,12 +410,11 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     return StudySpec(root=root, files=files, **loaded)
 
 
-def _from_parameters(err: StudyConfigError, key: str, raw: Any, params: dict[str, Any],
+def _from_parameters(err: StudyConfigError, raw: Any, params: dict[str, Any],
                      given: dict[str, Any]) -> StudyConfigError:
     """``err`` with each refused value that came from a ``"$name"`` naming its parameter, its value and
     where that was set (``--set`` or the default in simulation.json): the user's cause, not only the field."""
-    came_from = {where.removeprefix(f"{key}."): name
-                 for name, wheres in parameter_uses({key: raw}).items() for where in wheres}
+    came_from = parameter_fields(raw)
     problems = []
     for field, msg in err.problems:
         name = came_from.get(field)

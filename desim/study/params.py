@@ -82,3 +82,10 @@ def parameter_uses(files: dict[str, Any]) -> dict[str, list[str]]:
     for key, value in files.items():
         walk(value, key)
     return uses
+
+
+def parameter_fields(raw: Any) -> dict[str, str]:
+    """Which parameter each field of one raw study file holds: ``{"scheduled_events[0].at_step":
+    "campaign_week"}``, fields named as the file's validation errors name them."""
+    return {where.removeprefix("file."): name for name, wheres in parameter_uses({"file": raw}).items()
+            for where in wheres}
