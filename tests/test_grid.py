@@ -155,3 +155,62 @@ def test_player_draws_and_steps_in_chromium(runs):
             assert colours >= 4                                           # sugar levels and agents
         finally:
             browser.close()
+
+
+def test_numeric_field_offers_per_frame_and_log_scales(runs):
+    """Sugar wealth grows over the run: on the whole run's range the first frames are one dark colour. The
+    'frame' scale bins each frame on its own minimum..maximum (from SQL here), the 'log' scale on
+    log(1 + value) over the whole run."""
+    from desim.report.grid import NUMERIC_BINS
+    root, run_id = runs["sugarscape"]
+    p = grid_payload(root, "sugar", run_id)
+    assert p["kind"] == "numeric" and set(p["scales"]) == {"run", "frame", "log"}
+    lo_run, hi_run = p["range"]
+    for k in (1, 12, 25):
+        want = {xy: float(v) for xy, v in cells_from_sql(root, run_id, k, "sugar", 50, hide_dead=True).items()}
+        lo, hi = min(want.values()), max(want.values())
+        assert p["scales"]["frame"]["ranges"][k] == [lo, hi]
+        cells = p["frames"][k]["scaled"]["frame"]
+        for (x, y), v in want.items():
+            expected = min(NUMERIC_BINS - 1, int((v - lo) / ((hi - lo) or 1) * NUMERIC_BINS))
+            assert CODES.index(cells[y * 50 + x]) == expected
+        logged = p["frames"][k]["scaled"]["log"]
+        for (x, y), v in want.items():
+            t = (np.log1p(v) - np.log1p(lo_run)) / (np.log1p(hi_run) - np.log1p(lo_run))
+            assert abs(CODES.index(logged[y * 50 + x]) - min(NUMERIC_BINS - 1, int(t * NUMERIC_BINS))) <= 1
+    # the point of it: early on, the whole-run scale uses few colours and the frame's own scale many
+    first = p["frames"][1]
+    used = lambda cells: len({c for c in cells if c != "."})
+    assert used(first["scaled"]["frame"]) > 2 * used(first["cells"])
+
+
+@pytest.mark.browser
+def test_player_switches_colour_scale_in_chromium(runs):
+    root, run_id = runs["sugarscape"]
+    from desim.report import grid_player
+    paths = grid_player(root, "sugar", run_id)
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page()
+            page.goto(paths["html"].as_uri())
+            page.wait_for_selector("canvas[data-frame='0']")
+            page.evaluate("() => { const s = document.getElementById('step'); s.value = 1; "
+                          "s.dispatchEvent(new Event('input')); }")
+            colours = ("() => { const c = document.getElementById('grid'); const d = c.getContext('2d')"
+                       ".getImageData(0, 0, c.width, c.height).data; const s = new Set(); "
+                       "for (let i = 0; i < d.length; i += 4) s.add(d[i] + ',' + d[i+1] + ',' + d[i+2]);"
+                       " return s.size; }")
+            whole = page.evaluate(colours)
+            hi_run = page.inner_text("#scale-hi")
+            page.select_option("#scale", "frame")
+            page.wait_for_selector("canvas[data-scale='frame']")
+            assert page.evaluate(colours) > whole           # the spread of step 1 shows
+            want = max(v for (v,) in sql(root, "SELECT CAST(state.sugar AS DOUBLE) FROM panel WHERE run_id = ? "
+                                                "AND step = 1 AND state.alive", [run_id]))
+            assert float(page.inner_text("#scale-hi")) == pytest.approx(want, rel=5e-3) and page.inner_text("#scale-hi") != hi_run
+            page.select_option("#scale", "log")
+            page.wait_for_selector("canvas[data-scale='log']")
+            assert "log scale" in page.inner_text("#scale-hi")
+        finally:
+            browser.close()

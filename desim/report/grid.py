@@ -137,25 +137,35 @@ def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) 
     # categories and ranges of the agents drawn, not of the dead
     colour = np.where(hidden, None, colour) if colour.dtype == object else np.where(hidden, np.nan, colour)
     colouring, codes = _encode(colour, ON_LAYER if layer is not None else PALETTE)
-    frames = []
-    for k, step in enumerate(steps):
+    scales = numeric_scales(colour) if colouring["kind"] == "numeric" else {}
+
+    def cells_of(k: int, shown: np.ndarray, codes: list[list[int]]) -> str:
         cells = ["."] * (width * height)
-        counts: dict[str, int] = {}
-        shown = ~hidden[k] & ~np.isnan(xs[k]) & ~np.isnan(ys[k])
         for i in np.flatnonzero(shown):
             x, y = int(xs[k, i]), int(ys[k, i])
             if 0 <= x < width and 0 <= y < height:
                 cells[y * width + x] = CODES[codes[k][i]]
+        return "".join(cells)
+
+    frames = []
+    for k, step in enumerate(steps):
+        counts: dict[str, int] = {}
+        shown = ~hidden[k] & ~np.isnan(xs[k]) & ~np.isnan(ys[k])
+        cells = cells_of(k, shown, codes)
         if colouring["kind"] == "categorical":
             for c in np.asarray(colour[k])[shown]:
                 counts[_label(c)] = counts.get(_label(c), 0) + 1
-        frame = {"step": int(step), "cells": "".join(cells), "agents": int(shown.sum())}
+        frame = {"step": int(step), "cells": cells, "agents": int(shown.sum())}
         if colouring["kind"] == "categorical":
             frame["counts"] = {c: counts.get(c, 0) for c in colouring["categories"]}
         else:
             vals = np.asarray(colour[k], float)[shown]
             frame["mean"] = float(np.nanmean(vals)) if len(vals) else None
+            frame["scaled"] = {name: cells_of(k, shown, sc["codes"]) for name, sc in scales.items()}
         frames.append(frame)
+    if scales:      # the frames carry the cells; the page needs each scale's name and ranges
+        colouring["scales"] = {"run": {"label": "whole run", "ranges": [colouring["range"]]},
+                               **{n: {"label": sc["label"], "ranges": sc["ranges"]} for n, sc in scales.items()}}
     payload = {"study": run["study_id"], "run_id": rid, "field": state, "time_unit": run["time_unit"],
                "width": width, "height": height, "n_agents": len(ids), "note": note, **colouring,
                "frames": frames, "layer": None}
@@ -185,11 +195,34 @@ def _encode(values: np.ndarray, palette: list[str]) -> tuple[dict[str, Any], lis
         colours = [palette[i % len(palette)] for i in range(len(distinct))]
         return {"kind": "categorical", "categories": distinct, "palette": colours}, codes
     lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
-    span = (hi - lo) or 1.0
-    binned = np.clip(((np.nan_to_num(values, nan=lo) - lo) / span * NUMERIC_BINS).astype(int), 0, NUMERIC_BINS - 1)
     cmap = plt.get_cmap("viridis", NUMERIC_BINS)
     return ({"kind": "numeric", "range": [lo, hi], "palette": [_hex(cmap(i)) for i in range(NUMERIC_BINS)]},
-            binned.tolist())
+            _bins(values, lo, hi).tolist())
+
+
+def _bins(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Each value's bin of ``NUMERIC_BINS`` equal bins from ``lo`` to ``hi`` (a missing value: bin 0)."""
+    span = (hi - lo) or 1.0
+    return np.clip(((np.nan_to_num(values, nan=lo) - lo) / span * NUMERIC_BINS).astype(int), 0, NUMERIC_BINS - 1)
+
+
+def numeric_scales(values: np.ndarray) -> dict[str, Any]:
+    """The other colour scales of a numeric field, beside the whole run's linear one: ``frame`` (each
+    frame's own minimum to maximum, so a quantity that grows tenfold still shows its spread in the first
+    frames) and, for a field that is never negative, ``log`` (the whole run's range on log(1 + value)).
+
+    ``{name: {"label", "codes": values[step][agent] bins, "ranges": [[lo, hi]] per step or one}}``."""
+    out: dict[str, Any] = {}
+    per_step = [(float(np.nanmin(row)), float(np.nanmax(row))) if np.isfinite(row).any() else (0.0, 0.0)
+                for row in values]
+    out["frame"] = {"label": "this frame's range", "ranges": [list(r) for r in per_step],
+                    "codes": [_bins(row, lo, hi).tolist() for row, (lo, hi) in zip(values, per_step)]}
+    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+    if lo >= 0:
+        logged = np.log1p(values)
+        out["log"] = {"label": "whole run, log scale", "ranges": [[lo, hi]],
+                      "codes": _bins(logged, float(np.log1p(lo)), float(np.log1p(hi))).tolist()}
+    return out
 
 
 def _encode_layer(name: str, steps: list[int], values: np.ndarray, frame_steps: list[int]) -> dict[str, Any]:
@@ -327,13 +360,30 @@ PLAYER_JS = r"""
   const label = document.getElementById('label'), counts = document.getElementById('counts');
   const cell = Math.max(2, Math.floor(760 / Math.max(D.width, D.height)));
   canvas.width = cell * D.width; canvas.height = cell * D.height;
+  // a numeric field can be coloured on the whole run's range, each frame's own, or a log scale
+  const scaleSel = document.getElementById('scale');
+  let current = 0;
+  const fmt = v => (Math.abs(v) >= 1000 || Number.isInteger(v) ? String(Math.round(v)) : v.toPrecision(3));
+  function cellsOf(f) {
+    const name = scaleSel ? scaleSel.value : 'run';
+    return name === 'run' ? f.cells : f.scaled[name];
+  }
+  function showRange(k) {
+    if (!scaleSel) return;
+    const sc = D.scales[scaleSel.value], r = sc.ranges.length > 1 ? sc.ranges[k] : sc.ranges[0];
+    document.getElementById('scale-lo').textContent = fmt(r[0]);
+    document.getElementById('scale-hi').textContent = fmt(r[1]) + (scaleSel.value === 'log' ? ' (log scale)' : '');
+    canvas.dataset.scale = scaleSel.value;
+  }
+  if (scaleSel) scaleSel.addEventListener('change', () => draw(current));
   function draw(k) {
-    const f = D.frames[k], lay = D.layer ? D.layer.frames[k] : null;
+    current = k;
+    const f = D.frames[k], lay = D.layer ? D.layer.frames[k] : null, cells = cellsOf(f);
     ctx.fillStyle = D.layer ? '#ffffff' : '#f2f2f2'; ctx.fillRect(0, 0, canvas.width, canvas.height);
     for (let i = 0; i < D.width * D.height; i++) {
       const x = (i % D.width) * cell, y = Math.floor(i / D.width) * cell;
       if (lay) { ctx.fillStyle = D.layer.palette[CODES.indexOf(lay.cells[i])]; ctx.fillRect(x, y, cell, cell); }
-      const c = f.cells[i];
+      const c = cells[i];
       if (c !== '.') {
         ctx.fillStyle = D.palette[CODES.indexOf(c)];
         if (lay) { ctx.beginPath(); ctx.arc(x + cell / 2, y + cell / 2, cell * 0.4, 0, 2 * Math.PI); ctx.fill(); }
@@ -347,6 +397,8 @@ PLAYER_JS = r"""
       : 'mean ' + (f.mean === null ? 'n/a' : f.mean.toFixed(3));
     if (lay) text += ' \u00b7 ' + D.layer.name + ' in all: ' + Math.round(lay.total).toLocaleString();
     counts.textContent = text;
+    showRange(k);
+    canvas.dataset.frame = String(k);
   }
   desimControls(D.frames.length, draw, 300);
 })();
@@ -359,8 +411,13 @@ def _legend_html(payload: dict) -> str:
                 for n, c in zip(payload["categories"], payload["palette"])]
     else:
         lo, hi = payload["range"]
-        keys = [f'<span class="key">{escape(payload["field"])} {lo:.3g} <b class="ramp" style="background:'
-                f'linear-gradient(to right, {", ".join(payload["palette"])})"></b> {hi:.3g}</span>']
+        keys = [f'<span class="key">{escape(payload["field"])} <span id="scale-lo">{lo:.3g}</span> <b class="ramp" '
+                f'style="background:linear-gradient(to right, {", ".join(payload["palette"])})"></b> '
+                f'<span id="scale-hi">{hi:.3g}</span></span>']
+        if payload.get("scales"):
+            options = "".join(f'<option value="{escape(name)}">{escape(sc["label"])}</option>'
+                              for name, sc in payload["scales"].items())
+            keys.append(f'<label class="key">colour scale <select id="scale">{options}</select></label>')
     if payload["layer"]:
         lay = payload["layer"]
         keys.append(f'<span class="key">{escape(lay["name"])} {lay["range"][0]:g} <b class="ramp" style="background:'
@@ -373,7 +430,10 @@ def player_html(payload: dict) -> str:
     return page(payload, title=f"{payload['study']}: {payload['field']} on the grid (run {payload['run_id']})",
                 data_id="desim-grid-data", canvas_id="grid", legend=_legend_html(payload), script=PLAYER_JS,
                 caption=f"{payload['width']} x {payload['height']} cells; y = 0 is the top row. One frame per step; "
-                        "agents not alive are not drawn.",
+                        "agents not alive are not drawn." + (
+                            " Colour scale: the whole run's range (frames compare), each frame's own range (the "
+                            "spread within a frame), or log(1 + value) over the whole run (a quantity that grows "
+                            "tenfold)." if payload.get("scales") else ""),
                 css="canvas { image-rendering: pixelated; }\n"
                     ".ramp { display: inline-block; width: 120px; height: 0.8em; vertical-align: middle; "
                     "border: 1px solid #ccc; }\n")
