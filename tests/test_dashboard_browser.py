@@ -39,6 +39,7 @@ def site(tmp_path_factory):
     studies["sir"] = sir_study(studies_dir, BA_AGENTS)
     studies["live"] = held_study(studies_dir, HOLDS)
     studies["timing"] = timing_study(studies_dir)
+    studies["seeds"] = sweep_study(studies_dir)
     ARTIFACTS.mkdir(exist_ok=True)
     with server_process(studies_dir) as url:
         with sync_playwright() as pw:
@@ -95,6 +96,112 @@ def timing_study(studies_dir):
     return study
 
 
+def sweep_study(studies_dir):
+    """opinion_diffusion (12 agents) swept over two replicates: each run has a derived seed of up to 19 digits."""
+    from dashboard_helpers import copy_study
+    study = copy_study(studies_dir, "opinion_diffusion", "seeds")
+    assert main(["sweep", str(study), "--set", "campaign_week=3", "--set", "n_agents=12", "--replicates", "2",
+                 "--workers", "1", "--quiet"]) == 0
+    return study
+
+
+def test_runs_tree_shows_whole_seeds_and_what_each_run_changed(site, page):
+    """A derived seed is past 2**53, where a JavaScript number rounds it: the tree keeps it exact (shown short,
+    whole on hover), and says what each run changed from the study's files, as `desim runs` does."""
+    study = site["seeds"]
+    runs = sql(study, "SELECT run_id, CAST(seed AS VARCHAR) FROM runs ORDER BY started_at")
+    assert len(runs) == 2 and any(abs(int(seed)) > 2**53 for _, seed in runs)
+    page.goto(site["url"] + "/#/study/seeds")
+    page.wait_for_selector(READY)
+    for rid, seed in runs:
+        li = f'#runs-tree li[data-run="{rid}"]'
+        assert page.get_attribute(f"{li} .run-seed", "data-seed") == seed
+        assert page.get_attribute(f"{li} .run-seed", "title") == f"seed {seed}"
+        shown = page.inner_text(f"{li} .run-seed").strip()
+        assert shown == f"seed {seed[:4]}…{seed[-4:]}"
+        assert page.inner_text(f"{li} code.run-set") == "--set campaign_week=3 --set n_agents=12"
+    shot(page, "runs_tree_seeds")
+
+
+def test_legend_chips_stay_whole_in_a_narrow_chart(site):
+    """uPlot's legend is a table; the page's table styles shaded half of each chip and the chips ran past the
+    chart's edge. In a narrow window, with every run ticked, each chip lies inside its chart."""
+    context = site["browser"].new_context(viewport={"width": 560, "height": 900})
+    pg = context.new_page()
+    try:
+        pg.goto(site["url"] + "/#/study/seeds")
+        pg.wait_for_selector(READY)
+        for box in pg.locator("#runs-tree input.overlay").all():
+            if not box.is_checked():
+                box.check()
+        sel = chart(pg, "mean_opinion")
+        pg.wait_for_function(f"Object.keys(JSON.parse(document.querySelector('{sel}').dataset.series)).length === 2")
+        pg.wait_for_selector(f"{sel} .u-legend .u-series >> nth=2")
+        out = pg.evaluate("""sel => { const fig = document.querySelector(sel), r = fig.getBoundingClientRect();
+            return {right: r.right, left: r.left,
+                    chips: [...fig.querySelectorAll('.u-legend .u-series')].map(c => { const b = c.getBoundingClientRect();
+                           return [b.left, b.right]; }),
+                    shades: [...fig.querySelectorAll('.u-legend th, .u-legend td')].map(c => getComputedStyle(c).backgroundColor)}; }""",
+                          sel)
+        assert len(out["chips"]) == 3        # the step axis and both runs
+        assert all(out["left"] - 0.5 <= a and b <= out["right"] + 0.5 for a, b in out["chips"]), out
+        assert set(out["shades"]) == {"rgba(0, 0, 0, 0)"}
+        pg.locator(sel).screenshot(path=str(ARTIFACTS / "dashboard_narrow_legend.png"))
+    finally:
+        context.close()
+
+
+def test_timeline_puts_plans_and_what_fired_on_their_own_rows(site, page):
+    """The campaign planned at week 4 and its firing at week 4 are two named rows, the plan above; no text of
+    the timeline runs outside the picture."""
+    page.goto(site["url"] + "/#/study/timing")
+    page.wait_for_selector(READY)
+    planned = '#timeline g.tl-row[data-row="planned"][data-name="campaign_starts"]'
+    fired = '#timeline g.tl-row[data-row="fired"][data-name="campaign_starts"]'
+    want = sorted(step for (step,) in sql(site["timing"], "SELECT step FROM events WHERE name = 'campaign_starts'"))
+    assert page.get_attribute(fired, "data-steps") == ",".join(map(str, want)) == "4"
+    assert page.get_attribute(planned, "data-steps") == "4"
+    y_planned = page.locator(f"{planned} .tl-event").bounding_box()["y"]
+    y_fired = page.locator(f"{fired} .tl-fired").bounding_box()["y"]
+    assert y_fired > y_planned + 10
+    assert "event campaign_starts" in page.locator(f"{planned} .tl-label").text_content()
+    outside = page.evaluate("""() => { const svg = document.getElementById('timeline'), w = svg.viewBox.baseVal.width;
+        return [...svg.querySelectorAll('text')].map(t => t.getBBox()).filter(b => b.x < 0 || b.x + b.width > w).length; }""")
+    assert outside == 0
+    # the descriptions stay right of the row names (the plot starts where the names' column ends)
+    plot_left = page.evaluate("() => +document.querySelector('#timeline .tl-guide').getAttribute('x1')")
+    lefts = page.locator("#timeline .tl-note").evaluate_all("els => els.map(e => e.getBBox().x)")
+    assert lefts and min(lefts) >= plot_left
+    assert page.locator("#timeline .tl-unit").text_content() == "week"
+    page.locator("#interventions").screenshot(path=str(ARTIFACTS / "dashboard_timeline.png"))
+
+
+def test_panel_tells_which_payload_fields_are_whose(site, page):
+    """rumor_network posts carry 'rumor', hearing carries nothing: the panel view says so (from the panel's own
+    non-null cells), and a row shows only its kind's fields."""
+    study = site["ba"]
+    rid = latest_run(study)
+    page.goto(site["url"] + "/#/study/rumor_ba")
+    page.wait_for_selector(READY)
+    page.wait_for_selector("#payload-kinds .payload-kind")
+    kinds = {k: fields for k, fields in page.locator("#payload-kinds .payload-kind").evaluate_all(
+        "els => els.map(e => [e.dataset.kind, e.dataset.fields])")}
+    want = {k: "rumor" if n else "" for k, n in sql(
+        study, "SELECT action_kind, count(payload.rumor) FROM panel WHERE run_id = ? AND action_kind IS NOT NULL "
+               "GROUP BY action_kind", [rid])}
+    assert kinds == want and kinds["post"] == "rumor" and kinds["hear"] == ""
+    page.select_option("#f-kind", "hear")
+    page.click("#panel-filters button[type=submit]")
+    n_hear = sql(study, "SELECT count(*) FROM panel WHERE run_id = ? AND action_kind = 'hear'", [rid])[0][0]
+    page.wait_for_selector(f'#panel-total[data-total="{n_hear}"]')
+    assert set(page.locator("#panel-table td.payload").all_inner_texts()) == {"–"}
+    page.select_option("#f-kind", "post")
+    page.click("#panel-filters button[type=submit]")
+    n_post = sql(study, "SELECT count(*) FROM panel WHERE run_id = ? AND action_kind = 'post'", [rid])[0][0]
+    page.wait_for_selector(f'#panel-total[data-total="{n_post}"]')
+    assert all(json.loads(t).keys() == {"rumor"} for t in page.locator("#panel-table td.payload").all_inner_texts())
+
+
 def test_markers_come_from_the_run_s_own_values(site, page):
     """A run made with --set campaign_week=4 is marked at step 4, where its campaign happened, not at the
     study file's default (step 2)."""
@@ -106,8 +213,10 @@ def test_markers_come_from_the_run_s_own_values(site, page):
     page.wait_for_selector(READY)
     page.wait_for_function("document.querySelector('figure.chart[data-metric=\"mean_opinion\"]')?.dataset.markers"
                            " === '4'")
-    assert "step 4: campaign_starts" in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
-    assert "step 2" not in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
+    # labelled in the study's own unit of time (its simulation.json says week), not "step"
+    assert "week 4: campaign_starts" in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
+    assert "week 2" not in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
+    assert page.locator(f'{chart(page, "mean_opinion")} .u-legend .u-series').first.inner_text().startswith("week")
     # the timeline plans the campaign where this run had it, and says so
     assert page.get_attribute("#timeline .tl-event", "data-step") == "4"
     assert "resolved them" in page.inner_text("#timeline-source")
@@ -148,7 +257,7 @@ def test_study_page_population_card_and_metric_chart(site, page):
     parent = sql(good, "SELECT parent_run_id, fork_step FROM runs WHERE run_id=?", [rid])[0]
     assert parent[1] == 6
     assert "from step 6" in page.inner_text(f'#runs-tree li[data-run="{parent[0]}"] li[data-run="{rid}"]')
-    assert "step 6: counter_campaign" in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
+    assert "week 6: counter_campaign" in page.inner_text(f'{chart(page, "mean_opinion")} .chart-events')
     # overlay the other run: its curve appears too
     other = [r for (r,) in sql(good, "SELECT run_id FROM runs ORDER BY started_at") if r != rid][1]
     page.check(f'input.overlay[data-run="{other}"]')
@@ -462,6 +571,10 @@ def test_run_started_during_the_test_appears_live_and_grows(site, page):
         pts = f"(JSON.parse((document.querySelector('{sel}') || {{dataset: {{}}}}).dataset.series || '{{}}')['{rid}'] || []).length"
         page.wait_for_function(f"{pts} === 2")
         assert page.locator(f'#runs-tree li[data-run="{rid}"] .badge').first.inner_text() == "running"
+        # what the live run changed from the study's files, as `desim runs` prints it
+        changes = f"--steps {LIVE_STEPS} --set n_agents={LIVE_AGENTS}"
+        assert page.inner_text(f'#runs-tree li[data-run="{rid}"] code.run-set') == changes
+        assert f"({changes})" in page.inner_text("#live-banner")
         (live / "release-2").touch()
         wait_for_file(live / "held-5", run)          # steps 0..4 stored, still running
         page.wait_for_function(f"{pts} === 5")       # the same page's curve grew
@@ -471,7 +584,7 @@ def test_run_started_during_the_test_appears_live_and_grows(site, page):
         second = page.context.new_page()
         second.goto(site["url"] + "/#/study/live")
         banner = second.wait_for_selector(f'#live-banner .live-run[data-run="{rid}"]')
-        assert banner.inner_text().startswith(f"run in progress: {rid} at step")
+        assert banner.inner_text().startswith(f"run in progress: {rid} at week")
         assert second.locator(".error-card").count() == 0
         second.wait_for_function(f"{pts} === 5")     # its curve so far, from the live file
         assert second.locator(f'#runs-tree li[data-run="{rid}"]').count() == 1

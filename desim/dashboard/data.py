@@ -35,9 +35,11 @@ from desim.store import (
     states,
 )
 from desim.store.connection import reading_checked
+from desim.store.files import RunFiles
 from desim.store.health import health_of, last_step
 from desim.store.live import live_runs as _live_files
 from desim.study.files import StudyConfigError, load_study, read_json
+from desim.versions import describe_overrides
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
 MESSAGES_PER_ROUND = 200   # messages listed per round (the count is always exact)
@@ -73,7 +75,13 @@ def live_runs(root: Path) -> list[dict[str, Any]]:
 def live_summary(run: dict[str, Any]) -> dict[str, Any]:
     """A live file without its metric series."""
     return {k: run.get(k) for k in ("run_id", "study_id", "kind", "status", "step", "n_steps", "error",
-                                    "updated_at")}
+                                    "updated_at", "seed", "overrides_text")}
+
+
+def run_changes(overrides: dict[str, Any] | None) -> str:
+    """What a run changed from the study's files at run time, as ``desim runs`` prints it (``--steps 8
+    --set n_agents=300``), without the seed (shown on its own)."""
+    return describe_overrides({k: v for k, v in (overrides or {}).items() if k != "seed"})
 
 
 def study_summary(root: Path) -> dict[str, Any]:
@@ -228,6 +236,10 @@ def study_store(root: Path) -> dict[str, Any]:
             events = queries.events(con, rid, limit=1000)
     for r in runs:
         r["parameters"] = _json(r.get("parameters"))
+        r["overrides"] = _json(r.get("overrides")) or {}
+        r["overrides_text"] = run_changes(r["overrides"])
+        # a derived seed has 19 digits, past what a JavaScript number holds exactly: sent as text
+        r["seed"] = None if r.get("seed") is None else str(r["seed"])
         r["interventions"] = resolved.get(r["run_id"])     # as the run resolved them: the charts' markers
         r["health"] = health_of(layout, r)      # "stale": its process is gone (desim.store.health)
         # a run holds the database only at its start and end, so a readable store says nothing about
@@ -254,7 +266,7 @@ def _require_run(con, run_id: str) -> dict[str, Any]:
     row = Catalogue(con).run(run_id)
     if row is None:
         raise NotFound(f"no run '{run_id}' in this study")
-    return {k: row[k] for k in ("run_id", "status", "n_steps", "last_step")}
+    return {k: row.get(k) for k in ("run_id", "status", "n_steps", "last_step", "time_unit")}
 
 
 # --- metrics, panel, agents, messages --------------------------------------------------
@@ -285,10 +297,30 @@ def panel_page(root: Path, run_id: str, *, step: int | None, agent_id: str | Non
         run = _require_run(con, run_id)
         total, rows, kinds = queries.panel_page(con, run_id, step=step, agent_id=agent_id, action_kind=action_kind,
                                                 page=page, page_size=page_size)
+        by_kind = payload_fields(con, root, run)
     for r in rows:
         r["state"], r["action_payload"] = _json(r["state"]), _json(r["action_payload"])
     return {"run": run, "total": total, "page": page, "page_size": page_size, "rows": rows,
-            "action_kinds": kinds}
+            "action_kinds": kinds, "payload_fields": by_kind}
+
+
+_PAYLOAD_FIELDS: OrderedDict = OrderedDict()     # (store file, run) -> fields per kind, of finished runs
+
+
+def payload_fields(con, root: Path, run: dict[str, Any]) -> dict[str, list[str]]:
+    """Which payload fields each action kind fills in the run (the panel's payload is their union):
+    one scan of the run's panel, kept for a finished run, whose panel does not change."""
+    layout = StudyLayout(root)
+    key = (str(layout.db), run["run_id"])
+    if key in _PAYLOAD_FIELDS:
+        return _PAYLOAD_FIELDS[key]
+    names = list(((RunFiles(layout.data, run["run_id"]).load_types() or {}).get("payload") or {}))
+    out = queries.payload_fields_by_kind(con, run["run_id"], names)
+    if run["status"] != "running":
+        _PAYLOAD_FIELDS[key] = out
+        while len(_PAYLOAD_FIELDS) > 256:
+            _PAYLOAD_FIELDS.popitem(last=False)
+    return out
 
 
 def agent_trajectory(root: Path, run_id: str, agent_id: str) -> dict[str, Any]:

@@ -23,11 +23,15 @@ from pathlib import Path
 class LiveFile:
     """Progress of one run, mirrored to ``<runs dir>/live/<run_id>.json``."""
 
-    def __init__(self, path: Path, run_id: str, study_id: str, n_steps: int, kind: str):
+    def __init__(self, path: Path, run_id: str, study_id: str, n_steps: int, kind: str, *,
+                 seed: int | None = None, overrides_text: str = ""):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # the seed as text (19 digits do not survive a JavaScript number); overrides_text says what the
+        # run changed from the study's files (--set ...), shown beside a live run as beside a stored one
         self.data = {"run_id": run_id, "study_id": study_id, "kind": kind, "status": "running",
                      "step": -1, "n_steps": n_steps, "metrics": {}, "error": None,
+                     "seed": None if seed is None else str(seed), "overrides_text": overrides_text,
                      "pid": os.getpid(), "host": socket.gethostname()}
         self.every, self._written = 0.2, float("-inf")
         self.dirty = False      # a step not yet in the file (skipped because the last write was recent)

@@ -43,7 +43,7 @@ from desim.store.tables import (
     metric_rows,
     round_rows,
 )
-from desim.versions import code_files, code_hash, overrides_of
+from desim.versions import code_files, code_hash, describe_overrides, overrides_of
 
 
 @dataclass
@@ -148,7 +148,9 @@ class Recorder(MemorySink):
             else:
                 self._start(catalogue, run)
         self.files = files          # recorded: from here on, close() says how the run ended
-        self.live = LiveFile(self.layout.live_file(run.run_id), run.run_id, run.spec.id, run.n_steps, self.kind)
+        changes = {k: v for k, v in overrides_of(run.spec).items() if k != "seed"}
+        self.live = LiveFile(self.layout.live_file(run.run_id), run.run_id, run.spec.id, run.n_steps, self.kind,
+                             seed=run.spec.simulation.seed, overrides_text=describe_overrides(changes))
         self.beat = Heartbeat(self.live, HEARTBEAT_SECONDS)
         self.files.start()
 

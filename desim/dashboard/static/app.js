@@ -54,6 +54,10 @@ function fmt(x) {
   return Math.abs(x) >= 1000 || Number.isInteger(x) ? String(x) : x.toPrecision(4);
 }
 function enc(x) { return encodeURIComponent(x); }
+/* A derived seed has 19 digits: shown as its first and last four, whole on hover and in data-seed. */
+function seedText(seed) { const t = String(seed); return t.length > 10 ? `${t.slice(0, 4)}…${t.slice(-4)}` : t; }
+/* The study's unit of time ("week", "day"): what the step axis and the markers are labelled with. */
+function unitOf(st) { return (st && st.simulation && st.simulation.time_unit) || "step"; }
 function later(fn, ms) { timers.push(setTimeout(fn, ms)); }
 function every(fn, ms) { timers.push(setInterval(fn, ms)); }
 
@@ -255,30 +259,70 @@ function interventionsCard(st) {
   // the interventions as the run whose fired events are shown resolved them (its --set values in);
   // the study files' own only when no run is stored
   const shown = (st.store.runs || []).find(r => r.run_id === st.store.events_run);
-  const iv = (shown && shown.interventions) || st.interventions, n = Math.max(stepsOfLatest(st), ...iv.scheduled_events.map(e => e.at_step), ...iv.broadcasts.map(b => b.at_step));
-  const width = 900, m = {l: 20, r: 20}, W = width - m.l - m.r, X = v => m.l + (v / Math.max(1, n)) * W;
-  const rows = iv.scheduled_events.length + iv.broadcasts.length + 1;
-  const height = 40 + rows * 22;
-  const svg = s("svg", {id: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", height});
-  svg.append(s("line", {x1: m.l, x2: m.l + W, y1: height - 20, y2: height - 20, class: "axis"}));
-  for (let t = 0; t <= n; t += Math.max(1, Math.ceil(n / 20))) svg.append(s("text", {x: X(t), y: height - 6, "text-anchor": "middle"}, t));
-  if (n > stepsOfLatest(st)) svg.append(s("line", {x1: X(stepsOfLatest(st)), x2: X(stepsOfLatest(st)), y1: 4, y2: height - 20, class: "run-end"}, s("title", {}, "last step of the latest run")));
-  let y = 16;
-  for (const e of iv.scheduled_events) {
-    svg.append(s("circle", {cx: X(e.at_step), cy: y, r: 5, fill: "#d92d20", class: "tl-event", "data-step": e.at_step}));
-    svg.append(s("text", {x: X(e.at_step) + 9, y: y + 4}, `${e.name}: ${e.op} ${e.target} → ${short(e.value, 30)}${e.selector ? " (selected agents)" : ""}`));
-    y += 22;
-  }
-  for (const b of iv.broadcasts) {
-    const to = b.ttl ? Math.min(n, b.at_step + b.ttl) : n;
-    svg.append(s("rect", {x: X(b.at_step), y: y - 6, width: Math.max(4, X(to) - X(b.at_step)), height: 12, fill: "#fdb022", class: "tl-broadcast"}));
-    svg.append(s("text", {x: X(to) + 6, y: y + 4}, `${b.name} on ${b.channel} for ${b.ttl ?? "all"} step(s): ${short(b.content, 50)}`));
-    y += 22;
-  }
+  const iv = (shown && shown.interventions) || st.interventions, unit = unitOf(st), last = stepsOfLatest(st);
   const fired = st.store.events || [];
-  for (const e of fired) svg.append(s("line", {x1: X(e.step), x2: X(e.step), y1: y - 8, y2: y + 6, stroke: "#475467", "stroke-width": 2, class: "tl-fired"}, s("title", {}, `${e.kind} ${e.name} fired at step ${e.step}`)));
-  svg.append(s("text", {x: m.l, y: y - 10}, fired.length ? `fired in run ${st.store.events_run}:` : "no fired events recorded"));
-  const list = h("ul", {class: "muted"}, fired.slice(0, 20).map(e => h("li", {text: `step ${e.step}: ${e.kind} ${e.name} ${e.detail ? short(e.detail, 100) : ""}`})));
+  const n = Math.max(last, ...iv.scheduled_events.map(e => e.at_step), ...iv.broadcasts.map(b => b.at_step),
+    ...fired.map(e => e.step));
+  // One row per planned intervention, then one per thing that fired: a plan and what came of it never
+  // share a row, and every row is named in the left column.
+  const planned = [
+    ...iv.scheduled_events.map(e => ({name: e.name, what: "event", step: e.at_step,
+      text: `${e.op} ${e.target} → ${short(e.value, 30)}${e.selector ? " (selected agents)" : ""}`})),
+    ...iv.broadcasts.map(b => ({name: b.name, what: "broadcast", step: b.at_step, to: b.ttl ? Math.min(n, b.at_step + b.ttl) : n,
+      text: `on ${b.channel} for ${b.ttl ?? "every"} ${unit}(s): ${short(b.content, 50)}`}))];
+  const groups = new Map();
+  for (const e of fired) {
+    const key = `${e.kind} ${e.name}`;
+    if (!groups.has(key)) groups.set(key, {name: e.name, what: e.kind, steps: []});
+    groups.get(key).steps.push(e.step);
+  }
+  const width = 900, gutter = 220, right = 14, W = width - gutter - right, rowH = 22;
+  const X = v => gutter + (v / Math.max(1, n)) * W;
+  const height = 14 + (planned.length ? rowH * (planned.length + 1) : 0) + rowH * (groups.size + 1) + 34;
+  const svg = s("svg", {id: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", height});
+  const label = (y, text, cls) => s("text", {x: 6, y: y + 4, class: cls || "tl-label"}, s("title", {}, text), text.length > 34 ? text.slice(0, 33) + "…" : text);
+  // a description beside its mark, on the side with more room, cut to fit: it never runs off the picture
+  // or into the row names
+  const note = (left, rightEnd, y, text) => {
+    const after = width - right - (rightEnd + 10), before = left - 10 - (gutter + 4), room = Math.max(after, before);
+    const chars = Math.max(0, Math.floor(room / 5.6));
+    const shown = text.length > chars ? text.slice(0, Math.max(0, chars - 1)) + "…" : text;
+    const onRight = after >= before || text.length * 5.6 <= after;
+    return s("text", {x: onRight ? rightEnd + 10 : left - 10, y: y + 4, "text-anchor": onRight ? "start" : "end", class: "tl-note"},
+      s("title", {}, text), shown);
+  };
+  const guide = y => s("line", {x1: gutter, x2: gutter + W, y1: y, y2: y, class: "tl-guide"});
+  let y = 14;
+  if (planned.length) {
+    svg.append(label(y, "planned", "tl-section"));
+    y += rowH;
+    for (const p of planned) {
+      const g = s("g", {class: "tl-row", "data-row": "planned", "data-name": p.name, "data-steps": String(p.step)});
+      g.append(guide(y), label(y, `${p.what} ${p.name}`));
+      if (p.what === "event") g.append(s("circle", {cx: X(p.step), cy: y, r: 5, fill: "#d92d20", class: "tl-event", "data-step": p.step},
+        s("title", {}, `${p.name} planned at ${unit} ${p.step}`)), note(X(p.step), X(p.step), y, p.text));
+      else g.append(s("rect", {x: X(p.step), y: y - 6, width: Math.max(4, X(p.to) - X(p.step)), height: 12, fill: "#fdb022", class: "tl-broadcast"},
+        s("title", {}, `${p.name} from ${unit} ${p.step} to ${p.to}`)), note(X(p.step), X(p.to), y, p.text));
+      svg.append(g);
+      y += rowH;
+    }
+  }
+  svg.append(label(y, fired.length ? `fired in run ${st.store.events_run}` : "no fired events recorded", "tl-section"));
+  y += rowH;
+  for (const f of groups.values()) {
+    const g = s("g", {class: "tl-row", "data-row": "fired", "data-name": f.name, "data-steps": f.steps.join(",")});
+    g.append(guide(y), label(y, `${f.what} ${f.name}`));
+    for (const t of f.steps) g.append(s("path", {d: `M${X(t)} ${y - 6} l5 6 l-5 6 l-5 -6 z`, fill: "#475467", class: "tl-fired"},
+      s("title", {}, `${f.what} ${f.name} fired at ${unit} ${t}`)));
+    svg.append(g);
+    y += rowH;
+  }
+  const axisY = y;
+  svg.append(s("line", {x1: gutter, x2: gutter + W, y1: axisY, y2: axisY, class: "axis"}));
+  for (let t = 0; t <= n; t += Math.max(1, Math.ceil(n / 20))) svg.append(s("text", {x: X(t), y: axisY + 13, "text-anchor": "middle"}, t));
+  svg.append(s("text", {x: gutter + W, y: axisY + 27, "text-anchor": "end", class: "tl-unit"}, unit));
+  if (n > last) svg.append(s("line", {x1: X(last), x2: X(last), y1: 4, y2: axisY, class: "run-end"}, s("title", {}, "last step of the latest run")));
+  const list = h("ul", {class: "muted"}, fired.slice(0, 20).map(e => h("li", {text: `${unit} ${e.step}: ${e.kind} ${e.name} ${e.detail ? short(e.detail, 100) : ""}`})));
   const source = h("p", {class: "muted", id: "timeline-source", text: shown && shown.interventions
     ? `Planned as run ${shown.run_id} resolved them (its parameters), and what fired in it.`
     : "Planned as the study files say (no run stored yet)."});
@@ -311,7 +355,11 @@ function renderRuns(S) {
       h("span", {class: "muted", text: r.kind + (r.fork_step ? ` from step ${r.fork_step}` : "")}), " ",
       badge(r.stalled ? "interrupted" : r.status), h("span", {class: "muted", text: progress}),
       r.stalled ? h("span", {class: "muted", text: " (marked running, but no process writes the store)"}) : null,
-      r.seed !== undefined ? h("span", {class: "muted", text: ` seed ${r.seed}`}) : null,
+      r.seed !== undefined && r.seed !== null ? h("span", {class: "muted run-seed", "data-seed": r.seed,
+        title: `seed ${r.seed}`, text: ` seed ${seedText(r.seed)}`}) : null,
+      r.sweep_id ? h("span", {class: "muted", text: ` sweep ${r.sweep_id}`}) : null,
+      r.overrides_text ? h("div", {}, h("code", {class: "run-set", title: "what this run changed from the study's files",
+        text: r.overrides_text})) : null,
       r.note ? h("em", {text: ` “${r.note}”`}) : null,
       r.error ? h("div", {class: "run-error", text: r.error}) : null,
       v && v.diff && v.diff.length ? h("div", {class: "muted version-diff", title: v.diff.map(d => `${d.path}: ${short(d.old, 200)} → ${short(d.new, 200)}`).join("\n"),
@@ -328,7 +376,9 @@ function renderBanner(S) {
   const lines = running.map(r => {
     const lv = S.live[r.run_id];
     const step = lv ? lv.step : r.last_step;
-    return h("div", {class: "live-run", "data-run": r.run_id, text: `run in progress: ${r.run_id} at step ${Math.max(0, step ?? 0)} of ${r.n_steps}`});
+    const changes = (lv && lv.overrides_text) || r.overrides_text;
+    return h("div", {class: "live-run", "data-run": r.run_id, text: `run in progress: ${r.run_id} at ${unitOf(S.st)} ` +
+      `${Math.max(0, step ?? 0)} of ${r.n_steps}` + (changes ? ` (${changes})` : "")});
   });
   if (S.st.busy) lines.push(h("div", {text: "The store is locked by a running desim process; runs, panel and messages show the last data read before it started."}));
   fill(S.els.banner, infoCard(lines));
@@ -393,6 +443,7 @@ function renderCharts(S) {
   if (S.diff && !shown.length) { fill(S.els.charts, infoCard("None of the ticked runs has a parent run to compare with.")); return; }
   fill(S.els.charts, ...names.map(name => timeChart({
     title: S.diff ? `${name}: run − parent` : name, key: name, mode: S.diff ? "diff" : "level", xmax, markers, spans,
+    xLabel: unitOf(S.st),
     zeroLine: S.diff,
     series: shown.map(r => ({label: r.run_id, color: runColor(S, r.run_id), dash: S.liveStatus[r.run_id] === "running" ? [4, 2] : undefined,
       points: S.diff ? diffOf(r.run_id, name) : pointsOf(r.run_id, name)}))})));
@@ -413,9 +464,10 @@ async function renderStates(S) {
     if (summary.busy) return infoCard(summary.message);
     const xmax = Math.max(1, run.n_steps || 0, ...summary.steps);
     const title = `${key} (run ${run.run_id})`;
+    const xLabel = unitOf(S.st);
     return summary.kind === "numeric"
-      ? bandsChart({title, key, summary, xmax, markers, spans, note: "median, mean and 5–95 % / 25–75 % of agents"})
-      : sharesChart({title, key, summary, xmax, markers, spans, note: "share of agents in each category"});
+      ? bandsChart({title, key, summary, xmax, markers, spans, xLabel, note: "median, mean and 5–95 % / 25–75 % of agents"})
+      : sharesChart({title, key, summary, xmax, markers, spans, xLabel, note: "share of agents in each category"});
   }));
   if (S.token === viewToken) fill(S.els.states, ...charts);
 }
@@ -429,7 +481,8 @@ async function pollLive(S) {
     const before = S.liveStatus[lv.run_id];
     if (lv.status === "running") {
       if (!S.runs.some(r => r.run_id === lv.run_id)) {
-        S.runs.push({run_id: lv.run_id, kind: lv.kind || "run", status: "running", n_steps: lv.n_steps, last_step: lv.step, live: true});
+        S.runs.push({run_id: lv.run_id, kind: lv.kind || "run", status: "running", n_steps: lv.n_steps, last_step: lv.step,
+          live: true, seed: lv.seed, overrides_text: lv.overrides_text});
         S.selected.add(lv.run_id);
         changed = true;
       }
@@ -457,6 +510,7 @@ function panelCard(S) {
     h("button", {type: "submit", class: "primary", text: "Filter"}));
   const out = h("div", {id: "panel-table"});
   const pager = h("div", {class: "pager"});
+  const kinds = h("p", {class: "muted", id: "payload-kinds"});
   let page = 0;
   const load = async () => {
     const q = new URLSearchParams({run: form.querySelector("#f-run").value, page, page_size: 25});
@@ -470,13 +524,24 @@ function panelCard(S) {
     const kindSel = form.querySelector("#f-kind");
     if (kindSel.options.length === 1) body.action_kinds.forEach(k => kindSel.append(h("option", {value: k, text: k})));
     const rid = body.run.run_id;
+    // the payload columns are the union of every action kind's fields: say whose is which, and show
+    // each row only its own kind's fields (a move's to_x, not a post's empty content)
+    const fields = body.payload_fields || {};
+    const own = r => {
+      const mine = fields[r.action_kind];
+      if (r.action_payload == null || typeof r.action_payload !== "object" || !mine) return r.action_payload;
+      return mine.length ? Object.fromEntries(mine.filter(f => f in r.action_payload).map(f => [f, r.action_payload[f]])) : null;
+    };
+    fill(kinds, Object.keys(fields).length ? ["payload fields by action kind: ",
+      ...Object.entries(fields).flatMap(([k, fs], i) => [i ? " · " : "", h("span", {class: "payload-kind", "data-kind": k,
+        "data-fields": fs.join(","), text: `${k}: ${fs.length ? fs.join(", ") : "(none)"}`})])] : []);
     fill(out, h("p", {class: "muted", id: "panel-total", "data-total": body.total, text: `${body.total} rows`}),
       h("table", {}, h("thead", {}, h("tr", {}, ["step", "agent_id", "state", "action", "payload", "source", "rationale"].map(c => h("th", {text: c})))),
         h("tbody", {}, body.rows.map(r => h("tr", {},
           h("td", {}, h("a", {href: `#/study/${enc(S.sid)}/messages/${enc(rid)}/${r.step}`, text: r.step, title: "messages of this step"})),
           h("td", {}, h("a", {href: `#/study/${enc(S.sid)}/agent/${enc(rid)}/${enc(r.agent_id)}`, text: r.agent_id, class: "agent-link"})),
           h("td", {class: "json", text: short(r.state)}), h("td", {text: r.action_kind ?? "–"}),
-          h("td", {class: "json", text: r.action_payload == null ? "–" : short(r.action_payload)}),
+          h("td", {class: "json payload", text: own(r) == null ? "–" : short(own(r))}),
           h("td", {text: r.action_source ?? ""}), h("td", {text: r.action_rationale ?? ""}))))));
     const pages = Math.max(1, Math.ceil(body.total / body.page_size));
     fill(pager, 
@@ -487,7 +552,7 @@ function panelCard(S) {
   form.addEventListener("submit", ev => { ev.preventDefault(); page = 0; load(); });
   form.querySelector("#f-run").addEventListener("change", () => { page = 0; load(); });
   if (runs.length) S.panelLoaded = load(); else out.append(h("p", {class: "muted", text: "No finished runs to show."}));
-  return h("section", {class: "card", id: "panel"}, h("h2", {text: "Panel"}), form, out, pager);
+  return h("section", {class: "card", id: "panel"}, h("h2", {text: "Panel"}), form, kinds, out, pager);
 }
 
 // --- the network views (network.js, drawn by netview.js) -----------------------------------------------
@@ -543,7 +608,8 @@ async function agentView(view, sid, rid, aid) {
   take(0, a.initial);
   a.steps.forEach(r => take(r.step, r.state));
   const charts = h("div", {class: "chart-grid"}, Object.entries(numeric).map(([k, pts]) =>
-    timeChart({title: k, key: k, xmax: a.run.n_steps, series: [{label: rid, color: COLORS[0], points: pts}]})));
+    timeChart({title: k, key: k, xmax: a.run.n_steps, xLabel: a.run.time_unit || "step",
+      series: [{label: rid, color: COLORS[0], points: pts}]})));
   const rows = [h("tr", {class: "initial"}, h("td", {text: "0 (initial)"}), h("td", {class: "json", text: short(a.initial, 300)}), h("td", {}), h("td", {}), h("td", {}), h("td", {}))];
   for (const r of a.steps) rows.push(h("tr", {"data-step": r.step},
     h("td", {}, h("a", {href: `#/study/${enc(sid)}/messages/${enc(rid)}/${r.step}`, text: r.step})),

@@ -116,7 +116,7 @@ function timeChart({title, key, mode = "level", series, xmax, markers = [], span
   const names = [...new Map(marks.map(mk => [mk.step + " " + mk.name, mk])).values()];
   fill(el, h("figcaption", {class: "chart-title", text: title}), plot,
     names.length ? h("div", {class: "chart-events muted"}, names.sort((a, b) => a.step - b.step)
-      .map(mk => h("span", {title: mk.label}, h("i", {class: "event-tick"}), `step ${mk.step}: ${mk.name}`))) : null,
+      .map(mk => h("span", {title: mk.label}, h("i", {class: "event-tick"}), `${xLabel} ${mk.step}: ${mk.name}`))) : null,
     note ? h("div", {class: "chart-note muted", text: note}) : null);
   let data = align(series);
   const raw = data;
@@ -143,7 +143,7 @@ function timeChart({title, key, mode = "level", series, xmax, markers = [], span
       {font: CHART_FONT, size: axisSize, grid: {stroke: "#eceff4"}, ticks: {stroke: "#c5ccd8"},
        values: (u, splits) => { const labels = tickLabels(splits); el.dataset.yticks = JSON.stringify(labels); return labels; }},
     ],
-    series: [{label: "step", value: (u, v) => (v === null ? "–" : String(v))},
+    series: [{label: xLabel, value: (u, v) => (v === null ? "–" : String(v))},
       ...series.map((se, i) => ({
         label: se.label, stroke: se.color, width: se.width ?? 1.6, dash: se.dash, fill: se.fill,
         spanGaps: false, show: true,
@@ -167,18 +167,18 @@ function timeChart({title, key, mode = "level", series, xmax, markers = [], span
 }
 
 /* Shares of each category over time, stacked; from {steps, categories, counts, colors}. */
-function sharesChart({title, key, summary, xmax, markers, spans, note}) {
+function sharesChart({title, key, summary, xmax, markers, spans, note, xLabel}) {
   const totals = summary.steps.map((_, i) => summary.categories.reduce((a, c) => a + summary.counts[c][i], 0) || 1);
   const series = summary.categories.map((c, k) => ({label: c, color: summary.colors[k], width: 0.5, noPoints: true,
     fill: k === 0 ? summary.colors[k] : undefined,
     points: summary.steps.map((t, i) => [t, summary.counts[c][i] / totals[i]])}));
-  const el = timeChart({title, key, mode: "shares", series, xmax, markers, spans, stacked: true, yRange: [0, 1], note});
+  const el = timeChart({title, key, mode: "shares", series, xmax, markers, spans, stacked: true, yRange: [0, 1], note, xLabel});
   el.dataset.colors = JSON.stringify(Object.fromEntries(summary.categories.map((c, k) => [c, summary.colors[k]])));
   return el;
 }
 
 /* Median, mean and 5-95 / 25-75 % bands of a numeric state over agents. */
-function bandsChart({title, key, summary, xmax, markers, spans, note}) {
+function bandsChart({title, key, summary, xmax, markers, spans, note, xLabel}) {
   const q = k => summary.steps.map((t, i) => [t, summary.quantiles[i] ? summary.quantiles[i][k] : null]);
   const blue = "#2f6fdf";
   const series = [
@@ -189,6 +189,6 @@ function bandsChart({title, key, summary, xmax, markers, spans, note}) {
     {label: "5 %", color: "rgba(47,111,223,0.25)", width: 0.5, points: q(0), noPoints: true},
     {label: "mean", color: "#1d2330", width: 1.2, dash: [5, 3], points: summary.steps.map((t, i) => [t, summary.mean[i]]), noPoints: true},
   ];
-  return timeChart({title, key, mode: "bands", series, xmax, markers, spans, note,
+  return timeChart({title, key, mode: "bands", series, xmax, markers, spans, note, xLabel,
     bands: [{upper: 0, lower: 4, fill: "rgba(47,111,223,0.12)"}, {upper: 1, lower: 3, fill: "rgba(47,111,223,0.25)"}]});
 }
