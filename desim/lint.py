@@ -43,7 +43,7 @@ class Report:
 
 def validate(root: str | Path, probe: bool = True) -> Report:
     """Validate a study folder; raises ``StudyConfigError`` on invalid files (and, after the
-    probe, on display metrics or states nothing produces)."""
+    probe, on display metrics, states or metric_bounds nothing produces)."""
     spec = load_study(root)
     report = Report(spec, static_warnings(spec))
     if probe:
@@ -161,3 +161,7 @@ def _display_names(spec: StudySpec, metrics: set[str], states: set[str]) -> None
             if name not in have:
                 raise StudyConfigError(path, [(f"{key}[{i}]", f"unknown name '{name}' ({what}: "
                                                f"{', '.join(sorted(have)) or 'none'})")])
+    for name in spec.study.metric_bounds:
+        if name not in metrics:
+            raise StudyConfigError(path, [(f"metric_bounds.{name}", f"unknown metric '{name}' (the collector "
+                                           f"reports: {', '.join(sorted(metrics)) or 'none'})")])

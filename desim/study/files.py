@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic import Strict as StrictType
 
 from desim.errors import StudyConfigError
@@ -36,6 +36,7 @@ INT64 = 2**63 - 1
 Int = Annotated[int, StrictType()]
 Bool = Annotated[bool, StrictType()]
 Number = Annotated[float, StrictType()]     # an integer is accepted, a string or boolean is not
+Finite = Annotated[float, StrictType(), Field(allow_inf_nan=False)]     # a Number, and not NaN or infinite
 
 TIME_UNITS = ("second", "minute", "hour", "day", "week", "month", "quarter", "year", "step")
 PROPAGATIONS = ("independent", "contagion", "broadcast_then_local", "network")
@@ -88,6 +89,9 @@ class StudyFile(Strict):
     state_colors: dict[str, dict[str, str]] = Field(default_factory=dict, description=(
         'per state field, a "#rrggbb" colour per category: {"status": {"S": "#4c9a5b", "I": "#d62728"}}'))
     tags: list[str] = Field(default_factory=list, description="free labels")
+    metric_bounds: dict[str, tuple[Finite, Finite]] = Field(default_factory=dict, description=(
+        'per metric, the [low, high] its values cannot leave: {"share_I": [0, 1]}; sweep and effect intervals '
+        "are clipped to them (an effect's to [low - high, high - low]) and the clipped end is marked"))
 
     @model_validator(mode="after")
     def _colors(self) -> "StudyFile":
@@ -96,6 +100,14 @@ class StudyFile(Strict):
                 if not re.fullmatch(r"#[0-9a-fA-F]{6}", color):
                     raise ValueError(f"state_colors.{name}.{category}: {color!r} is not a #rrggbb colour")
         return self
+
+    @field_validator("metric_bounds")
+    @classmethod
+    def _bounds(cls, bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for name, (low, high) in bounds.items():
+            if not low < high:
+                raise ValueError(f"'{name}': low {low:g} is not below high {high:g} (give [low, high])")
+        return bounds
 
 
 class WarmStart(Strict):
@@ -247,7 +259,10 @@ class StudySpec(BaseModel):
     def resolved(self) -> dict[str, Any]:
         """The whole configuration as plain JSON data (stored with every run)."""
         return {
-            "study": self.study.model_dump(mode="json"),
+            # a study that declares no metric_bounds records the config it recorded before the field existed,
+            # so the controls already in its store are still found for reuse (Catalogue.reusable_control)
+            "study": self.study.model_dump(mode="json", exclude=None if self.study.metric_bounds
+                                           else {"metric_bounds"}),
             "simulation": self.simulation.model_dump(mode="json"),
             "population": self.population.model_dump(mode="json", exclude_none=True),
             "environment": self.environment.model_dump(mode="json"),
