@@ -30,12 +30,15 @@ from desim.experiments.branches import check_branch_changes
 from desim.experiments.sweep.executors import make_executor
 from desim.experiments.sweep.merge import WaitFn, merge_run, writing
 from desim.experiments.sweep.plan import seed_for
-from desim.experiments.sweep.summary import describe
+from desim.experiments.sweep.summary import describe, metric_bounds
 from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
 from desim.study.files import coerce_like, load_study, read_json
 from desim.versions import code_files, code_hash
+
+
+SHARE_DIFFERENCE = (-1.0, 1.0)   # treatment share - control share: where every share difference lies
 
 
 class EffectError(StudyError, ValueError):
@@ -208,13 +211,18 @@ def list_effects(con) -> list[dict[str, Any]]:
 def effect_table(study_root: str | Path, effect_id: str, states: list[str] | None = None) -> dict[str, Any]:
     """The effect's summaries over its completed pairs.
 
-    ``{"effect": row, "pairs": [...], "metrics": [{name, step, mean, sd, ci_low, ci_high, n}],
-    "states": [{field, step, mean, sd, ci_low, ci_high, n, mean_abs, share_changed}],
-    "categories": [{field, step, category, mean, sd, ci_low, ci_high, n}]}``:
+    ``{"effect": row, "pairs": [...], "metrics": [{name, step, mean, sd, ci_low, ci_high, n, ci_clipped...}],
+    "states": [{field, step, mean, sd, ci_low, ci_high, n, ci_clipped..., mean_abs, share_changed}],
+    "categories": [{field, step, category, mean, sd, ci_low, ci_high, n, ci_clipped...}]}``:
     ``mean`` is the mean over pairs of treatment - control (for a state field, of
     each pair's mean over agents; for a category of a text or boolean field, of
     the share of agents in it), with its 95 % interval. ``states`` defaults to
     the study's ``display_states``. :func:`effect_rows` gives the same as one tidy table.
+
+    Intervals are clipped to what the difference can take (``ci_clipped``, ``ci_low_clipped`` and
+    ``ci_high_clipped`` say so, as :func:`desim.experiments.sweep.summary.describe` does): [-1, 1] for a
+    category's share and a boolean field's mean; [low - high, high - low] for a metric with
+    ``metric_bounds`` [low, high] in study.json.
     """
     layout = StudyLayout(study_root)
     if not layout.db.exists():
@@ -237,22 +245,34 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
     for name, step, d in diffs:
         if d is not None:
             by_metric.setdefault((name, step), []).append(d)
-    metrics = [{"name": n, "step": s, **describe(v)} for (n, s), v in by_metric.items()]
+    # a difference of two values in [low, high] lies in [low - high, high - low]
+    declared = metric_bounds(study_root)
+    bounds = {name: (low - high, high - low) for name, (low, high) in declared.items()}
+    metrics = []
+    for (n, s), v in by_metric.items():
+        try:
+            metrics.append({"name": n, "step": s, **describe(v, bounds.get(n))})
+        except ValueError as e:
+            low, high = declared[n]
+            raise EffectError(f"metric '{n}' at step {s}: a pair's difference {e}, which values within its "
+                              f"metric_bounds [{low:g}, {high:g}] in study.json cannot give; correct the "
+                              "bounds") from None
     state_rows = []
     for f, got in per_agent.items():
         by_step: dict[int, list[tuple]] = {}
         for _, step, mean_diff, mean_abs, share, n_agents in got:
             if n_agents:
                 by_step.setdefault(step, []).append((mean_diff, mean_abs, share))
+        within = SHARE_DIFFERENCE if kinds.get(f) == "bool" else None     # true is 1, false 0: a share's
         for step, vals in sorted(by_step.items()):
-            state_rows.append({"field": f, "step": step, **describe([v[0] for v in vals]),
+            state_rows.append({"field": f, "step": step, **describe([v[0] for v in vals], within),
                                "mean_abs": sum(v[1] for v in vals) / len(vals),
                                "share_changed": sum(v[2] for v in vals) / len(vals)})
     shares: dict[tuple[str, int, str], list[float]] = {}
     for f, got in per_category.items():
         for _, step, category, diff in got:
             shares.setdefault((f, step, category), []).append(diff)
-    category_rows = [{"field": f, "step": step, "category": category, **describe(v)}
+    category_rows = [{"field": f, "step": step, "category": category, **describe(v, SHARE_DIFFERENCE)}
                      for (f, step, category), v in shares.items()]
     return {"effect": row, "pairs": pairs, "metrics": metrics, "states": state_rows, "categories": category_rows}
 
@@ -272,10 +292,11 @@ def effect_rows(study_root: str | Path, effect_id: str, states: list[str] | None
     one row per metric, state field or category of a categorical state field, and step, with ``effect_id``,
     ``what`` (``metric``, ``state`` or ``share``: a category's share), ``name`` (the metric or field),
     ``category`` (for ``share`` rows), ``step``, and the mean over pairs of treatment - control with ``sd``,
-    ``ci_low``, ``ci_high`` (95 %) and ``n`` (pairs); a state row also has ``mean_abs`` and
+    ``ci_low``, ``ci_high`` (95 %, clipped to what the difference can take), ``n`` (pairs) and the
+    ``ci_clipped``, ``ci_low_clipped`` and ``ci_high_clipped`` flags; a state row also has ``mean_abs`` and
     ``share_changed``. Every value a number or text: no nested JSON."""
     table = effect_table(study_root, effect_id, states)
-    keys = ("mean", "sd", "ci_low", "ci_high", "n")
+    keys = ("mean", "sd", "ci_low", "ci_high", "n", "ci_clipped", "ci_low_clipped", "ci_high_clipped")
     empty = {"category": None, "mean_abs": None, "share_changed": None}
     rows = [{"effect_id": effect_id, "what": "metric", "name": m["name"], **empty, "step": m["step"],
              **{k: m[k] for k in keys}} for m in table["metrics"]]

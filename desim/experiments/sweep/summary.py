@@ -4,6 +4,12 @@ interval of the mean (Student t, n - 1 degrees of freedom).
 
 Only completed runs count; ``n`` says how many. :func:`sweep_table` is what
 the report and the CLI call; it reads the study's database read-only.
+
+A t interval from few replicates can reach past what the quantity can take (a
+share of 0.99 and 1.0 from two replicates gives an upper end above 1). Given
+the quantity's bounds (``metric_bounds`` in study.json), :func:`describe` clips
+the interval to them and says so in the row (``ci_clipped``), so every table
+and figure can mark the clipped end.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from typing import Any
 from desim.experiments.sweep.merge import load_plan
 from desim.experiments.sweep.plan import SweepError
 from desim.store import Catalogue, StudyLayout, open_store, queries
-from desim.study.files import read_json
+from desim.study.files import FILES, StudyFile, read_json, validate_file
 
 # two-sided 95 % quantiles of Student's t, t(0.975, df), df = 1..30
 T975 = [12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
@@ -37,17 +43,46 @@ def t975(df: int) -> float:
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
 
 
-def describe(values: list[float]) -> dict[str, Any]:
-    """n, mean, sd and the 95 % interval of the mean (None where n is too small)."""
+Bounds = tuple[float, float]
+
+
+def describe(values: list[float], bounds: Bounds | None = None) -> dict[str, Any]:
+    """n, mean, sd and the 95 % interval of the mean (None where n is too small).
+
+    With ``bounds`` (low, high), the values the quantity can take, an interval end past a bound is set to
+    that bound: ``ci_low_clipped`` and ``ci_high_clipped`` say which end was, ``ci_clipped`` whether either
+    was (all three always present, False without bounds, so rows stay rectangular). A value outside
+    ``bounds`` is a ValueError: the bounds are wrong, and a clipped interval would not hold the mean.
+    """
     n = len(values)
+    row: dict[str, Any] = {"mean": None, "sd": None, "ci_low": None, "ci_high": None, "n": n,
+                           "ci_clipped": False, "ci_low_clipped": False, "ci_high_clipped": False}
     if n == 0:
-        return {"mean": None, "sd": None, "ci_low": None, "ci_high": None, "n": 0}
-    mean = statistics.fmean(values)
+        return row
+    if bounds is not None:
+        low, high = bounds
+        outside = [v for v in values if v < low or v > high]
+        if outside:
+            raise ValueError(f"{outside[0]!r} is outside [{low:g}, {high:g}]")
+    row["mean"] = statistics.fmean(values)
     if n == 1:
-        return {"mean": mean, "sd": None, "ci_low": None, "ci_high": None, "n": 1}
+        return row
     sd = statistics.stdev(values)
     half = t975(n - 1) * sd / math.sqrt(n)
-    return {"mean": mean, "sd": sd, "ci_low": mean - half, "ci_high": mean + half, "n": n}
+    row.update(sd=sd, ci_low=row["mean"] - half, ci_high=row["mean"] + half)
+    if bounds is not None:
+        if row["ci_low"] < bounds[0]:
+            row.update(ci_low=float(bounds[0]), ci_low_clipped=True, ci_clipped=True)
+        if row["ci_high"] > bounds[1]:
+            row.update(ci_high=float(bounds[1]), ci_high_clipped=True, ci_clipped=True)
+    return row
+
+
+def metric_bounds(study_root: str | Path) -> dict[str, Bounds]:
+    """The study's ``metric_bounds`` (study.json, validated: an invalid entry is an error naming the metric)."""
+    path = Path(study_root) / FILES["study"][0]
+    study = validate_file(path, StudyFile, read_json(path))
+    return dict(study.metric_bounds)
 
 
 def default_metrics(study_root: str | Path) -> list[str]:
@@ -57,7 +92,8 @@ def default_metrics(study_root: str | Path) -> list[str]:
 
 def sweep_table(study_root: str | Path, sweep_id: str, metrics: list[str] | None = None) -> list[dict[str, Any]]:
     """One row per combination and metric: the swept parameters, ``metric``, ``mean``, ``sd``,
-    ``ci_low``, ``ci_high`` and ``n`` (completed replicates), at each run's final step.
+    ``ci_low``, ``ci_high``, ``n`` (completed replicates) and the ``ci_clipped`` flags of :func:`describe`,
+    at each run's final step; the interval is clipped to the metric's ``metric_bounds`` (study.json).
 
     ``metrics`` defaults to the study's ``display_metrics`` (those the runs
     recorded), else every metric the sweep's runs recorded; naming a metric
@@ -82,6 +118,7 @@ def sweep_table(study_root: str | Path, sweep_id: str, metrics: list[str] | None
     else:   # display metrics the collector does not produce are left out, not an error
         shown = [m for m in default_metrics(study_root) if m in recorded or not recorded]
         chosen = shown or recorded
+    bounds = metric_bounds(study_root)
     combo_of = {r.run_id: r.combo_idx for r in plan.runs}
     values: dict[tuple[int, str], list[float]] = {}
     for run_id, name, value in sorted(rows):
@@ -90,5 +127,10 @@ def sweep_table(study_root: str | Path, sweep_id: str, metrics: list[str] | None
     table = []
     for combo_idx, combo in enumerate(plan.combos()):
         for metric in chosen:
-            table.append({**combo, "metric": metric, **describe(values.get((combo_idx, metric), []))})
+            try:
+                summary = describe(values.get((combo_idx, metric), []), bounds.get(metric))
+            except ValueError as e:
+                raise SweepError(f"metric '{metric}' of sweep {sweep_id}: a run's final value {e}, its "
+                                 "metric_bounds in study.json; correct the bounds") from None
+            table.append({**combo, "metric": metric, **summary})
     return table
