@@ -47,22 +47,30 @@ def cmd_effect(args) -> int:
         raise UserError(str(e)) from None
     chosen = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     rows = [m for m in table["metrics"] if m["step"] >= args.at_step and (chosen is None or m["name"] in chosen)]
-    from desim.report.numbers import decimals, estimate_cells, show
+    from desim.report.numbers import clipped_note, decimals, row_cells, show
 
     def cells(r: dict) -> list[str]:
-        """mean, low, high, sd to the digits the interval supports (effect_table keeps every digit)."""
-        mean, sd, low, high = estimate_cells(r["mean"], r["sd"], r["ci_low"], r["ci_high"])
+        """mean, low, high, sd to the digits the interval supports (effect_table keeps every digit), a clipped
+        end marked."""
+        mean, sd, low, high = row_cells(r)
         return [mean, low, high, sd]
+
+    def note(shown: list[dict]) -> None:
+        if clipped_note(shown):
+            print(f"  {clipped_note(shown)}")
 
     print_table(["metric", "step", "mean diff", "95 % low", "95 % high", "sd", "n"],
                 [(m["name"], m["step"], *cells(m), m["n"]) for m in rows], limit=10_000)
+    note(rows)
     if table["states"]:
         print("\nper-agent paired differences (mean over agents of treatment - control, then over pairs)\n")
+        states = [s for s in table["states"] if s["step"] >= args.at_step]
         print_table(["field", "step", "mean diff", "95 % low", "95 % high", "sd", "mean |diff|", "share changed",
                      "n"],
                     [(s["field"], s["step"], *cells(s), show(s["mean_abs"], decimals(s["sd"])),
-                      show(s["share_changed"], 3), s["n"]) for s in table["states"] if s["step"] >= args.at_step],
+                      show(s["share_changed"], 3), s["n"]) for s in states],
                     limit=10_000)
+        note(states)
     print("  (printed to the digits the 95 % interval supports; effect_table and the store keep every digit)")
     ok = len(result.pairs) - len([p for p in result.pairs if p["treatment_run_id"] in result.errors
                                   or p["control_run_id"] in result.errors])

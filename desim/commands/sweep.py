@@ -54,14 +54,16 @@ def outside_the_run_of_grid(study: str, grid: dict[str, list], steps: int | None
     return out
 
 
+CLIP_FLAGS = ("ci_clipped", "ci_low_clipped", "ci_high_clipped")     # shown as a mark on the end, not as columns
+
+
 def rounded(row: dict) -> dict:
-    """A summary row as printed: mean, sd and interval to the digits the interval supports (the store and
-    the table desim.experiments.sweep returns keep every digit)."""
-    from desim.report.numbers import estimate_cells
+    """A summary row as printed: mean, sd and interval to the digits the interval supports, an end clipped at
+    the metric's bounds marked (the store and the table desim.experiments.sweep returns keep every digit)."""
+    from desim.report.numbers import row_cells
     if "mean" not in row:
         return row
-    cells = estimate_cells(row["mean"], row.get("sd"), row.get("ci_low"), row.get("ci_high"))
-    return {**row, **dict(zip(("mean", "sd", "ci_low", "ci_high"), cells))}
+    return {**row, **dict(zip(("mean", "sd", "ci_low", "ci_high"), row_cells(row)))}
 
 
 def cmd_sweep(args) -> int:
@@ -86,8 +88,11 @@ def cmd_sweep(args) -> int:
     except SweepError as e:
         raise UserError(str(e)) from None
     if result.table:
-        columns = list(result.table[0])
+        from desim.report.numbers import clipped_note
+        columns = [c for c in result.table[0] if c not in CLIP_FLAGS]
         print_table(columns, [tuple(rounded(row)[c] for c in columns) for row in result.table], limit=10_000)
+        if clipped_note(result.table):
+            print(f"  {clipped_note(result.table)}")
     failed = result.failed
     print(f"sweep {result.sweep_id}: {result.completed} of {len(result.plan.runs)} runs completed "
           f"({len(result.ran)} executed now), {len(failed)} failed, wall time {result.wall_seconds:.1f} s")

@@ -6,8 +6,10 @@ band, zero as a reference and the fork step as a red line; before the fork
 the pairs are identical, so the curve sits on zero there (a visible check
 that the branches replayed their controls exactly). Per state field, the
 same for the per-agent mean difference, with the share of agents that
-differ. The numbers come from :func:`desim.experiments.effects.effect_table`, so the
-report and ``desim effect`` agree.
+differ. An interval clipped at the bounds the difference can take
+(``effect_table``'s ``ci_clipped``) is marked in the tables and said under
+them. The numbers come from :func:`desim.experiments.effects.effect_table`,
+so the report and ``desim effect`` agree.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
-from desim.report.numbers import estimate_cells  # noqa: E402
+from desim.report.numbers import clipped_note, row_cells  # noqa: E402
 from desim.store import Catalogue, StudyLayout, open_store  # noqa: E402
 from desim.study.files import read_json  # noqa: E402
 
@@ -82,11 +84,18 @@ def _table(rows: list[dict[str, Any]], extra: list[str]) -> Table:
     shown = rows[:MAX_TABLE_ROWS]
     cells = []
     for r in shown:             # each estimate to the digits its interval supports (effect_table keeps all)
-        mean, sd, low, high = estimate_cells(r["mean"], r["sd"], r["ci_low"], r["ci_high"])
+        mean, sd, low, high = row_cells(r)
         cells.append([str(r["step"]), mean, low, high, sd, str(r["n"])] + [fmt(r[k]) for k in extra])
-    note = "" if len(rows) <= MAX_TABLE_ROWS else f"{MAX_TABLE_ROWS} of {len(rows)} steps shown."
+    notes = ["" if len(rows) <= MAX_TABLE_ROWS else f"{MAX_TABLE_ROWS} of {len(rows)} steps shown.",
+             clipped_note(shown)]
     return Table(["step", "mean diff", "95 % low", "95 % high", "sd", "pairs"] + [k.replace("_", " ") for k in extra],
-                 cells, note)
+                 cells, " ".join(n for n in notes if n))
+
+
+def band_caption(rows: list[dict[str, Any]]) -> str:
+    """What the caption adds when the band was clipped at the quantity's bounds."""
+    return (" The band is clipped at the bounds the difference can take (a t interval from few pairs can reach "
+            "past them)." if any(r.get("ci_clipped") for r in rows) else "")
 
 
 def card(study_root: Path, data: dict[str, Any]) -> Section:
@@ -175,7 +184,8 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
             f"effect_{file_stem(metric)}", f"effect on {metric}", png,
             "Line: mean over pairs of treatment - control; band: 95 % interval of that mean; "
             "red line: the fork step (before it the pairs coincide)"
-            + (f"; dotted orange: the treatment's own interventions ({marked})." if events else "."))]))
+            + (f"; dotted orange: the treatment's own interventions ({marked})." if events else ".")
+            + band_caption(rows))]))
     if data["metrics"]:
         sections.append(curves_section(root, data, chosen, fork))
     fields = list(dict.fromkeys(s["field"] for s in data["states"]))
@@ -187,7 +197,8 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
                                                "treatment - control difference; 'mean |diff|' and 'share changed' "
                                                "say how many agents moved and how far."],
                                 [_table(rows, ["mean_abs", "share_changed"])],
-                                [Figure(f"effect_state_{file_stem(f)}", f"effect on {f} per agent", png, "")]))
+                                [Figure(f"effect_state_{file_stem(f)}", f"effect on {f} per agent", png,
+                                        band_caption(rows).strip())]))
     study = read_json(root / "study.json")
     return Report(study.get("title") or data["effect"]["study_id"],
                   f"effect {effect_id}: treatment - control from step {fork}", sections)

@@ -6,6 +6,7 @@ import base64
 from html import escape
 
 from desim.report.content import Report, Table
+from desim.report.numbers import CLIPPED
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 960px; margin: 2em auto;
@@ -23,7 +24,7 @@ th { overflow-wrap: anywhere; } td { overflow-wrap: anywhere; max-width: 28em; }
 
 def _is_number(text: str) -> bool:
     try:
-        float(text)
+        float(text.removesuffix(CLIPPED))      # an interval end clipped at its bounds is a number too
         return True
     except ValueError:
         return False

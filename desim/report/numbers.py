@@ -3,6 +3,9 @@
 A mean with a 95 % interval of half-width 0.0123 is printed to three decimals (two significant digits
 of the half-width), so ``-0.000800925 [-0.0132, 0.0116]`` reads ``-0.001 [-0.013, 0.012]``. The full
 precision stays in the store, the exports and ``effect_table``; only what is printed is rounded.
+
+An interval end clipped at the quantity's bounds (``describe``'s ``ci_low_clipped``, ``ci_high_clipped``) is
+printed with a dagger after it, and the table says why in one line (:data:`CLIPPED_NOTE`).
 """
 from __future__ import annotations
 
@@ -10,6 +13,10 @@ import math
 
 SIGNIFICANT = 2         # significant digits of the uncertainty
 PLAIN = 4               # significant digits of a value with no uncertainty to go by
+CLIPPED = "\u2020"       # after an interval end clipped at the quantity's bounds
+CLIPPED_NOTE = (f"{CLIPPED} 95 % interval clipped at the quantity's bounds (study.json's metric_bounds; [-1, 1] "
+                "for a difference of shares or of a true/false state): a t interval from few replicates can reach "
+                "past what the quantity can take.")
 
 
 def decimals(uncertainty: float | None) -> int | None:
@@ -32,9 +39,31 @@ def show(value: float | None, places: int | None) -> str:
     return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text     # no "-0.000"
 
 
-def estimate_cells(mean: float | None, sd: float | None, low: float | None, high: float | None) -> list[str]:
-    """The printed mean, sd, low and high of one summary row, all to the digits the interval supports."""
-    half = (high - low) / 2 if low is not None and high is not None else sd
+def estimate_cells(mean: float | None, sd: float | None, low: float | None, high: float | None,
+                   clipped: tuple[bool, bool] = (False, False), half: float | None = None) -> list[str]:
+    """The printed mean, sd, low and high of one summary row, all to the digits the interval supports (its
+    half-width ``half``, by default half of high - low); an end clipped at the quantity's bounds (``clipped``:
+    low, high) ends in CLIPPED."""
+    if half is None:
+        half = (high - low) / 2 if low is not None and high is not None else sd
     places = decimals(half)
     sd_places = decimals(sd)
-    return [show(mean, places), show(sd, sd_places), show(low, places), show(high, places)]
+    return [show(mean, places), show(sd, sd_places),
+            show(low, places) + (CLIPPED if clipped[0] else ""), show(high, places) + (CLIPPED if clipped[1] else "")]
+
+
+def row_cells(row: dict) -> list[str]:
+    """:func:`estimate_cells` of a summary row (``describe``'s keys: mean, sd, ci_low, ci_high, n and the clipped
+    flags). A clipped interval is printed to the digits of its unclipped half-width: clipping narrows what is
+    shown, not the uncertainty."""
+    clipped = (bool(row.get("ci_low_clipped")), bool(row.get("ci_high_clipped")))
+    half = None
+    if any(clipped) and row.get("sd") is not None and (row.get("n") or 0) > 1:
+        from desim.experiments.sweep.summary import t975
+        half = t975(row["n"] - 1) * row["sd"] / math.sqrt(row["n"])
+    return estimate_cells(row.get("mean"), row.get("sd"), row.get("ci_low"), row.get("ci_high"), clipped, half)
+
+
+def clipped_note(rows) -> str:
+    """The line to print under a table of ``rows`` when one of their intervals was clipped; "" otherwise."""
+    return CLIPPED_NOTE if any(r.get("ci_clipped") for r in rows) else ""

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from desim.experiments.sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
 from desim.report import data, figures  # noqa: E402
-from desim.report.numbers import estimate_cells
+from desim.report.numbers import clipped_note, row_cells  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
@@ -143,15 +143,17 @@ def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]],
 
 def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: str, lines: list[str]) -> Section:
     png = metric_figure(metric, rows, x, list(plan.grid[x]), lines)
+    clipped = clipped_note(rows)
     caption = ("Points: the mean over completed replicates of the metric at each run's final step; "
                "bars: 95 % confidence interval of the mean (Student t, n - 1 degrees of freedom)"
-               + ("; lines are shifted slightly sideways so their bars do not overlap." if len(lines) else "."))
+               + ("; lines are shifted slightly sideways so their bars do not overlap." if len(lines) else ".")
+               + (" Bars are clipped at the metric's bounds (metric_bounds in study.json)." if clipped else ""))
     varied = [x] + lines
-    table_rows = [[fmt(r[n]) for n in varied] + estimate_cells(r["mean"], r["sd"], r["ci_low"], r["ci_high"])
-                  + [str(r["n"])] for r in rows]
+    table_rows = [[fmt(r[n]) for n in varied] + row_cells(r) + [str(r["n"])] for r in rows]
     table = Table(varied + ["mean", "sd", "95 % low", "95 % high", "n"], table_rows,
                   "sd and the interval are blank where fewer than two replicates completed; each estimate to "
-                  "the digits its interval supports (the store and desim.sweep_table keep every digit).")
+                  "the digits its interval supports (the store and desim.sweep_table keep every digit)."
+                  + (f" {clipped}" if clipped else ""))
     return Section(metric, [f"'{metric}' at each run's final step, per combination of the grid."],
                    [table], [Figure(f"sweep_{file_stem(metric)}", f"{metric} against {x}", png, caption)])
 
