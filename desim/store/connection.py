@@ -12,6 +12,8 @@ up to date (``desim.store.schema.MIGRATIONS``) and stores the views, so that a p
 """
 from __future__ import annotations
 
+import hashlib
+
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,7 +124,9 @@ def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
         for statement in MIGRATIONS:
             con.execute(statement)
         ensure_anchors(layout.data)
-        define_views(con, layout.data, temp=False)
+        # a writer records runs; it never reads a running run's rows, so it does not register the live
+        # journals (which would bind every view again, reading every run's file footers)
+        define_views(con, layout.data, temp=False, with_live=False)
     except BaseException:
         con.close()
         raise
@@ -157,11 +161,16 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
         define_views(con, data, temp=False, attempts=attempts, with_live=False)
         temp = True
     wanted = view_sql(data, temp, live)
+    marked = None
     if not temp:
-        stored = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = "
-                                  "current_database() AND schema_name = 'main'").fetchall())
+        rows = con.execute("SELECT view_name, sql, comment FROM duckdb_views() WHERE database_name = "
+                           "current_database() AND schema_name = 'main'").fetchall()
+        stored = {view: sql for view, sql, _ in rows}
+        marked = next((comment for view, _, comment in rows if view == "states"), None)
         wanted = {view: sql for view, sql in wanted.items()
                   if view not in stored or file_pattern(data, view) not in stored[view]}
+        if "states" in wanted:
+            marked = None       # redefined below, without its mark
     for sql in wanted.values():
         for attempt in range(attempts):
             try:
@@ -171,8 +180,25 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
                 if attempt == attempts - 1:
                     raise
                 time.sleep(0.02)
-    for sql in paired_sql(temp):
+    if temp:
+        for sql in paired_sql(True):
+            con.execute(sql)
+    else:
+        _define_paired(con, marked)
+
+
+def _define_paired(con: duckdb.DuckDBPyConnection, marked: str | None) -> None:
+    """The stored macros, (re)defined only when their text changed or the views were redefined (a mark in
+    the ``states`` view's comment says which text they were defined with): defining one binds it against
+    the views, which reads every run's file footers, a cost that grew with each run stored and was paid
+    twice a run."""
+    statements = paired_sql(False)
+    mark = "desim macros " + hashlib.sha256("\n".join(statements).encode()).hexdigest()[:16]
+    if marked == mark:
+        return
+    for sql in statements:
         con.execute(sql)
+    con.execute(f"COMMENT ON VIEW states IS '{mark}'")
 
 
 def live_journals(con: duckdb.DuckDBPyConnection, data: Path) -> dict[str, list[tuple[str, str, bool]]]:
