@@ -17,6 +17,8 @@ million edges); everything after that is numpy.
 """
 from __future__ import annotations
 
+import weakref
+
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -158,10 +160,34 @@ def from_graph(graph, ids: list[str], index: dict[str, int]) -> Network:
     return net
 
 
+_SHARED: dict[int, tuple] = {}       # id(source array) -> (weak reference to it, its ids, the CSR)
+
+
 def from_edges(network) -> Network:
     """The CSR of a run's network given as edge arrays (``ctx.network``: ``source``, ``target``), without a
     networkx graph. A node's entries are in the order of its edges, which is the order networkx keeps
-    the neighbours of a graph built from those edges in, so both ways give the same arrays."""
+    the neighbours of a graph built from those edges in, so both ways give the same arrays.
+
+    A network file's arrays are read once per process and shared, read-only, by its runs (the
+    replicates of a sweep): their CSR is built once too and shared, read-only (0.07 s a run at
+    100,000 nodes and 300,000 edges)."""
+    source = network.source
+    if not source.flags.writeable:
+        hit = _SHARED.get(id(source))
+        if hit and hit[0]() is source and hit[1] == network.ids:
+            return hit[2]
+        net = _from_edges(network)
+        for array in (net.out_ptr, net.out_indices, net.in_ptr, net.in_indices, net.out_edge, net.in_from_out):
+            if array is not None:
+                array.flags.writeable = False
+        if len(_SHARED) > 8:
+            _SHARED.clear()
+        _SHARED[id(source)] = (weakref.ref(source), list(network.ids), net)
+        return net
+    return _from_edges(network)
+
+
+def _from_edges(network) -> Network:
     ids, n = network.ids, len(network.ids)
     src, dst = np.asarray(network.source, np.int64), np.asarray(network.target, np.int64)
     edge = np.arange(len(src), dtype=np.int64)

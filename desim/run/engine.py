@@ -67,6 +67,10 @@ class Engine:
         self.sim, self.ctx, self.env = run.sim, run.ctx, run.environment
         self.ids, self.everyone = run.ids, frozenset(run.ids)
         self._positions = list(range(len(run.ids)))
+        # the columnar path's positions when everyone takes part: made once, read-only since every round
+        # shares it (1.4 ms a round at 100,000 agents to convert the list again)
+        self._everyone_idx = np.arange(len(run.ids), dtype=np.int64)
+        self._everyone_idx.flags.writeable = False
         self.record_rounds = run.spec.simulation.record_rounds
         self.memory = Memory(self.ids, run.spec.simulation.memory_window)
         self.counters: dict[str, Any] = {"decide_calls": 0, "messages": 0}
@@ -178,7 +182,7 @@ class Engine:
         self._last_present = present
         model, where = self.source.model, {"step": t, "round_idx": r}
         if self.run_.columnar:
-            idx = np.asarray(present, dtype=np.int64)
+            idx = self._everyone_idx if present is self._positions else np.asarray(present, dtype=np.int64)
             obs = self._call(self.env.observe_columns, idx, t, r, **where)
             actions = checks.checked_action_columns(
                 self._call(model.decide_columns, obs, idx, t, r, **where), len(idx), t, r)
