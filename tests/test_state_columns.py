@@ -27,12 +27,15 @@ def test_state_columns_give_the_panel_agent_state_gives(tmp_path):
     root = tmp_path / "opinion_diffusion"
     shutil.copytree(STUDY, root, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     spec = desim.load_study(root, params={"n_agents": 300}, rounds=2)
-    with_columns = assemble(spec)
-    assert has_state_columns(with_columns.environment) and with_columns.states_as_columns
+    per_agent = assemble(spec)
+    assert not has_state_columns(per_agent.environment) and not per_agent.states_as_columns
+    by_dicts = record(per_agent, sink_for(spec))    # the study's agent_state, one dict per agent
+    with_columns = assemble(desim.load_study(root, params={"n_agents": 300}, rounds=2))
+    env = with_columns.environment                  # the same states, every agent's at once
+    env.state_columns = lambda: {"opinion": [env.opinion[a] for a in env.ctx.agent_ids]}
+    with_columns.path = "state_columns"
+    assert with_columns.states_as_columns
     by_columns = record(with_columns, sink_for(spec))
-    per_agent = assemble(desim.load_study(root, params={"n_agents": 300}, rounds=2))
-    per_agent.path = "agents"                       # the study's agent_state, one dict per agent
-    by_dicts = record(per_agent, sink_for(spec))
     db = store_path(root)
     got, want = rows(db, PANEL, [by_columns.run_id]), rows(db, PANEL, [by_dicts.run_id])
     assert len(got) == 300 * spec.simulation.n_steps and got == want
