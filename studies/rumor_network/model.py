@@ -102,26 +102,30 @@ class RumorEnvironment(EnvironmentProvider):
         return any(b["channel"] == CORRECTION_CHANNEL for b in self.ctx.interventions.active_broadcasts())
 
     def observe_batch(self, ids, t, round_idx):
-        # records built positionally, in field order (agent_id, step, round_idx, macro_physical,
-        # local_physical, macro_information, local_information), the shared quadrants made once
-        macro = {"correction": self.correction_on_air()}
-        physical = {}
-        state = self.state
+        on_air = {"correction": self.correction_on_air()}
+        observations = []
         if self.transmission == "maki_thompson":
-            return [Observation(a, t, round_idx, physical, {"rumor_state": state[a]}, macro,
-                                {"neighbours": self.neighbors(a) if state[a] == SPREADER else []}) for a in ids]
-        # posts of the round before: this step's previous round, or last step's final round
+            # a spreader needs its neighbours, to pick the one it tells
+            for a in ids:
+                spreading = self.state[a] == SPREADER
+                observations.append(Observation(
+                    agent_id=a, step=t, round_idx=round_idx, local_physical={"rumor_state": self.state[a]},
+                    macro_information=on_air, local_information={"neighbours": self.neighbors(a) if spreading else []}))
+            return observations
+        # contagion: who posted in the round before (this step's previous round, or last step's final
+        # round), and how many neighbours already know
         src_step, src_round = (t, round_idx - 1) if round_idx > 0 else (t - 1, self.ctx.rounds - 1)
-        out = []
         for a in ids:
             posters = sorted({m.author_id for m in self.feed.local_for(a, t, round_idx)
                               if m.step == src_step and m.round == src_round})
-            nbrs = self.neighbors(a)
-            informed = sum(1 for b in nbrs if state[b] != IGNORANT)
-            out.append(Observation(a, t, round_idx, physical,
-                                   {"rumor_state": state[a], "degree": len(nbrs), "informed_neighbours": informed},
-                                   macro, {"posts_from": posters}))
-        return out
+            neighbours = self.neighbors(a)
+            informed = sum(1 for b in neighbours if self.state[b] != IGNORANT)
+            observations.append(Observation(
+                agent_id=a, step=t, round_idx=round_idx,
+                local_physical={"rumor_state": self.state[a], "degree": len(neighbours),
+                                "informed_neighbours": informed},
+                macro_information=on_air, local_information={"posts_from": posters}))
+        return observations
 
     def apply(self, actions):
         tells = []
@@ -181,27 +185,27 @@ class RumorRule(DecisionModel):
         for obs, (u_believe, u_contact, u_stop, u_correction) in zip(observations, draws):
             state = obs.local_physical["rumor_state"]
             correction = obs.macro_information["correction"]
-            act = None
+            kind = None
             if state == IGNORANT:
                 n = len(obs.local_information["posts_from"])
                 if n:
                     p = self.p_believe * ((1 - self.correction_doubt) if correction else 1.0)
                     if u_believe < 1 - (1 - p) ** n:
-                        act = ("post", {"rumor": True}, f"believed it from {n} neighbour(s)")
+                        kind, payload, why = "post", {"rumor": True}, f"believed it from {n} neighbour(s)"
                     else:
-                        act = ("hear", {}, f"heard it from {n} neighbour(s), not convinced")
+                        kind, payload, why = "hear", {}, f"heard it from {n} neighbour(s), not convinced"
             elif state == SPREADER:
                 degree = obs.local_physical["degree"]
                 share = obs.local_physical["informed_neighbours"] / degree if degree else 1.0
                 if correction and u_correction < self.correction_stop:
-                    act = ("stop", {}, "the official correction")
+                    kind, payload, why = "stop", {}, "the official correction"
                 elif u_contact < share and u_stop < self.p_stop:
-                    act = ("stop", {}, "told someone who already knew")
+                    kind, payload, why = "stop", {}, "told someone who already knew"
                 else:
-                    act = ("post", {"rumor": True}, "passing it on")
-            if act:
-                # positional, in field order: agent_id, step, kind, payload, rationale (source: "rule")
-                actions.append(Action(obs.agent_id, obs.step, *act))
+                    kind, payload, why = "post", {"rumor": True}, "passing it on"
+            if kind is not None:
+                actions.append(Action(agent_id=obs.agent_id, step=obs.step, kind=kind, payload=payload,
+                                      rationale=why))
         return actions
 
     def _maki_thompson(self, observations):
@@ -225,7 +229,7 @@ class RumorRule(DecisionModel):
                            "stop": bool(u_stop < self.p_stop)}
             else:
                 continue
-            actions.append(Action(obs.agent_id, obs.step, kind, payload, why))
+            actions.append(Action(agent_id=obs.agent_id, step=obs.step, kind=kind, payload=payload, rationale=why))
         return actions
 
 
