@@ -96,7 +96,7 @@ def meal_action(obs: Observation, option: str, reason: str, source: str = "rule"
         kind, payload = "choose_meal", {"choice": option, "reason": reason}
     else:
         kind, payload = "post", {"content": {"lean": option, "reason": reason}}
-    return Action(obs.agent_id, obs.step, kind, payload, reason, source)
+    return Action(agent_id=obs.agent_id, step=obs.step, kind=kind, payload=payload, rationale=reason, source=source)
 
 
 def render_prompt(obs: Observation) -> str:
