@@ -76,6 +76,8 @@ class Walk(EnvironmentProvider):
                 state["extra"] = 1.0
             elif BAD == "missing_field":
                 del state["label"]
+            elif BAD == "renamed_field":          # the right number of fields, one of them another
+                state["name"] = state.pop("label")
             else:
                 state["x"] = bad_value()
         return state
@@ -192,6 +194,7 @@ def test_per_agent_and_columnar_paths_store_the_same_typed_panel(tmp_path):
     ("huge", "state.x = 1180591620717411303424 (int) has no faithful stored form"),
     ("new_field", "state field 'extra' is new"),
     ("missing_field", "state lacks field 'label'"),
+    ("renamed_field", "state field 'name' is new"),
 ])
 def test_a_value_without_a_faithful_form_stops_the_run_and_keeps_earlier_steps(tmp_path, bad, expected):
     root = write_study(tmp_path / "walk", bad=bad, bad_step=3)
