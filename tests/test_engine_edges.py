@@ -99,3 +99,51 @@ def test_end_step_runs_after_the_final_round_and_before_the_panel_row(tmp_path):
     assert states[(1, "a1")] == 0                       # away: no apply, end_step of 0
 
 
+
+
+ROUNDS_MODEL = '''
+from desim import Action, DecisionModel, EnvironmentProvider, Observation
+
+SEEN = []
+
+
+class Env(EnvironmentProvider):
+    def reset(self, seed):
+        SEEN.clear()
+
+    def errand(self, then=None):
+        yield self.ctx.sim.timeout(0)           # back at the same instant
+        if then:
+            self.ctx.occupy(then, self.errand())
+
+    def observe_batch(self, ids, t, round_idx):
+        SEEN.append((t, round_idx, tuple(ids)))
+        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
+
+    def apply(self, actions):
+        if (self.ctx.step, self.ctx.round_idx) == (1, 0):
+            self.ctx.occupy("a1", self.errand(then="a2"))
+
+    def agent_state(self, agent_id):
+        return {}
+
+
+class Decide(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]
+'''
+
+
+def test_who_takes_part_in_each_round_around_errands_of_no_time(tmp_path):
+    """An errand given in a round starts before the next round, which the agent misses; back at the
+    same instant, it waits for the round after, as does an agent it sends away as it comes back."""
+    from desim.study.refs import study_module
+    root = study(tmp_path / "rounds")
+    (root / "model.py").write_text(ROUNDS_MODEL)
+    sim = json.loads((root / "simulation" / "simulation.json").read_text())
+    (root / "simulation" / "simulation.json").write_text(json.dumps({**sim, "n_steps": 2, "interaction_rounds": 4}))
+    run_study(load_study(root))
+    seen = study_module(root).SEEN
+    assert seen == [(1, 0, ("a0", "a1", "a2")), (1, 1, ("a0", "a2")), (1, 2, ("a0",)), (1, 3, ("a0", "a1")),
+                    (2, 0, ("a0", "a1", "a2")), (2, 1, ("a0", "a1", "a2")), (2, 2, ("a0", "a1", "a2")),
+                    (2, 3, ("a0", "a1", "a2"))]

@@ -4,11 +4,11 @@ Read this file top to bottom to know what a run does. For ``t = 1..n_steps``
 (sim time ``t`` is step ``t``), with ``K = max(1, interaction_rounds)``:
 
 1. ``advance_to(t)`` fires the step's scheduled events and broadcasts, once;
-2. for ``r = 0..K-1`` a round opens: one shared SimPy event (the gate) wakes
-   every agent process waiting at it; those agents are the round's
-   participants, and ``observe_batch -> decide_batch -> apply`` runs for them;
-   an agent busy elsewhere (queuing at a ``simpy.Resource``, travelling) is not
-   waiting at the gate and does not act in that round;
+2. for ``r = 0..K-1`` a round opens: every agent process waiting at the gate
+   (a SimPy event it waits on whenever it is not on an errand) takes part,
+   and ``observe_batch -> decide_batch -> apply`` runs for the round's
+   participants; an agent busy elsewhere (queuing at a ``simpy.Resource``,
+   travelling) is not waiting at the gate and does not act in that round;
 3. after round ``K-1`` the final actions go into memory, the step's panel
    rows (every agent's state, its final action or none, whether it was away)
    and metrics are captured, and the collector process hands them to the sink.
@@ -75,8 +75,9 @@ class Engine:
         self.memory = Memory(self.ids, run.spec.simulation.memory_window)
         self.counters: dict[str, Any] = {"decide_calls": 0, "messages": 0}
         self._call = lambda fn, *args, **where: call(fn, *args, root=run.root, **where)
-        self._gate = self.sim.event()
-        self._present: list[int] = []
+        self._gate = self.sim.event()      # never fires: an agent process waits here between errands
+        self._off_gate: set[int] = set()   # the agent processes not waiting at the gate (on an errand)
+        self._left: set[int] = set()       # those that left it since the round opening now began
         self._last_present: list[int] | None = None
         self._busy: set[str] = set()
         self._errands: dict[str, simpy.Process] = {}
@@ -150,15 +151,21 @@ class Engine:
         del self._errands[agent_id]
 
     def _agent(self, i: int, agent_id: str):
-        """An agent waits at the round gate; when sent on an errand it runs it, then returns."""
+        """An agent waits at the round gate; when sent on an errand it runs it, then returns.
+
+        It notes itself when it leaves the gate and when it is back (``_off_gate``), so a round
+        reads who is waiting without waking every agent: the gate never fires."""
         away = self._errands.get(agent_id)
         if away is not None:            # sent on an errand in reset(), before this process existed
+            self._off_gate.add(i)
             yield away
         while True:
+            self._off_gate.discard(i)
             try:
                 yield self._gate
-                self._present.append(i)
             except simpy.Interrupt as errand:
+                self._off_gate.add(i)
+                self._left.add(i)
                 with tag_agent(agent_id):
                     yield from errand.cause
                 self._busy.discard(agent_id)
@@ -169,12 +176,15 @@ class Engine:
                 return self._positions
             busy = {self.ctx.index[a] for a in self._busy}
             return [i for i in self._positions if i not in busy]
-        gate, self._gate = self._gate, self.sim.event()
-        self._present = []
-        gate.succeed()
-        yield self.sim.timeout(0)       # processed after the gate: every waiting agent has arrived
-        self._present.sort()
-        return self._present
+        # The round's participants: the agents waiting at the gate as it opens, less those sent away
+        # by what else happens at this instant before the round starts (an errand given in the last
+        # round begins). One back from an errand in that moment waits for the next round.
+        waiting_off, self._left = set(self._off_gate), set()
+        yield self.sim.timeout(0)
+        gone = waiting_off | self._left
+        if not gone:
+            return self._positions
+        return [i for i in self._positions if i not in gone]
 
     # --- one round ---------------------------------------------------------------------------
     def _round(self, present: list[int], t: int, r: int):
