@@ -103,3 +103,10 @@ def test_dashboard_load_smoke(tmp_path):
     assert data["failed"] == 0 and data["requests"] >= 4
     assert all(r["n"] > 0 and 0 < r["median_ms"] <= r["p95_ms"] <= r["max_ms"] for r in data["latency"])
     assert len(data["alone"]) == 2 and all(a["wall"] > 0 and a["cpu"] > 0 for a in data["alone"] + [data["loaded"]])
+
+
+def test_bench_study_constructs_smoke(tmp_path):
+    f = run(tmp_path, "bench_study_constructs.py", "--agents", "200", "--repeat", "1")
+    assert f["agents"] == 200 and len(f["rows"]) == 5
+    assert all(r["plain_us"] > 0 and r["fast_us"] > 0 for r in f["rows"])
+    assert {r["what"] for r in f["rows"]} >= {"Observation", "Action"}
