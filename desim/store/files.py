@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from desim.store import journal
 from desim.store.schema import VIEWS
+from desim.store.stream import StepStream
 
 TABLES = tuple(VIEWS.values())     # a run's data files, one per view (schema.VIEWS names them)
 
@@ -91,6 +92,13 @@ def _write(table: pa.Table, path: Path) -> None:
 DICTIONARY = ("action_kind", "action_source", "name", "kind", "channel")   # few distinct values: encoded
 
 
+def parquet_options(schema: pa.Schema) -> dict:
+    """How a run's merged files are written (the merge and the step stream alike): each step a row
+    group with statistics on ``step``, the few-valued columns dictionary-encoded."""
+    return dict(compression="snappy", use_dictionary=[c for c in DICTIONARY if c in schema.names],
+                write_statistics=["step"] if "step" in schema.names else False)
+
+
 class RunFiles:
     """The data folder of one run; ``None`` root keeps nothing (an in-memory probe run)."""
 
@@ -98,6 +106,7 @@ class RunFiles:
         self.data, self.run_id = data, run_id
         self.dir = data / f"run_id={run_id}" if data else None
         self.journal = journal.Journal(self.dir / "journal") if self.dir else None
+        self.stream: StepStream | None = None       # the merge written as the run goes (desim.store.stream)
 
     @property
     def on_disk(self) -> bool:
@@ -107,15 +116,24 @@ class RunFiles:
         if not self.on_disk:
             return
         ensure_anchors(self.data)
+        fresh = journal.last_commit(self.dir / "journal") is None and not self.step_folders() and \
+            not any((self.dir / f"{t}.parquet").exists() for t in TABLES)
         self.journal.start()
+        if fresh:       # a resumed run merges what it had with what it adds, from the files, at the end
+            (self.data / ".incoming").mkdir(exist_ok=True)
+            self.stream = StepStream(self.data / ".incoming" / f"{self.run_id}-stream-{uuid.uuid4().hex[:6]}",
+                                     parquet_options)
 
     # --- writing ------------------------------------------------------------------
     def write_step(self, step: int, tables: dict[str, pa.Table | None]) -> None:
         """Every table of one step, committed at once."""
         if not self.on_disk:
             return
-        self.journal.append(step, {name: table for name, table in tables.items()
-                                   if table is not None and (table.num_rows or name in ("panel", "initial"))})
+        kept = {name: table for name, table in tables.items()
+                if table is not None and (table.num_rows or name in ("panel", "initial"))}
+        self.journal.append(step, kept)
+        if self.stream is not None:     # committed: now it may be encoded beside the run
+            self.stream.put(kept)
 
     def save_types(self, types: dict) -> None:
         if not self.on_disk:
@@ -173,19 +191,28 @@ class RunFiles:
         if not self.on_disk:
             return
         self.journal.close()
-        _, logged = journal.read(self.dir / "journal")
-        steps = self.step_folders()
-        if not logged and not steps:
-            return
-        (self.data / ".incoming").mkdir(exist_ok=True)
-        staged = self.data / ".incoming" / f"{self.run_id}-merge-{uuid.uuid4().hex[:6]}"
-        staged.mkdir()
-        # the tables are written two at a time: Parquet encoding runs without the GIL, and the
-        # panel and the messages, most of the bytes, then share the machine's cores
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for done in [pool.submit(self._merge_table, table, steps, logged.get(table, []), staged)
-                         for table in TABLES]:
-                done.result()
+        streamed = self.stream.finish() if self.stream is not None else {}
+        try:
+            _, logged = journal.read(self.dir / "journal")
+            steps = self.step_folders()
+            if not logged and not steps:
+                return
+            (self.data / ".incoming").mkdir(exist_ok=True)
+            staged = self.data / ".incoming" / f"{self.run_id}-merge-{uuid.uuid4().hex[:6]}"
+            staged.mkdir()
+            # what the stream wrote whole is the table's file; the rest is merged from the journal, two
+            # tables at a time (Parquet encoding runs without the GIL: they share the machine's cores)
+            for table, path in streamed.items():
+                if table in logged:
+                    os.replace(path, staged / f"{table}.parquet")
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                for done in [pool.submit(self._merge_table, table, steps, logged.get(table, []), staged)
+                             for table in TABLES if not (staged / f"{table}.parquet").exists()]:
+                    done.result()
+        finally:
+            if self.stream is not None:
+                self.stream.abandon()
+                self.stream = None
         if (self.dir / "types.json").exists():
             shutil.copy2(self.dir / "types.json", staged / "types.json")
         if journal.FSYNC != "never":
@@ -209,9 +236,7 @@ class RunFiles:
         schema = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas, promote_options="permissive")
         sizes = [f.metadata.row_group(i).num_rows for f in files for i in range(f.num_row_groups)]
         group = max(1024, *sizes, *(b.num_rows for b in logged))
-        options = dict(compression="snappy", use_dictionary=[c for c in DICTIONARY if c in schema.names],
-                       write_statistics=["step"] if "step" in schema.names else False)
-        with pq.ParquetWriter(staged / f"{table}.parquet", schema, **options) as writer:
+        with pq.ParquetWriter(staged / f"{table}.parquet", schema, **parquet_options(schema)) as writer:
             pending: list[pa.RecordBatch] = []
             rows = 0
 
