@@ -113,13 +113,34 @@ def mesa_python(mesa: str) -> Path:
     return python
 
 
+def whole_process(argv: list[str]) -> tuple[str, float, float]:
+    """Run ``argv`` to its end: its output, wall seconds and CPU seconds (user + system, from the
+    children's resource usage), imports and all."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return out, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def run_mesa(python: Path, seed: int, steps: int, panel: bool = False) -> dict:
     p = PARAMS
     argv = [str(python), str(HERE / "mesa_models.py"), str(p["width"]), str(p["height"]), str(p["density"]),
             str(p["minority_share"]), str(p["homophily"]), str(steps), str(seed), "1" if p["torus"] else "0"]
     argv += ["panel"] if panel else []
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    out, wall, cpu = whole_process(argv)
+    return {**json.loads(out.strip().splitlines()[-1]), "process_s": wall, "process_cpu_s": cpu}
+
+
+def run_desim_process(root: Path, seed: int, steps: int) -> dict:
+    """``desim run`` as a user types it, in a process of its own: imports, the study files, the run, the
+    store, the merge."""
+    argv = [sys.executable, "-m", "desim.cli", "run", str(root), "--seed", str(seed), "--steps", str(steps),
+            "--quiet"] + [a for k, v in PARAMS.items() for a in ("--set", f"{k}={v if isinstance(v, str) else json.dumps(v)}")]
+    _, wall, cpu = whole_process(argv)
+    return {"process_s": wall, "process_cpu_s": cpu}
 
 
 def main() -> None:
@@ -143,11 +164,14 @@ def main() -> None:
         mp = nothing if args.no_mesa else run_mesa(python, seed, steps, panel=True)
         d = run_timed(root, seed=seed, steps=steps, params=PARAMS)
         o = run_timed(root, seed=seed, steps=steps, params=PARAMS, agent_processes=False)
+        dp = run_desim_process(root, seed, steps)
         n = d["rows"] // steps
         rows.append({
             "seed": seed, "mesa_agents": m["agents"], "desim_agents": n,
             "mesa_wall": m["steps_s"], "mesa_cpu": m["steps_cpu_s"],
             "mesa_panel_wall": mp["steps_s"], "mesa_panel_cpu": mp["steps_cpu_s"],
+            "mesa_process_wall": m.get("process_s", float("nan")), "mesa_process_cpu": m.get("process_cpu_s", float("nan")),
+            "desim_process_wall": dp["process_s"], "desim_process_cpu": dp["process_cpu_s"],
             "desim_wall": d["wall_s"], "desim_cpu": d["cpu_s"], "optout_wall": o["wall_s"], "optout_cpu": o["cpu_s"],
             "desim_steps_wall": d["steps_wall_s"], "desim_steps_cpu": d["steps_cpu_s"],
             "optout_steps_wall": o["steps_wall_s"], "optout_steps_cpu": o["steps_cpu_s"],
@@ -166,7 +190,11 @@ def main() -> None:
     mean = lambda key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
     same_panel = all(r["identical_panel"] for r in rows)
     # the table's rows: key, label, the keys of its agents, wall and CPU seconds, whose model figures it shows
-    models = [("mesa", f"Mesa {mesa} (steps only, no data collection)", "mesa_agents", "mesa_wall", "mesa_cpu",
+    models = [("mesa_process", f"Mesa {mesa}, whole process (python mesa_models.py: imports, set-up, steps)",
+               "mesa_agents", "mesa_process_wall", "mesa_process_cpu", None),
+              ("desim_process", "desim, whole process (`desim run`: imports, study files, steps, store, merge)",
+               "desim_agents", "desim_process_wall", "desim_process_cpu", None),
+              ("mesa", f"Mesa {mesa} (steps only, no data collection)", "mesa_agents", "mesa_wall", "mesa_cpu",
                "mesa"),
               ("mesa_panel", f"Mesa {mesa} with a DataCollector agent panel (x, y, type, happy; in memory)",
                "mesa_agents", "mesa_panel_wall", "mesa_panel_cpu", None),
@@ -202,6 +230,11 @@ def main() -> None:
     print()
     ratio = {f"{d}_to_mesa_{clock}": by[d][f"agent_steps_per_s_{clock}"] / by["mesa"][f"agent_steps_per_s_{clock}"]
              for d in ("desim", "optout", "desim_steps", "optout_steps") for clock in ("wall", "cpu")}
+    for clock in ("wall", "cpu"):
+        ratio[f"process_{clock}"] = by["desim_process"][f"agent_steps_per_s_{clock}"] / \
+            by["mesa_process"][f"agent_steps_per_s_{clock}"]
+    print(f"whole process against whole process (the issue's measure): {ratio['process_wall']:.2f}x wall, "
+          f"{ratio['process_cpu']:.2f}x CPU")
     print(f"ratio desim / Mesa: {ratio['desim_to_mesa_wall']:.2f}x wall, {ratio['desim_to_mesa_cpu']:.2f}x CPU; "
           f"without agent processes {ratio['optout_to_mesa_wall']:.2f}x wall, {ratio['optout_to_mesa_cpu']:.2f}x CPU")
     print(f"step loops only: {ratio['desim_steps_to_mesa_wall']:.2f}x wall, {ratio['desim_steps_to_mesa_cpu']:.2f}x "
