@@ -116,3 +116,38 @@ def test_the_label_network_describes_a_study_reading_the_graph(tmp_path, capsys)
     (s.folder / "population" / "population.json").write_text(json.dumps(data))
     assert main(["validate", str(s.folder)]) == 0
     assert "spreads states along the network directly; label it 'network'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, where", [
+    ("n0 n1\nn0 zed\n", "line 2: unknown agent id 'zed'"),
+    ("n0 n1\nn2 n3\nn1 n0\n", "line 3: edge 'n1' - 'n0' appears twice (first at line 1)"),
+    ("n0 n1\nn2 n2\n", "line 2: self-loop 'n2' -> 'n2'"),
+    ("n0 n1\nn1 n2 heavy\n", "line 2, column 3 (weight): 'heavy' is not a number"),
+    ("n0 n1\nn1 n2 n3 n4\n", "line 2: expected 'source target' or 'source target weight', got 4 fields"),
+])
+def test_a_plain_edge_list_with_a_problem_is_refused_naming_the_line(tmp_path, capsys, text, where):
+    """A plain edge list is read in C; a file with a problem still gets the line-by-line reader's message."""
+    s = study(tmp_path, {"kind": "file", "path": "net.txt"}, text, "net.txt")
+    assert main(["run", str(s.folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"population/net.txt: {where}" in err, err
+    assert not (s.folder / "runs").exists()
+
+
+def test_a_plain_edge_list_is_read_as_the_line_by_line_reader_reads_it(tmp_path, monkeypatch):
+    """The fast reader of plain 'source target' files gives the same arrays, in file order, as the reader
+    that goes line by line (here made to run by leaving the fast one out)."""
+    from desim.study import edges
+    ids = [f"v{i:04d}" for i in range(2000)]
+    g = nx.gnm_random_graph(2000, 9000, seed=3)
+    pairs = [(ids[u], ids[v]) if (u + v) % 2 else (ids[v], ids[u]) for u, v in g.edges()]
+    path = tmp_path / "g.txt"
+    path.write_text("".join(f"{a} {b}\n" for a, b in pairs))
+    index = {a: i for i, a in enumerate(ids)}
+    fast = edges._plain_edgelist(path, ids, False)
+    assert fast is not None                          # the plain file takes the fast way
+    monkeypatch.setattr(edges, "_plain_edgelist", lambda *a: None)
+    slow = edges.read_edges(path, "edgelist", ids, index, directed=False)
+    assert fast[0].tolist() == slow[0].tolist() == [index[a] for a, _ in pairs]
+    assert fast[1].tolist() == slow[1].tolist() == [index[b] for _, b in pairs]
+    assert fast[2] == slow[2] == {}

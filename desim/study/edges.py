@@ -45,6 +45,10 @@ def read_edges(path: Path, fmt: str, ids: list[str], index: dict[str, int], *, d
                source_column: str = "source", target_column: str = "target"
                ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """``(source positions, target positions, {attribute: values})`` of the file's edges, in file order."""
+    if fmt == "edgelist":
+        fast = _plain_edgelist(path, ids, directed)
+        if fast is not None:
+            return fast
     if fmt == "graphml":
         rows = _graphml(path)
     elif fmt == "csv":
@@ -85,6 +89,40 @@ def _number(text: str, path: Path, where: str, name: str) -> float:
     if not math.isfinite(x):
         raise StudyConfigError(path, [(f"{where}, column {name}", f"'{text}' is not a finite number")])
     return x
+
+
+def _plain_edgelist(path: Path, ids: list[str], directed: bool
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None:
+    """The common large file, ``source target`` per line separated by one space, read in C (Arrow's CSV
+    reader, the ids looked up in one pass): 3,000,000 edges in about a second instead of thirteen. Anything
+    else, and any file with a problem (an unknown id, a self-loop, an edge twice, a line of three fields), is
+    left to the line-by-line reader, which names the line at fault; so the answer is the same either way."""
+    text = read_text(path, "network file")
+    if not text.strip() or any(c in text for c in ("#", "\t", "\r", "  ")):
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+    try:
+        table = pacsv.read_csv(pa.BufferReader(text.encode()),
+                               read_options=pacsv.ReadOptions(column_names=["source", "target"]),
+                               parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False),
+                               convert_options=pacsv.ConvertOptions(column_types={"source": pa.string(),
+                                                                                  "target": pa.string()}))
+    except pa.ArrowInvalid:
+        return None
+    known = pa.array(ids, pa.string())
+    ends = [pc.index_in(table.column(c), value_set=known) for c in ("source", "target")]
+    if any(e.null_count for e in ends):
+        return None
+    src, dst = (e.to_numpy().astype(np.int64) for e in ends)
+    if np.any(src == dst):
+        return None
+    lo, hi = (src, dst) if directed else (np.minimum(src, dst), np.maximum(src, dst))
+    pairs = np.sort(lo * len(ids) + hi)     # (np.unique is a hundred times slower here)
+    if np.any(pairs[1:] == pairs[:-1]):
+        return None
+    return src, dst, {}
 
 
 def _edgelist(path: Path) -> list[tuple[str, str, str, dict[str, float]]]:
