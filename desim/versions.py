@@ -111,9 +111,10 @@ def overrides_of(spec) -> dict[str, Any]:
     return out
 
 
-def describe_overrides(overrides: dict[str, Any] | None) -> str:
-    """``--seed 11 --set n_agents=50`` for an overrides record."""
+def describe_overrides(overrides: dict[str, Any] | None, *, seed: bool = True) -> str:
+    """``--seed 11 --set n_agents=50`` for an overrides record (without the seed when ``seed`` is false:
+    where the seed is shown on its own)."""
     o = overrides or {}
-    parts = [f"--{k} {o[k]}" for k in ("seed", "steps", "rounds") if k in o]
+    parts = [f"--{k} {o[k]}" for k in ("seed", "steps", "rounds") if k in o and (seed or k != "seed")]
     parts += [f"--set {k}={v}" for k, v in sorted((o.get("set") or {}).items())]
     return " ".join(parts)

@@ -42,6 +42,20 @@ def cells_from_sql(root, run_id, step, field, width, hide_dead=False):
     return {(x, y): v for x, y, v, alive in rows if not (hide_dead and alive == "false")}
 
 
+def move_slider(page, to: str) -> None:
+    """The player's slider to frame ``to`` (a number, or ``s.max``), as a person drags it."""
+    page.evaluate(f"() => {{ const s = document.getElementById('step'); s.value = {to}; "
+                  "s.dispatchEvent(new Event('input')); }")
+
+
+def canvas_colours(page, stride: int = 1) -> int:
+    """Distinct colours on the player's canvas, every ``stride``-th pixel."""
+    return page.evaluate("stride => { const c = document.getElementById('grid'); const d = c.getContext('2d')"
+                         ".getImageData(0, 0, c.width, c.height).data; const s = new Set(); "
+                         "for (let i = 0; i < d.length; i += 4 * stride) s.add(d[i] + ',' + d[i+1] + ',' + d[i+2]);"
+                         " return s.size; }", stride)
+
+
 def test_schelling_frames_are_the_panel(runs):
     root, run_id = runs["schelling"]
     p = grid_payload(root, "type", run_id)
@@ -141,18 +155,13 @@ def test_player_draws_and_steps_in_chromium(runs):
             page = browser.new_page()
             page.goto(paths["html"].as_uri())
             assert "initial state" in page.inner_text("#label")
-            page.evaluate("() => { const s = document.getElementById('step'); s.value = s.max; "
-                          "s.dispatchEvent(new Event('input')); }")
+            move_slider(page, "s.max")
             label, counts = page.inner_text("#label"), page.inner_text("#counts")
             population = sql(root, "SELECT value FROM metrics WHERE run_id = ? AND name = 'population' "
                                    "AND step = 25", [run_id])[0][0]
             assert "step 25" in label and f"{int(population)} agents shown" in label
             assert f"alive true: {int(population)}" in counts and "sugar left in all" in counts
-            colours = page.evaluate("() => { const c = document.getElementById('grid'); const d = c.getContext('2d')"
-                                    ".getImageData(0, 0, c.width, c.height).data; const s = new Set(); "
-                                    "for (let i = 0; i < d.length; i += 4 * 97) s.add(d[i] + ',' + d[i+1] + ',' + d[i+2]);"
-                                    " return s.size; }")
-            assert colours >= 4                                           # sugar levels and agents
+            assert canvas_colours(page, 97) >= 4                                           # sugar levels and agents
         finally:
             browser.close()
 
@@ -195,17 +204,12 @@ def test_player_switches_colour_scale_in_chromium(runs):
             page = browser.new_page()
             page.goto(paths["html"].as_uri())
             page.wait_for_selector("canvas[data-frame='0']")
-            page.evaluate("() => { const s = document.getElementById('step'); s.value = 1; "
-                          "s.dispatchEvent(new Event('input')); }")
-            colours = ("() => { const c = document.getElementById('grid'); const d = c.getContext('2d')"
-                       ".getImageData(0, 0, c.width, c.height).data; const s = new Set(); "
-                       "for (let i = 0; i < d.length; i += 4) s.add(d[i] + ',' + d[i+1] + ',' + d[i+2]);"
-                       " return s.size; }")
-            whole = page.evaluate(colours)
+            move_slider(page, "1")
+            whole = canvas_colours(page)
             hi_run = page.inner_text("#scale-hi")
             page.select_option("#scale", "frame")
             page.wait_for_selector("canvas[data-scale='frame']")
-            assert page.evaluate(colours) > whole           # the spread of step 1 shows
+            assert canvas_colours(page) > whole           # the spread of step 1 shows
             want = max(v for (v,) in sql(root, "SELECT CAST(state.sugar AS DOUBLE) FROM panel WHERE run_id = ? "
                                                 "AND step = 1 AND state.alive", [run_id]))
             assert float(page.inner_text("#scale-hi")) == pytest.approx(want, rel=5e-3) and page.inner_text("#scale-hi") != hi_run

@@ -144,7 +144,7 @@ def test_a_plain_edge_list_is_read_as_the_line_by_line_reader_reads_it(tmp_path,
     path = tmp_path / "g.txt"
     path.write_text("".join(f"{a} {b}\n" for a, b in pairs))
     index = {a: i for i, a in enumerate(ids)}
-    fast = edges._plain_edgelist(path, ids, False)
+    fast = edges._plain_edgelist(path.read_text(), ids, False)
     assert fast is not None                          # the plain file takes the fast way
     monkeypatch.setattr(edges, "_plain_edgelist", lambda *a: None)
     slow = edges.read_edges(path, "edgelist", ids, index, directed=False)

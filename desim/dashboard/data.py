@@ -78,11 +78,6 @@ def live_summary(run: dict[str, Any]) -> dict[str, Any]:
                                     "updated_at", "seed", "overrides_text")}
 
 
-def run_changes(overrides: dict[str, Any] | None) -> str:
-    """What a run changed from the study's files at run time, as ``desim runs`` prints it (``--steps 8
-    --set n_agents=300``), without the seed (shown on its own)."""
-    return describe_overrides({k: v for k, v in (overrides or {}).items() if k != "seed"})
-
 
 def study_summary(root: Path) -> dict[str, Any]:
     """One entry of the study list: id, title, last run status, or the error that stops it."""
@@ -237,7 +232,7 @@ def study_store(root: Path) -> dict[str, Any]:
     for r in runs:
         r["parameters"] = _json(r.get("parameters"))
         r["overrides"] = _json(r.get("overrides")) or {}
-        r["overrides_text"] = run_changes(r["overrides"])
+        r["overrides_text"] = describe_overrides(r["overrides"], seed=False)   # the seed is shown on its own
         # a derived seed has 19 digits, past what a JavaScript number holds exactly: sent as text
         r["seed"] = None if r.get("seed") is None else str(r["seed"])
         r["interventions"] = resolved.get(r["run_id"])     # as the run resolved them: the charts' markers

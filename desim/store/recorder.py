@@ -148,9 +148,9 @@ class Recorder(MemorySink):
             else:
                 self._start(catalogue, run)
         self.files = files          # recorded: from here on, close() says how the run ended
-        changes = {k: v for k, v in overrides_of(run.spec).items() if k != "seed"}
         self.live = LiveFile(self.layout.live_file(run.run_id), run.run_id, run.spec.id, run.n_steps, self.kind,
-                             seed=run.spec.simulation.seed, overrides_text=describe_overrides(changes))
+                             seed=run.spec.simulation.seed,
+                             overrides_text=describe_overrides(overrides_of(run.spec), seed=False))
         self.beat = Heartbeat(self.live, HEARTBEAT_SECONDS)
         self.files.start()
 
