@@ -120,7 +120,7 @@ class ColumnarEnv(Timed, EnvironmentProvider):
     def reset(self, seed):
         n = len(self.ctx.agent_ids)
         self.v = self.ctx.streams.numpy("values").random(n)
-        self.feed = ColumnarFeed.from_graph(self.ctx.graph, self.ctx.agent_ids)
+        self.feed = ColumnarFeed.from_network(self.ctx.network)
 
     def observe_columns(self, idx, t, r):
         start = time.perf_counter()
@@ -213,7 +213,7 @@ def one(n: int, path: str, messages: str) -> dict:
         "feed_us_per_agent_round": round(1e6 * env.feed_seconds / env.agent_rounds, 3),
         "observe_s": round(env.observe_seconds, 2), "drain_s": round(env.drain_seconds, 2),
         "messages_stored": stored[0], "message_steps": stored[1], "message_rounds": stored[2],
-        "panel_rows": panel, "edges": engine.graph.number_of_edges(),
+        "panel_rows": panel, "edges": engine.network.number_of_edges(),
         "peak_rss_gib": round(maxrss, 2), "vm_hwm_gib": round(hwm, 2),
     }
 

@@ -143,6 +143,26 @@ class ColumnarFeed:
         np.cumsum(np.bincount(rows[keep], minlength=len(ids)), out=indptr[1:])
         return cls(indptr, cols[keep], ids, carry_previous_step)
 
+    @classmethod
+    def from_network(cls, network, carry_previous_step: bool = False) -> "ColumnarFeed":
+        """The same CSR as ``from_graph(ctx.graph, ...)``, read from the run's edge arrays (``ctx.network``)
+        without building the networkx graph: a node hears its neighbours in the order of their edges,
+        which is the order networkx keeps them in a graph built from those edges (predecessors, for a
+        directed network), self-loops dropped. For large generated or file networks, where the graph
+        of dicts costs more memory than the run."""
+        src, dst = np.asarray(network.source, np.int64), np.asarray(network.target, np.int64)
+        if network.directed:
+            rows, cols = dst, src
+        else:                               # each edge from both ends, interleaved: the edges' own order
+            rows, cols = np.column_stack([src, dst]).ravel(), np.column_stack([dst, src]).ravel()
+        keep = rows != cols
+        rows, cols = rows[keep], cols[keep]
+        order = np.argsort(rows, kind="stable")
+        n = len(network.ids)
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        return cls(indptr, cols[order].astype(np.int32), network.ids, carry_previous_step)
+
     # --- posting ---------------------------------------------------------------
     def post(self, authors: np.ndarray, step: int, round_idx: int, columns: dict[str, np.ndarray],
              kind: str = "post", channel: str = "feed") -> int:
