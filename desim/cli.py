@@ -20,6 +20,13 @@ import traceback
 
 from desim.version import __version__
 
+# numpy's OpenBLAS starts a thread per core when numpy loads, and it spins for about 0.1 s of CPU with
+# nothing to do (docs/performance.md). A run does no matrix algebra, and a sweep already runs a
+# process per core, so the command line asks for one BLAS thread; a user who sets either variable
+# keeps their choice. Set before anything imports numpy.
+if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
 COMMANDS = [
     "desim.commands.core",
     "desim.commands.report",

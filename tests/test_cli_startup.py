@@ -86,3 +86,13 @@ def test_startup_benchmark_smoke(tmp_path):
         assert c["runs"] == 1 and 0 < c["fastest_s"] <= c["median_s"]
     assert f["heavy_imports"]["desim --help"] == []
     assert "duckdb" in f["heavy_imports"]["desim run"]   # the probe does see the heavy imports a command makes
+
+
+@pytest.mark.parametrize("env, want", [({}, "1"), ({"OPENBLAS_NUM_THREADS": "4"}, "4"), ({"OMP_NUM_THREADS": "2"}, None)])
+def test_the_command_line_asks_numpy_for_one_blas_thread_unless_the_user_chose(env, want):
+    # an idle OpenBLAS thread per core spins for about 0.1 s of CPU when numpy loads (docs/performance.md)
+    clean = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    probe = "import desim.cli, os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env={**clean, **env},
+                         check=True).stdout.strip()
+    assert out == str(want)
