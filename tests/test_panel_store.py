@@ -374,3 +374,14 @@ def test_which_payload_fields_belong_to_which_action_kind(study_copy):
             want.setdefault(row["action_kind"], set()).update(c[8:] for c in payload_columns if row[c] is not None)
     assert {k: set(v) for k, v in got.items()} == want
     assert got["post"] == ["rumor"] and got["hear"] == []          # the union, told apart
+
+
+def test_the_nonfinite_check_names_the_first_nan_not_a_missing_value():
+    # a null (a missing value) reads as NaN through numpy: only a real NaN or infinity is refused,
+    # and the agent named is the first with one, also in a slice of a longer column
+    import pyarrow as pa
+
+    from desim.store.fields import _first_nonfinite
+    assert _first_nonfinite(pa.array([1.0, None, 2.0])) is None
+    assert _first_nonfinite(pa.array([None, 3.0, float("inf"), float("nan")])) == 2
+    assert _first_nonfinite(pa.array([float("nan"), None, None, float("nan")]).slice(1)) == 2

@@ -52,7 +52,6 @@ from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from desim.errors import FieldError
 from desim.jsontext import json_array
@@ -252,9 +251,8 @@ class Fields:
                 i = next(i for i, v in enumerate(values) if v is not None and kind_of(v) != kind)
                 self._refuse(step, agents[i], name, values[i], kind)
         if kind == "float" and name not in self.allow_nonfinite:
-            bad = pc.invert(pc.is_finite(arr)).fill_null(False)
-            if pc.any(bad).as_py():
-                i = pc.index(bad, True).as_py()
+            i = _first_nonfinite(arr)
+            if i is not None:
                 raise FieldError(f"step {step}: agent '{agents[i]}': {self.what}.{name} is {float(values[i])}; "
                                  f"NaN and infinity are refused unless simulation.json lists '{name}' "
                                  "in panel.allow_nonfinite")
@@ -415,9 +413,23 @@ _BOOLEANS = {bool, np.bool_}
 _NUMPY_TIMES = {np.datetime64, np.timedelta64, np.ndarray}
 
 
+def _first_nonfinite(arr: pa.Array) -> int | None:
+    """Where a float column first holds NaN or an infinity (nulls are missing values, not NaN), or None.
+    Read through numpy, which every run has loaded already; Arrow's compute module, 50 ms to import, is
+    left to the runs that need it."""
+    values = arr.to_numpy(zero_copy_only=False)
+    bad = ~np.isfinite(values)
+    if arr.null_count:                 # a null reads as NaN here: only valid slots count (Arrow's bitmap)
+        bits = np.frombuffer(arr.buffers()[0], np.uint8)
+        bad &= np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if len(hits) else None
+
+
 def _hides_booleans(arr: pa.Array, values: list) -> bool:
     """Arrow reads ``True`` as 1.0 in a list of floats; a boolean is not a number in the store, so a list
     whose floats include 0.0 or 1.0 is checked for booleans (one pass over the types, in C)."""
+    import pyarrow.compute as pc
     if not pc.any(pc.is_in(arr, value_set=_ZERO_ONE)).as_py():
         return False
     return not _BOOLEANS.isdisjoint(map(type, values))

@@ -180,7 +180,9 @@ def _action_columns(payload_fields: Fields, step: int, ids: pa.Array, acts: Acti
         kinds = np.asarray(acts.kind, dtype=object)
         kind = pa.array(kinds if sel is None else kinds[sel], pa.string())
     source = pa.repeat(pa.scalar(acts.source, pa.string()), n)
-    actor_ids = ids.take(pa.array(idx))
+    # everyone, in population order (the common round): the ids as they are, no gather
+    everyone = n == len(ids) and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1 and np.array_equal(idx, np.arange(n))))
+    actor_ids = ids if everyone else ids.take(pa.array(idx))
     payload = {k: (v if sel is None else _select(v, sel)) for k, v in (acts.payload or {}).items()}
     return idx, actor_ids, kind, payload_fields.struct_columns(payload, actor_ids, step), source
 
@@ -308,7 +310,10 @@ def edge_rows(network) -> pa.Table:
     attributes (null where an edge has none)."""
     ids = pa.array(network.ids, pa.string())
     source, target, attributes = network.edges()
-    columns = {"source": ids.take(pa.array(source)), "target": ids.take(pa.array(target))}
+    if len(source):
+        columns = {"source": ids.take(pa.array(source)), "target": ids.take(pa.array(target))}
+    else:                           # no graph (a grid, a room): no gather, nor Arrow's compute module for one
+        columns = {"source": pa.array([], pa.string()), "target": pa.array([], pa.string())}
     for name, values in attributes.items():
         columns[name] = pa.array(values, pa.float64(), from_pandas=True)
     return pa.table(columns)
