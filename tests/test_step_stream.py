@@ -80,3 +80,35 @@ def test_a_resumed_run_does_not_stream(tmp_path):
     again.write_step(2, step_tables(2))
     again.merge()
     assert merged(data, "r", "panel").column("step").to_pylist() == [1, 1, 1, 2, 2, 2]
+
+
+def test_the_run_waits_for_the_encoder_once_the_queued_steps_pass_their_bytes(tmp_path, monkeypatch):
+    # memory stays bounded when encoding is slower than the run: a step that would take the queue past
+    # QUEUED_BYTES waits until the encoder has taken one off, and nothing is lost either way
+    import threading
+
+    import desim.store.stream as stream_module
+    encoding, release, waiting = threading.Event(), threading.Event(), threading.Event()
+    real_append = stream_module.StepStream._append
+
+    def slow_append(self, name, table):
+        encoding.set()
+        release.wait()
+        real_append(self, name, table)
+
+    monkeypatch.setattr(stream_module.StepStream, "_append", slow_append)
+    monkeypatch.setattr(stream_module, "QUEUED_BYTES", 1)          # one step at a time
+    stream = stream_module.StepStream(tmp_path / "incoming", lambda schema: {})
+    real_wait = stream._room.wait
+    monkeypatch.setattr(stream._room, "wait", lambda *a: (waiting.set(), real_wait(*a))[1])
+    stream.put(step_tables(1, n=50))               # one step always fits; the encoder takes it and is held
+    assert encoding.wait(10)
+    second = threading.Thread(target=stream.put, args=(step_tables(2, n=50),))
+    second.start()
+    assert waiting.wait(10)                         # the run is held back ...
+    assert second.is_alive()
+    release.set()                                   # ... until the encoder makes room
+    second.join(10)
+    assert not second.is_alive()
+    done = stream.finish()
+    assert pq.read_table(done["panel"]).num_rows == 2 * 50

@@ -10,8 +10,10 @@ last steps are encoded, and the merge at the end only writes the files' footers.
 The journal stays the truth. A table whose stream cannot be trusted (its schema changed during the
 run, say a payload field that first appears at step 9, or the thread failed) is dropped from the
 stream and merged from the journal at the end as before; a crash leaves a staging folder that a
-resume (``RunFiles.drop_after``) removes. The queue holds at most a few steps, so memory stays
-bounded when encoding is slower than the run.
+resume (``RunFiles.drop_after``) removes. The queue holds at most a few steps and at most
+``QUEUED_BYTES`` of them (a step of a million agents posting three rounds is 0.3 GB of Arrow), and a
+step that fills a row group by itself is written at once, so memory stays bounded when encoding is
+slower than the run: the run waits for the encoder instead.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import pyarrow.parquet as pq
 
 SMALL_GROUP = 1024          # rows: small tables (metrics, events) gather steps into row groups this big
 QUEUED_STEPS = 3            # steps waiting to be encoded before the run waits for the encoder
+QUEUED_BYTES = 256 * 2**20  # ... or this much of their tables, whichever comes first (one step always fits)
 
 
 class StepStream:
@@ -42,13 +45,21 @@ class StepStream:
         self._largest: dict[str, int] = {}
         self._broken: set[str] = set()            # tables whose file is not to be trusted
         self._failed = False
+        self._room = threading.Condition()       # the queue's bytes, and the run waiting for less of them
+        self._queued_bytes = 0
         self._thread = threading.Thread(target=self._run, name="desim-step-stream", daemon=True)
         folder.mkdir(parents=True)
         self._thread.start()
 
     def put(self, tables: dict[str, pa.Table]) -> None:
-        if not self._failed:
-            self._queue.put(tables)
+        if self._failed:
+            return
+        size = sum(t.nbytes for t in tables.values())
+        with self._room:
+            while self._queued_bytes and self._queued_bytes + size > QUEUED_BYTES and not self._failed:
+                self._room.wait()
+            self._queued_bytes += size
+        self._queue.put((tables, size))
 
     def finish(self) -> dict[str, Path]:
         """Wait for the queued steps, close the files; ``{table: file}`` of the whole tables."""
@@ -72,17 +83,22 @@ class StepStream:
     # --- the encoding thread ---------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            tables = self._queue.get()
-            if tables is None:
+            item = self._queue.get()
+            if item is None:
                 return
-            if self._failed:
-                continue
+            tables, size = item
             try:
-                for name, table in tables.items():
-                    if name not in self._broken:
-                        self._append(name, table)
+                if not self._failed:
+                    for name, table in tables.items():
+                        if name not in self._broken:
+                            self._append(name, table)
             except Exception:          # noqa: BLE001 -- the journal still holds every step
                 self._failed = True
+            finally:
+                del tables, item
+                with self._room:
+                    self._queued_bytes -= size
+                    self._room.notify_all()
 
     def _append(self, name: str, table: pa.Table) -> None:
         writer = self._writers.get(name)
@@ -99,6 +115,8 @@ class StepStream:
         if pending and sum(t.num_rows for t in pending) + table.num_rows > group:
             self._flush(name)
         self._pending[name].append(table)
+        if sum(t.num_rows for t in self._pending[name]) >= group:
+            self._flush(name)           # a full row group (a large step alone): written now, not held
 
     def _flush(self, name: str) -> None:
         pending = self._pending.get(name)
