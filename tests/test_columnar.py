@@ -159,3 +159,22 @@ def test_a_branch_replays_columnar_actions_to_the_same_states(study_copy, name, 
     sources = dict(query(db, "SELECT step < 5, string_agg(DISTINCT action_source, ',') FROM panel "
                              "WHERE run_id=? AND action_kind IS NOT NULL GROUP BY 1", [child]))
     assert sources == {True: "replay", False: "rule"}
+
+
+def test_a_large_drained_table_becomes_json_a_slice_at_a_time_with_every_text_intact():
+    # more rows than one slice: the texts are each value's own canonical JSON, in order, nulls kept
+    import numpy as np
+    import orjson
+    import pyarrow as pa
+
+    from desim.store.tables import _JSON_SLICE, message_table
+    n = _JSON_SLICE + 1234
+    v = np.arange(n) / 7.0
+    content = pa.StructArray.from_arrays([pa.array(v), pa.array(np.arange(n))], names=["v", "a"],
+                                         mask=pa.array(np.arange(n) % 50_000 == 3))
+    out = message_table(pa.table({"author_id": pa.array([f"x{i}" for i in range(n)]), "content": content}), 4)
+    texts = out.column("content").to_pylist()
+    assert len(texts) == n and out.column("step").to_pylist()[:2] == [4, 4]
+    for i in (0, 3, _JSON_SLICE - 1, _JSON_SLICE, n - 1):
+        want = None if i % 50_000 == 3 else orjson.dumps({"v": float(v[i]), "a": i}, option=orjson.OPT_SORT_KEYS).decode()
+        assert texts[i] == want

@@ -286,10 +286,15 @@ def message_table(table: pa.Table, step: int) -> pa.Table:
         content = table.column("content")
         if pa.types.is_string(content.type) or pa.types.is_large_string(content.type):
             table = table.set_column(table.column_names.index("content"), "content", content.cast(pa.json_()))
-        else:
+        else:   # a slice at a time: a step's million structs are never a million Python dicts at once
+            texts = [json_array(content.slice(i, _JSON_SLICE).to_pylist(), none_is_null=True)
+                     for i in range(0, len(content), _JSON_SLICE)] or [pa.array([], pa.json_())]
             table = table.set_column(table.column_names.index("content"), "content",
-                                     json_array(content.to_pylist(), none_is_null=True))
+                                     pa.chunked_array(texts, pa.json_()))
     return table
+
+
+_JSON_SLICE = 65_536
 
 
 def metric_rows(step: int, metrics: dict[str, float]) -> pa.Table:
