@@ -106,3 +106,25 @@ def test_a_class_that_cannot_be_named_is_refused_clearly():
         desim.Study(environment=Hidden, decision=Walk, population=3).files()
     with pytest.raises(TypeError, match="run_study needs a desim.Study"):
         desim.run_study("studies/x")
+
+
+
+class Crowd(desim.PopulationProvider):
+    """A population provider returning what it is given: the run checks it."""
+
+    def __init__(self, made: str = "duplicate"):
+        self.made = made
+
+    def personas(self, rng):
+        if self.made == "duplicate":
+            return [desim.Persona(agent_id="a"), desim.Persona(agent_id="b"), desim.Persona(agent_id="a")]
+        return [desim.Persona(agent_id="a"), {"agent_id": "b"}]
+
+
+@pytest.mark.parametrize("made, says", [("duplicate", "duplicate agent_id 'a'"),
+                                        ("dict", "item 1 is a dict, not a Persona")])
+def test_a_population_provider_returning_duplicates_or_non_personas_is_refused_by_name(tmp_path, made, says):
+    study = desim.Study(environment=Line, decision=Walk(rate=0.3, noise=0.5), collector=Mean,
+                        population=Crowd(made), steps=2, folder=tmp_path / "s")
+    with pytest.raises(desim.DesimError, match=says):
+        desim.run_study(study)

@@ -138,12 +138,14 @@ def _population(spec: StudySpec, streams: Streams) -> list[Persona]:
     if not isinstance(personas, list):
         raise RunError(f"population provider {pop.provider.ref}: returned {type(personas).__name__}, "
                        "not a list of Persona")
-    seen: set[str] = set()
-    for i, p in enumerate(personas):
-        if not isinstance(p, Persona):
-            raise RunError(f"population provider {pop.provider.ref}: item {i} is a "
-                           f"{type(p).__name__}, not a Persona")
-        if p.agent_id in seen:
-            raise RunError(f"population provider {pop.provider.ref}: duplicate agent_id '{p.agent_id}'")
-        seen.add(p.agent_id)
+    # checked in bulk (a set of the types, a set of the ids), then item by item only to name the culprit
+    if not all(issubclass(t, Persona) for t in set(map(type, personas))):
+        i, p = next((i, p) for i, p in enumerate(personas) if not isinstance(p, Persona))
+        raise RunError(f"population provider {pop.provider.ref}: item {i} is a "
+                       f"{type(p).__name__}, not a Persona")
+    ids = [p.agent_id for p in personas]
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        duplicate = next(a for a in ids if a in seen or seen.add(a))
+        raise RunError(f"population provider {pop.provider.ref}: duplicate agent_id '{duplicate}'")
     return personas
