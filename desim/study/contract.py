@@ -99,15 +99,22 @@ class RunContext:
     decision: Any = None                # the run's behaviour model (an environment may read its settings)
     shared: dict[str, Any] = field(default_factory=dict)    # what the components build once for the run
     agent_ids: list[str] = field(init=False)
-    index: dict[str, int] = field(init=False)
     step: int = 0
     round_idx: int = 0
     end_reason: str | None = None       # set by end_run: the run ends after the step in progress
     _rngs: dict = field(default_factory=dict, repr=False)
+    _index: dict[str, int] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.agent_ids = [p.agent_id for p in self.personas]
-        self.index = {a: i for i, a in enumerate(self.agent_ids)}
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Each agent's position in population order, by id. Built when first read: a columnar run,
+        which works on positions, may never need it (0.03 s and 6 MB a run at 100,000 agents)."""
+        if self._index is None:
+            self._index = {a: i for i, a in enumerate(self.agent_ids)}
+        return self._index
 
     def end_run(self, reason: str) -> None:
         """End the run after the step in progress closes (that step is kept): the process the study
