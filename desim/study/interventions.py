@@ -14,7 +14,6 @@ Events at ``at_step: 0`` fire at reset, before the initial states are recorded.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
@@ -97,36 +96,6 @@ def _apply_op(op: str, old: Any, value: Any) -> Any:
     return old * value
 
 
-class AgentAttributes(Mapping):
-    """Each agent's attributes as the interventions see and change them, by agent id: the agent's own copy
-    of its persona's ``attributes``, made the first time it is read (a run whose events never select
-    agents makes none: at a million agents, a million dicts and 0.3 s saved)."""
-
-    def __init__(self, personas: list[Persona]):
-        self._personas = personas
-        self._index: dict[str, int] | None = None
-        self._copies: dict[str, dict[str, Any]] = {}
-
-    def __getitem__(self, agent_id: str) -> dict[str, Any]:
-        got = self._copies.get(agent_id)
-        if got is None:
-            if self._index is None:
-                self._index = {p.agent_id: i for i, p in enumerate(self._personas)}
-            got = self._copies[agent_id] = dict(self._personas[self._index[agent_id]].attributes)
-        return got
-
-    def __iter__(self) -> Iterator[str]:
-        return (p.agent_id for p in self._personas)
-
-    def __len__(self) -> int:
-        return len(self._personas)
-
-    def __contains__(self, agent_id: object) -> bool:
-        if self._index is None:
-            self._index = {p.agent_id: i for i, p in enumerate(self._personas)}
-        return agent_id in self._index
-
-
 class Interventions:
     """Environment layers, per-agent attributes, and the interventions that change them."""
 
@@ -135,8 +104,18 @@ class Interventions:
         self.layers: dict[str, Any] = copy.deepcopy(layers)
         self.events = sorted(events, key=lambda e: e.at_step)
         self.broadcasts = list(broadcasts)
-        self.attributes = AgentAttributes(personas)
+        self._personas = personas
+        self._attributes: dict[str, dict[str, Any]] | None = None
         self._active: list[Broadcast] = []
+
+    @property
+    def attributes(self) -> dict[str, dict[str, Any]]:
+        """Each agent's attributes as the interventions see and change them, by agent id: a copy of its
+        persona's ``attributes``, made for everyone the first time any is read. A run that never reads
+        them (a columnar model, an epidemic) makes none: at 100,000 agents, 0.03 s and 20 MB a run."""
+        if self._attributes is None:
+            self._attributes = {p.agent_id: dict(p.attributes) for p in self._personas}
+        return self._attributes
 
     def fire(self, step: int) -> list[dict[str, Any]]:
         """Apply every event scheduled for ``step`` and start its broadcasts.
