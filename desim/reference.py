@@ -53,7 +53,7 @@ def type_text(annotation: Any) -> str:
         return "[" + ", ".join(type_text(a) for a in args) + "]"
     if origin is dict:
         return "object" if args[1] is Any else f"object of {type_text(args[1])}"
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    if isinstance(annotation, type) and (issubclass(annotation, BaseModel) or annotation in NAMES):
         return f"object ({NAMES.get(annotation, annotation.__name__)})"
     return {int: "integer", float: "number", str: "string", bool: "boolean", Any: "any"}.get(annotation,
                                                                                           str(annotation))

@@ -170,3 +170,24 @@ def test_cli_new_lists_only_packaged_templates(tmp_path, monkeypatch, capsys):
     assert main(["new", "bad id"]) == 2
     assert "may use only letters, digits" in capsys.readouterr().err
     assert not (tmp_path / "studies" / "x").exists()
+
+
+@pytest.mark.parametrize("where, bad, says", [
+    ("personas", {"agent_id": "x2", "colour": "red"}, "personas[1].colour: unknown key"),
+    ("personas", {"attributes": {}}, "personas[1].agent_id: required field is missing"),
+    ("personas", {"agent_id": ""}, "personas[1].agent_id: String should have at least 1 character"),
+    ("personas", {"agent_id": 7}, "personas[1].agent_id: Input should be a valid string"),
+    ("roster", "x2", "people.json: [1]: Input should be a dictionary or an instance of Persona"),
+    ("roster", {"agent_id": "x2", "colour": "red"}, "people.json: [1].colour: unknown key"),
+])
+def test_a_bad_persona_is_refused_naming_the_file_item_and_field(study_copy, where, bad, says):
+    root = study_copy("opinion_diffusion")
+    people = [{"agent_id": "x1"}, bad]
+    if where == "roster":
+        (root / "population" / "people.json").write_text(json.dumps(people))
+        edit(root / "population" / "population.json", lambda d: (d.pop("provider"), d.update(roster="people.json")))
+    else:
+        edit(root / "population" / "population.json", lambda d: (d.pop("provider"), d.update(personas=people)))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root) if where == "personas" else desim.run_study(desim.load_study(root))
+    assert says in str(info.value)

@@ -288,9 +288,9 @@ def _field_path(loc: tuple) -> str:
 
 
 def _describe(err: dict) -> str:
-    if err["type"] == "extra_forbidden":
+    if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):    # a model's, a dataclass's (Persona)
         return "unknown key (check the spelling; unknown keys are not allowed)"
-    if err["type"] == "missing":
+    if err["type"] in ("missing", "missing_argument"):
         return "required field is missing"
     got = err.get("input")
     kind = type(got).__name__ if got is not None else "null"
@@ -528,7 +528,7 @@ def read_roster(root: Path, roster: str) -> list[Persona]:
         try:
             personas.append(Persona.model_validate(item))
         except ValidationError as e:
-            raise StudyConfigError(path, [(f"[{i}].{_field_path(err['loc'])}", _describe(err)) for err in e.errors()]) from None
+            raise StudyConfigError(path, [(_field_path((i, *err["loc"])), _describe(err)) for err in e.errors()]) from None
     _check_unique_ids(path, personas, "")
     return personas
 
