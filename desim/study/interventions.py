@@ -112,7 +112,7 @@ class Interventions:
     def attributes(self) -> dict[str, dict[str, Any]]:
         """Each agent's attributes as the interventions see and change them, by agent id: a copy of its
         persona's ``attributes``, made for everyone the first time any is read. A run that never reads
-        them (a columnar model, an epidemic) makes none: at 100,000 agents, 0.03 s and 20 MB a run."""
+        them (a columnar model, an epidemic) makes none: at 100,000 agents, 0.03 s and 10 MB a run."""
         if self._attributes is None:
             self._attributes = {p.agent_id: dict(p.attributes) for p in self._personas}
         return self._attributes
