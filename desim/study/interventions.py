@@ -170,4 +170,7 @@ class Interventions:
         return self.layers.get(name, default)
 
     def attribute(self, agent_id: str, name: str, default: Any = None) -> Any:
-        return self.attributes[agent_id].get(name, default)
+        attributes = self._attributes          # read once per agent per step on the per-agent path
+        if attributes is None:
+            attributes = self.attributes
+        return attributes[agent_id].get(name, default)
