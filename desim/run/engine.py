@@ -65,7 +65,8 @@ class Engine:
         self.run_, self.source, self.sink = run, source, sink
         self.on_step, self.should_stop, self.ready = on_step, should_stop, ready
         self.sim, self.ctx, self.env = run.sim, run.ctx, run.environment
-        self.ids, self.everyone = run.ids, frozenset(run.ids)
+        self.ids = run.ids
+        self._everyone: frozenset[str] | None = None     # the ids as a set, for the per-agent checks (built on use)
         self._positions = list(range(len(run.ids)))
         # the columnar path's positions when everyone takes part: made once, read-only since every round
         # shares it (1.4 ms a round at 100,000 agents to convert the list again)
@@ -170,6 +171,11 @@ class Engine:
                     yield from errand.cause
                 self._busy.discard(agent_id)
 
+    def _id_set(self) -> frozenset[str]:
+        if self._everyone is None:
+            self._everyone = frozenset(self.ids)
+        return self._everyone
+
     def _open_round(self):
         if not self._agents:            # agent_processes: false -- everyone not on an errand takes part
             if not self._busy:
@@ -205,7 +211,7 @@ class Engine:
                 self._call(self.env.observe_batch, ids, t, r, **where), len(ids), t, r)
             actions = checks.checked_actions(
                 self._call(model.decide_batch, observations, self.memory.for_batch(ids), **where), ids, t, r,
-                self.ctx.index, self.everyone if everyone else None)
+                self.ctx.index, self._id_set() if everyone else None)
             self._call(self.env.apply, actions, **where)
         if self.record_rounds:
             self.sink.round(t, r, actions)
