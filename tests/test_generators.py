@@ -9,7 +9,7 @@ import pytest
 from desim import Persona
 from desim.messaging.columnar import ColumnarFeed
 from desim.study.files import Interaction
-from desim.study.generators import watts_strogatz_edges
+from desim.study.generators import barabasi_albert_edges, watts_strogatz_edges
 from desim.study.network import Network, build_network
 
 
@@ -56,3 +56,26 @@ def test_columnar_feed_from_the_edge_arrays_equals_the_one_from_the_graph(direct
     assert np.array_equal(by_graph.indptr, by_arrays.indptr)
     assert np.array_equal(by_graph.indices, by_arrays.indices)
     assert by_arrays.indices.size > 0 and 7 not in by_arrays.indices[by_arrays.indptr[7]:by_arrays.indptr[8]]
+
+
+@pytest.mark.parametrize("n", [4, 30, 500, 3000])
+@pytest.mark.parametrize("m", [1, 2, 3, 5])
+def test_barabasi_albert_edges_are_networkx_edges_in_order(n, m):
+    for seed in (1, 7, 2024):
+        got = barabasi_albert_edges(n, m, seed)
+        if m >= n:                       # networkx refuses these, and gives the error
+            assert got is None
+            continue
+        want = list(nx.barabasi_albert_graph(n, m, seed=seed).edges())
+        assert list(zip(got[0].tolist(), got[1].tolist())) == want
+
+
+def test_a_runs_barabasi_albert_graph_matches_networkx_neighbour_for_neighbour():
+    people = [Persona(agent_id=f"v{i}") for i in range(400)]
+    net = build_network(Interaction(kind="barabasi_albert", m=2), people, seed=5)
+    assert net.built_graph is None
+    want = nx.relabel_nodes(nx.barabasi_albert_graph(400, 2, seed=5), {i: f"v{i}" for i in range(400)})
+    g = net.graph
+    assert list(g.nodes()) == list(want.nodes())
+    for a in want:
+        assert list(g.adj[a]) == list(want.adj[a])

@@ -1,6 +1,6 @@
 """Generated networks as edge arrays, without building a networkx graph.
 
-A study's ``watts_strogatz`` network is networkx's graph: the same seed gives the same edges, listed in
+A study's ``watts_strogatz`` or ``barabasi_albert`` network is networkx's graph: the same seed gives the same edges, listed in
 the same order, and so the same neighbour order in ``ctx.graph`` and in the feeds (which the reference
 studies' panels depend on). At a million nodes networkx needs its graph of dicts twice (drawn, then
 relabelled to agent ids): several GiB and most of a minute. Here the same draws from the same
@@ -95,3 +95,30 @@ def _edge_list(n: int, h: int, removed: set[int], order: list[tuple[int, int]]) 
 
 def _as_array(keys: set[int]) -> np.ndarray:
     return np.fromiter(keys, np.int64, len(keys))
+
+
+def barabasi_albert_edges(n: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``nx.barabasi_albert_graph(n, m, seed=seed).edges()`` as ``(source, target)`` position arrays, in that
+    order; None for settings networkx refuses (``m < 1`` or ``m >= n``), so that its error is the one given.
+
+    networkx's algorithm, replayed draw for draw: a star of ``m + 1`` nodes, then each new node joined to
+    ``m`` distinct earlier ones, each drawn from the list of edge ends (preferential attachment) until
+    ``m`` differ; the list grows by the chosen ends, in the set's order as networkx extends it, and by the
+    new node ``m`` times. Every node's later neighbours arrive in node order, so ``G.edges()`` lists the
+    edges sorted by their smaller end, then their larger."""
+    if m < 1 or m >= n:
+        return None
+    choice = random.Random(seed).choice
+    repeated = [0] * m + list(range(1, m + 1))      # the star's edge ends, as networkx lists them by degree
+    chosen: list[int] = []
+    for source in range(m + 1, n):
+        targets: set[int] = set()
+        while len(targets) < m:
+            targets.add(choice(repeated))
+        chosen.extend(targets)
+        repeated.extend(targets)
+        repeated.extend([source] * m)
+    low = np.concatenate([np.zeros(m, np.int64), np.array(chosen, np.int64)])
+    high = np.concatenate([np.arange(1, m + 1, dtype=np.int64), np.repeat(np.arange(m + 1, n, dtype=np.int64), m)])
+    by = np.lexsort((high, low))
+    return low[by], high[by]

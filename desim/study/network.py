@@ -21,7 +21,7 @@ import numpy as np
 from desim.records import Persona
 from desim.study.edges import format_of, read_edges
 from desim.study.files import Interaction
-from desim.study.generators import watts_strogatz_edges
+from desim.study.generators import barabasi_albert_edges, watts_strogatz_edges
 
 if TYPE_CHECKING:
     import networkx as nx     # imported where a graph is built: a run without one never loads networkx
@@ -116,8 +116,9 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
     if interaction.kind == "none":       # no edges: no graph built unless study code asks for ctx.graph
         empty = np.empty(0, np.int64)
         return Network(ids, False, empty, empty, {})
-    if interaction.kind == "watts_strogatz":     # networkx's graph, drawn as arrays (no graph of dicts)
-        edges = watts_strogatz_edges(len(ids), interaction.k, interaction.p, seed)
+    if interaction.kind in ("watts_strogatz", "barabasi_albert"):     # networkx's graph, drawn as arrays
+        edges = (watts_strogatz_edges(len(ids), interaction.k, interaction.p, seed)
+                 if interaction.kind == "watts_strogatz" else barabasi_albert_edges(len(ids), interaction.m, seed))
         if edges is not None:
             return Network(ids, False, *edges, {})
     if interaction.kind != "file":
