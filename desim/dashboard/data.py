@@ -78,7 +78,6 @@ def live_summary(run: dict[str, Any]) -> dict[str, Any]:
                                     "updated_at", "seed", "overrides_text")}
 
 
-
 def study_summary(root: Path) -> dict[str, Any]:
     """One entry of the study list: id, title, last run status, or the error that stops it."""
     entry: dict[str, Any] = {"id": root.name, "title": "", "status": None, "error": None, "last_run": None}

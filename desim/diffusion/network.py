@@ -189,17 +189,7 @@ def from_edges(network) -> Network:
 
 def _from_edges(network) -> Network:
     ids, n = network.ids, len(network.ids)
-    src, dst = np.asarray(network.source, np.int64), np.asarray(network.target, np.int64)
-    edge = np.arange(len(src), dtype=np.int64)
-    if network.directed:
-        rows, cols, entry_edge = src, dst, edge
-    else:                                   # each edge from both ends, interleaved, so the order is the edges'
-        rows, cols = np.column_stack([src, dst]).ravel(), np.column_stack([dst, src]).ravel()
-        entry_edge = np.repeat(edge, 2)
-    order = np.argsort(rows, kind="stable")
-    out_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=out_ptr[1:])
-    out_idx, out_edge = cols[order], entry_edge[order]
+    out_ptr, out_idx, out_edge = network.rows()
     if network.directed:
         in_ptr, in_idx, in_from_out = transpose(n, out_ptr, out_idx)
     else:

@@ -150,18 +150,14 @@ class ColumnarFeed:
         which is the order networkx keeps them in a graph built from those edges (predecessors, for a
         directed network), self-loops dropped. For large generated or file networks, where the graph
         of dicts costs more memory than the run."""
-        src, dst = np.asarray(network.source, np.int64), np.asarray(network.target, np.int64)
-        if network.directed:
-            rows, cols = dst, src
-        else:                               # each edge from both ends, interleaved: the edges' own order
-            rows, cols = np.column_stack([src, dst]).ravel(), np.column_stack([dst, src]).ravel()
-        keep = rows != cols
-        rows, cols = rows[keep], cols[keep]
-        order = np.argsort(rows, kind="stable")
-        n = len(network.ids)
-        indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-        return cls(indptr, cols[order].astype(np.int32), network.ids, carry_previous_step)
+        indptr, cols, _ = network.rows(incoming=True)    # whom each agent hears: its predecessors
+        row = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        keep = cols != row                               # an agent never hears itself
+        if not keep.all():
+            indptr = np.zeros_like(indptr)
+            np.cumsum(np.bincount(row[keep], minlength=len(indptr) - 1), out=indptr[1:])
+            cols = cols[keep]
+        return cls(indptr, cols.astype(np.int32), network.ids, carry_previous_step)
 
     # --- posting ---------------------------------------------------------------
     def post(self, authors: np.ndarray, step: int, round_idx: int, columns: dict[str, np.ndarray],

@@ -127,10 +127,10 @@ def _plain_edgelist(text: str, ids: list[str], directed: bool
 def _edgelist(text: str, path: Path) -> list[tuple[str, str, str, dict[str, float]]]:
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
+        body = line.split("#", 1)[0].strip()
+        if not body:
             continue
-        parts = text.split()
+        parts = body.split()
         where = f"line {n}"
         if len(parts) not in (2, 3):
             raise StudyConfigError(path, [(where, f"expected 'source target' or 'source target weight', "

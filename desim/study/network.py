@@ -98,6 +98,24 @@ class Network:
         self._arrays()
         return self._source, self._target, self._attributes
 
+    def rows(self, incoming: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each agent's neighbours as sparse rows in population order, ``(ptr, neighbour, edge)``: agent
+        ``i``'s are ``neighbour[ptr[i]:ptr[i + 1]]``, and ``edge`` says which edge each entry is. An
+        undirected edge is an entry at both ends, a directed one at its source (``incoming``: at its
+        target). A node's entries come in the order of its edges, which is the order networkx keeps the
+        neighbours of a graph built from these edges in: arrays and graph agree."""
+        src, dst = np.asarray(self.source, np.int64), np.asarray(self.target, np.int64)
+        edge = np.arange(len(src), dtype=np.int64)
+        if self.directed:
+            rows, cols, entry_edge = (dst, src, edge) if incoming else (src, dst, edge)
+        else:                               # each edge from both ends, interleaved: the edges' own order
+            rows, cols = np.column_stack([src, dst]).ravel(), np.column_stack([dst, src]).ravel()
+            entry_edge = np.repeat(edge, 2)
+        order = np.argsort(rows, kind="stable")
+        ptr = np.zeros(len(self.ids) + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(self.ids)), out=ptr[1:])
+        return ptr, cols[order], entry_edge[order]
+
     def number_of_edges(self) -> int:
         return self._graph.number_of_edges() if self._source is None else len(self._source)
 
