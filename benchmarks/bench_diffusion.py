@@ -18,6 +18,11 @@ discrete-time SIR, synchronous, per-edge transmission probability ``beta``, reco
   simulation is), and NDlib stops as soon as nobody is infected. EoN is timed twice: counts only
   (its default) and ``return_full_data=True`` (every node's history, what desim's panel holds).
 
+Beside the sides, a floor: what storing a replicate's panel costs by itself (``storage_floor``: the CPU
+seconds to encode the last replicates' own stored panels again, as Parquet the way the store writes them
+and as the journal's Arrow stream), printed beside the wall time per replicate that the bar of 5x NDlib
+leaves. No faster simulation makes a replicate cheaper than writing what it keeps.
+
 Then a run of ``--big`` nodes (default 1,000,000; a BA(n, m) graph drawn by igraph into an edge-list
 file, not counted, like the references' graphs; desim reads the file, which counts), panel stored,
 timed whole in a fresh process (nothing cached).
@@ -33,6 +38,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import sys
@@ -95,7 +101,7 @@ def write_study(root: Path, n: int, edges, args: argparse.Namespace) -> Path:
 def desim_replicates(root: Path, replicates: int) -> dict:
     """Each replicate a full ``run_study``; wall and CPU per replicate, plus the phases of each."""
     import desim
-    walls, cpus, finals, durations, rows, phases = [], [], [], [], 0, []
+    walls, cpus, finals, durations, rows, phases, run_ids = [], [], [], [], 0, [], []
     for r in range(1, replicates + 1):
         wall, cpu = time.perf_counter(), time.process_time()
         spec = desim.load_study(root, seed=r)
@@ -107,6 +113,7 @@ def desim_replicates(root: Path, replicates: int) -> dict:
         phases.append({"load": loaded - wall, "run": done - loaded, "steps": result.steps_done})
         assert result.status == "completed", result.error
         rows += result.rows_written
+        run_ids.append(result.run_id)
         m = result.metrics().to_pydict()
         finals.append(m["share_R"][-1] + m["share_I"][-1])
         infected = [s for s, c in zip(m["step"], m["count_I"]) if c > 0]
@@ -115,7 +122,39 @@ def desim_replicates(root: Path, replicates: int) -> dict:
             print(f"warning: replicate {r} still has {m['count_I'][-1]} infectious nodes at the last step",
                   file=sys.stderr)
     return {"wall": walls, "cpu": cpus, "final_share": finals, "duration": durations, "rows": rows,
-            "phases": phases}
+            "phases": phases, "run_ids": run_ids}
+
+
+def storage_floor(root: Path, run_ids: list[str], sample: int = 3) -> dict:
+    """What storing a replicate's panel costs by itself, whatever the code around it: the CPU seconds
+    to encode the panel a run stored (its own merged file, read back) as the store writes it, one row
+    group per step with ``parquet_options``, and to append it step by step to an Arrow stream as the
+    journal does. Averaged over the last ``sample`` replicates. Against the bars this is a floor: no
+    faster simulation makes a replicate cheaper than writing what it keeps."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from desim.store.files import parquet_options
+    from desim.store.layout import layout_of
+    parquet, stream, rows = [], [], []
+    with tempfile.TemporaryDirectory(prefix="bench_diffusion_floor_") as tmp:
+        for run_id in run_ids[-sample:]:
+            stored = pq.ParquetFile(layout_of(root).run_dir(run_id) / "panel.parquet")
+            steps = [stored.read_row_group(i) for i in range(stored.num_row_groups)]
+            schema = stored.schema_arrow
+            cpu = time.process_time()
+            with pq.ParquetWriter(Path(tmp) / "panel.parquet", schema, **parquet_options(schema)) as writer:
+                for step in steps:
+                    writer.write_table(step, row_group_size=step.num_rows)
+            parquet.append(time.process_time() - cpu)
+            cpu = time.process_time()
+            with pa.OSFile(str(Path(tmp) / "panel.arrows"), "wb") as sink, pa.ipc.new_stream(sink, schema) as w:
+                for step in steps:
+                    w.write_table(step)
+            stream.append(time.process_time() - cpu)
+            rows.append(stored.metadata.num_rows)
+    return {"parquet_cpu": statistics.fmean(parquet), "journal_cpu": statistics.fmean(stream),
+            "rows": statistics.fmean(rows), "sample": len(parquet)}
 
 
 def profile_one(root: Path) -> str:
@@ -214,6 +253,7 @@ def main(argv=None) -> dict:
         edges = ba_edges(args.n, args.m)
         root = write_study(work / "sir", args.n, edges, args)
         sides = {"desim": desim_replicates(root, args.replicates)}
+        floor = storage_floor(root, sides["desim"]["run_ids"])
         profile = profile_one(root) if args.profile else None
         if with_reference:
             sides.update(reference_side(args.n, edges, args, work / "reference"))
@@ -221,7 +261,8 @@ def main(argv=None) -> dict:
     figures = {"config": {"n": args.n, "m": args.m, "replicates": args.replicates, "beta": args.beta,
                           "gamma": args.gamma, "seed_fraction": args.seed_fraction, "steps": args.steps,
                           "smoke": args.smoke},
-               "sides": {k: {**v, "summary": summary(v)} for k, v in sides.items()}, "big": big}
+               "sides": {k: {**v, "summary": summary(v)} for k, v in sides.items()}, "big": big,
+               "storage_floor": floor}
     d = figures["sides"]["desim"]["summary"]
     ratios = {}
     for name in ("ndlib", "eon", "eon_full"):
@@ -255,6 +296,17 @@ def print_markdown(f: dict, profile: str | None) -> None:
           f"run (population, graph, CSR, initial state, edges table, steps, merge) "
           f"{statistics.median(p['run'] for p in ph):.3f} s, {statistics.median(p['steps'] for p in ph)} steps; "
           f"{f['sides']['desim']['rows']:,} panel rows in all")
+    fl = f["storage_floor"]
+    print(f"\nStoring a replicate's panel by itself ({fl['rows']:,.0f} rows, the mean of {fl['sample']} replicates' "
+          f"own files): Parquet encoding as the store writes it {fl['parquet_cpu']:.3f} s CPU, the journal's "
+          f"Arrow stream {fl['journal_cpu']:.3f} s CPU; desim's whole replicate "
+          f"{f['sides']['desim']['summary']['cpu_total'] / c['replicates']:.3f} s CPU "
+          f"({f['sides']['desim']['summary']['wall_total'] / c['replicates']:.3f} s wall)")
+    if "ndlib" in f["sides"]:
+        budget = f["sides"]["ndlib"]["summary"]["wall_total"] / c["replicates"] / 5
+        print(f"The bar of 5x NDlib leaves {budget:.3f} s of wall time a replicate; with every core of this "
+              f"machine ({os.cpu_count()}) busy, storing the panel alone needs "
+              f"{(fl['parquet_cpu'] + fl['journal_cpu']) / os.cpu_count():.3f} s of it")
     if f["big"]:
         b = f["big"]
         print(f"\nLarge run: {b['n']:,} nodes, at most {b['steps']} steps, panel stored ({b['rows']:,} rows): "

@@ -378,6 +378,15 @@ def main() -> None:
     if steps > 1:
         line += f", step loop {loop_engine:.2f}"
     print(line + f"; the study's own methods {study_us:.2f}")
+    budgets = None
+    if python and steps > 1:
+        # issue 30's bars as time: what desim may spend per agent-step to meet them, beside what the study's
+        # own methods (observe_batch, decide_batch, apply, collect, agent_state) take by themselves
+        budgets = {"whole_us": 1e6 / rate(mesa_runs["network"], "whole_cpu_s") / 1.0,
+                   "loop_us": 1e6 / rate(mesa_runs["network"], "steps_cpu_s") / 1.5, "study_us": study_us}
+        print(f"the bars as time, µs per agent-step (CPU): 1.0x Mesa's whole run leaves desim "
+              f"{budgets['whole_us']:.2f}, 1.5x Mesa's step loop leaves {budgets['loop_us']:.2f}; "
+              f"the study's own methods alone take {study_us:.2f}")
     first = desim_runs[0]
     print("study's methods in the first desim run, CPU s: " + ", ".join(
         f"{k} {v:.2f}" for k, v in sorted(first["study_s"].items(), key=lambda kv: -kv[1])) +
@@ -402,7 +411,7 @@ def main() -> None:
         "mesa_version": mesa, "python": platform.python_version(), "mesa_python": mesa_py,
         "runs": {"desim": desim_runs, "desim_no_processes": lean_runs, **{f"mesa_{v}": mesa_runs[v] for v in VARIANTS}},
         "table": table, "ratios": ratios, "engine_us_per_agent_round": engine,
-        "loop_engine_us_per_agent_round": loop_engine, "study_us_per_agent_round": study_us,
+        "loop_engine_us_per_agent_round": loop_engine, "study_us_per_agent_round": study_us, "budgets": budgets,
         "final_metrics": {"desim": dm, **{f"mesa_{v}": mesa_runs[v][0]["metrics"] for v in VARIANTS if python}},
         "same_metrics_repeats": same, "same_metrics_no_processes": same_lean,
         "desim_vs_mesa": {f"mesa_{v}": {"identical": agreements[v] == "identical", "summary": agreements[v]}

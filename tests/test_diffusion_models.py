@@ -631,6 +631,12 @@ def test_bench_diffusion_smoke(tmp_path):
     assert d["summary"]["wall_total"] == pytest.approx(sum(d["wall"]))
     for p in d["phases"]:
         assert min(p.values()) > 0
+    # the storage floor re-encodes the last replicates' own panels: their rows, nothing else
+    fl = f["storage_floor"]
+    sampled = d["phases"][-fl["sample"]:]
+    assert fl["sample"] == min(3, c["replicates"]) and len(d["run_ids"]) == c["replicates"]
+    assert fl["rows"] == pytest.approx(sum(c["n"] * p["steps"] for p in sampled) / len(sampled))
+    assert fl["parquet_cpu"] > 0 and fl["journal_cpu"] > 0
     for name, side in f["sides"].items():
         if name != "desim":
             assert f["ratios"][name]["wall"] == pytest.approx(side["summary"]["wall_total"] / d["summary"]["wall_total"])
