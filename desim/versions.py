@@ -2,7 +2,7 @@
 
 A study's files (as on disk, before run-time overrides such as ``--seed``,
 ``--steps`` or ``--set``, which are recorded on the run itself) and its code
-(every Python file in its folder, and a roster file if it has one) are
+(every Python file in its folder, and its roster and network files if it has them) are
 hashed. The first run of a new hash creates a version whose parent is the
 study's previous version (branches excepted), and the version keeps a diff
 of the two, so "what changed?" has an answer in the store; an edited
@@ -21,9 +21,26 @@ from typing import Any
 SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints", ".git"}
 
 
-def code_files(root: str | Path, roster: str | None = None) -> dict[str, str]:
+def population_files(population: Any) -> list[str]:
+    """The data files a study's population reads beside ``population.json``: its roster and its
+    network file (``interaction.kind`` ``file``). ``population`` is the loaded section or the dict a
+    run recorded in its config; an edited network changes who meets whom as surely as edited code."""
+    if population is None:
+        return []
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    interaction = get(population, "interaction")
+    files = [get(population, "roster")]
+    if interaction is not None and get(interaction, "kind") == "file":
+        files.append(get(interaction, "path"))
+    return [str(f) for f in files if f]
+
+
+def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
     """``{relative path: sha256 prefix}`` of the study's code: every ``*.py`` under its folder
-    (``runs/`` and caches excepted), so modules ``model.py`` imports count too, plus the roster.
+    (``runs/`` and caches excepted), so modules ``model.py`` imports count too, plus the data files
+    beside ``population.json`` that ``data`` names (:func:`population_files`: roster, network file).
 
     Hashing every Python file is a superset of what a run imports: a helper script
     edited in the folder also makes a new version, which errs on the safe side.
@@ -38,8 +55,7 @@ def code_files(root: str | Path, roster: str | None = None) -> dict[str, str]:
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
         paths += [Path(folder) / f for f in files if f.endswith(".py") and not f.startswith(".")]
-    if roster:
-        paths.append(root / "population" / roster)
+    paths += [root / "population" / name for name in data]
     for path in sorted(set(paths)):
         if path.is_file():
             out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]

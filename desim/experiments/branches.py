@@ -49,7 +49,7 @@ from desim.study.files import (
     spec_from_config,
 )
 from desim.study.params import parameter_uses
-from desim.versions import code_changes, code_files, diff_configs
+from desim.versions import code_changes, code_files, diff_configs, population_files
 
 
 class BranchRefused(StudyError, ValueError):
@@ -68,7 +68,7 @@ def check_code(parent: dict, root: Path) -> list[str]:
     if not parent.get("code"):
         return [f"run {parent['run_id']} recorded no code fingerprint (made by an older desim), so its code "
                 "cannot be checked against the study's"]
-    now = code_files(root, (json.loads(parent["config"]).get("population") or {}).get("roster"))
+    now = code_files(root, population_files(json.loads(parent["config"]).get("population")))
     changed = code_changes(json.loads(parent["code"]), now)
     if not changed:
         return []

@@ -35,7 +35,7 @@ from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
 from desim.study.files import coerce_like, load_study, read_json
-from desim.versions import code_files, code_hash
+from desim.versions import code_files, code_hash, population_files
 
 
 SHARE_DIFFERENCE = (-1.0, 1.0)   # treatment share - control share: where every share difference lies
@@ -142,7 +142,7 @@ def run_effect(study_root: str | Path, at_step: int, treatment: dict[str, Any] |
     if problems:
         raise EffectError(f"the treatment may only change interventions at steps >= {at_step}; it changes:\n  - "
                           + "\n  - ".join(problems))
-    code = code_files(root, base.population.roster)
+    code = code_files(root, population_files(base.population))
     db = StudyLayout(root)
     effect_id = f"ef{uuid.uuid4().hex[:8]}"
     folder = db.effect_dir(effect_id)

@@ -43,7 +43,7 @@ from desim.store.tables import (
     metric_rows,
     round_rows,
 )
-from desim.versions import code_files, code_hash, describe_overrides, overrides_of
+from desim.versions import code_files, code_hash, describe_overrides, overrides_of, population_files
 
 
 @dataclass
@@ -157,7 +157,7 @@ class Recorder(MemorySink):
     def _start(self, catalogue: Catalogue, run) -> None:
         """Record the run (and its version: a new configuration is a new version)."""
         spec = run.spec
-        code = code_files(spec.root, spec.population.roster)
+        code = code_files(spec.root, population_files(spec.population))
         version_id, created = catalogue.ensure_version(spec.id, spec.version_config(), kind=self.kind, code=code,
                                                        parent_run_id=self.parent_run_id, fork_step=self.fork_step,
                                                        note=self.note)
