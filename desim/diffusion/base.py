@@ -27,8 +27,12 @@ import numpy as np
 
 from desim.diffusion import link
 from desim.diffusion.params import Param, Value, check_args, resolve
+from desim.errors import StudyConfigError
 from desim.records import ActionColumns
 from desim.study.contract import DecisionModel
+
+
+ENVIRONMENT = "environment/environment.json"
 
 
 class DiffusionModel(DecisionModel):
@@ -57,15 +61,41 @@ class DiffusionModel(DecisionModel):
     def reset(self, seed: int) -> None:
         self.network = link.network(self.ctx)
         self.n = self.network.n
+        self._from_attributes: list[tuple[str, str, Value]] = []
+        self._attribute_changes = self.ctx.interventions.attribute_changes
         self.prepare()
 
     def prepare(self) -> None:
         """Resolve per-node and per-edge parameters (subclasses); runs in ``reset``."""
 
     def value(self, name: str, direction: str = "out") -> Value:
-        """The parameter ``name`` for this run: a scalar, per node or per CSR entry of ``direction``."""
+        """The parameter ``name`` for this run: a scalar, per node or per CSR entry of ``direction``.
+        A per-node value read from the agents' attributes follows the events that change them
+        (:meth:`_follow_attributes`)."""
         owner = f"desim.diffusion:{type(self).__name__}"
-        return resolve(owner, self.PARAMS[name], self.args[name], self.ctx, self.network, direction)
+        value = resolve(owner, self.PARAMS[name], self.args[name], self.ctx, self.network, direction)
+        if isinstance(self.args[name], dict) and "attribute" in self.args[name]:
+            self._from_attributes.append((name, direction, value))
+        return value
+
+    def _follow_attributes(self) -> None:
+        """Read the per-node parameters taken from attributes again after an event changed any agent's
+        attributes (a scheduled event with a selector: a treatment that sets every treated agent's
+        recovery rate, say), into the same arrays, so whatever a model derived from them sees the
+        change. Checked once a round; nothing is read while no event changes an attribute."""
+        changes = self.ctx.interventions.attribute_changes
+        if changes == self._attribute_changes:
+            return
+        self._attribute_changes = changes
+        owner = f"desim.diffusion:{type(self).__name__}"
+        for name, direction, value in self._from_attributes:
+            try:
+                value.value[:] = resolve(owner, self.PARAMS[name], self.args[name], self.ctx, self.network,
+                                         direction).value
+            except StudyConfigError as e:        # the files were right; an event made the value wrong
+                raise StudyConfigError(ENVIRONMENT, [(f"scheduled_events (step {self.ctx.step})",
+                                                      f"after this step's events, {field}: {message}")
+                                                     for field, message in e.problems]) from None
 
     # --- one round ----------------------------------------------------------------
     def update(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -81,6 +111,7 @@ class DiffusionModel(DecisionModel):
             raise TypeError(f"desim.diffusion:{type(self).__name__} needs the environment "
                             "desim.diffusion:NetworkState (environment.json provider)")
         state = obs["state"]
+        self._follow_attributes()
         new, infector = self.update(state)
         if len(idx) != self.n:                  # agents away on an errand keep their state
             new_idx, changed = new[idx], new[idx] != state[idx]

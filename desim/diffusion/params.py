@@ -174,8 +174,11 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
     if "attribute" in value:
         name = value["attribute"]
         out = np.empty(len(ctx.personas), np.float64)
+        # the attributes as the interventions left them once an event has changed any (else the personas')
+        iv = ctx.interventions
+        changed = iv.attributes if iv.attribute_changes else None
         for i, persona in enumerate(ctx.personas):
-            v = persona.attributes.get(name, default)
+            v = (persona.attributes if changed is None else changed[persona.agent_id]).get(name, default)
             if v is None or not _number(v):
                 what = "has no attribute" if v is None else f"has {name} = {v!r}, not a number:"
                 raise StudyConfigError(POPULATION, [(f"agent '{persona.agent_id}'", (

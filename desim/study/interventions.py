@@ -107,6 +107,9 @@ class Interventions:
         self._personas = personas
         self._attributes: dict[str, dict[str, Any]] | None = None
         self._active: list[Broadcast] = []
+        self.attribute_changes = 0
+        """How many events have changed agents' attributes so far: what reads an attribute once (a
+        diffusion model's per-node parameter) knows from it when to read again."""
 
     @property
     def attributes(self) -> dict[str, dict[str, Any]]:
@@ -144,6 +147,7 @@ class Interventions:
                             raise ValueError(f"event '{ev.name}' at step {step}: cannot {ev.op} "
                                              f"attribute '{ev.target}' of agent {agent_id}: {e}") from None
                         affected += 1
+                self.attribute_changes += 1
             fired.append({"kind": "event", "name": ev.name, "detail": {
                 "target": ev.target, "op": ev.op, "value": ev.value, "selector": ev.selector,
                 "affected_agents": affected, "note": ev.note}})
