@@ -95,13 +95,13 @@ class Decide(DecisionModel):
 
 class Metrics(MetricCollector):
     def __init__(self, fail=None, metric=()):
-        self.fail, self.metric = fail, metric   # metric: [value] to report as "m"
+        self.fail, self.metric = fail, metric   # metric: the value of "m" at steps 0, 1, ... (the last one on)
 
     def collect(self, t, environment, actions):
         if self.fail == "collect" and t == AT:
             {}["topik"]  # fail:collect
         if self.metric:
-            return {"m": self.metric[0]}
+            return {"m": self.metric[min(t, len(self.metric) - 1)]}
         return {"mean_x": sum(environment.x.values()) / len(environment.x)}
 '''
 

@@ -79,10 +79,12 @@ def test_a_run_that_never_meets_its_condition_runs_every_step():
     assert row(result) == ("completed", 10, None)
 
 
-def test_a_condition_on_a_metric_nobody_reports_is_refused():
-    with pytest.raises(desim.RunFailed, match="stop_when names metric 'cases', which the collector does not report "
-                                              r"\(it reports: most_left\)"):
-        desim.run_study(study(stop_when=[{"metric": "cases", "op": "==", "value": 0}]))
+def test_a_condition_on_a_metric_nobody_reports_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(desim.StudyConfigError, match=r"simulation/simulation\.json: stop_when\[1\]\.metric: 'cases' "
+                                                     r"is not a metric the collector reports \(it reports: most_left\)"):
+        desim.run_study(study(folder=tmp_path / "s", stop_when=[{"metric": "most_left", "op": "<", "value": 0},
+                                                              {"metric": "cases", "op": "==", "value": 0}]))
+    assert not (tmp_path / "s" / "runs").exists()
 
 
 def test_branches_of_a_shorter_run_and_sweeps_over_runs_of_different_lengths(capsys):

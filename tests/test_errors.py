@@ -130,13 +130,23 @@ def test_a_ref_to_a_missing_class_names_the_file_and_field(study, capsys):
 # --- what study code returns -------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["0.5", True, None])
-def test_a_metric_that_is_not_a_number_fails_the_run_by_name(study, capsys, value):
+def test_a_metric_that_is_not_a_number_at_step_0_is_refused_before_anything_is_written(study, capsys, value):
+    """Step 0 (the initial states and metrics) is part of the set-up: what goes wrong there is refused
+    like a bad file, with nothing recorded."""
     root = study(collector={"metric": [value]})
     code, err = run(capsys)
-    [(run_id, status, error)] = sql(root, "SELECT run_id, status, error FROM runs")
-    summary = f"RunError: step 0: metric 'm' is {value!r}, not a number"
+    assert code == 2 and err[0] == f"desim: error: step 0: metric 'm' is {value!r}, not a number"
+    assert untouched(root)
+
+
+@pytest.mark.parametrize("value", ["0.5", True, None])
+def test_a_metric_that_is_not_a_number_later_fails_the_run_by_name(study, capsys, value):
+    root = study(collector={"metric": [1.0, value]})
+    code, err = run(capsys)
+    [(run_id, status, error, last)] = sql(root, "SELECT run_id, status, error, last_step FROM runs")
+    summary = f"RunError: step 1: metric 'm' is {value!r}, not a number"
     assert code == 2 and err[0] == f"desim: error: run {run_id} failed: {summary}"
-    assert (status, error) == ("failed", summary)
+    assert (status, error, last) == ("failed", summary, 0)
 
 
 def test_a_failing_probe_in_validate_names_the_point_and_writes_nothing(study, capsys):

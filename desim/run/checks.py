@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from desim.errors import StudyError
+from desim.errors import StudyConfigError, StudyError
 from desim.records import ACTION_SOURCES, Action, ActionColumns
 
 
@@ -133,6 +133,16 @@ def checked_state_columns(columns: Any, n: int, t: int) -> dict:
 
 _OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, "==": lambda a, b: a == b,
         "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b}
+
+
+def check_stop_metrics(conditions, metrics: dict[str, float]) -> None:
+    """Refuse, before the run is recorded, a ``stop_when`` condition on a metric that the collector
+    does not report at step 0 (a typo, or a metric of another collector)."""
+    problems = [(f"stop_when[{i}].metric", f"'{c.metric}' is not a metric the collector reports "
+                 f"(it reports: {', '.join(sorted(metrics)) or 'none'})")
+                for i, c in enumerate(conditions) if c.metric not in metrics]
+    if problems:
+        raise StudyConfigError("simulation/simulation.json", problems)
 
 
 def stop_reason(conditions, metrics: dict[str, float], t: int) -> str | None:

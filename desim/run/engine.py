@@ -91,10 +91,15 @@ class Engine:
     def run(self) -> None:
         """Set the study up, keep its initial state, and run every step."""
         run = self.run_
-        self._call(self.env.reset, run.seed)   # the study's set-up: its errors leave no trace in the store
+        # the study's set-up and its step 0 (initial states and metrics): their errors, and a stop_when
+        # naming a metric the collector does not report, leave no trace in the store
+        self._call(self.env.reset, run.seed)
+        events = self._call(self.env.advance_to, 0, step=0)
+        states, metrics = self._states(0), self._metrics(0, None)
+        checks.check_stop_metrics(run.spec.simulation.stop_when, metrics)
         self.sink.open(run)
         self.opened = True
-        self._initial(self._call(self.env.advance_to, 0, step=0))
+        self.sink.initial(states, metrics, events or [], self._call(self.env.drain_messages, step=0))
         if run.spec.simulation.agent_processes:
             self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
         self.sim.process(self._collector())
@@ -241,10 +246,6 @@ class Engine:
         record.llm_calls = decision.drain_calls() if hasattr(decision, "drain_calls") else None
         closed, self._step_closed = self._step_closed, self.sim.event()
         closed.succeed(record)
-
-    def _initial(self, events: list[dict]) -> None:
-        self.sink.initial(self._states(0), self._metrics(0, None), events or [],
-                          self._call(self.env.drain_messages, step=0))
 
     def _states(self, t: int):
         """Every agent's state: columns (``state_columns``) or one dict per agent (``agent_state``)."""
