@@ -100,6 +100,12 @@ def test_branches_of_a_shorter_run_and_sweeps_over_runs_of_different_lengths(cap
     assert finals == {1: 1.0, 3: 3.0}                 # each run at its own last step
     assert main(["run", str(s.folder)]) == 0
     assert "ended after step 3 of 10: stop_when: most_left <= 2 at step 3" in capsys.readouterr().out
+    # the branch command and the list of runs say why a run ended before its last step
+    assert main(["branch", str(s.folder), "--from-run", parent.run_id, "--at-step", "2"]) == 0
+    assert "ended after step 3: stop_when: most_left <= 2 at step 3" in capsys.readouterr().out
+    assert main(["runs", str(s.folder)]) == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if parent.run_id in line]
+    assert len(listed) == 1 and "steps 3/10 (ended: stop_when: most_left <= 2 at step 3)" in listed[0]
 
 
 class Paced(Countdown):

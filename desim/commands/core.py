@@ -177,8 +177,9 @@ def cmd_runs(args) -> int:
             status = f"stale (was running as pid {r.get('pid')} on {r.get('host')}; resume with: " \
                      f"desim run {args.study} --resume {r['run_id']})"
         over = describe_overrides(json.loads(r["overrides"]) if r.get("overrides") else None)
+        ended = f" (ended: {r['end_reason']})" if r.get("end_reason") and status == "completed" else ""
         print(f"{'  ' * depth}{'└ ' if depth > 1 else ''}{r['run_id']}  {r['kind']}{fork}  {status}  "
-              f"steps {max(r['last_step'], 0)}/{r['n_steps']}  seed {r['seed']}  "
+              f"steps {max(r['last_step'], 0)}/{r['n_steps']}{ended}  seed {r['seed']}  "
               f"{r['started_at']:%Y-%m-%d %H:%M:%S}  {round(r['wall_seconds'] or 0, 2)}s"
               f"{'  ' + over if over else ''}{note}")
         for c in children.get(r["run_id"], []):

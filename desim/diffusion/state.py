@@ -67,6 +67,10 @@ class NetworkState(EnvironmentProvider):
                                     "initial": 'must be {"attribute": NAME}',
                                     "seed_state": "must name one of the model's states",
                                     "record_infector": "must be true or false"}[name] + f" (got {v!r})")
+        if isinstance(args.get("seed_nodes"), list):
+            twice = sorted({a for a in args["seed_nodes"] if args["seed_nodes"].count(a) > 1}, key=str)
+            if twice:
+                problems.add("seed_nodes", f"lists {', '.join(map(repr, twice))} more than once (each seed once)")
         given = [k for k in ("seeds", "seed_fraction", "seed_nodes", "initial") if k in args]
         if len(given) > 1:
             problems.add(given[1], f"give one of seeds, seed_fraction, seed_nodes, initial (got {', '.join(given)})")
