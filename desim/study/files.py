@@ -30,7 +30,8 @@ from pydantic import Strict as StrictType
 from desim.errors import StudyConfigError
 from desim.records import INT32, Persona, Strict
 from desim.study.interventions import Broadcast, ScheduledEvent, selector_matches
-from desim.study.params import parameter_fields, substitute_interventions, substitute_parameters
+from desim.study.params import (parameter_fields, substitute_interaction, substitute_interventions,
+                                substitute_parameters)
 
 INT64 = 2**63 - 1
 Int = Annotated[int, StrictType()]
@@ -358,7 +359,7 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     for key, (rel, model) in FILES.items():
         path = root / rel
         files[key] = read_json(path)
-        if key != "environment":    # validated once its interventions' "$name" values are known
+        if key not in ("environment", "population"):    # validated once their "$name" values are known
             data = files[key]
             if key == "simulation" and isinstance(data, dict) and "stop_when" in data:
                 data = {k: v for k, v in data.items() if k != "stop_when"}     # its "$name" values: below
@@ -394,8 +395,13 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
         sim = validate_file(sim_path, SimulationFile, {**sim.model_dump(mode="json"), **updates})
     loaded["simulation"] = sim
 
-    pops: PopulationFile = loaded["population"]
     pop_path = root / FILES["population"][0]
+    try:
+        pops: PopulationFile = validate_file(pop_path, PopulationFile,
+                                             substitute_interaction(files["population"], sim.parameters, pop_path))
+    except StudyConfigError as e:
+        raise _from_parameters(e, files["population"], sim.parameters, params or {}) from None
+    loaded["population"] = pops
     if pops.personas is not None:
         if not pops.personas:
             raise StudyConfigError(pop_path, [("personas", "the list is empty: a study needs at least one agent")])

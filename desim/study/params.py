@@ -4,7 +4,7 @@ set, swept and branched without editing the files.
 
 The one place that reads ``"$name"``: :func:`substitute_parameters` replaces references in a value,
 :func:`substitute_interventions` in the fields of ``environment.json``'s interventions that may hold
-them, and :func:`parameter_uses` says where each parameter is referenced (a branch may change only
+them, :func:`substitute_interaction` in the network settings of ``population.json``, and :func:`parameter_uses` says where each parameter is referenced (a branch may change only
 those its interventions use).
 """
 from __future__ import annotations
@@ -61,6 +61,22 @@ def substitute_interventions(env: Any, params: dict[str, Any], path: Path) -> An
                                                              f"{key}[{i}].selector")
             out[key].append(item)
     return out
+
+
+INTERACTION_FIELDS = ("graph_seed", "k", "p", "m", "width", "height", "neighborhood", "torus", "directed")
+"""The network settings of ``population.json``'s ``interaction`` that may be ``"$name"`` (a sweep over
+the network's density or its seed); not the edges or the file, which name agents and paths."""
+
+
+def substitute_interaction(population: Any, params: dict[str, Any], path: Path) -> Any:
+    """population.json with ``"$name"`` resolved in the interaction's network settings."""
+    if not isinstance(population, dict) or not isinstance(population.get("interaction"), dict):
+        return population
+    interaction = dict(population["interaction"])
+    for name in INTERACTION_FIELDS:
+        if name in interaction:
+            interaction[name] = substitute_parameters(interaction[name], params, path, f"interaction.{name}")
+    return {**population, "interaction": interaction}
 
 
 def parameter_uses(files: dict[str, Any]) -> dict[str, list[str]]:
