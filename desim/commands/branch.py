@@ -20,6 +20,8 @@ def cmd_branch(args) -> int:
           + (f" ({result.error})" if result.error else ""))
     print(f"  steps 1..{args.at_step - 1} replayed from the parent, {args.at_step}..{result.steps_done} "
           f"decided; wall time {result.wall_seconds:.2f} s")
+    if result.end_reason:
+        print(f"  ended after step {result.steps_done}: {result.end_reason}")
     if result.status == "interrupted":
         print(f"  resume with: desim run {args.study} --resume {result.run_id}")
     print(f"  compare: desim compare {args.study} {args.from_run} {result.run_id}")
@@ -28,7 +30,7 @@ def cmd_branch(args) -> int:
 
 def cmd_compare(args) -> int:
     from desim.commands import UserError
-    from desim.experiments.comparisons import compare
+    from desim.experiments.comparisons import compare, held_notes
     try:
         data = compare(args.study, args.control, args.treatment,
                        states=args.state.split(",") if args.state else None)
@@ -36,6 +38,10 @@ def cmd_compare(args) -> int:
         raise UserError(str(e)) from None
     fork = f" (branch forked at step {data['fork_step']})" if data["fork_step"] else ""
     print(f"treatment {args.treatment} minus control {args.control}{fork}\n")
+    for note in held_notes(data["held"]):
+        print(f"note: {note}")
+    if data["held"]:
+        print()
     print_table(["metric", "step", "control", "treatment", "diff"],
                 [(m["name"], m["step"], m["control"], m["treatment"], m["diff"]) for m in data["metrics"]],
                 limit=10_000)
@@ -44,6 +50,16 @@ def cmd_compare(args) -> int:
         print_table(["field", "step", "n", "mean_diff", "sd_diff", "min_diff", "max_diff"],
                     [(p["field"], p["step"], p["n"], p["mean_diff"], p["sd_diff"], p["min_diff"], p["max_diff"])
                      for p in data["paired"]], limit=10_000)
+    for name in dict.fromkeys(c["field"] for c in data["categorical"]):
+        rows = [c for c in data["categorical"] if c["field"] == name]
+        categories = sorted({k for c in rows for k in c["shares"]})
+        print(f"\nper-agent paired '{name}' (categorical): share of agents whose value differs, and each "
+              f"category's share of agents, treatment - control\n")
+        print_table(["field", "step", "n", "differ"] + [f"{k} diff" for k in categories],
+                    [(c["field"], c["step"], c["n"], c["differ"])
+                     + tuple(c["shares"].get(k, {}).get("diff") for k in categories) for c in rows], limit=10_000)
+    for s in data["skipped"]:
+        print(f"\nstate field '{s['field']}' not compared: {s['reason']}")
     if args.out:
         Path(args.out).write_text(json.dumps(data, indent=1, default=str))
         print(f"\ndata written to {args.out}")
@@ -67,6 +83,7 @@ def register(sub) -> None:
     add_study_arg(p)
     p.add_argument("control", metavar="RUN_A", help="control run (e.g. the parent)")
     p.add_argument("treatment", metavar="RUN_B", help="treatment run (e.g. the branch)")
-    p.add_argument("--state", help="comma-separated state fields to pair (default: display_states)")
+    p.add_argument("--state", help="comma-separated state fields to pair (default: display_states): numbers "
+                                   "by their difference, categories by the share of agents that differ")
     p.add_argument("--out", help="write the comparison as JSON for plotting")
     p.set_defaults(func=cmd_compare)

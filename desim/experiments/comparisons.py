@@ -4,6 +4,11 @@ per agent.
 Metrics are compared step by step. State fields are compared agent by agent
 (the same ``agent_id`` at the same step), which is meaningful when both runs
 share a population: a branch and its parent, or two versions of one study.
+
+Both read the store's paired macros (``paired_metrics``, ``paired_panel``), so a
+run that ended with its process (``stop_when``, ``ctx.end_run``) holds its last
+state against the other run's later steps, as in ``desim effect``;
+:func:`held_notes` says so in words.
 """
 from __future__ import annotations
 
@@ -21,8 +26,12 @@ def compare(study_root: str | Path, control: str, treatment: str,
 
     Returns ``{"metrics": [{step, name, control, treatment, diff}],
     "paired": [{step, field, n, mean_diff, sd_diff, min_diff, max_diff}],
-    "fork_step": int | None}``. ``states`` defaults to the study's
-    ``display_states``; only numeric fields are paired.
+    "categorical": [{step, field, n, differ, shares: {category: {treatment, control, diff}}}],
+    "held": [{run_id, role, last_step, end_reason, held_to}], "skipped": [{field, reason}],
+    "fork_step": int | None}``. ``states`` defaults to the study's ``display_states``; numeric fields
+    are paired by their difference, categorical ones (text, booleans) by the share of agents that differ
+    and the share of agents in each category under treatment and control. A run in ``held`` ended with
+    its process: its last values stand for it at the other run's later steps.
     """
     layout = StudyLayout(study_root)
     with open_store(layout) as con:
@@ -33,15 +42,53 @@ def compare(study_root: str | Path, control: str, treatment: str,
         if states is None:
             states = json.loads(runs[treatment]["config"])["study"].get("display_states", [])
         metrics = queries.metric_comparison(con, control, treatment)
-        paired = []
+        held = held_runs(con, treatment, control)
+        paired, categorical, skipped = [], [], []
         for name in states:
-            if not state_reads.has_field(con, name):     # a display state these runs do not have
-                continue
-            paired += [{"step": step, "field": name, "n": n, "mean_diff": mean, "sd_diff": sd, "min_diff": lo,
-                        "max_diff": hi}
-                       for step, n, mean, sd, lo, hi in state_reads.paired_summary(con, treatment, control, name)]
+            kind = (state_reads.field_kind(con, treatment, name)
+                    or state_reads.field_kind(con, control, name))
+            if kind is None:
+                skipped.append({"field": name, "reason": f"neither run's panel has a state field '{name}'"})
+            elif kind == "numeric":
+                paired += [{"step": step, "field": name, "n": n, "mean_diff": mean, "sd_diff": sd,
+                            "min_diff": lo, "max_diff": hi}
+                           for step, n, mean, sd, lo, hi in
+                           state_reads.paired_summary(con, treatment, control, name)]
+            else:
+                categorical += _categories(con, treatment, control, name)
     fork = runs[treatment]["fork_step"] if runs[treatment]["parent_run_id"] == control else None
-    return {"control": control, "treatment": treatment, "fork_step": fork, "metrics": metrics, "paired": paired}
+    return {"control": control, "treatment": treatment, "fork_step": fork, "metrics": metrics, "paired": paired,
+            "categorical": categorical, "held": held, "skipped": skipped}
+
+
+def held_runs(con, treatment: str, control: str) -> list[dict[str, Any]]:
+    """``queries.held_runs`` with each run's role (``treatment`` or ``control``)."""
+    return [{**h, "role": "treatment" if h["run_id"] == treatment else "control"}
+            for h in queries.held_runs(con, treatment, control)]
+
+
+def _categories(con, treatment: str, control: str, name: str) -> list[dict[str, Any]]:
+    """Per step of a categorical field: the pairs, the share of agents that differ, each category's shares."""
+    differ = state_reads.paired_changed_share(con, treatment, control, name)
+    shares: dict[int, dict[str, dict[str, float]]] = {}
+    for step, category, t, c in state_reads.paired_category_shares(con, treatment, control, name):
+        shares.setdefault(step, {})[category] = {"treatment": t, "control": c, "diff": t - c}
+    return [{"step": step, "field": name, "n": n, "differ": share, "shares": shares.get(step, {})}
+            for step, share, n in zip(differ["steps"], differ["changed_share"], differ["pairs"])]
+
+
+def held_notes(held: list[dict[str, Any]]) -> list[str]:
+    """One sentence per run of ``held`` (``compare``'s rows): it ended at step s (why) and its last step is
+    held for the other run's later steps."""
+    notes = []
+    for h in held:
+        who = f"{h['role']} {h['run_id']}" if h.get("role") else h["run_id"]
+        why = f" ({h['end_reason']})" if h.get("end_reason") else ""
+        span = (f"step {h['held_to']}" if h["held_to"] == h["last_step"] + 1
+                else f"steps {h['last_step'] + 1}-{h['held_to']}")
+        notes.append(f"{who} ended at step {h['last_step']}{why}; its last step is held for {span}: "
+                     f"a run that ended with its process is paired as it ended.")
+    return notes
 
 
 def agent_differences(study_root: str | Path, control: str, treatment: str, name: str) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from desim.experiments import comparisons
 from desim.report import data, figures
 from desim.report.data import RunData
 from desim.report.figures import file_stem
@@ -173,35 +174,36 @@ def events_section(rd: RunData) -> Section:
     return Section("Events", text, [Table(["step", "kind", "name", "detail"], rows)] if rows else [])
 
 
-def add_metric_differences(section: Section, diffs: dict, treat: RunData, control: RunData,
-                             fork: int | None) -> None:
-    """The treatment-minus-control figure and table of every metric both runs have."""
+def add_metric_differences(section: Section, pairs: dict, treat: RunData, control: RunData,
+                           fork: int | None) -> None:
+    """The treatment-minus-control figure and table of every metric both runs have (``pairs``:
+    ``data.metric_pairs``, an ended run holding its last values)."""
     time_unit = treat.run["time_unit"]
+    diffs = data.metric_differences(pairs)
     png = figures.metric_differences(diffs, data.marked_events(treat, control), fork, time_unit,
                                      f"Treatment minus control per step ({treat.run_id} - {control.run_id})")
     section.figures.append(Figure("difference_metrics", "Treatment minus control", png,
                                   "Bars: treatment minus control per step"
                                   + (f"; the red line is the fork step {fork}." if fork is not None else ".")))
     # one narrow table per metric: a single table of 1 + 3 x metrics columns overflows the page
-    for n in diffs:
-        t_vals, c_vals = dict(treat.metrics[n]), dict(control.metrics[n])
-        steps = sorted({s for s, _ in diffs[n]})
-        rows = []
-        for s in _steps_shown(steps):
-            t, c = t_vals.get(s), c_vals.get(s)
-            rows.append([str(s), fmt(t), fmt(c), fmt(t - c if t is not None and c is not None else None)])
+    for n, rows_of in pairs.items():
+        values = {s: (t, c) for s, t, c in rows_of}
+        rows = [[str(s), fmt(values[s][0]), fmt(values[s][1]), fmt(values[s][0] - values[s][1])]
+                for s in _steps_shown(sorted(values))]
         section.tables.append(Table(["step", f"{n} treatment", f"{n} control", f"{n} diff"], rows))
 
 
 def comparison_section(con, treat: RunData, control: RunData,
                        fork: int | None) -> Section:
     time_unit = treat.run["time_unit"]
-    diffs = data.metric_differences(treat, control)
+    metric_pairs = data.metric_pairs(con, treat, control)
     how = (f"{treat.run_id} is a branch of {control.run_id} forked at step {fork}" if fork is not None
            else f"{treat.run_id} (treatment) compared with {control.run_id} (control)")
     section = Section("Treatment minus control", [how + "."])
-    if diffs:
-        add_metric_differences(section, diffs, treat, control, fork)
+    # one rule for the tables, the figures and the per-agent differences: an ended run holds its last step
+    section.paragraphs += comparisons.held_notes(data.held_runs(con, treat, control))
+    if any(metric_pairs.values()):
+        add_metric_differences(section, metric_pairs, treat, control, fork)
     for name in treat.study.get("display_states", []):
         kind = data.field_kind(con, treat.run_id, name)
         pairs = data.paired_differences(con, treat.run_id, control.run_id, name, kind)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from desim.errors import StudyError
+from desim.experiments import comparisons
 from desim.store import Catalogue, StudyLayout, open_store, queries, states
 
 
@@ -100,10 +101,10 @@ def load_run(con, run: dict[str, Any]) -> RunData:
 
 def field_kind(con, run_id: str, name: str) -> str:
     """``numeric`` or ``categorical`` (text and booleans), from the field's stored type."""
-    typ = states.stored_type(con, run_id, name)
-    if typ is None:
+    kind = states.field_kind(con, run_id, name)
+    if kind is None:
         raise ReportError(f"run {run_id}: the panel state has no field '{name}'")
-    return "numeric" if typ in states.NUMERIC_TYPES else "categorical"
+    return kind
 
 
 def display_kind(con, run_id: str, name: str, most: int = 8) -> str:
@@ -134,16 +135,26 @@ def paired_differences(con, treatment: str, control: str, name: str, kind: str) 
     return states.paired_changed_share(con, treatment, control, name)
 
 
-def metric_differences(treatment: RunData, control: RunData) -> dict[str, list[tuple[int, float]]]:
-    """Treatment minus control per step, for every metric both runs have."""
-    out = {}
-    for name in treatment.metric_names():
-        if name not in control.metrics:
-            continue
-        base = dict(control.metrics[name])
-        out[name] = [(s, v - base[s]) for s, v in treatment.metrics[name]
-                     if s in base and v is not None and base[s] is not None]
+def metric_pairs(con, treatment: RunData, control: RunData) -> dict[str, list[tuple[int, float, float]]]:
+    """``(step, treatment, control)`` per step the runs pair, for every metric both runs have (the
+    treatment's shown metrics): a run that ended with its process holds its last values
+    (``comparisons.compare``, the store's ``paired_metrics``)."""
+    names = [n for n in treatment.metric_names() if n in control.metrics]
+    out: dict[str, list[tuple[int, float, float]]] = {n: [] for n in names}
+    for m in queries.metric_comparison(con, control.run_id, treatment.run_id):
+        if m["name"] in out and m["treatment"] is not None and m["control"] is not None:
+            out[m["name"]].append((m["step"], m["treatment"], m["control"]))
     return out
+
+
+def metric_differences(pairs: dict[str, list[tuple[int, float, float]]]) -> dict[str, list[tuple[int, float]]]:
+    """Treatment minus control per step, of :func:`metric_pairs`."""
+    return {name: [(s, t - c) for s, t, c in rows] for name, rows in pairs.items()}
+
+
+def held_runs(con, treatment: RunData, control: RunData) -> list[dict[str, Any]]:
+    """The runs of the comparison that ended with their process and are held (``comparisons.held_runs``)."""
+    return comparisons.held_runs(con, treatment.run_id, control.run_id)
 
 
 def fork_step(a: dict[str, Any], b: dict[str, Any]) -> int | None:

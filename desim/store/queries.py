@@ -39,13 +39,33 @@ def metric_rows(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tupl
 
 
 def metric_comparison(con: duckdb.DuckDBPyConnection, control: str, treatment: str) -> list[dict[str, Any]]:
-    """Every metric of two runs side by side per step, with treatment minus control."""
+    """Every metric of two runs side by side per step, with treatment minus control.
+
+    The runs are paired by ``paired_metrics``: a run that ended with its process holds its last values
+    against the other run's later steps. A step or metric only one run has, and that is not held (a run
+    that merely has fewer steps), shows with the other side null."""
     return fetch_dicts(con, """
-        SELECT coalesce(c.step, t.step) AS step, coalesce(c.name, t.name) AS name,
-               c.value AS control, t.value AS treatment, t.value - c.value AS diff
-        FROM (SELECT * FROM metrics WHERE run_id = ?) c
-        FULL JOIN (SELECT * FROM metrics WHERE run_id = ?) t USING (step, name)
-        ORDER BY name, step""", [control, treatment])
+        WITH p AS (SELECT step, name, control_value AS control, treatment_value AS treatment
+                   FROM paired_metrics($t, $c)),
+        f AS (SELECT coalesce(c.step, t.step) AS step, coalesce(c.name, t.name) AS name,
+                     c.value AS control, t.value AS treatment
+              FROM (SELECT * FROM metrics WHERE run_id = $c) c
+              FULL JOIN (SELECT * FROM metrics WHERE run_id = $t) t USING (step, name))
+        SELECT step, name, control, treatment, treatment - control AS diff FROM p
+        UNION ALL
+        SELECT f.step, f.name, f.control, f.treatment, f.treatment - f.control FROM f ANTI JOIN p USING (step, name)
+        ORDER BY name, step""", {"c": control, "t": treatment})
+
+
+def held_runs(con: duckdb.DuckDBPyConnection, treatment: str, control: str) -> list[dict[str, Any]]:
+    """The runs of a pair that hold their last state against the other's later steps (``held_from``, the
+    rule of the paired macros): ``run_id``, ``last_step``, ``end_reason`` and ``held_to``, the other run's
+    last step, by run id."""
+    return fetch_dicts(con, """
+        SELECT r.run_id, r.last_step, r.end_reason, o.last_step AS held_to
+        FROM runs r JOIN runs o ON o.run_id = CASE WHEN r.run_id = $t THEN $c ELSE $t END
+        WHERE r.run_id IN ($t, $c) AND held_from(r.run_id) < o.last_step ORDER BY r.run_id""",
+                       {"t": treatment, "c": control})
 
 
 def final_metrics_of_sweep(con: duckdb.DuckDBPyConnection, sweep_id: str) -> list[tuple[str, str, float]]:

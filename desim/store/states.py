@@ -90,6 +90,15 @@ def stored_type(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str |
     return row[0] if row else None
 
 
+def field_kind(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str | None:
+    """``numeric`` or ``categorical`` (text and booleans) from the field's stored type; None: no such field.
+    How a field is paired: numbers by their difference, categories by who differs and the category shares."""
+    typ = stored_type(con, run_id, name)
+    if typ is None:
+        return None
+    return "numeric" if typ in NUMERIC_TYPES else "categorical"
+
+
 def type_and_distinct(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> tuple[str, int]:
     """The field's stored type and how many distinct values it takes in the run's panel."""
     return con.execute(f"SELECT any_value(typeof({field('state', name)})), "
@@ -158,6 +167,20 @@ def paired_values(con: duckdb.DuckDBPyConnection, treatment: str, control: str, 
     t, c = _numbers(name)
     return con.execute(f"SELECT step, agent_id, {c}, {t}, {t} - {c} FROM paired_panel(?, ?) "
                        "ORDER BY step, agent_id", [treatment, control]).fetchall()
+
+
+def paired_category_shares(con: duckdb.DuckDBPyConnection, treatment: str, control: str,
+                           name: str) -> list[tuple]:
+    """Per step and category of a categorical field (as text): ``(step, category, share of agents in it under
+    treatment, the same under control)`` over the pairs of ``paired_panel``."""
+    t, c = field("treatment_state", name), field("control_state", name)
+    return con.execute(f"""
+        WITH q AS (SELECT step, CAST({t} AS VARCHAR) AS t, CAST({c} AS VARCHAR) AS c FROM paired_panel($t, $c)),
+        categories AS (SELECT t AS category FROM q WHERE t IS NOT NULL UNION SELECT c FROM q WHERE c IS NOT NULL)
+        SELECT q.step, k.category, avg(CASE WHEN q.t = k.category THEN 1.0 ELSE 0.0 END),
+               avg(CASE WHEN q.c = k.category THEN 1.0 ELSE 0.0 END)
+        FROM q, categories k GROUP BY q.step, k.category ORDER BY q.step, k.category""",
+                       {"t": treatment, "c": control}).fetchall()
 
 
 def effect_agent_summaries(con: duckdb.DuckDBPyConnection, effect_id: str, name: str) -> list[tuple]:
