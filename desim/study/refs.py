@@ -7,6 +7,7 @@ user's installed packages work the same way.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -62,11 +63,33 @@ def resolve(ref: str, root: Path) -> Any:
     try:
         return getattr(module, attr)
     except AttributeError:
-        source = shown(module.__file__) if getattr(module, "__file__", None) else f"module '{module_name}'"
-        public = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_")
-                        and getattr(v, "__module__", None) == module.__name__)
-        problem = f"{source} has no '{attr}'" + (f" (it defines {', '.join(public)})" if public else "")
+        # a study's own file is named by its path; an imported module as the ref spells it
+        own = module.__name__.startswith("desim_study_")
+        source = shown(module.__file__) if own and getattr(module, "__file__", None) else module_name
+        public = defined_names(module)
+        near = close_match(attr, public)
+        problem = (f"{source} has no '{attr}'" + (f"; did you mean '{near}'?" if near else "")
+                   + (f" (it defines {', '.join(public)})" if public else ""))
         raise RefError(f"ref '{ref}': {problem}", problem) from None
+
+
+def defined_names(module) -> list[str]:
+    """What a ref into ``module`` can name: its ``__all__`` (in that order) when it declares one, else
+    the public classes and functions defined in it (sorted); either way only callables."""
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return [n for n in names if callable(getattr(module, n, None))]
+    return sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
+                  and getattr(v, "__module__", None) == module.__name__)
+
+
+def close_match(name: str, names: list[str]) -> str | None:
+    """The one of ``names`` that ``name`` most likely meant: the same but for case, else difflib's closest."""
+    folded = {n.lower(): n for n in names}
+    if name.lower() in folded:
+        return folded[name.lower()]
+    near = difflib.get_close_matches(name.lower(), list(folded), n=1)
+    return folded[near[0]] if near else None
 
 
 def build(ref: Ref, root: Path, where: str) -> Any:
