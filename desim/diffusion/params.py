@@ -189,27 +189,50 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
         _check_array(owner, p, out, lambda i: f"agent '{ctx.agent_ids[i]}'", f"attribute '{name}'", POPULATION)
         return Value("node", out)
     name = value["edge"]
+    ids = ctx.agent_ids
+    origin = getattr(getattr(ctx, "network", None), "origin", None)    # a network file's lines
     try:
         out = network.edge_values(name, direction, default)
     except MissingEdgeValue as e:
+        found = origin and e.edge and origin(ctx.index[e.edge[0]], ctx.index[e.edge[1]], name)
+        if found:           # a network file: the line (GraphML: the edge) without the value
+            raise StudyConfigError(found[0], [(found[1], f"edge '{e.edge[0]}' - '{e.edge[1]}' has no value "
+                                                         f"(give every edge one, or a \"default\"); {owner}'s "
+                                                         f"{p.name} reads it ({_ARGS.format(p.name)})")]) from None
         raise StudyConfigError(POPULATION, [("interaction", f"{e}; {owner}'s {p.name} reads it "
                                                             f"(decision.args.{p.name})")]) from None
     rows = network.rows(direction)
     cols = network.out_indices if direction == "out" else network.in_indices
-    ids = ctx.agent_ids
 
-    def edge(k):
-        a, b = (ids[rows[k]], ids[cols[k]]) if direction == "out" else (ids[cols[k]], ids[rows[k]])
-        return f"edge '{a}' - '{b}'"
-    _check_array(owner, p, out, edge, f"edge attribute '{name}'", POPULATION)
+    def ends(k):        # the positions of entry k's edge, source first
+        return (int(rows[k]), int(cols[k])) if direction == "out" else (int(cols[k]), int(rows[k]))
+    k = _first_bad(p, out)
+    if k is not None:
+        u, v = ends(k)
+        found = origin and origin(u, v, name)
+        if found:           # a network file: the line (GraphML: the edge) where the value was read
+            raise StudyConfigError(found[0], [(found[1], f"{name} = {out[k]:g} (edge '{ids[u]}' - '{ids[v]}'), "
+                                                         f"but {owner}'s {p.name} must be {p.range_text()} "
+                                                         f"({_ARGS.format(p.name)})")])
+        raise StudyConfigError(POPULATION, [(f"edge '{ids[u]}' - '{ids[v]}'", (
+            f"edge attribute '{name}' = {out[k]:g}: {owner}'s {p.name} must be {p.range_text()} "
+            f"(decision.args.{p.name})"))])
     return Value("edge", out)
 
 
-def _check_array(owner, p: Param, values: np.ndarray, who, what: str, file: str) -> None:
+_ARGS = "decision.args.{} in " + SIMULATION       # where a parameter is set, when the file named is another
+
+
+def _first_bad(p: Param, values: np.ndarray) -> int | None:
+    """The position of the first value outside ``p``'s range (or not finite), None when all are in it."""
     lo = values > p.lo if p.lo_open else values >= p.lo
     hi = values < p.hi if p.hi_open else values <= p.hi
-    bad = ~(lo & hi & np.isfinite(values))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+    bad = np.flatnonzero(~(lo & hi & np.isfinite(values)))
+    return int(bad[0]) if len(bad) else None
+
+
+def _check_array(owner, p: Param, values: np.ndarray, who, what: str, file: str) -> None:
+    i = _first_bad(p, values)
+    if i is not None:
         raise StudyConfigError(file, [(who(i), f"{what} = {values[i]:g}: {owner}'s {p.name} must be "
                                                f"{p.range_text()} (decision.args.{p.name})")])

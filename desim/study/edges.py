@@ -10,20 +10,25 @@
   (a number in the third place is the edge's ``weight``); ``#`` starts a comment;
 * ``csv``: a header line naming a ``source`` and a ``target`` column (``source_column`` and
   ``target_column`` rename them); every other column is an edge attribute and holds numbers;
-* ``graphml``: nodes named by agent ids; numeric edge data become edge attributes.
+* ``graphml``: one ``<graph>`` whose nodes are agent ids; numeric edge data (``attr.type`` int, long,
+  float or double) become edge attributes; its ``edgedefault`` must agree with the study's ``directed``.
 
-Every end must be an agent of the population. A self-loop, an edge given twice (either way round,
-on an undirected network), an unknown agent id or a non-numeric attribute is refused naming the file,
-the line (an edge's ends for GraphML) and the field, before anything is written. Attributes are kept
-with the edges (the ``edges`` table has a column for each) and reach study code as networkx edge data
-(``ctx.graph.edges[a, b]["weight"]``) and as arrays aligned with the edges (``ctx.network``).
+Every end, and every node a GraphML file declares, must be an agent of the population. A file without
+edges, a self-loop, an edge given twice (either way round, on an undirected network), an unknown agent
+id, a non-numeric attribute or an attribute name the ``edges`` table cannot hold (given twice, twice but
+for case, or one of its own columns: SQL column names ignore case) is refused naming the file, the line
+(for GraphML, the edge's place among the file's edges and its ends) and the field, before anything is
+written. Attributes are kept with the edges (the ``edges`` table has a column for each) and reach study
+code as networkx edge data (``ctx.graph.edges[a, b]["weight"]``) and as arrays aligned with the edges
+(``ctx.network``). Each edge's line (GraphML: place) is kept too, so that a check made later, when a
+model reads an attribute (``desim.diffusion``'s per-edge parameters), can name it in the file.
 """
 from __future__ import annotations
 
 import csv
 import math
+import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -31,7 +36,11 @@ from desim.errors import StudyConfigError
 from desim.study.files import read_text
 
 FORMATS = ("edgelist", "csv", "graphml")
-RESERVED = {"source", "target", "run_id"}      # the edges table's own columns
+RESERVED = {"source", "target", "run_id"}      # the edges table's own columns (compared ignoring case)
+GRAPHML_NUMBERS = {"int": int, "integer": int, "long": int, "float": float, "double": float}
+
+# (line or GraphML place, where, source id, target id, attributes): one edge as a reader found it
+Row = tuple[int, str, str, str, dict[str, float]]
 
 
 def format_of(path: Path, declared: str | None) -> str:
@@ -41,12 +50,24 @@ def format_of(path: Path, declared: str | None) -> str:
     return {".csv": "csv", ".graphml": "graphml", ".xml": "graphml"}.get(suffix, "edgelist")
 
 
+def place(fmt: str, number: int, source: str, target: str, attribute: str | None = None) -> str:
+    """Where an edge is in its file: ``line 7``, or for GraphML (which has no useful lines: a whole file
+    may be one) ``edge 7 (a0 -> a1)``, the seventh ``<edge>`` of the file, so two edges with the same ends
+    are told apart; with ``attribute``, its field too, as the readers name it (``line 7, column p``)."""
+    where = f"edge {number} ({source} -> {target})" if fmt == "graphml" else f"line {number}"
+    if attribute is None:
+        return where
+    field = {"graphml": f"attribute {attribute}", "edgelist": f"column 3 ({attribute})"}.get(fmt, f"column {attribute}")
+    return f"{where}, {field}"
+
+
 def read_edges(path: Path, fmt: str, ids: list[str], index: dict[str, int], *, directed: bool,
                source_column: str = "source", target_column: str = "target"
-               ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """``(source positions, target positions, {attribute: values})`` of the file's edges, in file order."""
+               ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """``(source positions, target positions, {attribute: values}, lines)`` of the file's edges, in file
+    order; ``lines`` (int32) holds each edge's line, or for GraphML its place among the ``<edge>``s."""
     if fmt == "graphml":
-        rows = _graphml(path)
+        rows = _graphml(path, ids, index, directed)
     elif fmt == "csv":
         rows = _csv(path, source_column, target_column)
     else:
@@ -55,18 +76,21 @@ def read_edges(path: Path, fmt: str, ids: list[str], index: dict[str, int], *, d
         if fast is not None:
             return fast
         rows = _edgelist(text, path)
+    if not rows:
+        raise StudyConfigError(path, [("", 'has no edges (a network without edges is "interaction": '
+                                           '{"kind": "none"})')])
     src = np.empty(len(rows), np.int64)
     dst = np.empty(len(rows), np.int64)
+    lines = np.fromiter((r[0] for r in rows), np.int32, len(rows))
     names: list[str] = []
-    for _, _, _, attrs in rows:
+    for *_, attrs in rows:
         names += [k for k in attrs if k not in names]
     values = {k: np.full(len(rows), np.nan) for k in names}
     seen: dict[tuple[int, int], str] = {}
-    for i, (where, a, b, attrs) in enumerate(rows):
+    for i, (_, where, a, b, attrs) in enumerate(rows):
         for end in (a, b):
             if end not in index:
-                shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
-                raise StudyConfigError(path, [(where, f"unknown agent id '{end}' (the population's ids: {shown})")])
+                raise StudyConfigError(path, [(where, _unknown(end, ids))])
         u, v = index[a], index[b]
         if u == v:
             raise StudyConfigError(path, [(where, f"self-loop '{a}' -> '{a}': an agent is not its own neighbour")])
@@ -77,7 +101,12 @@ def read_edges(path: Path, fmt: str, ids: list[str], index: dict[str, int], *, d
         src[i], dst[i] = u, v
         for k, x in attrs.items():
             values[k][i] = x
-    return src, dst, values
+    return src, dst, values, lines
+
+
+def _unknown(end: str, ids: list[str]) -> str:
+    shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+    return f"unknown agent id '{end}' (the population's ids: {shown})"
 
 
 def _number(text: str, path: Path, where: str, name: str) -> float:
@@ -91,8 +120,20 @@ def _number(text: str, path: Path, where: str, name: str) -> float:
     return x
 
 
+def _clash(names: list[str]) -> tuple[int, int] | None:
+    """The first two of ``names`` the ``edges`` table cannot both hold, ``(earlier, later)`` positions:
+    the same name twice, or two names that differ only by case (DuckDB's column names ignore case, so
+    ``Weight`` beside ``weight`` would come out as ``weight_1``)."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        j = first.setdefault(name.lower(), i)
+        if j != i:
+            return j, i
+    return None
+
+
 def _plain_edgelist(text: str, ids: list[str], directed: bool
-                    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None:
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray] | None:
     """The common large file, ``source target`` per line separated by one space, read in C (Arrow's CSV
     reader, the ids looked up in one pass): 3,000,000 edges in about a second instead of thirteen. Anything
     else, and any file with a problem (an unknown id, a self-loop, an edge twice, a line of three fields), is
@@ -102,8 +143,9 @@ def _plain_edgelist(text: str, ids: list[str], directed: bool
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
+    data = text.encode()
     try:
-        table = pacsv.read_csv(pa.BufferReader(text.encode()),
+        table = pacsv.read_csv(pa.BufferReader(data),
                                read_options=pacsv.ReadOptions(column_names=["source", "target"]),
                                parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False),
                                convert_options=pacsv.ConvertOptions(column_types={"source": pa.string(),
@@ -121,10 +163,22 @@ def _plain_edgelist(text: str, ids: list[str], directed: bool
     pairs = np.sort(lo * len(ids) + hi)     # (np.unique is a hundred times slower here)
     if np.any(pairs[1:] == pairs[:-1]):
         return None
-    return src, dst, {}
+    lines = _filled_lines(data)
+    if len(lines) != len(src):              # not one row per non-empty line: let the line reader say why
+        return None
+    return src, dst, {}, lines
 
 
-def _edgelist(text: str, path: Path) -> list[tuple[str, str, str, dict[str, float]]]:
+def _filled_lines(data: bytes) -> np.ndarray:
+    """The numbers (from 1) of the non-empty lines of ``data``: the lines Arrow's reader made rows of (it
+    skips empty ones), found in numpy so that a large file pays no Python loop for them."""
+    newline = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+    starts = np.concatenate(([0], newline + 1))
+    ends = np.append(newline, len(data))
+    return (np.flatnonzero(ends > starts) + 1).astype(np.int32)
+
+
+def _edgelist(text: str, path: Path) -> list[Row]:
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
         body = line.split("#", 1)[0].strip()
@@ -136,50 +190,148 @@ def _edgelist(text: str, path: Path) -> list[tuple[str, str, str, dict[str, floa
             raise StudyConfigError(path, [(where, f"expected 'source target' or 'source target weight', "
                                            f"got {len(parts)} fields")])
         attrs = {"weight": _number(parts[2], path, where, "3 (weight)")} if len(parts) == 3 else {}
-        rows.append((where, parts[0], parts[1], attrs))
+        rows.append((n, where, parts[0], parts[1], attrs))
     return rows
 
 
-def _csv(path: Path, source: str, target: str) -> list[tuple[str, str, str, dict[str, float]]]:
-    reader = csv.reader(read_text(path, "network file").splitlines(keepends=True))
+def _csv(path: Path, source: str, target: str) -> list[Row]:
+    text = read_text(path, "network file")
+    if not text.strip():
+        return []
+    reader = csv.reader(text.splitlines(keepends=True))
     header = [h.strip() for h in next(reader, [])]
     for name in (source, target):
         if name not in header:
             raise StudyConfigError(path, [("line 1", f"no '{name}' column (columns: {', '.join(header) or 'none'})")])
+    clash = _clash(header)
+    if clash:
+        a, b = (header[i] for i in clash)
+        what = (f"column '{b}' is given twice" if a == b else
+                f"columns '{a}' and '{b}' differ only by case (the edges table's column names ignore case)")
+        raise StudyConfigError(path, [("line 1", f"{what}: columns {clash[0] + 1} and {clash[1] + 1}; "
+                                                 "name each column once")])
     s, t = header.index(source), header.index(target)
     extra = [(i, h) for i, h in enumerate(header) if i not in (s, t)]
     for _, name in extra:
-        if name in RESERVED or not name:
+        if name.lower() in RESERVED or not name:
             raise StudyConfigError(path, [("line 1", f"column '{name}' cannot be an edge attribute (the edges table "
-                                           f"has {', '.join(sorted(RESERVED))}; name it otherwise)")])
+                                           f"has {', '.join(sorted(RESERVED))}, in any case; name it otherwise)")])
     rows = []
     for row in reader:
-        where = f"line {reader.line_num}"
+        n = reader.line_num
+        where = f"line {n}"
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != len(header):
             raise StudyConfigError(path, [(where, f"{len(row)} fields, but the header has {len(header)}")])
         attrs = {h: _number(row[i].strip(), path, where, h) for i, h in extra if row[i].strip() != ""}
-        rows.append((where, row[s].strip(), row[t].strip(), attrs))
+        rows.append((n, where, row[s].strip(), row[t].strip(), attrs))
     return rows
 
 
-def _graphml(path: Path) -> list[tuple[str, str, str, dict[str, float]]]:
-    import networkx as nx
+def _local(tag: str) -> str:
+    """An element's name without its XML namespace (``{http://graphml.graphdrawing.org/xmlns}edge``)."""
+    return tag.rsplit("}", 1)[-1]
+
+
+def _graphml(path: Path, ids: list[str], index: dict[str, int], directed: bool) -> list[Row]:
+    """The edges of a GraphML file, read with ElementTree rather than networkx's reader: the checks need
+    what that reader drops (the edges' order in the file, a second graph, the declared direction, which
+    key a value that is not a number belongs to), and a network of arrays does not need its graph."""
     try:
-        g = nx.read_graphml(path)
+        data = path.read_bytes()
     except FileNotFoundError:
         raise StudyConfigError(path, [("", "network file not found")]) from None
-    except Exception as e:  # a malformed file: networkx's parser says what is wrong
+    except OSError as e:
+        raise StudyConfigError(path, [("", f"cannot be read: {e.strerror or e}")]) from None
+    if not data.strip():
+        return []
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as e:
         raise StudyConfigError(path, [("", f"cannot be read as GraphML: {e}")]) from None
+    graphs = [e for e in root.iter() if _local(e.tag) == "graph"]
+    if len(graphs) != 1:
+        raise StudyConfigError(path, [("", "cannot be read as GraphML: no <graph> element" if not graphs else
+                                       f"holds {len(graphs)} <graph> elements (a nested or second graph); a study's "
+                                       "network is one graph: keep one per file")])
+    graph = graphs[0]
+    default = graph.get("edgedefault")
+    if default in ("directed", "undirected") and (default == "directed") != directed:
+        raise StudyConfigError(path, [("graph", _direction(f'declares edgedefault="{default}"', directed))])
+    keys = {k.get("id"): k for k in root if _local(k.tag) == "key"}
+    used: dict[str, None] = {}          # the key ids the edges use, in the order first used
+    for n, node in enumerate((e for e in graph if _local(e.tag) == "node"), 1):
+        if node.get("id") not in index:
+            raise StudyConfigError(path, [(f"node {n}", _unknown(str(node.get("id")), ids))])
     rows = []
-    for a, b, data in g.edges(data=True):
-        where = f"edge {a} -> {b}"
-        attrs: dict[str, Any] = {}
-        for k, x in data.items():
-            if isinstance(x, bool) or not isinstance(x, (int, float)):
-                raise StudyConfigError(path, [(f"{where}, attribute {k}", f"{x!r} is not a number (edge "
-                                               "attributes are numbers)")])
-            attrs[k] = float(x)
-        rows.append((where, str(a), str(b), attrs))
+    for element in graph:
+        tag = _local(element.tag)
+        if tag == "hyperedge":
+            raise StudyConfigError(path, [("", "holds a <hyperedge>: a study's network has edges of two ends")])
+        if tag != "edge":
+            continue
+        n = len(rows) + 1
+        a, b = element.get("source"), element.get("target")
+        where = place("graphml", n, str(a), str(b))
+        if a is None or b is None:
+            raise StudyConfigError(path, [(where, "an <edge> needs a source and a target")])
+        own = element.get("directed")
+        if own in ("true", "false") and (own == "true") != directed:
+            raise StudyConfigError(path, [(where, _direction(f'has an edge with directed="{own}"', directed))])
+        attrs: dict[str, float] = {}
+        for d in element:
+            if _local(d.tag) != "data" or len(d) or d.text is None or not d.text.strip():
+                continue            # drawing markup (yEd's), or no value: the edge has no such attribute
+            key_id = d.get("key")
+            if key_id not in keys:
+                raise StudyConfigError(path, [(where, f"<data key=\"{key_id}\"> names no <key> of the file")])
+            key = keys[key_id]
+            name, kind = key.get("attr.name") or key_id, key.get("attr.type", "string")
+            used[key_id] = None
+            attrs[name] = _graphml_number(d.text.strip(), kind, key_id, path, f"{where}, attribute {name}")
+        rows.append((n, where, a, b, attrs))
+    _check_keys(path, [(k, keys[k].get("attr.name") or k) for k in used])
     return rows
+
+
+def _direction(what: str, directed: bool) -> str:
+    """The message for a GraphML file whose direction contradicts the study's ``directed``: the study's
+    setting decides (it is what every other network kind, the store and the dashboard read), so the
+    two must agree rather than one silently winning."""
+    setting = "true" if directed else "false (the default)"
+    return (f"the file {what}, but population.json's interaction.directed is {setting}; set \"directed\": "
+            f"{'false' if directed else 'true'} in interaction, or write the file as "
+            f"{'directed' if directed else 'undirected'}")
+
+
+def _graphml_number(text: str, kind: str, key_id: str, path: Path, where: str) -> float:
+    convert = GRAPHML_NUMBERS.get(kind)
+    if convert is None:
+        raise StudyConfigError(path, [(where, f"'{text}' is not a number: key '{key_id}' declares attr.type=\"{kind}\" "
+                                              "(edge attributes are numbers: declare it double)")])
+    try:
+        x = float(convert(text))
+    except ValueError:
+        raise StudyConfigError(path, [(where, f"'{text}' cannot be read as {kind} (key '{key_id}' declares "
+                                              f"attr.type=\"{kind}\")")]) from None
+    if not math.isfinite(x):
+        raise StudyConfigError(path, [(where, f"'{text}' is not a finite number")])
+    return x
+
+
+def _check_keys(path: Path, named: list[tuple[str, str]]) -> None:
+    """The GraphML keys the edges use, as ``(key id, attribute name)``: each name once (ignoring case) and
+    none of the edges table's own columns, as a CSV header's."""
+    clash = _clash([name for _, name in named])
+    if clash:
+        (k1, a), (k2, b) = (named[i] for i in clash)
+        what = (f"keys '{k1}' and '{k2}' both name the edge attribute '{a}'" if a == b else
+                f"keys '{k1}' ('{a}') and '{k2}' ('{b}') name edge attributes that differ only by case (the edges "
+                "table's column names ignore case)")
+        raise StudyConfigError(path, [(f"key {k2}", f"{what}; name each once")])
+    for key_id, name in named:
+        if name.lower() in RESERVED:
+            raise StudyConfigError(path, [(f"key {key_id}", f"'{name}' cannot be an edge attribute (the edges table "
+                                                           f"has {', '.join(sorted(RESERVED))}, in any case; name "
+                                                           "it otherwise)")])

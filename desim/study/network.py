@@ -9,7 +9,9 @@ edges are saved with every run (the ``edges`` table) so reports and the dashboar
 
 A network from a file is read once per process (its parsed edges are kept, keyed by the file's path,
 size and modification time), and its networkx graph is built only when study code asks for
-``ctx.graph``: a model working on the arrays (``desim.diffusion``) never pays for it.
+``ctx.graph``: a model working on the arrays (``desim.diffusion``) never pays for it. It also keeps the
+line each edge came from (:meth:`Network.origin`), so a value found wrong later, when a model reads an
+edge attribute, is reported at its line of the file rather than at ``population.json``.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from desim.records import Persona
-from desim.study.edges import format_of, read_edges
+from desim.study.edges import format_of, place, read_edges
 from desim.study.files import Interaction
 from desim.study.generators import barabasi_albert_edges, watts_strogatz_edges
 
@@ -30,13 +32,19 @@ if TYPE_CHECKING:
 class Network:
     """The run's network over the agents ``ids``: edges as positions (``source[i] -> target[i]``, one
     entry per edge, in the order the graph lists them), their attributes as arrays, and the networkx
-    graph, built on first use when the network came from a file."""
+    graph, built on first use when the network came from a file.
+
+    A network read from a file also knows the file (``file``, its format ``format``) and each edge's line
+    in it (``lines``, int32 aligned with the edges: 4 bytes an edge; for GraphML the edge's place among
+    the file's edges); other networks have None there."""
 
     def __init__(self, ids: list[str], directed: bool, source: np.ndarray | None = None,
                  target: np.ndarray | None = None, attributes: dict[str, np.ndarray] | None = None,
-                 graph: nx.Graph | None = None):
+                 graph: nx.Graph | None = None, *, file: Path | None = None, format: str | None = None,
+                 lines: np.ndarray | None = None):
         self.ids, self.directed = ids, directed
         self._source, self._target, self._attributes, self._graph = source, target, attributes, graph
+        self.file, self.format, self.lines = file, format, lines
         self.read = False       # study code asked for the network (desim validate tells graph-driven studies)
 
     @classmethod
@@ -116,6 +124,23 @@ class Network:
         np.cumsum(np.bincount(rows, minlength=len(self.ids)), out=ptr[1:])
         return ptr, cols[order], entry_edge[order]
 
+    def origin(self, u: int, v: int, attribute: str | None = None) -> tuple[Path, str] | None:
+        """Where the edge from position ``u`` to ``v`` (either way round when undirected) was read:
+        ``(file, "line 7")``, or for GraphML ``(file, "edge 7 (a0 -> a1)")``, with ``attribute`` its field
+        too (``line 7, column p``); None when the network did not come from a file or has no such edge.
+        A search of the arrays, made only to report a problem."""
+        if self.lines is None:
+            return None
+        src, dst = self._source, self._target
+        hit = (src == u) & (dst == v)
+        if not self.directed:
+            hit |= (src == v) & (dst == u)
+        found = np.flatnonzero(hit)
+        if not len(found):
+            return None
+        i = int(found[0])
+        return self.file, place(self.format, int(self.lines[i]), self.ids[src[i]], self.ids[dst[i]], attribute)
+
     def number_of_edges(self) -> int:
         return self._graph.number_of_edges() if self._source is None else len(self._source)
 
@@ -124,7 +149,7 @@ def _numeric(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
-_FILES: dict[tuple, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
+_FILES: dict[tuple, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]] = {}
 
 
 def build_network(interaction: Interaction, personas: list[Persona], seed: int, root: Path | None = None) -> Network:
@@ -155,10 +180,11 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
             _FILES.clear()
         _FILES[key] = read_edges(path, fmt, ids, {a: i for i, a in enumerate(ids)}, directed=interaction.directed,
                                  source_column=columns[0], target_column=columns[1])
-        for array in (*_FILES[key][:2], *_FILES[key][2].values()):
+        src, dst, attrs, lines = _FILES[key]
+        for array in (src, dst, *attrs.values(), lines):
             array.flags.writeable = False       # shared by the runs of this process: nobody changes it
-    src, dst, attrs = _FILES[key]
-    return Network(ids, interaction.directed, src, dst, attrs)
+    src, dst, attrs, lines = _FILES[key]
+    return Network(ids, interaction.directed, src, dst, attrs, file=path, format=fmt, lines=lines)
 
 
 def build_graph(interaction: Interaction, personas: list[Persona], seed: int) -> nx.Graph:
