@@ -30,6 +30,24 @@ def test_malformed_json_names_file_and_line(study_copy):
     assert "simulation/simulation.json" in msg and "malformed JSON at line 2" in msg
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_refused_as_not_json_naming_line_and_column(study_copy, constant):
+    """Python's reader takes them; JSON has no such numbers, and re-read they would turn into None."""
+    root = study_copy("opinion_diffusion")
+    path = root / "simulation" / "simulation.json"
+    text = path.read_text()
+    at = text.index('"epsilon"')
+    value = text.index(":", at) + 2                       # where epsilon's value starts
+    end = min(i for i in (text.index(",", value), text.index("}", value)))
+    path.write_text(text[:value] + constant + text[end:])
+    line, column = text.count("\n", 0, value) + 1, value - text.rfind("\n", 0, value)
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    msg = str(info.value)
+    assert "simulation/simulation.json" in msg
+    assert f"malformed JSON at line {line} column {column}: {constant} is not a JSON number" in msg
+
+
 def test_unknown_key_is_an_error(study_copy):
     root = study_copy("opinion_diffusion")
     edit(root / "simulation" / "simulation.json", lambda d: d.update(n_step=3))

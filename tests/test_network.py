@@ -39,7 +39,7 @@ def test_ring_has_degree_k(k):
 
 
 @pytest.mark.parametrize("n", [3, 4, 5, 7, 10, 33])
-@pytest.mark.parametrize("k", [2, 3, 4, 6, 10])
+@pytest.mark.parametrize("k", [2, 4, 6, 10])     # an odd k is refused (below)
 def test_ring_is_networkx_circulant_with_the_same_neighbour_order(n, k):
     # the feed reads neighbours in this order and a mean is a float sum: the order is part of the result
     ring = build_graph(Interaction(kind="ring", k=k), people(n), seed=1)
@@ -130,6 +130,14 @@ def test_generators_need_their_parameters():
         Interaction(kind="watts_strogatz")
     with pytest.raises(pydantic.ValidationError, match="needs attribute"):
         Interaction(kind="groups")
+
+
+@pytest.mark.parametrize("kind, extra", [("ring", {}), ("watts_strogatz", {"p": 0.1})])
+def test_an_odd_k_is_refused_not_rounded_down(kind, extra):
+    """k/2 neighbours on each side: k = 5 would build the k = 4 network without a word."""
+    with pytest.raises(pydantic.ValidationError, match=f"'{kind}' needs an even k .* got 5"):
+        Interaction(kind=kind, k=5, **extra)
+    assert build_graph(Interaction(kind=kind, k=6, **extra), people(40), seed=1).number_of_edges() == 40 * 3
 
 
 @pytest.mark.parametrize("it", [

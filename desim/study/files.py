@@ -51,11 +51,11 @@ NETWORKS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "edges": ("the edges listed in `edges` (pairs of agent ids)", ("edges",), ("directed",)),
     "file": ("the edges of a file beside population.json: an edge list, a CSV with attribute columns, or "
              "GraphML (docs/network.md)", ("path",), ("format", "source_column", "target_column", "directed")),
-    "ring": ("each agent joined to its `k` nearest agents in population order (k/2 on each side; default 2)",
+    "ring": ("each agent joined to its `k` nearest agents in population order (k even: k/2 on each side; default 2)",
              (), ("k",)),
     "lattice": ("a `width` x `height` grid over the agents in population order (row by row), Moore (8 neighbours) "
                 "or von Neumann (4), wrapping round when `torus`", ("width", "height"), ("neighborhood", "torus")),
-    "watts_strogatz": ("a small world (Watts & Strogatz 1998): a ring of `k` neighbours, each edge rewired with "
+    "watts_strogatz": ("a small world (Watts & Strogatz 1998): a ring of `k` neighbours (k even), each edge rewired with "
                        "probability `p`", ("k", "p"), ("graph_seed",)),
     "barabasi_albert": ("a scale-free network (Barabasi & Albert 1999): each new agent attaches to `m` existing "
                         "ones, preferentially to the well connected", ("m",), ("graph_seed",)),
@@ -193,6 +193,10 @@ class Interaction(Strict):
         missing = [f for f in NETWORKS[self.kind][1] if getattr(self, f) is None]
         if missing:
             raise ValueError(f"interaction kind '{self.kind}' needs {', '.join(missing)}")
+        if self.kind in ("ring", "watts_strogatz") and self.k is not None and self.k % 2:
+            # k/2 neighbours on each side of the ring: an odd k would silently become k - 1
+            raise ValueError(f"interaction kind '{self.kind}' needs an even k (k/2 neighbours on each side of "
+                             f"the ring), got {self.k}")
         return self
 
     def unused(self) -> list[str]:
@@ -317,13 +321,30 @@ def read_text(path: Path, what: str = "file") -> str:
         raise StudyConfigError(path, [("", f"cannot be read: {e.strerror or e}")]) from None
 
 
+class _NotJSON(ValueError):
+    """``NaN`` or ``Infinity`` in a file: Python's reader takes them, JSON has no such numbers."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJSON(name)
+
+
 def read_json(path: Path) -> Any:
-    """Read a JSON file; a syntax error names the file, line and column."""
+    """Read a JSON file; a syntax error names the file, line and column. ``NaN`` and ``Infinity`` are
+    refused like any other error of syntax: they are not JSON, and a value that is not a number would
+    otherwise reach a field's check as something else (``None`` once re-read)."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as e:
         raise StudyConfigError(path, [("", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}")]) from None
+    except _NotJSON as e:
+        at = re.search(rf"(?<![\w\"]){re.escape(str(e))}(?![\w\"])", text)
+        line, column = (text.count("\n", 0, at.start()) + 1, at.start() - text.rfind("\n", 0, at.start())) \
+            if at else (None, None)
+        where = f" at line {line} column {column}" if at else ""
+        raise StudyConfigError(path, [("", f"malformed JSON{where}: {e} is not a JSON number (JSON has no "
+                                           "NaN or Infinity; give a number, or leave the field out)")]) from None
     except RecursionError:
         raise StudyConfigError(path, [("", "JSON nested too deeply to be a study file")]) from None
 
