@@ -127,6 +127,16 @@ def test_a_ref_to_a_missing_class_names_the_file_and_field(study, capsys):
     assert untouched(root)
 
 
+def test_an_unknown_argument_of_a_ref_names_the_argument_and_what_it_takes(study, capsys):
+    root = study()
+    edit(root / "population" / "population.json", lambda d: d["provider"]["args"].update(size=3))
+    code, err = run(capsys)
+    assert code == 2
+    assert err == ["desim: error: studies/probe/population/population.json: provider.args.size: unknown argument "
+                   "of model:Pop (it takes n, fail)"]
+    assert untouched(root)
+
+
 # --- what study code returns -------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["0.5", True, None])

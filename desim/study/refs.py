@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,21 @@ def close_match(name: str, names: list[str]) -> str | None:
     return folded[near[0]] if near else None
 
 
+def _arguments(cls: Any, args: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """Against ``cls``'s signature: the names of ``args`` it does not take, the required ones missing, and
+    the names it takes (all empty when the signature cannot be read or takes any keyword)."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return [], [], []
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return [], [], []
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes = [p.name for p in named]
+    missing = [p.name for p in named if p.default is p.empty and p.name not in args]
+    return [a for a in args if a not in takes], missing, takes
+
+
 def build(ref: Ref, root: Path, where: str) -> Any:
     """Instantiate ``ref`` with its ``args``; an error names the study file and field.
 
@@ -110,6 +126,12 @@ def build(ref: Ref, root: Path, where: str) -> Any:
     except StudyConfigError:
         raise
     except TypeError as e:
+        unknown, missing, takes = _arguments(cls, ref.args)
+        if unknown:
+            raise RefError(f"{at}.args.{unknown[0]}: unknown argument of {ref.ref} "
+                           f"(it takes {', '.join(takes) or 'none'})") from None
+        if missing:
+            raise RefError(f"{at}.args: {ref.ref} needs {', '.join(missing)} (it takes {', '.join(takes)})") from None
         raise RefError(f"{at}.args: cannot build {ref.ref} with args {sorted(ref.args)}: {e}") from None
     except Exception as e:
         raise RefError(f"{at}: building {ref.ref} failed at {place(e, root)}: {describe(e)}") from e
