@@ -10,7 +10,8 @@ Initial states (``environment.json`` provider args, at most one of the first fou
 * ``seed_nodes``: a list of agent ids;
 * ``initial``: ``{"attribute": "status"}``, each node's initial state read from that persona
   attribute (a roster column): one of the model's states, by name;
-* ``seed_state``: the state the seeds start in, instead of the model's default (``"E"`` in SEIR).
+* ``seed_state``: the state the seeds start in, instead of the model's default (``"E"``, say, for
+  SEIR seeds that are exposed rather than infectious).
 
 Every other node starts in the model's first state (``S``, ``inactive``, ``"0"``). A
 continuous model (bounded confidence) starts from ``initial: {"attribute": "opinion"}`` or,
