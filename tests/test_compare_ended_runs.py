@@ -183,3 +183,5 @@ def test_report_compare_carries_the_ended_run_in_its_tables_and_its_agent_statem
     assert int(para.group(1)) == late_last
     share, _ = differ_share(root, early, early_last, late, late_last)
     assert float(para.group(2)) == pytest.approx(share, rel=1e-5)
+    # the difference figure's caption says what its shaded steps are
+    assert "_Bars: treatment minus control per step; shaded: a run that ended is held at its last step._" in comparison

@@ -174,17 +174,24 @@ def events_section(rd: RunData) -> Section:
     return Section("Events", text, [Table(["step", "kind", "name", "detail"], rows)] if rows else [])
 
 
+def held_spans(held: list[dict]) -> list[tuple[int, int, str]]:
+    """``comparisons.held_runs`` as the figures' shaded spans: (last step, held to, role)."""
+    return [(h["last_step"], h["held_to"], h.get("role") or h["run_id"]) for h in held]
+
+
 def add_metric_differences(section: Section, pairs: dict, treat: RunData, control: RunData,
-                           fork: int | None) -> None:
+                           fork: int | None, held: list[dict] = ()) -> None:
     """The treatment-minus-control figure and table of every metric both runs have (``pairs``:
-    ``data.metric_pairs``, an ended run holding its last values)."""
+    ``data.metric_pairs``, an ended run holding its last values, its held steps shaded)."""
     time_unit = treat.run["time_unit"]
     diffs = data.metric_differences(pairs)
     png = figures.metric_differences(diffs, data.marked_events(treat, control), fork, time_unit,
-                                     f"Treatment minus control per step ({treat.run_id} - {control.run_id})")
+                                     f"Treatment minus control per step ({treat.run_id} - {control.run_id})",
+                                     held_spans(held))
     section.figures.append(Figure("difference_metrics", "Treatment minus control", png,
                                   "Bars: treatment minus control per step"
-                                  + (f"; the red line is the fork step {fork}." if fork is not None else ".")))
+                                  + (f"; the red line is the fork step {fork}" if fork is not None else "")
+                                  + ("; shaded: a run that ended is held at its last step" if held else "") + "."))
     # one narrow table per metric: a single table of 1 + 3 x metrics columns overflows the page
     for n, rows_of in pairs.items():
         values = {s: (t, c) for s, t, c in rows_of}
@@ -201,13 +208,14 @@ def comparison_section(con, treat: RunData, control: RunData,
            else f"{treat.run_id} (treatment) compared with {control.run_id} (control)")
     section = Section("Treatment minus control", [how + "."])
     # one rule for the tables, the figures and the per-agent differences: an ended run holds its last step
-    section.paragraphs += comparisons.held_notes(data.held_runs(con, treat, control))
+    held = data.held_runs(con, treat, control)
+    section.paragraphs += comparisons.held_notes(held)
     if any(metric_pairs.values()):
-        add_metric_differences(section, metric_pairs, treat, control, fork)
+        add_metric_differences(section, metric_pairs, treat, control, fork, held)
     for name in treat.study.get("display_states", []):
         kind = data.field_kind(con, treat.run_id, name)
         pairs = data.paired_differences(con, treat.run_id, control.run_id, name, kind)
-        png = figures.paired_differences(name, kind, pairs, fork, time_unit)
+        png = figures.paired_differences(name, kind, pairs, fork, time_unit, held_spans(held))
         section.figures.append(Figure(f"paired_{file_stem(name)}", f"Per-agent differences in {name}", png,
                                       "Panel rows of both runs joined on step and agent_id."))
         if pairs["steps"]:

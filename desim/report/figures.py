@@ -186,9 +186,22 @@ def categorical_shares(name: str, counts: dict, events: dict[int, list[str]], ti
     return png(fig)
 
 
+def mark_held(ax, held: list[tuple[int, int, str]]) -> None:
+    """Grey spans over the steps where a run that ended with its process is held at its last step
+    (``(last step, the other run's last step, who)``): the differences there compare against that end."""
+    for last, to, who in held:
+        ax.axvspan(last + 0.5, to + 0.5, color="0.85", alpha=0.5, zorder=0, linewidth=0)
+        ax.annotate(f"{who} ended at step {last}: held", xy=(to + 0.5, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(-3, -3), textcoords="offset points", va="top", ha="right", fontsize=LABEL_FONT,
+                    color="0.3", zorder=5,
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+
+
 def metric_differences(diffs: dict[str, list[tuple[int, float]]], events: dict[int, list[str]],
-                       fork: int | None, time_unit: str, title: str) -> bytes:
-    """Treatment minus control per step, one panel per metric, the fork step marked."""
+                       fork: int | None, time_unit: str, title: str,
+                       held: list[tuple[int, int, str]] = ()) -> bytes:
+    """Treatment minus control per step, one panel per metric, the fork step marked, and the steps
+    where an ended run is held shaded (:func:`mark_held`)."""
     names = list(diffs)
     fig, axes = _subplots(max(1, len(names)))
     for ax, name in zip(axes, names):
@@ -204,10 +217,12 @@ def metric_differences(diffs: dict[str, list[tuple[int, float]]], events: dict[i
                         bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
     for ax in axes:
         mark_events(ax, events, fork)
+        mark_held(ax, held)
     return png(fig)
 
 
-def paired_differences(name: str, kind: str, data: dict[str, list], fork: int | None, time_unit: str) -> bytes:
+def paired_differences(name: str, kind: str, data: dict[str, list], fork: int | None, time_unit: str,
+                       held: list[tuple[int, int, str]] = ()) -> bytes:
     """Per-agent treatment minus control: quantile bands of the differences, or the share changed."""
     fig, (ax,) = _subplots(1)
     steps = data["steps"]
@@ -227,6 +242,7 @@ def paired_differences(name: str, kind: str, data: dict[str, list], fork: int | 
     fig.suptitle(f"Per-agent paired differences in '{name}' (treatment minus control)", fontsize=11)
     fig.subplots_adjust(left=0.1, right=0.97, top=0.78 if kind == "numeric" else 0.85, bottom=0.2)
     mark_events(ax, {}, fork)
+    mark_held(ax, held)
     if kind == "numeric":
         legend_above(ax, ncol=3)
     return png(fig)
