@@ -11,8 +11,10 @@ the package. Two kinds of record live here, for two jobs:
   of a model, and ``Persona.model_construct`` builds one unchecked in 0.15 us;
 * what travels through the hot path, one per agent per round (``Observation``,
   ``Action``, ``Message``), are plain records: ``Observation`` and ``Action``
-  slots dataclasses, ``Message`` a named tuple; building one costs a fifth of
-  a validating model or less. The engine checks every action a study
+  msgspec ``Struct``s (a record type written in C: built from keywords, as
+  studies build them, in 0.09 us, where a slots dataclass takes 0.39 us
+  because CPython makes and unpacks a dict of keywords to call a Python
+  class), ``Message`` a named tuple. No type is checked when one is built. The engine checks every action a study
   returns at the boundary it already has (known agent, took part, one per
   round, right step, valid source, kind non-empty, payload a dict), with errors
   naming step, round and agent. They keep the pydantic spellings studies use
@@ -26,6 +28,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple
 
+import msgspec
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -59,10 +62,12 @@ class _Record:
         return cls(**data)
 
     def model_dump(self, mode: str | None = None) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in self.model_fields}
 
     def model_copy(self, update: dict[str, Any] | None = None):
-        return dataclasses.replace(self, **(update or {}))
+        if dataclasses.is_dataclass(self):
+            return dataclasses.replace(self, **(update or {}))
+        return msgspec.structs.replace(self, **(update or {}))
 
 
 @pydantic_dataclass(slots=True, config=ConfigDict(extra="forbid"))
@@ -89,8 +94,7 @@ class Persona(_Record):
         return cls.__pydantic_validator__.validate_python(data)
 
 
-@dataclass(slots=True)
-class Observation(_Record):
+class Observation(msgspec.Struct, _Record):
     """What one agent sees at step ``step`` in round ``round_idx``.
 
     The four quadrants cross two axes: physical or information, macro (the
@@ -101,21 +105,20 @@ class Observation(_Record):
     agent_id: str
     step: int
     round_idx: int = 0
-    macro_physical: dict[str, Any] = field(default_factory=dict)
-    local_physical: dict[str, Any] = field(default_factory=dict)
-    macro_information: dict[str, Any] = field(default_factory=dict)
-    local_information: dict[str, Any] = field(default_factory=dict)
+    macro_physical: dict[str, Any] = msgspec.field(default_factory=dict)
+    local_physical: dict[str, Any] = msgspec.field(default_factory=dict)
+    macro_information: dict[str, Any] = msgspec.field(default_factory=dict)
+    local_information: dict[str, Any] = msgspec.field(default_factory=dict)
     text: str | None = None
 
 
-@dataclass(slots=True)
-class Action(_Record):
+class Action(msgspec.Struct, _Record):
     """What one agent did. ``source`` says who decided it (``rule``, ``llm``, ``fallback``, ``replay``)."""
 
     agent_id: str
     step: int
     kind: str
-    payload: dict[str, Any] = field(default_factory=dict)
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
     rationale: str = ""
     source: str = "rule"
 
@@ -155,8 +158,8 @@ class Message(NamedTuple):
 
 Message.model_fields = dict.fromkeys(Message._fields)
 Persona.model_fields = Persona.__pydantic_fields__     # name -> FieldInfo, as a pydantic model's
-for _cls in (Observation, Action):
-    _cls.model_fields = {f.name: f for f in dataclasses.fields(_cls)}
+Observation.model_fields = dict.fromkeys(Observation.__struct_fields__)
+Action.model_fields = dict.fromkeys(Action.__struct_fields__)
 
 
 @dataclass

@@ -54,8 +54,8 @@ print(" ".join(sorted(n for n in new if n not in sys.stdlib_module_names and not
 """
 # What a run needs, and nothing else (what pyarrow brings with it: cloudpickle, dateutil, six; cython_runtime is
 # Cython's own). A new import on the run path fails here: a run's start-up is most of a short study's time.
-RUN_NEEDS = {"annotated_types", "cloudpickle", "cython_runtime", "dateutil", "duckdb", "numpy", "orjson", "pyarrow",
-             "pydantic", "pydantic_core", "simpy", "six", "typing_extensions", "typing_inspection"}
+RUN_NEEDS = {"annotated_types", "cloudpickle", "cython_runtime", "dateutil", "duckdb", "msgspec", "numpy", "orjson",
+             "pyarrow", "pydantic", "pydantic_core", "simpy", "six", "typing_extensions", "typing_inspection"}
 BY_PYARROW_IF_INSTALLED = {"cloudpickle", "dateutil", "six"}
 
 
