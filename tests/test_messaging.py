@@ -10,7 +10,7 @@ import duckdb
 import networkx as nx
 import pytest
 
-from desim import Action, InMemoryMessageBus, Message, NeighborFeed, load_study, neighbors_fn, run_study
+from desim import Action, InMemoryMessageBus, Message, NeighborFeed, RunFailed, load_study, neighbors_fn, run_study
 
 # a - b - c - d triangle a,b,c plus tail d; e is nobody's neighbour
 GRAPH = nx.Graph([("a", "b"), ("a", "c"), ("b", "c"), ("c", "d")])
@@ -116,6 +116,16 @@ def test_drain_returns_in_posting_order_and_clears():
     assert [m.author_id for m in f.bus.drain()] == ["d"]
     # draining does not take messages off the feed
     assert seen(f.local_for("a", 1, 2)) == {("b", 1, 0), ("c", 1, 1)}
+
+
+def test_the_bus_counts_what_is_posted_whoever_drains_it():
+    f = feed()
+    f.ingest([post("a", 1), post("b", 1)], 1, 0)
+    f.bus.post(Message(author_id="c", step=1, round=1, content={}))
+    f.bus.post_batch(1, 2, [], [])                                   # an empty batch posts nothing
+    assert f.bus.posted == 3
+    f.bus.drain()
+    assert f.bus.posted == 3
 
 
 def test_old_steps_are_pruned():
@@ -251,6 +261,62 @@ def test_record_rounds_writes_every_round(chatter_run):
     panel = con.execute("SELECT agent_id, payload FROM panel WHERE run_id = ? AND step = 5 "
                         "ORDER BY agent_id", [run_id]).fetchall()
     assert final == panel and all(isinstance(p, dict) for _, p in final)
+
+
+KEEPER = CHATTER + '''
+
+class Keeper(Env):
+    """Keeps its own record of every post with bus.drain() at each step's close (the seed's words)."""
+
+    def reset(self, seed):
+        super().reset(seed)
+        self.kept = []
+
+    def end_step(self, t):
+        self.kept += self.bus.drain()
+
+    def agent_state(self, agent_id):
+        return {"said": self.said[agent_id], "kept": len(self.kept)}
+
+
+class KeeperThatStores(Keeper):
+    """The same, handing what it drained to the store itself."""
+
+    def reset(self, seed):
+        super().reset(seed)
+        self.mine = []
+
+    def end_step(self, t):
+        self.mine = self.bus.drain()
+        self.kept += self.mine
+
+    def drain_messages(self):
+        return self.mine
+'''
+
+
+def keeper_run(tmp_path, env: str):
+    spec = chatter_study(tmp_path / env, rounds=3, steps=4, record_rounds=False)
+    (spec.root / "model.py").write_text(KEEPER)
+    (spec.root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": f"model:{env}"}}))
+    return load_study(spec.root), tmp_path / f"{env}.duckdb"
+
+
+def test_a_study_that_drains_the_bus_itself_is_told_instead_of_losing_the_messages_table(tmp_path):
+    spec, db = keeper_run(tmp_path, "Keeper")
+    with pytest.raises(RunFailed) as failed:
+        run_study(spec, db_path=db)
+    assert ("21 of the 21 messages posted since the last step were drained from Keeper.bus before desim stored "
+            "them (the study calls bus.drain() itself)") in str(failed.value)
+    assert "override drain_messages to return what you drain" in str(failed.value)
+    # handing its own drain to the store is the documented way to keep both: nothing is missing
+    spec, db = keeper_run(tmp_path, "KeeperThatStores")
+    result = run_study(spec, db_path=db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        (stored,) = con.execute("SELECT count(*) FROM messages WHERE run_id = ?", [result.run_id]).fetchone()
+        (kept,) = con.execute("SELECT DISTINCT CAST(state.kept AS INTEGER) FROM panel WHERE run_id = ? AND step = 4",
+                              [result.run_id]).fetchone()
+    assert stored == kept == 4 * 3 * 7
 
 
 def test_rounds_leave_no_trace_without_record_rounds(tmp_path):

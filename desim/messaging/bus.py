@@ -202,6 +202,7 @@ class InMemoryMessageBus(MessageBus):
         self._steps: dict[int, StepPosts] = {}
         self._latest_step: int | None = None
         self._undrained: list[Batch] = []
+        self.posted = 0                     # messages posted since the bus was made (read by drain_messages)
 
     # --- posting
     def post(self, message: Message) -> None:
@@ -226,6 +227,7 @@ class InMemoryMessageBus(MessageBus):
             posts = self._steps[step] = StepPosts(step)
         posts.add(batch)
         self._undrained.append(batch)
+        self.posted += len(batch.authors)
 
     # --- reading
     def _windows(self, step: int, round_idx: int) -> list[tuple[StepPosts, float]]:

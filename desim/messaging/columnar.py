@@ -128,6 +128,7 @@ class ColumnarFeed:
         self._rows_all = np.repeat(np.arange(self.n, dtype=np.int32), np.diff(self.indptr))
         self._batches: list[_Batch] = []
         self._undrained: list[_Batch] = []
+        self.posted = 0                     # posts since the feed was made (read by drain_messages)
 
     @classmethod
     def from_graph(cls, graph: nx.Graph, ids: list[str], carry_previous_step: bool = False) -> "ColumnarFeed":
@@ -179,6 +180,7 @@ class ColumnarFeed:
         batch = _Batch(step, round_idx, authors, slot, cols, kind, channel)
         self._batches.append(batch)
         self._undrained.append(batch)
+        self.posted += len(authors)
         return len(authors)
 
     # --- reading ---------------------------------------------------------------

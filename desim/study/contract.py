@@ -212,7 +212,21 @@ class EnvironmentProvider(Component):
         reply_to (a ``ColumnarFeed`` as ``self.bus`` gives it as its ``drain_columns`` too).
         """
         bus = self.bus
-        return [] if bus is None else bus.drain_columns()
+        if bus is None:
+            return []
+        drained = bus.drain_columns()
+        posted = getattr(bus, "posted", None)      # a count desim's buses keep; a study's own bus may not
+        if posted is not None:
+            owed, self._stored_posts = posted - getattr(self, "_stored_posts", 0), posted
+            got = drained.num_rows if hasattr(drained, "num_rows") else len(drained["author_id"])
+            if 0 <= got < owed:
+                raise RuntimeError(
+                    f"{owed - got} of the {owed} messages posted since the last step were drained from "
+                    f"{type(self).__name__}.bus before desim stored them (the study calls bus.drain() itself), so "
+                    "the messages table would miss them. desim stores every round's posts in the messages table "
+                    "at each step's close; read them there, read the bus without draining it (feed.local_for, "
+                    "bus.contents_by_author), or override drain_messages to return what you drain")
+        return drained
 
     # --- columnar path (optional) -------------------------------------------
     def observe_columns(self, idx: np.ndarray, t: int, round_idx: int) -> dict[str, np.ndarray]:
