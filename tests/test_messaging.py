@@ -295,6 +295,29 @@ class KeeperThatStores(Keeper):
 '''
 
 
+AHEAD = (CHATTER + '''
+
+class Ahead(Env):
+    """Posts one message stamped with a step that has not come yet."""
+
+    def end_step(self, t):
+        if t == 2:
+            self.bus.post(Message(author_id="ghost", step=99, round=7, content={}))
+''').replace("from desim import Action,", "from desim import Message, Action,", 1)
+
+
+def test_a_message_stamped_with_a_later_step_fails_the_run_naming_it(tmp_path):
+    spec = chatter_study(tmp_path / "ahead", rounds=2, steps=4, record_rounds=False)
+    (spec.root / "model.py").write_text(AHEAD)
+    (spec.root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Ahead"}}))
+    db = tmp_path / "ahead.duckdb"
+    with pytest.raises(RunFailed) as failed:
+        run_study(load_study(spec.root), db_path=db)
+    assert "step 2: a message by 'ghost' is stamped step 99, after the step it was posted in" in str(failed.value)
+    with duckdb.connect(str(db), read_only=True) as con:       # the steps before it are kept
+        assert con.execute("SELECT max(step) FROM panel").fetchone() == (1,)
+
+
 def keeper_run(tmp_path, env: str):
     spec = chatter_study(tmp_path / env, rounds=3, steps=4, record_rounds=False)
     (spec.root / "model.py").write_text(KEEPER)

@@ -135,6 +135,35 @@ _OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, "==": lambda a, b: a
         "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b}
 
 
+def checked_messages(messages: Any, t: int) -> Any:
+    """The messages drained at step ``t``'s close, refused if one is stamped with a later step: a post's
+    step is when it was posted, and the bus keeps only the steps the rule can still show, so a post
+    stamped ahead makes every read miss the steps before it. Lists of ``Message``, dicts of lists by
+    field and Arrow tables alike (what ``drain_messages`` may return)."""
+    if isinstance(messages, dict):
+        steps, authors = messages.get("step") or [], messages.get("author_id") or []
+    elif hasattr(messages, "num_rows"):
+        if not messages.num_rows or "step" not in messages.column_names:
+            return messages
+        steps = messages.column("step").to_numpy(zero_copy_only=False)
+        if steps.max() <= t:            # the usual case, in C: millions of posts a step
+            return messages
+        steps, authors = steps.tolist(), messages.column("author_id").to_pylist()
+    else:
+        steps = [getattr(m, "step", None) for m in messages]
+        authors = [getattr(m, "author_id", None) for m in messages]
+    numbers = [s for s in steps if isinstance(s, int)] if None in steps else steps
+    if not numbers or max(numbers) <= t:
+        return messages
+    late = next((i for i, s in enumerate(steps) if isinstance(s, int) and s > t), None)
+    if late is not None:
+        raise RunError(f"step {t}: a message by '{authors[late]}' is stamped step {steps[late]}, after the step it "
+                       f"was posted in: a message's step is when it is posted (Message(step=ctx.step, ...)); "
+                       "the bus keeps only the steps a read can still show, so a post stamped ahead hides the "
+                       "steps before it")
+    return messages
+
+
 def check_stop_metrics(conditions, metrics: dict[str, float]) -> None:
     """Refuse, before the run is recorded, a ``stop_when`` condition on a metric that the collector
     does not report at step 0 (a typo, or a metric of another collector)."""

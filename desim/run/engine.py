@@ -99,7 +99,8 @@ class Engine:
         checks.check_stop_metrics(run.spec.simulation.stop_when, metrics)
         self.sink.open(run)
         self.opened = True
-        self.sink.initial(states, metrics, events or [], self._call(self.env.drain_messages, step=0))
+        self.sink.initial(states, metrics, events or [],
+                          checks.checked_messages(self._call(self.env.drain_messages, step=0), 0))
         if run.spec.simulation.agent_processes:
             self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
         self.sim.process(self._collector())
@@ -130,7 +131,7 @@ class Engine:
         """Hands each closed step to the sink, with its messages, then reports progress."""
         while True:
             record = yield self._step_closed
-            messages = self._call(self.env.drain_messages, step=record.step)
+            messages = checks.checked_messages(self._call(self.env.drain_messages, step=record.step), record.step)
             self.sink.write(record, messages)
             if self.on_step:
                 self.on_step(record.step, record.metrics)
