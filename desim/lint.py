@@ -23,6 +23,9 @@ from pathlib import Path
 
 from desim.errors import RunFailed, StudyConfigError
 from desim.experiments.recording import record
+from desim.messaging.bus import MessageBus
+from desim.messaging.columnar import ColumnarFeed
+from desim.messaging.feed import NeighborFeed
 from desim.run.assemble import Run, assemble
 from desim.store.recorder import MemorySink
 from desim.study.failures import StudyCodeError, call
@@ -109,8 +112,8 @@ def _probe(spec: StudySpec, report: Report) -> None:
     report.n_agents, report.n_edges = len(run.ids), run.network.number_of_edges()
     report.messages_in_probe = sink.messages
     _display_names(spec, metrics, _state_fields(run))
-    bus = getattr(run.environment, "bus", None)
-    wired = bus is not None
+    bus = message_bus(run.environment)
+    wired = bus is not None or report.messages_in_probe > 0   # posts stored in the probe went through some bus
     reads_network = run.network.read       # study code asked for ctx.graph or ctx.network in the probe step
     w = report.warnings
     if pop.propagation == "contagion" and not wired:
@@ -119,7 +122,8 @@ def _probe(spec: StudySpec, report: Report) -> None:
                      "model spreads states along the network directly; label it 'network'")
         else:
             w.append(f"{POPULATION}: propagation is 'contagion' but the environment wires no message bus "
-                     "(self.bus is None after reset): nothing propagates between agents")
+                     "(none among its attributes after reset, and no message posted): nothing propagates "
+                     "between agents")
     if pop.propagation == "network" and not reads_network and not wired:
         w.append(f"{POPULATION}: propagation is 'network' but the study never reads the network (ctx.graph or "
                  "ctx.network) and wires no message bus: nothing spreads along the edges")
@@ -138,6 +142,21 @@ def _probe(spec: StudySpec, report: Report) -> None:
                  "of its step, or to the next step with carry_previous_step)")
     if pop.interaction.kind == "none" and wired and not any("interaction.kind is 'none'" in x for x in w):
         w.append(f"{POPULATION}: a message bus is wired but interaction.kind is 'none': no agent has neighbours")
+
+
+def message_bus(env) -> object | None:
+    """The message bus ``env`` holds after reset: ``self.bus`` (the convention), else the first attribute
+    that is a ``MessageBus`` or a ``ColumnarFeed`` (the columnar path keeps one in, say, ``self.feed``; it
+    is not a ``MessageBus`` subclass), or the bus of a ``NeighborFeed`` attribute. None when it holds none."""
+    bus = getattr(env, "bus", None)
+    if bus is not None:
+        return bus
+    for value in getattr(env, "__dict__", {}).values():
+        if isinstance(value, NeighborFeed):
+            value = value.bus
+        if isinstance(value, (MessageBus, ColumnarFeed)):
+            return value
+    return None
 
 
 def _state_fields(run: Run) -> set[str]:

@@ -156,3 +156,21 @@ def test_two_runs_that_ended_are_paired_up_to_a_given_step_and_a_short_run_is_no
                      "WHERE name = 'most_left' AND step > 2 ORDER BY step", [short.run_id, early.run_id]) == [
         (3, 2.0, 2.0), (4, 1.0, 2.0)]
     assert sql(root, "SELECT max(step) FROM paired_panel(?, ?, until := 8)", [late.run_id, short.run_id]) == [(4,)]
+
+
+class StopsAtThree(Down):
+    """Stops the run from inside step 3's decisions (a budget running out, say)."""
+
+    def decide_batch(self, observations, memories):
+        if observations[0].step == 3:
+            raise desim.StopRun("budget spent")
+        return super().decide_batch(observations, memories)
+
+
+def test_a_run_stopped_inside_a_step_counts_the_steps_it_stored():
+    result = desim.run_study(desim.Study(environment=Countdown(start=5), decision=StopsAtThree, collector=Left,
+                                         population=4, steps=10))
+    assert result.status == "interrupted"
+    assert result.steps_done == 2 == row(result)[1]          # step 3 was in flight, not stored
+    assert sorted({r["step"] for r in result.panel().to_pylist()}) == [1, 2]
+

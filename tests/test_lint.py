@@ -37,6 +37,13 @@ class Env(EnvironmentProvider):
         return {}
 
 
+class FeedOnlyEnv(Env):
+    """The bus is held only by the NeighborFeed (no self.bus), and its posts are never stored."""
+
+    def reset(self, seed):
+        self.feed = NeighborFeed(neighbors_fn(self.ctx.graph), InMemoryMessageBus(carry_previous_step=self.carry))
+
+
 class Speak(DecisionModel):
     def __init__(self, kind="post"):
         self.kind = kind
@@ -48,13 +55,13 @@ class Speak(DecisionModel):
 
 
 def make_study(root: Path, *, propagation: str, bus: bool, carry: bool = False, rounds: int = 1,
-               kind: str = "post", interaction: dict | None = None) -> Path:
+               kind: str = "post", interaction: dict | None = None, env: str = "Env") -> Path:
     for sub in ("environment", "population", "simulation"):
         (root / sub).mkdir(parents=True)
     (root / "model.py").write_text(MODEL)
     (root / "study.json").write_text(json.dumps({"id": root.name}))
     (root / "environment" / "environment.json").write_text(json.dumps(
-        {"provider": {"ref": "model:Env", "args": {"bus": bus, "carry": carry}}}))
+        {"provider": {"ref": f"model:{env}", "args": {"bus": bus, "carry": carry}}}))
     (root / "population" / "population.json").write_text(json.dumps({
         "personas": [{"agent_id": f"a{i}"} for i in range(6)],
         "interaction": interaction or {"kind": "ring", "k": 2}, "propagation": propagation}))
@@ -109,8 +116,83 @@ def test_cli_strict_refuses_warnings_with_status_2(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (f"desim: error: {root}/population/population.json: propagation is 'contagion' but the "
-                   "environment wires no message bus (self.bus is None after reset): nothing propagates "
-                   "between agents\n")
+                   "environment wires no message bus (none among its attributes after reset, and no message "
+                   "posted): nothing propagates between agents\n")
+
+
+def test_a_bus_held_only_by_a_neighbor_feed_is_found(tmp_path):
+    report = validate(make_study(tmp_path / "feed", propagation="contagion", bus=True, carry=True,
+                                 env="FeedOnlyEnv"))
+    assert report.messages_in_probe == 0        # nothing stored, yet agents hear each other through self.feed
+    assert report.warnings == []
+
+
+# docs/columnar.md, "Messages on the columnar path": the feed is self.feed (not self.bus) and drain_messages
+# is overridden; plus the carry switch, state_columns and a behaviour model to make it a study
+COLUMNAR = '''
+import numpy as np
+from desim import ActionColumns, DecisionModel, EnvironmentProvider
+from desim.messaging.columnar import ColumnarFeed
+
+class Env(EnvironmentProvider):
+    def __init__(self, carry=False):
+        self.carry = carry
+
+    def reset(self, seed):
+        self.v = self.ctx.streams.numpy("values").random(len(self.ctx.agent_ids))
+        self.feed = ColumnarFeed.from_network(self.ctx.network, carry_previous_step=self.carry)
+
+    def apply_columns(self, idx, actions):
+        self.v[idx] = actions.payload["v"]
+        self.feed.post(idx, self.ctx.step, self.ctx.round_idx, {"v": actions.payload["v"]})
+
+    def observe_columns(self, idx, t, round_idx):
+        count, total = self.feed.neighbour_sum(idx, t, round_idx, "v")
+        return {"v": self.v[idx], "heard_mean": total / np.maximum(count, 1), "heard": count}
+
+    def drain_messages(self):
+        return self.feed.drain()
+
+    def state_columns(self):
+        return {"v": self.v}
+
+
+class Average(DecisionModel):
+    def decide_columns(self, obs, idx, t, round_idx):
+        return ActionColumns(kind="post", payload={"v": (obs["v"] + obs["heard_mean"]) / 2})
+'''
+
+
+def make_columnar_study(root: Path, *, carry: bool, rounds: int = 1) -> Path:
+    make_study(root, propagation="contagion", bus=True, rounds=rounds)
+    (root / "model.py").write_text(COLUMNAR)
+    (root / "environment" / "environment.json").write_text(json.dumps(
+        {"provider": {"ref": "model:Env", "args": {"carry": carry}}}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps(
+        {"n_steps": 3, "interaction_rounds": rounds, "decision": {"ref": "model:Average"}}))
+    return root
+
+
+def test_columnar_feed_with_carry_is_a_wired_bus(tmp_path, capsys):
+    root = make_columnar_study(tmp_path / "columnar", carry=True)
+    report = validate(root)
+    assert report.messages_in_probe == 6
+    assert report.warnings == []
+    assert main(["validate", "--strict", str(root)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
+def test_columnar_feed_without_carry_on_one_round_warns(tmp_path):
+    report = validate(make_columnar_study(tmp_path / "columnar", carry=False))
+    assert report.messages_in_probe == 6
+    assert len(report.warnings) == 1
+    assert "interaction_rounds: 1 and carry_previous_step off" in report.warnings[0]
+
+
+def test_columnar_feed_without_carry_on_two_rounds_is_silent(tmp_path):
+    report = validate(make_columnar_study(tmp_path / "columnar", carry=False, rounds=2))
+    assert report.messages_in_probe == 12
+    assert report.warnings == []
 
 
 def test_every_shipped_study_is_found():

@@ -71,7 +71,8 @@ def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
     if hasattr(run.decision, "counters"):
         counters["llm"] = dict(run.decision.counters())
     ended = run.ctx.end_reason if status == "completed" else None    # completed before n_steps: why
-    done = run.ctx.step if status != "completed" or ended else run.n_steps
+    # a run that stopped early counts the steps it stored, not the one it was in when it stopped
+    done = max(sink.last_written, 0) if status != "completed" else run.ctx.step if ended else run.n_steps
     stopped_by = signals.received if signals is not None and status == "interrupted" else None
     return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters, ended,
                    stopped_by)
