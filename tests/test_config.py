@@ -48,6 +48,16 @@ def test_nan_and_infinity_are_refused_as_not_json_naming_line_and_column(study_c
     assert f"malformed JSON at line {line} column {column}: {constant} is not a JSON number" in msg
 
 
+def test_a_bad_command_line_override_is_named_as_such(study_copy):
+    """--steps 0 is the command line's mistake, not the file's: the message says which, and what the file says."""
+    root = study_copy("opinion_diffusion")
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root, steps=0)
+    n_steps = json.loads((root / "simulation" / "simulation.json").read_text())["n_steps"]
+    assert f"n_steps: Input should be greater than or equal to 1 (got int 0); the value is --steps 0 (the file " \
+           f"says {n_steps})" in str(info.value)
+
+
 def test_unknown_key_is_an_error(study_copy):
     root = study_copy("opinion_diffusion")
     edit(root / "simulation" / "simulation.json", lambda d: d.update(n_step=3))

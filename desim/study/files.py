@@ -413,7 +413,14 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
         updates["stop_when"] = substitute_parameters(raw_sim["stop_when"], updates.get("parameters", sim.parameters),
                                                      sim_path, "stop_when")
     if updates:
-        sim = validate_file(sim_path, SimulationFile, {**sim.model_dump(mode="json"), **updates})
+        try:
+            sim = validate_file(sim_path, SimulationFile, {**sim.model_dump(mode="json"), **updates})
+        except StudyConfigError as e:      # a value from the command line: say so, the file may be right
+            given = {"n_steps": ("--steps", steps), "seed": ("--seed", seed), "interaction_rounds": ("--rounds", rounds)}
+            raise StudyConfigError(e.file, [
+                (field, f"{msg}; the value is {given[field][0]} {given[field][1]} (the file says "
+                        f"{json.dumps(getattr(sim, field))})" if field in given and given[field][1] is not None
+                 else msg) for field, msg in e.problems]) from None
     loaded["simulation"] = sim
 
     pop_path = root / FILES["population"][0]
