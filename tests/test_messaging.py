@@ -421,3 +421,13 @@ def test_columnar_feed_sums_and_refuses_double_posts():
     with pytest.raises(ValueError, match="kind 'move'"):
         columns.post(np.array([2]), 1, 1, {"v": np.array([1.0])}, kind="move")
     assert [m.author_id for m in columns.drain_messages()] == ["a", "b", "c", "d"]
+
+
+def test_the_run_counts_every_message_it_stores_those_posted_at_reset_included(study_copy):
+    root = study_copy("opinion_diffusion")
+    result = run_study(load_study(root, steps=2, params={"n_agents": 40}))
+    with duckdb.connect(str(result.store_path), read_only=True) as con:
+        by_step = dict(con.execute("SELECT step, count(*) FROM messages WHERE run_id = ? GROUP BY step",
+                                   [result.run_id]).fetchall())
+    assert by_step[0] == 40                              # everyone states an opinion at reset
+    assert result.counters["messages"] == sum(by_step.values())

@@ -85,6 +85,7 @@ class MemorySink:
         else:
             table = initial_rows(self.types, self.id_array, self.ids, states)
         messages = self._messages(messages, 0)
+        self.messages += messages.num_rows          # posted before step 1 (at reset): stored at step 0
         return {"initial": table, "edges": edge_rows(self.run.network), "metrics": metric_rows(0, metrics),
                 "events": event_rows(0, events) if events else None, "messages": messages}
 
@@ -191,7 +192,9 @@ class Recorder(MemorySink):
 
     def initial(self, states, metrics, events, messages) -> dict[str, pa.Table]:
         tables = super().initial(states, metrics, events, messages)
-        if not self.resume:
+        if self.resume:                             # step 0 is on disk already: nothing of it is written again
+            self.messages -= tables["messages"].num_rows
+        else:
             self.files.write_step(0, tables)
             self._save_types()
             self.last_written = 0
