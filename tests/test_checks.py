@@ -29,9 +29,13 @@ def test_good_actions_pass_in_any_order_and_for_some_agents():
     (acts("zed"), "action for unknown agent 'zed'"),
     (acts("a", "a", "b"), "two actions for agent 'a' in one round"),
     (acts("a", step=3), "action for agent 'a' says step 3"),
-    (acts("a", source="oracle"), "malformed action for agent 'a'"),
-    (acts("a", kind=""), "malformed action for agent 'a'"),
-    (acts("a", payload=[1]), "malformed action for agent 'a'"),
+    (acts("a", source="oracle"), r"action for agent 'a': source is 'oracle'; it must be one of rule, llm, "),
+    (acts("a", source=["llm"]), r"action for agent 'a': source is \['llm'\]; it must be one of rule"),
+    (acts("a", kind=""), "action for agent 'a': kind is ''; it must be a non-empty string"),
+    (acts("a", kind=7), "action for agent 'a': kind is 7; it must be a non-empty string"),
+    (acts("a", payload=[1]), r"action for agent 'a': payload is list \[1\]; it must be a dict"),
+    (acts("b", "c") + [Action(agent_id=["a", "b"], step=2, kind="move")],
+     r"action for unknown agent \['a', 'b'\]"),                  # an id that cannot be hashed: named, no crash
 ])
 def test_garbage_actions_are_refused_naming_the_agent(actions, message):
     with pytest.raises(RunError, match=f"step 2 round 1: {message}"):

@@ -59,9 +59,13 @@ def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[st
             present = everyone if everyone is not None else set(ids)
         seen: set[str] = set()
         for a in actions:
-            if (type(a) is not Action or a.agent_id in seen or a.agent_id not in present or a.step != t
-                    or a.source not in ACTION_SOURCES or type(a.payload) is not dict
-                    or type(a.kind) is not str or not a.kind):
+            try:
+                bad = (type(a) is not Action or a.agent_id in seen or a.agent_id not in present or a.step != t
+                       or a.source not in ACTION_SOURCES or type(a.payload) is not dict
+                       or type(a.kind) is not str or not a.kind)
+            except TypeError:               # an id (or source) that cannot be looked up: a list, say
+                bad = True
+            if bad:
                 refuse(a, seen, present, t, r, known)
             seen.add(a.agent_id)
     return actions
@@ -84,7 +88,18 @@ def refuse(a: Any, seen: set[str], present: set[str], t: int, r: int, known: dic
         raise RunError(f"step {t} round {r}: two actions for agent '{a.agent_id}' in one round")
     if a.step != t:
         raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}' says step {a.step}")
-    raise RunError(f"step {t} round {r}: malformed action for agent '{a.agent_id}': {a!r:.120}")
+    where = f"step {t} round {r}: action for agent '{a.agent_id}'"
+    if type(a.kind) is not str or not a.kind:
+        raise RunError(f"{where}: kind is {a.kind!r:.60}; it must be a non-empty string (post, move, ...)")
+    if type(a.payload) is not dict:
+        raise RunError(f"{where}: payload is {type(a.payload).__name__} {a.payload!r:.60}; it must be a dict")
+    try:
+        known_source = a.source in ACTION_SOURCES
+    except TypeError:
+        known_source = False
+    if not known_source:
+        raise RunError(f"{where}: source is {a.source!r:.60}; it must be one of {', '.join(ACTION_SOURCES)}")
+    raise RunError(f"{where}: malformed action: {a!r:.200}")
 
 
 def checked_action_columns(actions: Any, n: int, t: int, r: int) -> ActionColumns:
