@@ -25,6 +25,33 @@ OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _NEWLINE = orjson.Fragment(b"\n")
 
 
+def nonfinite(value: Any) -> float | None:
+    """The first NaN or infinity inside ``value`` (dicts, lists, tuples, numpy values), or None. orjson
+    writes them as ``null``, which would store a different value without a word: JSON has no such numbers."""
+    if isinstance(value, (float, np.floating)):
+        return None if np.isfinite(value) else float(value)
+    if isinstance(value, dict):
+        value = value.values()
+    elif isinstance(value, np.ndarray):
+        value = value.ravel().tolist() if value.dtype.kind in "fc" else ()
+    elif not isinstance(value, (list, tuple)):
+        return None
+    for item in value:
+        found = nonfinite(item)
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_nonfinite(values: list) -> None:
+    """Raise ``TypeError`` when a value holds NaN or infinity (checked only where the text has a ``null``:
+    such a number or a None)."""
+    for value in values:
+        found = nonfinite(value)
+        if found is not None:
+            raise TypeError(f"{found} is not a JSON number (JSON has no NaN or infinity)")
+
+
 def _plain(value: Any) -> Any:
     if hasattr(value, "tolist"):          # numpy scalars and arrays
         return value.tolist()
@@ -32,15 +59,19 @@ def _plain(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """One value as canonical JSON text (sorted keys)."""
-    return orjson.dumps(value, default=_plain, option=OPTIONS).decode()
+    """One value as canonical JSON text (sorted keys); ``TypeError`` for what JSON cannot hold, NaN included."""
+    data = orjson.dumps(value, default=_plain, option=OPTIONS)
+    if b"null" in data:
+        _refuse_nonfinite([value])
+    return data.decode()
 
 
 def json_array(values: list, none_is_null: bool = False) -> pa.Array:
     """``values`` as an Arrow array of JSON text (``pa.json_()``), one entry per value.
 
     With ``none_is_null`` a ``None`` is a SQL NULL; otherwise it is the JSON
-    text ``null``. Raises ``TypeError`` (from orjson) for a value JSON cannot hold.
+    text ``null``. Raises ``TypeError`` (from orjson, or for NaN and infinity, which
+    orjson would write as ``null``) for a value JSON cannot hold.
     """
     n = len(values)
     if n == 0:
@@ -48,6 +79,8 @@ def json_array(values: list, none_is_null: bool = False) -> pa.Array:
     items = [_NEWLINE] * (2 * n - 1)
     items[::2] = values
     data = orjson.dumps(items, default=_plain, option=OPTIONS)      # [v0,\n,v1,\n,...]
+    if b"null" in data:
+        _refuse_nonfinite(values)
     buf = np.frombuffer(data, np.uint8)
     breaks = np.flatnonzero(buf == 10)
     if len(breaks) != n - 1:

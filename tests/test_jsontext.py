@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import desim
+from desim import Action, DecisionModel, EnvironmentProvider, Observation
 from desim.jsontext import dumps, json_array
 
 OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
@@ -125,8 +127,10 @@ def test_numbers_at_the_edges():
     assert texts(arr) == [reference(v) for v in values]
     for v, t in zip(values, texts(arr)):
         assert json.loads(t) == plain(v)
-    # NaN and the infinities have no JSON spelling: orjson writes null, and so must the array
-    assert texts(json_array([math.nan, math.inf, -math.inf, np.float64("nan")])) == ["null"] * 4
+    # NaN and the infinities have no JSON spelling: orjson writes null, a different value, so they are refused
+    for bad in (math.nan, math.inf, -math.inf, np.float64("nan")):
+        with pytest.raises(TypeError, match="is not a JSON number"):
+            json_array([1.5, bad])
 
 
 def test_empty_containers_empty_input_and_one_value():
@@ -213,3 +217,49 @@ def test_round_trip_through_parquet_and_duckdb(tmp_path, seed):
         assert json.loads(odd[0]) == want[odd_key], row
         assert json.loads(second) == plain(want["nested"]["list"][1]), row
         assert json.loads(i) == row
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), np.float32("nan")])
+def test_nan_and_infinity_are_refused_not_written_as_null(bad):
+    """orjson writes them as null: a different value, stored without a word. JSON has no such numbers."""
+    for value in ({"x": bad}, [1, [2, bad]], {"deep": {"list": (bad,)}}):
+        with pytest.raises(TypeError, match="is not a JSON number"):
+            json_array([{"fine": None}, value])
+        with pytest.raises(TypeError, match="is not a JSON number"):
+            dumps(value)
+    # None stays null, as before
+    assert json_array([None, {"a": None}]).storage.to_pylist() == ["null", '{"a":null}']
+
+
+def test_a_message_whose_content_holds_nan_is_refused_naming_its_author():
+    from desim import Message
+    from desim.study.failures import FieldError
+    from desim.store.tables import message_rows
+    with pytest.raises(FieldError, match=r"step 3 round 1: agent 'b': message content .* is not JSON "
+                                         r"\(nan is not a JSON number"):
+        message_rows([Message("a", 3, 1, {"x": 1.0}), Message("b", 3, 1, {"x": float("nan")})], 3)
+
+
+class NanEnv(EnvironmentProvider):
+    """Agent a2's JSON state field holds a NaN at step 2."""
+
+    def observe_batch(self, ids, t, round_idx):
+        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
+
+    def apply(self, actions):
+        pass
+
+    def agent_state(self, agent_id):
+        return {"info": {"score": float("nan") if agent_id == "a2" and self.ctx.step == 2 else 1.0}}
+
+
+class Idle(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="wait") for o in observations]
+
+
+def test_a_json_state_field_holding_nan_fails_the_run_naming_the_agent():
+    """(As a message's content now is: the two used to differ, the content's NaN stored as null.)"""
+    with pytest.raises(desim.RunFailed, match=r"step 2: agent 'a2': state\.info = .* has no faithful stored form: "
+                                              r"NaN or infinity inside a list or dict"):
+        desim.run_study(desim.Study(environment=NanEnv, decision=Idle, population=4, steps=3))
