@@ -168,3 +168,18 @@ def test_a_failing_probe_in_validate_names_the_point_and_writes_nothing(study, c
     assert err == [f"desim: error: probe step 1 failed: step 1 round 1: Env.apply failed at "
                    f"{MODEL}:{line_of(root, 'apply')}: KeyError: 'topik'", HINT]
     assert untouched(root)
+
+
+def test_desims_own_errors_are_not_blamed_on_a_line_of_desim():
+    """An LLM endpoint that is down is not a bug at desim/llm/decision.py:203: the error says what happened."""
+    from desim.llm.errors import LLMUnavailable
+    from desim.study.failures import failure
+    down = failure(LLMUnavailable("http://127.0.0.1:9/v1 did not answer after 3 attempts"), "LLMOpinion.decide_batch",
+                   None, 3, 0)
+    assert str(down) == ("step 3 round 0: LLMOpinion.decide_batch: LLMUnavailable: http://127.0.0.1:9/v1 did not "
+                         "answer after 3 attempts")
+    try:
+        {}["topik"]
+    except KeyError as e:
+        bug = failure(e, "Env.apply", None, 3, 0)
+    assert str(bug).startswith("step 3 round 0: Env.apply failed at ") and "KeyError: 'topik'" in str(bug)

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable
 
-from desim.errors import FieldError, StopRun, StudyConfigError, StudyError
+from desim.errors import DesimError, FieldError, StopRun, StudyConfigError, StudyError
 
 
 class StudyCodeError(StudyError, RuntimeError):
@@ -125,8 +125,11 @@ def failure(exc: BaseException, what: str, root: Path | None, step: int | str | 
             round_idx: int | None = None, also: str | None = None, agent: str | None = None) -> StudyCodeError:
     """The :class:`StudyCodeError` for ``exc`` raised by ``what`` (``Component.method``) while working
     on ``agent`` (when the caller knows which)."""
-    summary = (f"{when(step, round_idx, agent or agent_of(exc))}: {what} failed at {place(exc, root, also)}: "
-               f"{describe(exc)}")
+    at = when(step, round_idx, agent or agent_of(exc))
+    if isinstance(exc, DesimError):     # desim's own error (an LLM endpoint down, say) says what went wrong
+        summary = f"{at}: {what}: {describe(exc)}"          # itself: the line of desim it was raised on is no help
+    else:
+        summary = f"{at}: {what} failed at {place(exc, root, also)}: {describe(exc)}"
     return StudyCodeError(summary, "".join(traceback.format_exception(exc)))
 
 
