@@ -57,3 +57,21 @@ def test_on_a_terminal_a_bar_with_elapsed_time_and_time_left(monkeypatch):
 
 def test_durations_read_as_a_person_reads_them():
     assert [duration(s) for s in (3.25, 42, 185, 7440)] == ["3.2 s", "42 s", "3 min 05 s", "2 h 04 min"]
+
+
+def test_a_closed_pipe_stops_the_progress_lines_not_the_run():
+    """`desim run ... 2>&1 | head -1`: once nobody reads, writing raises BrokenPipeError; the run goes on."""
+    from desim.commands.progress import Progress
+
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def isatty(self):
+            return False
+
+    p = Progress(10, "study", stream=Closed())
+    p(1)
+    p.note("a note")
+    p(2)
+    assert p.mode == "off"

@@ -69,6 +69,12 @@ class Progress:
     def __call__(self, done: int, *_) -> None:
         if self.mode == "off" or done < 1:
             return
+        try:
+            self._report(done)
+        except OSError:         # nobody reads any more (a pipe closed by `| head`): the run goes on, unreported
+            self.mode = "off"
+
+    def _report(self, done: int) -> None:
         now = time.perf_counter()
         elapsed = now - self.t0
         if self.mode == "bar":
@@ -88,8 +94,11 @@ class Progress:
             self.stream.write("\n")
             self._bar_open = False
         stamp = "" if self.mode == "bar" else datetime.now().isoformat(timespec="seconds") + " "
-        self.stream.write(f"{stamp}{self.label}: {text}\n")
-        self.stream.flush()
+        try:
+            self.stream.write(f"{stamp}{self.label}: {text}\n")
+            self.stream.flush()
+        except OSError:
+            self.mode = "off"
 
     def _where(self, done: int) -> str:
         if not self.total:
