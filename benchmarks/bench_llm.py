@@ -125,7 +125,7 @@ def scripted_row(args, tmp: Path) -> dict:
     cpu0, started = cpu_self(), time.perf_counter()
     result = run_study(spec)
     wall, cpu = time.perf_counter() - started, cpu_self() - cpu0
-    assert result.status == "completed" and result.counters["llm"]["calls"] == calls
+    assert result.status == "completed" and result.counters["llm"]["scripted"] == calls
     print(f"scripted (no server, same prompts and parsing): {wall:.2f} s, {1000 * cpu / calls:.3f} ms CPU per call")
     return {"calls": calls, "wall_s": wall, "cpu_ms_per_call": 1000 * cpu / calls}
 

@@ -127,17 +127,21 @@ class ChatClient:
             self._pool = EndpointPool(self.endpoints, self.cfg.backoff_s, self.cfg.backoff_max_s, self._jitter)
         return self._pool
 
-    async def complete_many(self, bodies: list[dict[str, Any]], labels: list[str],
-                            where: str) -> tuple[dict[int, Reply], Exception | None]:
+    async def complete_many(self, bodies: list[dict[str, Any]], labels: list[str], where: str,
+                            sent: list[int] | None = None) -> tuple[dict[int, Reply], Exception | None]:
         """Send every body; ``({index: reply}, failure)``.
 
         The first request that fails for good stops the round: the others are
         cancelled and the replies already in are returned with the failure. So
         is a round that outlives ``round_deadline_s``. ``where`` names the round.
+        ``sent``, if given (one zero per body), receives the attempts each request
+        actually sent, answered or not: a request that got no reply has no
+        :class:`Reply` to carry them, and its row in ``llm_calls`` must still say
+        how many attempts it made (they add up to the ``retries`` counter).
         """
         self._ensure().new_round()
         loop = asyncio.get_running_loop()
-        tasks = {loop.create_task(self.complete(body, label)): i
+        tasks = {loop.create_task(self.complete(body, label, sent, i)): i
                  for i, (body, label) in enumerate(zip(bodies, labels))}
         deadline = self.cfg.round_deadline_s(len(bodies))
         replies: dict[int, Reply] = {}
@@ -166,8 +170,13 @@ class ChatClient:
                                      f"{self.scrub(str(failure))}")
         return replies, failure
 
-    async def complete(self, body: dict[str, Any], label: str) -> Reply:
-        """One request: attempts until an answer, a refusal, no retries left or the request deadline."""
+    async def complete(self, body: dict[str, Any], label: str, sent: list[int] | None = None,
+                       index: int = 0) -> Reply:
+        """One request: attempts until an answer, a refusal, no retries left or the request deadline.
+
+        Each attempt is counted in ``sent[index]`` (if given) as it goes out, and each one after the
+        first in ``retries``: a retry is counted when it is sent, not when it is planned, since a request
+        cancelled while it waits to retry (fail-fast, the round deadline) sends nothing more."""
         pool = self._pool
         payload = orjson.dumps(body)
         loop = asyncio.get_running_loop()
@@ -188,18 +197,21 @@ class ChatClient:
                     pool.release(endpoint, None)
                     break
             tried.append(endpoint.shown)
-            sent = loop.time()
+            if sent is not None:
+                sent[index] += 1
+            if attempt > 1:
+                self.retries += 1
+            sent_at = loop.time()
             try:
-                reply = await self._attempt(endpoint, payload, body, min(self.cfg.timeout_s, deadline - sent),
+                reply = await self._attempt(endpoint, payload, body, min(self.cfg.timeout_s, deadline - sent_at),
                                             label)
             except _Retry as e:
-                pool.release(endpoint, not e.down, sent)      # an HTTP error still shows it alive
+                pool.release(endpoint, not e.down, sent_at)      # an HTTP error still shows it alive
                 last = f"{endpoint.shown}: {e.why}"
                 if e.down:
                     avoid = avoid | {endpoint}
                 if attempt == attempts:
                     break
-                self.retries += 1
                 if not e.down:      # the endpoint answered: this request backs off on its own, slot freed
                     backoff = self.cfg.backoff_s * 2 ** (attempt - 1) * self._jitter.uniform(0.5, 1.0)
                     wait = min(self.cfg.backoff_max_s, max(e.wait, backoff), max(0.0, deadline - loop.time()))

@@ -22,18 +22,27 @@ One round, for N agents, in ``decide_batch``:
 
 ``llm_kind: scripted`` replaces steps 2-4 by ``scripted_reply`` (by default a
 reply made up from the schema and the prompt's hash): the whole prompt ->
-reply -> parse path runs, free and reproducible, with no server.
+reply -> parse path runs, free and reproducible, with no server. Being free,
+scripted replies are counted as ``scripted``, not as paid ``calls`` or
+tokens, and no budget applies to them (``desim validate`` probes on them).
+
+Paid replies of a step that never closes (the run failed or stopped in it)
+are kept in a file of the run when the model closes and written to
+``llm_calls`` when the resumed run closes that step (``outcome =
+'abandoned'``; :mod:`desim.llm.accounting`).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from pydantic import BaseModel
 
-from desim.llm.accounting import CallLog
+from desim.llm.accounting import CallLog, ledger_path, load_ledger, save_ledger
 from desim.llm.client import ChatClient, LoopThread, Reply, estimate_tokens
 from desim.llm.config import SIMULATION_FILE, LLMConfig, api_key, load_llm_config
 from desim.llm.errors import BudgetExhausted, LLMError, LLMUnavailable
@@ -67,6 +76,7 @@ class LLMDecision(DecisionModel):
         self._cache: ReplyCache | None = None
         self._client: ChatClient | None = None
         self._loop: LoopThread | None = None
+        self._ledger: Path | None = None
 
     # --- what a study provides ---------------------------------------------------
     def to_action(self, obs: Observation, reply: BaseModel) -> Action:
@@ -85,6 +95,9 @@ class LLMDecision(DecisionModel):
         self.cfg: LLMConfig = load_llm_config(self.ctx.llm)
         self.model_name = self.cfg.model if self.llm_kind == "openai" else "scripted"
         self._params = self._request_params()
+        if self.ctx.root is not None:          # a resumed run: the paid calls of the step it lost, if any
+            self._ledger = ledger_path(Path(self.ctx.root), self.ctx.run_id)
+            self.log.carry(load_ledger(self._ledger))
 
     def decide_batch(self, observations: list[Observation], memories: list[list[Action]]) -> list[Action]:
         ctx = self.ctx
@@ -93,15 +106,18 @@ class LLMDecision(DecisionModel):
         requests = [self._request(obs, mem) for obs, mem in zip(observations, memories)]
         keys = [key for key, _ in requests]
         unanswered: str | None = None
-        if self.llm_kind == "scripted":
+        sent: dict[int, int] = {}
+        scripted = self.llm_kind == "scripted"
+        if scripted:
             replies, cached = self._scripted(observations, memories, requests), set()
         else:
-            replies, cached, unanswered = self._served(observations, requests, step, round_idx)
+            replies, cached, unanswered, sent = self._served(observations, requests, step, round_idx)
         actions: list[Action | None] = []
         unusable: dict[int, str] = {}
         for i, (obs, reply) in enumerate(zip(observations, replies)):
             if reply is None:                   # the server failed and the study falls back
-                action, why, outcome, reply = None, f"LLM unavailable ({unanswered})", "unavailable", _NO_REPLY
+                action, why, outcome = None, f"LLM unavailable ({unanswered})", "unavailable"
+                reply = dataclasses.replace(_NO_REPLY, attempts=sent.get(i, 0))   # the attempts it did make
             else:
                 action, why = self._parse(obs, reply.content)
                 outcome = "fallback" if action is None else "ok"
@@ -112,20 +128,24 @@ class LLMDecision(DecisionModel):
             self.log.add(step=step, round_idx=round_idx, agent_id=obs.agent_id, model=self.model_name,
                          prompt_hash=keys[i], tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
                          latency_ms=reply.latency_ms, cached=keys[i] in cached, outcome=outcome,
-                         attempts=reply.attempts, endpoint=reply.endpoint)
+                         attempts=reply.attempts, endpoint=reply.endpoint, scripted=scripted)
         if unusable:
             self._fall_back(actions, unusable, observations, memories)
         return actions
 
     def drain_calls(self) -> pa.Table:
-        """``llm_calls`` rows since the last drain (columns of ``CALLS_SCHEMA``)."""
-        return self.log.drain()
+        """``llm_calls`` rows since the last drain (columns of ``CALLS_SCHEMA``), with the rows an earlier
+        invocation of this run paid for in the step closing now (``abandoned``)."""
+        ctx = getattr(self, "ctx", None)
+        return self.log.drain(ctx.step if ctx is not None else None)
 
     def counters(self) -> dict[str, int]:
-        """Run totals: calls, tokens_in, tokens_out (uncached only), cache_hits, fallbacks, retries."""
+        """This invocation's totals: calls, tokens_in, tokens_out (paid: uncached server replies),
+        cache_hits, fallbacks, retries (attempts after a request's first) and scripted (free)."""
         return dict(self.log.totals)
 
     def close(self) -> None:
+        self._keep_unrecorded()
         if self._loop is not None:
             if self._client is not None:
                 try:
@@ -137,6 +157,17 @@ class LLMDecision(DecisionModel):
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+
+    def _keep_unrecorded(self) -> None:
+        """Keep the paid calls the store has not received (the step in flight never closed) for the
+        resumed run to write, so no paid reply goes uncounted; nothing kept removes the file."""
+        if self._ledger is None:
+            return
+        try:
+            save_ledger(self._ledger, self.log.unrecorded())
+        except OSError as e:        # the run's own outcome matters more than this record
+            warnings.warn(f"cannot keep the unrecorded LLM calls in {self._ledger}: {e}", RuntimeWarning,
+                          stacklevel=2)
 
     # --- inside a round ---------------------------------------------------------------
     def _request_params(self) -> dict[str, Any]:
@@ -170,13 +201,13 @@ class LLMDecision(DecisionModel):
             text = reply if isinstance(reply, str) else json.dumps(reply, sort_keys=True)
             tokens_in = sum(estimate_tokens(m["content"]) for m in body["messages"])
             out.append(Reply(text, tokens_in, estimate_tokens(text), 0.0, 0))
-        self._check_budget(len(out), sum(r.tokens_in for r in out))
-        return out
+        return out          # free: no budget applies (max_calls and max_tokens_budget count paid requests)
 
     def _served(self, observations, requests, step: int,
-                round_idx: int) -> tuple[list[Reply | None], set[str], str | None]:
+                round_idx: int) -> tuple[list[Reply | None], set[str], str | None, dict[int, int]]:
         """Replies from the cache and the server; ``None`` for an agent left unanswered (only when the
-        study sets ``on_unavailable: fallback``; otherwise the failure is raised), with the reason."""
+        study sets ``on_unavailable: fallback``; otherwise the failure is raised), with the reason and
+        the attempts each request sent (by agent index)."""
         keys = [key for key, _ in requests]
         if self._cache is None and self.cfg.cache:
             self._cache = ReplyCache(self.cfg.cache_file(self._root()))
@@ -186,19 +217,24 @@ class LLMDecision(DecisionModel):
                                           for i in todo for m in requests[i][1]["messages"]))
         fresh: dict[int, Reply] = {}
         failure: Exception | None = None
+        sent = [0] * len(todo)
         if todo:
             if self._client is None:
                 self._loop, self._client = LoopThread(), ChatClient(self.cfg, api_key())
             labels = [f"step {step} round {round_idx} agent {observations[i].agent_id}" for i in todo]
             answered, failure = self._loop.run(self._client.complete_many(
-                [requests[i][1] for i in todo], labels, f"step {step} round {round_idx}"))
+                [requests[i][1] for i in todo], labels, f"step {step} round {round_idx}", sent))
             fresh = {todo[j]: reply for j, reply in answered.items()}
-            self.log.totals["retries"] = self._client.retries
             if self._cache:
                 self._cache.put_many([(keys[i], self.model_name, r.content, r.tokens_in, r.tokens_out)
                                       for i, r in fresh.items()])
         falls_back = isinstance(failure, LLMUnavailable) and self.cfg.on_unavailable == "fallback"
         if failure is not None and not falls_back:
+            for i, r in fresh.items():      # paid for: kept with the step's other rows for the resumed run
+                self.log.add(step=step, round_idx=round_idx, agent_id=observations[i].agent_id,
+                             model=self.model_name, prompt_hash=keys[i], tokens_in=r.tokens_in,
+                             tokens_out=r.tokens_out, latency_ms=r.latency_ms, cached=False, outcome="abandoned",
+                             attempts=r.attempts, endpoint=r.endpoint)
             if isinstance(failure, LLMError):
                 raise type(failure)(f"{failure}; the {len(fresh)} replies received this round are cached, "
                                     "completed steps are kept: fix the server and resume the run") from None
@@ -211,7 +247,8 @@ class LLMDecision(DecisionModel):
                 replies.append(Reply(hits[k].content, hits[k].tokens_in, hits[k].tokens_out, 0.0, 0))
             else:
                 replies.append(None)
-        return replies, set(hits), (str(failure) if failure is not None else None)
+        return (replies, set(hits), (str(failure) if failure is not None else None),
+                {todo[j]: n for j, n in enumerate(sent)})
 
     def _check_budget(self, calls: int, prompt_tokens: int) -> None:
         """Raise before a round that would go over ``max_calls`` or ``max_tokens_budget``."""

@@ -93,6 +93,10 @@ class StudyLayout:
         """The LLM reply cache: ``configured`` (relative to the study folder) or ``runs/llm_cache.duckdb``."""
         return self.root / (configured or Path("runs") / "llm_cache.duckdb")
 
+    def llm_unrecorded(self, run_id: str) -> Path:
+        """The paid LLM calls of a step a run never closed, kept for its resume to record."""
+        return self.runs / "llm_unrecorded" / f"{run_id}.json"
+
 
 def layout_of(study: "str | Path | StudyLayout") -> StudyLayout:
     """A layout from a study folder, a path to a ``.duckdb`` store, or a layout."""

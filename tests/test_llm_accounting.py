@@ -1,0 +1,114 @@
+"""The LLM layer's accounting adds up: every row of ``llm_calls`` says the attempts its request made,
+every reply paid for reaches ``llm_calls`` exactly once (also when its step was lost to a failure
+or a budget and the run was resumed), and scripted replies are free: no paid calls, no budget."""
+from __future__ import annotations
+
+import pytest
+from llm_servers import HostileServer, dead_url, echoing
+from llm_study import llm_study, query
+
+from desim import RunFailed, load_study, run_study
+from desim.experiments.branches import resume
+from desim.llm.stub import running_stub
+from storeq import read_only
+
+OPENAI = {"llm_kind": "openai"}
+
+
+def cache_size(root) -> int:
+    con = read_only(root / "runs" / "llm_cache.duckdb")
+    try:
+        return con.execute("SELECT count(*) FROM llm_cache").fetchone()[0]
+    finally:
+        con.close()
+
+
+def paid_rows(root, run_id):
+    """Uncached server replies in llm_calls: count, tokens in, tokens out."""
+    return query(root, "SELECT count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0) "
+                       f"FROM llm_calls WHERE run_id = '{run_id}' AND NOT cached AND model <> 'scripted' "
+                       "AND outcome <> 'unavailable'")[0]
+
+
+def test_unanswered_calls_record_the_attempts_they_made(study_copy, monkeypatch):
+    """A dead server with on_unavailable fallback: the summary's retries are in the rows' attempts."""
+    root = llm_study(study_copy, max_retries=2, backoff_s=0.01, backoff_max_s=0.05, on_unavailable="fallback")
+    monkeypatch.setenv("DESIM_LLM_BASE_URL", dead_url())
+    result = run_study(load_study(root, steps=2, params=OPENAI))
+    llm = result.counters["llm"]
+    assert result.status == "completed" and llm["retries"] > 0 and llm["calls"] == 0
+    outcome, rows, attempts, retries = query(
+        root, "SELECT outcome, count(*), sum(attempts), sum(greatest(attempts - 1, 0)) FROM llm_calls GROUP BY ALL")[0]
+    assert (outcome, rows) == ("unavailable", 12 * 2 * 3)
+    assert retries == llm["retries"]
+    # each round: the request that ran out sent all 3 of its attempts, the others at least none
+    assert attempts >= 3 * 2 * 3
+
+
+def test_replies_of_a_failed_step_reach_llm_calls_when_the_run_is_resumed(study_copy, monkeypatch):
+    """Step 2 round 1 fails after 6 replies (round 0's 12 are in too): the 18 paid replies are cached
+    and, once the run is resumed, in llm_calls as 'abandoned' rows, each paid reply exactly once."""
+    root = llm_study(study_copy, max_retries=0, concurrency=1)
+    with HostileServer(echoing(500, after=12 * 3 + 12 + 6)) as server:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", server.base_url)
+        with pytest.raises(RunFailed, match="step 2 round 1"):
+            run_study(load_study(root, steps=3, params=OPENAI))
+    run_id = query(root, "SELECT run_id FROM runs")[0][0]
+    from desim.llm.accounting import ledger_path
+    ledger = ledger_path(root, run_id)
+    assert ledger.exists() and cache_size(root) == 54
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        resumed = resume(root, run_id)
+        new = stub.stats.replies
+    assert resumed.status == "completed" and not ledger.exists()
+    assert resumed.counters["llm"]["calls"] == new == 12 * 3 * 3 - 54      # this invocation paid only these
+    assert resumed.counters["llm"]["cache_hits"] == 54
+    assert paid_rows(root, run_id)[0] == cache_size(root) == 54 + new      # every paid reply, once
+    assert query(root, "SELECT step, round, count(*) FROM llm_calls WHERE outcome = 'abandoned' "
+                       "GROUP BY ALL ORDER BY ALL") == [(2, 0, 12), (2, 1, 6)]
+    assert query(root, "SELECT count(DISTINCT (step, round, agent_id)) FROM llm_calls "
+                       "WHERE outcome <> 'abandoned'") == [(12 * 3 * 3,)]
+
+
+def test_budget_stops_lose_no_paid_call_across_resumes(study_copy, monkeypatch):
+    """max_calls=50 stops mid-step twice; the invocations' counters add up to the run's rows."""
+    root = llm_study(study_copy, max_calls=50)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        runs = [run_study(load_study(root, steps=3, params=OPENAI))]
+        while runs[-1].status == "interrupted":
+            assert len(runs) < 5
+            runs.append(resume(root, runs[0].run_id))
+        replies = stub.stats.replies
+    assert [r.status for r in runs] == ["interrupted", "interrupted", "completed"]
+    assert [r.counters["llm"]["calls"] for r in runs] == [48, 48, 12]
+    calls, tokens_in, tokens_out = paid_rows(root, runs[0].run_id)
+    assert calls == replies == cache_size(root) == 108
+    assert tokens_in == sum(r.counters["llm"]["tokens_in"] for r in runs)
+    assert tokens_out == sum(r.counters["llm"]["tokens_out"] for r in runs)
+    assert query(root, "SELECT step, count(*) FROM llm_calls WHERE outcome = 'abandoned' GROUP BY ALL "
+                       "ORDER BY ALL") == [(2, 12), (3, 24)]
+
+
+def test_scripted_replies_are_free_and_spend_no_budget(study_copy):
+    root = llm_study(study_copy, max_calls=0, max_tokens_budget=0)
+    result = run_study(load_study(root, steps=2))
+    llm = result.counters["llm"]
+    assert result.status == "completed", result.error
+    assert (llm["calls"], llm["tokens_in"], llm["tokens_out"], llm["scripted"]) == (0, 0, 0, 12 * 2 * 3)
+    assert paid_rows(root, result.run_id) == (0, 0, 0)
+    assert query(root, "SELECT count(*), min(model), max(attempts) FROM llm_calls") == [(72, "scripted", 0)]
+
+
+def test_a_token_budget_stops_a_paid_run_before_the_round_that_would_exceed_it(study_copy, monkeypatch):
+    root = llm_study(study_copy, max_tokens_budget=40000)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        result = run_study(load_study(root, steps=6, params=OPENAI))
+    llm = result.counters["llm"]
+    assert result.status == "interrupted" and "max_tokens_budget=40000" in result.error
+    assert 0 < llm["tokens_in"] + llm["tokens_out"] <= 40000
+    last_step = query(root, "SELECT last_step FROM runs")[0][0]
+    assert 1 <= last_step < 6
+    assert paid_rows(root, result.run_id)[0] == last_step * 12 * 3      # whole steps only
