@@ -66,6 +66,14 @@ def test_unknown_key_is_an_error(study_copy):
     assert "simulation.json: n_step: unknown key" in str(info.value)
 
 
+def test_a_misspelt_required_key_is_one_problem_not_two(study_copy):
+    root = study_copy("opinion_diffusion")
+    edit(root / "simulation" / "simulation.json", lambda d: d.update(n_step=d.pop("n_steps")))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    assert info.value.problems == [("n_step", "unknown key; did you mean 'n_steps'? (required, and missing)")]
+
+
 def test_nested_unknown_key_names_the_path(study_copy):
     root = study_copy("opinion_diffusion")
     edit(root / "environment" / "environment.json", lambda d: d["scheduled_events"][0].update(atstep=3))

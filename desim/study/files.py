@@ -19,6 +19,7 @@ fails later, after a run has been recorded.
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 import re
 from pathlib import Path
@@ -353,7 +354,32 @@ def validate_file(path: Path, model: type[BaseModel], data: Any) -> BaseModel:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise StudyConfigError(path, [(_field_path(err["loc"]), _describe(err)) for err in e.errors()]) from None
+        raise StudyConfigError(path, _misspelt([(err["type"], err["loc"], _describe(err)) for err in e.errors()])) \
+            from None
+
+
+def _misspelt(errors: list[tuple[str, tuple, str]]) -> list[tuple[str, str]]:
+    """The problems as ``(field, message)``; an unknown key beside a missing one it is close to (``n_step``
+    for ``n_steps``) is one problem, the typo, not two."""
+    missing = {loc[:-1]: [] for kind, loc, _ in errors if kind == "missing"}
+    for kind, loc, _ in errors:
+        if kind == "missing":
+            missing[loc[:-1]].append(str(loc[-1]))
+    meant: dict[tuple, str] = {}
+    for kind, loc, _ in errors:
+        if kind == "extra_forbidden" and loc[:-1] in missing:
+            close = difflib.get_close_matches(str(loc[-1]), missing[loc[:-1]], n=1, cutoff=0.75)
+            if close:
+                meant[loc] = close[0]
+    taken = {loc[:-1] + (name,) for loc, name in meant.items()}
+    out = []
+    for kind, loc, message in errors:
+        if loc in meant:
+            message = f"unknown key; did you mean '{meant[loc]}'? (required, and missing)"
+        elif kind == "missing" and tuple(loc) in taken:
+            continue
+        out.append((_field_path(loc), message))
+    return out
 
 
 def _check_unique_ids(path: Path, personas: list[Persona], where: str) -> None:
