@@ -48,10 +48,27 @@ def validate(root: str | Path, probe: bool = True) -> Report:
     """Validate a study folder; raises ``StudyConfigError`` on invalid files (and, after the
     probe, on display metrics, states or metric_bounds nothing produces)."""
     spec = load_study(root)
+    _check_warm_start(spec)
     report = Report(spec, static_warnings(spec))
     if probe:
         _probe(spec, report)
     return report
+
+
+def _check_warm_start(spec: StudySpec) -> None:
+    """A warm start must name a run of this study's store (``desim run`` checks the rest, as a branch does)."""
+    warm = spec.simulation.warm_start
+    if warm is None:
+        return
+    from desim.store import Catalogue, StoreMissing, StudyLayout, open_store
+    try:
+        with open_store(StudyLayout(spec.root)) as con:
+            row = Catalogue(con).run(warm.from_run)
+    except StoreMissing:
+        row = None
+    if row is None:
+        raise StudyConfigError(spec.root / SIMULATION, [("warm_start.from_run", f"no run '{warm.from_run}' in this "
+                                                        "study's store (desim runs lists them)")])
 
 
 def static_warnings(spec: StudySpec) -> list[str]:

@@ -204,3 +204,15 @@ def test_shipped_studies_are_silent(name):
     report = validate(STUDIES / name)
     assert report.warnings == [], report.warnings
     assert report.n_agents > 0
+
+
+def test_validate_refuses_a_warm_start_from_a_run_the_store_does_not_have(study_copy, capsys):
+    import json as _json
+    from desim.cli import main as _main
+    root = study_copy("opinion_diffusion")
+    sim_file = root / "simulation" / "simulation.json"
+    sim = _json.loads(sim_file.read_text())
+    sim["warm_start"] = {"from_run": "rnosuchrun0", "at_step": 2}
+    sim_file.write_text(_json.dumps(sim))
+    assert _main(["validate", str(root)]) == 2
+    assert "warm_start.from_run: no run 'rnosuchrun0' in this study's store" in capsys.readouterr().err
