@@ -23,9 +23,6 @@ from pathlib import Path
 
 from desim.errors import RunFailed, StudyConfigError
 from desim.experiments.recording import record
-from desim.messaging.bus import MessageBus
-from desim.messaging.columnar import ColumnarFeed
-from desim.messaging.feed import NeighborFeed
 from desim.run.assemble import Run, assemble
 from desim.store.recorder import MemorySink
 from desim.study.failures import StudyCodeError, call
@@ -168,6 +165,11 @@ def message_bus(env) -> object | None:
     bus = getattr(env, "bus", None)
     if bus is not None:
         return bus
+    # here, not at the top: `desim run` imports this module for its warnings, and the columnar feed
+    # brings networkx, which a run without a network never loads (tests/test_cli_startup.py)
+    from desim.messaging.bus import MessageBus
+    from desim.messaging.columnar import ColumnarFeed
+    from desim.messaging.feed import NeighborFeed
     for value in getattr(env, "__dict__", {}).values():
         if isinstance(value, NeighborFeed):
             value = value.bus
