@@ -30,7 +30,10 @@ def cmd_branch(args) -> int:
 
 def cmd_compare(args) -> int:
     from desim.commands import UserError
+    from desim.commands.core import file_out
     from desim.experiments.comparisons import compare, held_notes
+    if args.out:
+        file_out(args.out)
     try:
         data = compare(args.study, args.control, args.treatment,
                        states=args.state.split(",") if args.state else None)
@@ -38,9 +41,9 @@ def cmd_compare(args) -> int:
         raise UserError(str(e)) from None
     fork = f" (branch forked at step {data['fork_step']})" if data["fork_step"] else ""
     print(f"treatment {args.treatment} minus control {args.control}{fork}\n")
-    for note in held_notes(data["held"]):
+    for note in data["notes"] + held_notes(data["held"]):
         print(f"note: {note}")
-    if data["held"]:
+    if data["held"] or data["notes"]:
         print()
     print_table(["metric", "step", "control", "treatment", "diff"],
                 [(m["name"], m["step"], m["control"], m["treatment"], m["diff"]) for m in data["metrics"]],
@@ -61,6 +64,7 @@ def cmd_compare(args) -> int:
     for s in data["skipped"]:
         print(f"\nstate field '{s['field']}' not compared: {s['reason']}")
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(data, indent=1, default=str))
         print(f"\ndata written to {args.out}")
     return 0

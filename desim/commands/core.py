@@ -222,6 +222,62 @@ def print_table(columns: list[str], rows: list[tuple], limit: int = 200) -> None
         print(f"... {len(rows) - limit} more rows")
 
 
+def distinct_names(names: list[str]) -> tuple[list[str], list[str]]:
+    """Column names made unique (``a``, ``a_2``, ...) and a note per renamed column: SQL allows two
+    columns of one name (a self-join's ``c.value, t.value``), but JSON keys and a table's header do not,
+    and a name kept twice silently loses a column."""
+    taken = set(names)
+    seen: dict[str, int] = {}
+    out, notes = [], []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] == 1:
+            out.append(name)
+            continue
+        n = seen[name]
+        while f"{name}_{n}" in taken:
+            n += 1
+        taken.add(f"{name}_{n}")
+        out.append(f"{name}_{n}")
+        notes.append(f"column {len(out)} '{name}' repeats a name: shown as '{name}_{n}'")
+    return out, notes
+
+
+def folder_out(path: str | Path, flag: str = "--out") -> Path:
+    """``path`` as a folder to write into, checked before any work: not an existing file, and under a
+    folder (not a file) that can be written, so a mistyped ``--out`` is one line, not a traceback."""
+    from desim.commands import UserError
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag} {path} is a file; {flag} expects a folder to write into")
+    _writable_parent(path, flag, "a folder")
+    return path
+
+
+def file_out(path: str | Path, flag: str = "--out") -> Path:
+    """``path`` as a file to write, checked before any work: not an existing folder, under a folder."""
+    from desim.commands import UserError
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{flag} {path} is a folder; {flag} expects a file name to write, e.g. {path / 'out.json'}")
+    _writable_parent(path.parent, flag, "a file")
+    return path
+
+
+def _writable_parent(path: Path, flag: str, what: str) -> None:
+    """The nearest existing folder of ``path`` must be a folder we may write in (the rest is created)."""
+    from desim.commands import UserError
+    import os
+    base = path
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise UserError(f"{flag} {path}: {base} is a file, so nothing can be written under it; "
+                        f"{flag} expects {what} path under a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: the folder {base} is not writable")
+
+
 def cmd_sql(args) -> int:
     from desim.commands import UserError
     from desim.store import QueryError, StoreMissing, StudyLayout
@@ -234,6 +290,10 @@ def cmd_sql(args) -> int:
         raise UserError(f"query failed: {e}") from None
     if table is None:
         return 0
+    names, notes = distinct_names(table.column_names)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    table = table.rename_columns(names)
     if args.csv:
         import pyarrow.csv as pcsv
 

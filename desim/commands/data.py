@@ -4,8 +4,10 @@ from __future__ import annotations
 
 def cmd_export(args) -> int:
     from desim.commands import UserError
+    from desim.commands.core import folder_out
     from desim.store import NoSuchRun
     from desim.store.export import export
+    folder_out(args.out)
     try:
         paths = export(args.study, args.out, run=args.run, fmt=args.format)
     except (NoSuchRun, LookupError, ValueError) as e:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from desim.commands import UserError
+from desim.commands.core import folder_out
 from desim.commands.progress import add_quiet_arg
 
 
@@ -14,6 +15,8 @@ def cmd_report(args) -> int:
     if args.metrics and not (args.sweep or args.effect):
         raise UserError("--metrics chooses the metrics of a sweep or effect report; give --sweep or --effect too")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    if args.out:
+        folder_out(args.out)
     try:
         if args.effect:
             from desim.report.effect import write_effect_report
@@ -50,6 +53,8 @@ def cmd_viz_diffusion(args) -> int:
             last.update(stage=stage, fraction=fraction)
             print(f"  [{time.perf_counter() - started:5.1f} s] {fraction:4.0%} {message}", file=sys.stderr, flush=True)
 
+    if args.out:
+        folder_out(args.out)
     pngs = ["all"] if args.view == "all" else None
     try:
         paths = diffusion_player(args.study, args.state, run_id=args.run, out_dir=args.out,
@@ -70,6 +75,8 @@ def cmd_viz_diffusion(args) -> int:
 
 def cmd_viz_grid(args) -> int:
     from desim.report import ReportError, grid_player
+    if args.out:
+        folder_out(args.out)
     try:
         paths = grid_player(args.study, args.state, run_id=args.run, out_dir=args.out)
     except ReportError as e:

@@ -5,6 +5,11 @@ Metrics are compared step by step. State fields are compared agent by agent
 (the same ``agent_id`` at the same step), which is meaningful when both runs
 share a population: a branch and its parent, or two versions of one study.
 
+Only agents present in both runs are paired; :func:`population_notes` says
+when the runs' agents differ, or the runs come from different versions or
+seeds, because pairing agents of one id across two populations compares
+strangers.
+
 Both read the store's paired macros (``paired_metrics``, ``paired_panel``), so a
 run that ended with its process (``stop_when``, ``ctx.end_run``) holds its last
 state against the other run's later steps, as in ``desim effect``;
@@ -28,7 +33,8 @@ def compare(study_root: str | Path, control: str, treatment: str,
     "paired": [{step, field, n, mean_diff, sd_diff, min_diff, max_diff}],
     "categorical": [{step, field, n, differ, shares: {category: {treatment, control, diff}}}],
     "held": [{run_id, role, last_step, end_reason, held_to}], "skipped": [{field, reason}],
-    "fork_step": int | None}``. ``states`` defaults to the study's ``display_states``; numeric fields
+    "fork_step": int | None, "population": {both, control_only, treatment_only}, "notes": [str]}``
+    (``notes``: :func:`population_notes`). ``states`` defaults to the study's ``display_states``; numeric fields
     are paired by their difference, categorical ones (text, booleans) by the share of agents that differ
     and the share of agents in each category under treatment and control. A run in ``held`` ended with
     its process: its last values stand for it at the other run's later steps.
@@ -39,6 +45,9 @@ def compare(study_root: str | Path, control: str, treatment: str,
         for run_id in (control, treatment):
             if run_id not in runs:
                 raise ValueError(f"no run '{run_id}' in {layout.db}")
+            if why := unrecorded(runs[run_id]):
+                raise ValueError(why)
+        population, notes = population_notes(con, runs[control], runs[treatment])
         if states is None:
             states = json.loads(runs[treatment]["config"])["study"].get("display_states", [])
         metrics = queries.metric_comparison(con, control, treatment)
@@ -58,7 +67,44 @@ def compare(study_root: str | Path, control: str, treatment: str,
                 categorical += _categories(con, treatment, control, name)
     fork = runs[treatment]["fork_step"] if runs[treatment]["parent_run_id"] == control else None
     return {"control": control, "treatment": treatment, "fork_step": fork, "metrics": metrics, "paired": paired,
-            "categorical": categorical, "held": held, "skipped": skipped}
+            "categorical": categorical, "held": held, "skipped": skipped, "population": population,
+            "notes": notes}
+
+
+def unrecorded(run: dict[str, Any]) -> str | None:
+    """Why a run has nothing to compare or report, or None: it failed before its first step (at set-up),
+    said with its error from the runs table, since any other message (a missing state field) misleads."""
+    if run["status"] != "failed" or (run.get("last_step") if run.get("last_step") is not None else -1) >= 0:
+        return None
+    error = (run.get("error") or "no error was recorded").strip().splitlines()[0]
+    return f"run {run['run_id']} failed before its first step, so it recorded nothing: {error}"
+
+
+def population_notes(con, control: dict[str, Any], treatment: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
+    """How many agents are in both runs and in one only (``runs`` rows of the control and the treatment),
+    and a sentence for each reason the pairs may not be the same agents: the agent sets differ, or (for
+    runs that are not a branch and its parent) the study's version or the seed differ."""
+    c_ids = set(queries.agent_ids(con, control["run_id"]))
+    t_ids = set(queries.agent_ids(con, treatment["run_id"]))
+    population = {"both": len(c_ids & t_ids), "control_only": len(c_ids - t_ids),
+                  "treatment_only": len(t_ids - c_ids)}
+    notes = []
+    if c_ids != t_ids:
+        notes.append(f"the runs' agents differ: {population['both']} agents are in both, "
+                     f"{population['control_only']} only in control {control['run_id']}, "
+                     f"{population['treatment_only']} only in treatment {treatment['run_id']}; "
+                     f"per-agent differences pair only the {population['both']} agents in both.")
+    related = (treatment.get("parent_run_id") == control["run_id"]
+               or control.get("parent_run_id") == treatment["run_id"])
+    if not related and control.get("version_id") != treatment.get("version_id"):
+        notes.append(f"the runs come from different versions of the study (control {control.get('version_id')}, "
+                     f"treatment {treatment.get('version_id')}; desim runs shows what changed): agents of "
+                     f"one id may not be alike in both.")
+    if not related and control.get("seed") != treatment.get("seed"):
+        notes.append(f"the runs have different seeds (control {control.get('seed')}, treatment "
+                     f"{treatment.get('seed')}): a population or network drawn at random differs, so agents of "
+                     f"one id may not be alike in both.")
+    return population, notes
 
 
 def held_runs(con, treatment: str, control: str) -> list[dict[str, Any]]:

@@ -48,14 +48,14 @@ def write_report(study_root: str | Path, run_id: str | None = None, compare: str
     plus one entry per figure (its PNG file).
     """
     with data.connect(study_root) as con:
-        run = data.resolve_run(con, run_id)
+        run = data.recorded_run(con, run_id, study_root)
         control_row = None
         if compare is not None:
-            control_row = data.resolve_run(con, compare)
+            control_row = data.recorded_run(con, compare, study_root)
             if control_row["run_id"] == run["run_id"]:
                 raise ReportError(f"--compare names the report's own run {run['run_id']}")
         elif run["kind"] == "branch" and run.get("parent_run_id"):
-            control_row = data.resolve_run(con, run["parent_run_id"])
+            control_row = data.recorded_run(con, run["parent_run_id"], study_root)
         rd = data.load_run(con, run)
         _current_colors(rd, study_root)
         control = data.load_run(con, control_row) if control_row else None

@@ -209,7 +209,11 @@ def comparison_section(con, treat: RunData, control: RunData,
     section = Section("Treatment minus control", [how + "."])
     # one rule for the tables, the figures and the per-agent differences: an ended run holds its last step
     held = data.held_runs(con, treat, control)
-    section.paragraphs += comparisons.held_notes(held)
+    population, notes = data.population(con, treat, control)
+    section.paragraphs += [f"Note: {n[0].upper()}{n[1:]}" for n in notes] + comparisons.held_notes(held)
+    joined = "Panel rows of both runs joined on step and agent_id."
+    if population["control_only"] or population["treatment_only"]:
+        joined = joined[:-1] + f" ({population['both']} agents in both runs; agents in one run only are left out)."
     if any(metric_pairs.values()):
         add_metric_differences(section, metric_pairs, treat, control, fork, held)
     for name in treat.study.get("display_states", []):
@@ -217,7 +221,7 @@ def comparison_section(con, treat: RunData, control: RunData,
         pairs = data.paired_differences(con, treat.run_id, control.run_id, name, kind)
         png = figures.paired_differences(name, kind, pairs, fork, time_unit, held_spans(held))
         section.figures.append(Figure(f"paired_{file_stem(name)}", f"Per-agent differences in {name}", png,
-                                      "Panel rows of both runs joined on step and agent_id."))
+                                      joined))
         if pairs["steps"]:
             last = len(pairs["steps"]) - 1
             summary = (f"mean per-agent difference {fmt(pairs['mean'][last])}" if kind == "numeric"

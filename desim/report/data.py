@@ -75,7 +75,18 @@ def connect(study_root: str | Path):
     return open_store(layout)
 
 
-def resolve_run(con, run_id: str | None) -> dict[str, Any]:
+def latest_ids(ids: list[str], study_root: str | Path | None, shown: int = 10) -> str:
+    """``latest runs: c, b, a (and 190 more; desim runs S lists them all)`` of run ids oldest first: a
+    store holds hundreds of runs after a sweep, and a line of every id buries the message it was for."""
+    if not ids:
+        return "the store has no runs yet"
+    latest = ", ".join(reversed(ids[-shown:]))
+    if len(ids) <= shown:
+        return f"runs: {latest}"
+    return f"latest runs: {latest} (and {len(ids) - shown} more; desim runs {study_root or '<study>'} lists them all)"
+
+
+def resolve_run(con, run_id: str | None, study_root: str | Path | None = None) -> dict[str, Any]:
     """The named run, or the latest completed one."""
     catalogue = Catalogue(con)
     if run_id is None:
@@ -85,7 +96,18 @@ def resolve_run(con, run_id: str | None) -> dict[str, Any]:
         return row
     row = catalogue.run(run_id)
     if row is None:
-        raise ReportError(f"no run '{run_id}' in the store (runs: {', '.join(catalogue.run_ids()) or 'none'})")
+        raise ReportError(f"no run '{run_id}' in the store "
+                          f"({latest_ids(catalogue.run_ids(), study_root)})")
+    return row
+
+
+def recorded_run(con, run_id: str | None, study_root: str | Path | None = None) -> dict[str, Any]:
+    """:func:`resolve_run`, refused when the run recorded no step (it failed at set-up): its report
+    would only say that a state field is missing, when what the reader needs is the run's error."""
+    row = resolve_run(con, run_id, study_root)
+    why = comparisons.unrecorded(row)
+    if why:
+        raise ReportError(why)
     return row
 
 
@@ -155,6 +177,12 @@ def metric_differences(pairs: dict[str, list[tuple[int, float, float]]]) -> dict
 def held_runs(con, treatment: RunData, control: RunData) -> list[dict[str, Any]]:
     """The runs of the comparison that ended with their process and are held (``comparisons.held_runs``)."""
     return comparisons.held_runs(con, treatment.run_id, control.run_id)
+
+
+def population(con, treatment: RunData, control: RunData) -> tuple[dict[str, int], list[str]]:
+    """Agents in both runs and in one only, and the notes on pairs of strangers
+    (``comparisons.population_notes``)."""
+    return comparisons.population_notes(con, control.run, treatment.run)
 
 
 def fork_step(a: dict[str, Any], b: dict[str, Any]) -> int | None:

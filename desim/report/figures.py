@@ -5,7 +5,8 @@ panels (no tight bounding box), so the size of an image is predictable and
 tests can check it. Intervention steps are drawn as dotted vertical lines
 labelled with the event names, staggered in rows so that labels of nearby
 steps never overlap; a fork step as a solid red line, labelled in the same
-rows. Legends sit above the plot area, clear of both. Markers are drawn only
+rows; the metric panels get headroom above their data for those rows (:func:`headroom`), so a label
+never hides a bar or a point. Legends sit above the plot area, clear of both. Markers are drawn only
 on short series (up to ``MARKER_MAX_POINTS`` points), where they help read
 single steps; on long series they would blur the line.
 """
@@ -73,8 +74,9 @@ def label_rows(labels: list[tuple[float, str]], px_per_step: float, font_px: flo
     return rows
 
 
-def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label: bool = True) -> None:
-    """Dotted lines at intervention steps, a red line at the fork step, their names in staggered rows.
+def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label: bool = True) -> int:
+    """Dotted lines at intervention steps, a red line at the fork step, their names in staggered rows;
+    returns the number of label rows drawn (for :func:`headroom`).
 
     Every figure over steps calls this, so it also keeps the step axis on whole numbers.
     """
@@ -87,7 +89,7 @@ def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label
         ax.axvline(fork, color="tab:red", linewidth=1.4, zorder=0)
         labels.append((fork, f"fork at step {fork}", "tab:red"))
     if not label or not labels:
-        return
+        return 0
     labels.sort(key=lambda x: x[0])
     fig = ax.figure
     lo, hi = ax.get_xlim()
@@ -99,6 +101,19 @@ def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label
                     xytext=(3, -3 - row * (LABEL_FONT + 3)), textcoords="offset points", va="top", ha="left",
                     fontsize=LABEL_FONT, color=color, zorder=5,
                     bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+    return max(rows) + 1
+
+
+def headroom(ax, rows: int) -> None:
+    """Raise the top of the y axis by the height of ``rows`` label rows, so that the labels at the top
+    of the panel sit above every bar or point instead of covering the values at the labelled steps."""
+    if rows <= 0:
+        return
+    fig = ax.figure
+    height_pt = ax.get_position().height * fig.get_figheight() * 72
+    share = min(0.5, (4 + rows * (LABEL_FONT + 3)) / height_pt)   # of the panel's height
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, lo + (hi - lo) / (1 - share))
 
 
 def state_key(fig: Figure, axes, payload: dict, marker: str, labels: list[str]) -> None:
@@ -141,7 +156,7 @@ def metric_trajectories(metrics: dict[str, list[tuple[int, float]]], names: list
     fig.subplots_adjust(left=0.1, right=0.97, top=1 - top / fig.get_figheight(),
                         bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
     for ax in axes:     # after the layout is final, so labels are staggered at their drawn width
-        mark_events(ax, events, fork)
+        headroom(ax, mark_events(ax, events, fork))
     if control:
         legend_above(axes[0], ncol=2)
     return png(fig)
@@ -216,8 +231,9 @@ def metric_differences(diffs: dict[str, list[tuple[int, float]]], events: dict[i
     fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.45 / fig.get_figheight(),
                         bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
     for ax in axes:
-        mark_events(ax, events, fork)
+        rows = mark_events(ax, events, fork)
         mark_held(ax, held)
+        headroom(ax, max(rows, 1 if held else 0))
     return png(fig)
 
 

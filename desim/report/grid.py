@@ -104,7 +104,7 @@ def _layer(study_root: Path, run: dict, read: Callable) -> tuple[tuple | None, s
 def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) -> dict[str, Any]:
     """The frames of a positioned run as plain data (see the module docstring for the encoding)."""
     with data.connect(study_root) as con:
-        run = data.resolve_run(con, run_id)
+        run = data.recorded_run(con, run_id, study_root)
         rid = run["run_id"]
         if not is_positioned(con, rid):
             raise ReportError(f"run {rid}: the agents' state has no numeric 'x' and 'y' fields, "

@@ -72,7 +72,11 @@ def _label(combo: dict[str, Any], names: list[str]) -> str:
 def metric_figure(metric: str, rows: list[dict[str, Any]], x: str, x_values: list[Any],
                   lines: list[str]) -> bytes:
     """Final-step mean of ``metric`` against ``x``, 95 % intervals as error bars, one line per
-    combination of ``lines`` (a line without intervals where fewer than two replicates completed)."""
+    combination of ``lines`` (a line without intervals where fewer than two replicates completed).
+
+    A text-valued ``x`` (a rule's name) has no order or distance between its values: its points stand
+    apart at evenly spaced ticks, side by side per combination, and are not joined by a line, which
+    would suggest a trend between categories."""
     fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
     numeric = _is_numeric(x_values)
     position = {repr(v): (v if numeric else i) for i, v in enumerate(x_values)}
@@ -81,8 +85,9 @@ def metric_figure(metric: str, rows: list[dict[str, Any]], x: str, x_values: lis
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(repr(row[n]) for n in lines), []).append(row)
+    dodge = DODGE * span if numeric else min(0.1, 0.6 / len(groups or [0]))  # categories: a tenth of a slot
     for i, members in enumerate(groups.values()):
-        shift = (i - (len(groups) - 1) / 2) * DODGE * span
+        shift = (i - (len(groups) - 1) / 2) * dodge
         points = sorted(((position[repr(r[x])] + shift, r) for r in members if r["mean"] is not None),
                         key=lambda p: p[0])
         if not points:
@@ -94,9 +99,10 @@ def metric_figure(metric: str, rows: list[dict[str, Any]], x: str, x_values: lis
         color = figures.PALETTE[i % len(figures.PALETTE)]
         bars = any(r["ci_low"] is not None for _, r in points)
         ax.errorbar(xs, means, yerr=[low, high] if bars else None, color=color, marker="o", markersize=5, linewidth=1.6,
-                    capsize=4, label=_label(members[0], lines))
+                    linestyle="-" if numeric else "none", capsize=4, label=_label(members[0], lines))
     if not numeric:
         ax.set_xticks(positions, [fmt(v) for v in x_values])
+        ax.set_xlim(positions[0] - 0.5, positions[-1] + 0.5)
     ax.set_xlabel(x)
     ax.set_ylabel(f"{metric} (final step)")
     ax.grid(alpha=0.3)
@@ -143,10 +149,13 @@ def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]],
 
 def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: str, lines: list[str]) -> Section:
     png = metric_figure(metric, rows, x, list(plan.grid[x]), lines)
+    numeric = _is_numeric(list(plan.grid[x]))
     clipped = clipped_note(rows)
     caption = ("Points: the mean over completed replicates of the metric at each run's final step; "
                "bars: 95 % confidence interval of the mean (Student t, n - 1 degrees of freedom)"
-               + ("; lines are shifted slightly sideways so their bars do not overlap." if len(lines) else ".")
+               + ("; lines are shifted slightly sideways so their bars do not overlap." if lines and numeric
+                  else "; combinations stand side by side at each value." if lines else ".")
+               + ("" if numeric else f" {x} takes text values, so its points are not joined by lines.")
                + (" Bars are clipped at the metric's bounds (metric_bounds in study.json)." if clipped else ""))
     varied = [x] + lines
     table_rows = [[fmt(r[n]) for n in varied] + row_cells(r) + [str(r["n"])] for r in rows]
@@ -194,6 +203,19 @@ def runs_section(plan: SweepPlan, runs: list[dict[str, Any]]) -> Section:
     return Section("Runs", [], [Table(["run"] + names + ["replicate", "seed", "status"], rows, note)])
 
 
+def sweep_study(study_root: str | Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The study's ``study.json`` as the sweep ran it: from a completed run's configuration, else any
+    run's (a run that failed at set-up has one too), else the file as it is now, so a sweep whose runs
+    all failed still gets its title and question."""
+    for r in sorted(runs, key=lambda r: r["status"] != "completed"):
+        config = json.loads(r["config"]) if isinstance(r.get("config"), str) else (r.get("config") or {})
+        if config.get("study"):
+            return config["study"]
+    from desim.study.files import read_json
+    path = Path(study_root) / "study.json"
+    return read_json(path) if path.is_file() else {}
+
+
 def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = None) -> Report:
     """The sweep's report: card, one figure and table per metric, the runs."""
     plan, row, runs = load_plan(study_root, sweep_id)
@@ -201,8 +223,7 @@ def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = Non
         table = sweep_table(study_root, sweep_id, metrics)
     except SweepError as e:
         raise ReportError(str(e)) from None
-    config = next((r["config"] for r in runs if r["status"] == "completed"), None) or "{}"
-    study = (json.loads(config) if isinstance(config, str) else config).get("study", {})
+    study = sweep_study(study_root, runs)
     x, lines = axis_parameters(plan)
     sections = [sweep_card(plan, row, runs, study)]
     by_metric: dict[str, list[dict[str, Any]]] = {}
