@@ -572,7 +572,7 @@ def picture(study_root, state: str, run_id: str | None = None, *, views: Sequenc
     declared = study_colors(root, state)
     say(0.0, "reading the run's network and states")
     with data.connect(root) as con:
-        run = data.resolve_run(con, run_id)
+        run = data.recorded_run(con, run_id, root)
         rid = run["run_id"]
         net = read_network(con, root, rid)
         frames = read_frames(con, rid, state, net.n, declared)
