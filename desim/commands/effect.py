@@ -1,22 +1,27 @@
 """``desim effect``: an intervention's paired effect over replicate control runs, with 95 % intervals."""
 from __future__ import annotations
 
-from desim.commands.core import add_study_arg, parse_sets, print_table
+from desim.commands.core import add_study_arg, print_table
 from desim.commands.progress import Progress, add_quiet_arg
 
 
 class PairsProgress:
     """The pairs' runs as they finish (controls, then branches): the commands' progress over runs, with a
-    line of its own for a run that did not complete."""
+    line of its own for a run that did not complete; the warnings once the effect is recorded."""
 
-    def __init__(self, label: str, quiet: bool = False):
-        self.label, self.quiet = label, quiet
+    def __init__(self, label: str, study: str, warnings: list[str] | None = None, quiet: bool = False):
+        self.label, self.study, self.warnings, self.quiet = label, study, warnings or [], quiet
         self.bar: Progress | None = None
+        self.effect_id: str | None = None       # once the effect is recorded: what --resume takes
 
-    def start(self, effect_id: str, n_controls: int, replicates: int) -> None:
-        self.bar = Progress(n_controls + replicates, self.label, unit="run", quiet=self.quiet)
-        self.bar.note(f"effect {effect_id}: {replicates} pairs, {replicates - n_controls} control runs reused, "
-                      f"{n_controls} to run, then {replicates} branches")
+    def start(self, effect_id: str, n_controls: int, n_branches: int) -> None:
+        import sys
+        self.effect_id = effect_id
+        for warning in self.warnings:       # printed as desim run prints them, --quiet or not
+            print(f"warning: {warning}", file=sys.stderr)
+        self.bar = Progress(n_controls + n_branches, self.label, unit="run", quiet=self.quiet)
+        self.bar.note(f"effect {effect_id}: {n_controls} control runs and then {n_branches} branches to run "
+                      f"(if interrupted: desim effect {self.study} --resume {effect_id})")
         self.offset = {"control": 0, "treatment": n_controls}
 
     def __call__(self, phase: str, outcome, done: int, total: int) -> None:
@@ -31,22 +36,58 @@ class PairsProgress:
             self.bar.note(message)
 
 
+def outside_the_run_of_effect(study: str, steps: int | None, control: dict, treatment: dict) -> list[str]:
+    """The interventions after the last step in the controls and in the branches, each line saying whose.
+
+    ``desim effect`` warns (as ``desim run`` does) where ``desim sweep`` refuses: a treatment that moves an
+    intervention past the end takes it away, and "what if there were no campaign?" is a fair question for
+    a paired effect, while a sweep's combinations would only differ in something that never happens."""
+    from desim.errors import DesimError
+    from desim.lint import outside_the_run
+    from desim.study.files import load_study
+    try:
+        c = outside_the_run(load_study(study, steps=steps, params=control))
+        t = outside_the_run(load_study(study, steps=steps, params={**control, **treatment}))
+    except DesimError:
+        return []               # run_effect refuses these settings, with its own words
+    return ([f"{'control and treatment' if w in t else 'control'}: {w}" for w in c]
+            + [f"treatment: {w}" for w in t if w not in c])
+
+
+def names(text: str | None) -> list[str] | None:
+    return [n.strip() for n in text.split(",") if n.strip()] if text else None
+
+
 def cmd_effect(args) -> int:
     from desim.commands import UserError
+    from desim.commands.sweep import interrupted, sets_once
     from desim.experiments.effects import EffectError, effect_table, run_effect
     from desim.experiments.sweep import SweepError
-    progress = PairsProgress(args.study.rstrip("/").split("/")[-1], quiet=args.quiet)
+    treatment, control = sets_once(args.set), sets_once(args.control_set, "--control-set")
+    if args.resume:
+        given = [o for o, v in (("--at-step", args.at_step), ("--set", args.set), ("--control-set", args.control_set),
+                                ("--replicates", args.replicates), ("--steps", args.steps), ("--seed", args.seed),
+                                ("--note", args.note)) if v is not None]
+        if given:
+            raise UserError(f"--resume runs a recorded effect with its own settings; drop {', '.join(given)}")
+    elif args.at_step is None:
+        raise UserError("give the fork step with --at-step T (or --resume EFFECT_ID)")
+    states, metrics = names(args.states), names(args.metrics)
+    warnings = [] if args.resume else outside_the_run_of_effect(args.study, args.steps, control, treatment)
+    progress = PairsProgress(args.study.rstrip("/").split("/")[-1], args.study, warnings, quiet=args.quiet)
     try:
-        result = run_effect(args.study, args.at_step, parse_sets(args.set), replicates=args.replicates,
-                            control=parse_sets(args.control_set), steps=args.steps, seed=args.seed,
-                            workers=args.workers, backend=args.backend, address=args.address, note=args.note,
-                            on_start=progress.start, on_run=progress, on_wait=progress.waiting)
-        states = [s.strip() for s in args.states.split(",") if s.strip()] if args.states else None
+        result = run_effect(args.study, args.at_step, treatment or None, resume=args.resume,
+                            replicates=10 if args.replicates is None else args.replicates,
+                            control=control or None, steps=args.steps, seed=args.seed, workers=args.workers,
+                            backend=args.backend, address=args.address, note=args.note, metrics=metrics,
+                            states=states, on_start=progress.start, on_run=progress, on_wait=progress.waiting)
         table = effect_table(args.study, result.effect_id, states)
     except (EffectError, SweepError) as e:
         raise UserError(str(e)) from None
-    chosen = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
-    rows = [m for m in table["metrics"] if m["step"] >= args.at_step and (chosen is None or m["name"] in chosen)]
+    except KeyboardInterrupt:
+        return interrupted("effect", args.study, progress.effect_id)
+    at_step = result.at_step
+    rows = [m for m in table["metrics"] if m["step"] >= at_step and (metrics is None or m["name"] in metrics)]
     from desim.report.numbers import clipped_note, decimals, row_cells, show
 
     def cells(r: dict) -> list[str]:
@@ -62,26 +103,33 @@ def cmd_effect(args) -> int:
     print_table(["metric", "step", "mean diff", "95 % low", "95 % high", "sd", "n"],
                 [(m["name"], m["step"], *cells(m), m["n"]) for m in rows], limit=10_000)
     note(rows)
-    if table["states"]:
+    states_shown = [s for s in table["states"] if s["step"] >= at_step]
+    if states_shown:
         print("\nper-agent paired differences (mean over agents of treatment - control, then over pairs)\n")
-        states = [s for s in table["states"] if s["step"] >= args.at_step]
         print_table(["field", "step", "mean diff", "95 % low", "95 % high", "sd", "mean |diff|", "share changed",
                      "n"],
                     [(s["field"], s["step"], *cells(s), show(s["mean_abs"], decimals(s["sd"])),
-                      show(s["share_changed"], 3), s["n"]) for s in states],
+                      show(s["share_changed"], 3), s["n"]) for s in states_shown],
                     limit=10_000)
-        note(states)
+        note(states_shown)
+    shares = sorted((c for c in table["categories"] if c["step"] >= at_step),
+                    key=lambda c: (c["field"], c["category"], c["step"]))
+    if shares:
+        print("\nshare of agents in each category of a text or true/false state (treatment share - control "
+              "share, then mean over pairs)\n")
+        print_table(["field", "category", "step", "mean diff", "95 % low", "95 % high", "sd", "n"],
+                    [(c["field"], c["category"], c["step"], *cells(c), c["n"]) for c in shares], limit=10_000)
+        note(shares)
     print("  (printed to the digits the 95 % interval supports; effect_table and the store keep every digit)")
-    ok = len(result.pairs) - len([p for p in result.pairs if p["treatment_run_id"] in result.errors
-                                  or p["control_run_id"] in result.errors])
-    print(f"\neffect {result.effect_id}: {ok} of {len(result.pairs)} pairs completed ({result.reused} control "
-          f"runs reused), fork at step {args.at_step}, wall time {result.wall_seconds:.1f} s")
+    print(f"\neffect {result.effect_id}: {result.completed} of {len(result.pairs)} pairs completed ({result.reused} "
+          f"control runs reused), fork at step {at_step}, wall time {result.wall_seconds:.1f} s")
     print("  (treatment - control per pair; mean and 95 % interval of the mean over pairs, Student t)")
     print(f"  figure: desim report {args.study} --effect {result.effect_id}")
-    if result.errors:
+    if result.completed < len(result.pairs):
         for run_id, error in sorted(result.errors.items()):
             print(f"  {run_id} failed: {error}")
-        return 1
+        print(f"  rerun what did not complete: desim effect {args.study} --resume {result.effect_id}")
+        return 2        # a failed run is an error (README, exit status)
     return 0
 
 
@@ -89,12 +137,12 @@ def register(sub) -> None:
     p = sub.add_parser("effect", help="an intervention's paired effect: R controls, each branched at T "
                                       "with the treatment, mean difference and 95 %% interval per step")
     add_study_arg(p)
-    p.add_argument("--at-step", required=True, type=int, metavar="T", help="the fork step of every branch")
+    p.add_argument("--at-step", type=int, metavar="T", help="the fork step of every branch")
     p.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="the treatment: a parameter that only interventions at steps >= T use")
     p.add_argument("--control-set", action="append", metavar="NAME=VALUE",
                    help="a parameter of the control runs (default: the study's value)")
-    p.add_argument("--replicates", type=int, default=10, help="control/treatment pairs (default 10)")
+    p.add_argument("--replicates", type=int, help="control/treatment pairs (default 10)")
     p.add_argument("--workers", type=int, help="parallel runs (default: the CPUs of the machine or cluster)")
     p.add_argument("--backend", choices=("local", "ray"), default="local")
     p.add_argument("--address", help="a Ray cluster to join (ray backend)")
@@ -103,5 +151,7 @@ def register(sub) -> None:
     p.add_argument("--metrics", help="comma-separated metrics to print (default: all)")
     p.add_argument("--states", help="comma-separated state fields to pair per agent (default: display_states)")
     p.add_argument("--note", default=None)
+    p.add_argument("--resume", metavar="EFFECT_ID",
+                   help="run the controls and branches of a recorded effect that did not complete")
     add_quiet_arg(p)
     p.set_defaults(func=cmd_effect)

@@ -12,8 +12,10 @@ class RunsProgress:
     def __init__(self, label: str, study: str, backend: str, workers: int | None, quiet: bool = False):
         self.label, self.study, self.backend, self.workers, self.quiet = label, study, backend, workers, quiet
         self.bar: Progress | None = None
+        self.sweep_id: str | None = None      # once the plan is recorded: what --resume takes
 
     def start(self, plan, n_to_run: int) -> None:
+        self.sweep_id = plan.sweep_id
         self.bar = Progress(n_to_run, self.label, unit="run", quiet=self.quiet)
         sizes = " x ".join(str(len(v)) for v in plan.grid.values())
         workers = f", {self.workers} workers" if self.workers else ""
@@ -54,6 +56,28 @@ def outside_the_run_of_grid(study: str, grid: dict[str, list], steps: int | None
     return out
 
 
+def sets_once(items: list[str] | None, option: str = "--set", grid: bool = False) -> dict[str, str]:
+    """``parse_sets``, refusing a parameter given twice: it keeps the last value, so ``--set epsilon=0.2
+    --set epsilon=0.3`` would silently run 0.3 alone (a sweep's values are one option: ``epsilon=0.2,0.3``)."""
+    from desim.commands import UserError
+    names = [item.partition("=")[0].strip() for item in items or []]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"{option} gives {', '.join(twice)} more than once; give each parameter once"
+                        + (f" (several values: {option} {twice[0]}=V1,V2)" if grid else ""))
+    return parse_sets(items)
+
+
+def interrupted(command: str, study: str, resume_id: str | None) -> int:
+    """Ctrl-C: one line saying what is kept and how to go on; exit status 130, as the README's table says."""
+    import sys
+    if resume_id is None:           # nothing recorded yet
+        raise KeyboardInterrupt
+    print(f"desim: interrupted; the completed runs are kept: desim {command} {study} --resume {resume_id} "
+          "runs the rest", file=sys.stderr)
+    return 130
+
+
 CLIP_FLAGS = ("ci_clipped", "ci_low_clipped", "ci_high_clipped")     # shown as a mark on the end, not as columns
 
 
@@ -73,7 +97,7 @@ def cmd_sweep(args) -> int:
     progress = RunsProgress(args.study.rstrip("/").split("/")[-1], args.study, args.backend, args.workers,
                             quiet=args.quiet)
     try:
-        grid = parse_grid(parse_sets(args.set))
+        grid = parse_grid(sets_once(args.set, grid=True))
         if not args.resume and not grid:
             raise SweepError("give the grid with --set name=v1,v2,... (or --resume SWEEP_ID)")
         if grid and not args.allow:
@@ -87,6 +111,8 @@ def cmd_sweep(args) -> int:
                            on_start=progress.start, on_run=progress, on_wait=progress.waiting)
     except SweepError as e:
         raise UserError(str(e)) from None
+    except KeyboardInterrupt:
+        return interrupted("sweep", args.study, progress.sweep_id)
     if result.table:
         from desim.report.numbers import clipped_note
         columns = [c for c in result.table[0] if c not in CLIP_FLAGS]
@@ -100,7 +126,7 @@ def cmd_sweep(args) -> int:
     if failed:
         print(f"  failed: {', '.join(failed)}")
         print(f"  rerun them: desim sweep {args.study} --resume {result.sweep_id}")
-        return 1
+        return 2        # a failed run is an error (README, exit status)
     from desim.store.queries import example_for_sweep
     print(f"  try: desim sql {args.study} \"{example_for_sweep(result.sweep_id)}\"")
     return 0

@@ -4,9 +4,8 @@ One branch against its parent is n = 1: it says what happened in one world,
 not how sure we are. :func:`run_effect` takes R control runs of the study (the
 replicates a sweep of the same parameters would run, with the same derived
 seeds, reused when the store already holds them), branches each at step ``T``
-with the treatment (``--set`` values of parameters the interventions use, or
-the study's current interventions at steps >= T), and pairs every branch with
-its control. Each pair shares its seed, population and steps ``1..T-1``
+with the treatment (``--set`` values of parameters the interventions use), and
+pairs every branch with its control. Each pair shares its seed, population and steps ``1..T-1``
 exactly, so the difference treatment - control isolates the intervention; the
 R differences give a mean and a 95 % interval (Student t, R - 1 degrees of
 freedom) per step and metric (:func:`effect_table`), and per step and state
@@ -14,10 +13,13 @@ field a per-agent paired summary (the mean over agents of the difference, its
 mean absolute value, the share of agents that differ).
 
 Effects are recorded in the ``effects`` and ``effect_pairs`` tables, so
-``desim report S --effect ID`` and the dashboard can show them later.
+``desim report S --effect ID`` and the dashboard can show them later. They
+are recorded once every check has passed and before any run, so an
+interrupted effect keeps its completed runs and ``resume=`` finishes it.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import uuid
@@ -27,14 +29,15 @@ from typing import Any, Callable
 
 from desim.errors import StudyError
 from desim.experiments.branches import check_branch_changes
-from desim.experiments.sweep.executors import make_executor
+from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, refuse_unrunnable, unknown_names
+from desim.experiments.sweep.executors import check_workers, make_executor
 from desim.experiments.sweep.merge import WaitFn, merge_run, writing
 from desim.experiments.sweep.plan import seed_for
 from desim.experiments.sweep.summary import describe, metric_bounds
 from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
-from desim.study.files import coerce_like, load_study, read_json
+from desim.study.files import StudySpec, coerce_like, load_study, read_json
 from desim.versions import code_files, code_hash, population_files
 
 
@@ -59,8 +62,14 @@ class EffectResult:
     def failed(self) -> list[str]:
         return sorted(self.errors)
 
+    @property
+    def completed(self) -> int:
+        """Pairs whose control and branch both completed: what the summaries count."""
+        return sum(1 for p in self.pairs if p["control_status"] == p["treatment_status"] == "completed")
+
 
 ProgressFn = Callable[[str, RunOutcome, int, int], None]
+StartFn = Callable[[str, int, int], None]
 
 
 # --- planning --------------------------------------------------------------------------
@@ -77,6 +86,109 @@ def _typed(spec, values: dict[str, Any], what: str) -> dict[str, Any]:
         except ValueError as e:
             raise EffectError(f"{what} {name}: {e}") from None
     return out
+
+
+def _refuse_zero_by_construction(treat_p: dict[str, Any], control_p: dict[str, Any], control_given: dict) -> None:
+    """A treatment that equals the control makes every branch replay its control: the effect is zero by
+    construction, an interval of nothing at the cost of 2R runs."""
+    if not treat_p:
+        raise EffectError("give the treatment with --set NAME=VALUE (a parameter the interventions from the fork "
+                          "on use): without it the branches run their controls' own interventions and the effect "
+                          "would be zero by construction")
+    if all(control_p[k] == v for k, v in treat_p.items()):
+        whose = ("--control-set gives the controls the same" if set(treat_p) & set(control_given or {})
+                 else "the study's value, which the controls run with")
+        raise EffectError(f"--set {', '.join(f'{k}={v}' for k, v in treat_p.items())} is the controls' value too "
+                          f"({whose}): the branches would replay their controls and the effect would be zero by "
+                          "construction")
+
+
+@dataclass
+class _Effect:
+    """What running (or resuming) an effect needs: its settings as recorded, and the study to run."""
+
+    effect_id: str
+    spec: StudySpec         # the study with the controls' parameters
+    at_step: int
+    treatment: dict[str, Any]
+    control: dict[str, Any]
+    steps: int | None
+    label: str              # the branches' version note
+
+
+def _new(root: Path, at_step: int | None, treatment: dict[str, Any] | None, replicates: int,
+         control: dict[str, Any] | None, steps: int | None, seed: int | None, note: str | None,
+         metrics: list[str] | None, states: list[str] | None, on_wait: WaitFn | None) -> _Effect:
+    """Check everything, then record the effect and its pairs (controls already in the store reused), so an
+    interrupted effect can be resumed by its id."""
+    if replicates < 2:
+        raise EffectError(f"replicates must be at least 2 for an interval, got {replicates}")
+    if at_step is None or at_step < 1:
+        raise EffectError("--at-step must be 1 or more")
+    base = load_study(root, steps=steps, seed=seed)
+    if at_step > base.simulation.n_steps:
+        raise EffectError(f"--at-step {at_step} is after the last step ({base.simulation.n_steps}): the branches "
+                          "would replay their controls and the effect would be zero by construction")
+    control_p = {**base.simulation.parameters, **_typed(base, control or {}, "--control-set")}
+    treat_p = _typed(base, treatment or {}, "--set")
+    _refuse_zero_by_construction(treat_p, control_p, control or {})
+    if base.rounds > 1 and not base.simulation.record_rounds:
+        raise EffectError(f"interaction_rounds is {base.rounds}: the treatments are branches, which replay "
+                          "stored rounds; set record_rounds: true in simulation.json")
+    seeds = [seed_for(base.simulation.seed, control_p, rep) for rep in range(replicates)]
+    specs = [load_study(root, steps=steps, seed=s, params=control_p) for s in seeds]
+    n_steps = specs[0].simulation.n_steps
+    if at_step > n_steps:
+        raise EffectError(f"--at-step {at_step} is after the last step ({n_steps})")
+    probe = load_study(root, steps=steps, seed=seeds[0], params={**control_p, **treat_p})
+    problems = check_branch_changes(specs[0].resolved(), probe, at_step)
+    if problems:
+        raise EffectError(f"the treatment may only change interventions at steps >= {at_step}; it changes:\n  - "
+                          + "\n  - ".join(problems))
+    refuse_unrunnable(specs[0], EffectError, "the controls")        # as desim run would, before anything is kept
+    refuse_unrunnable(probe, EffectError, "the treatment")
+    wrong = unknown_names(root, control_p, metrics, states, seed=seeds[0])
+    if wrong:
+        raise EffectError(wrong)
+    code = code_files(root, population_files(base.population))
+    effect_id = f"ef{uuid.uuid4().hex[:8]}"
+    label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items()))
+    with writing(StudyLayout(root), on_wait) as con:
+        catalogue = Catalogue(con)
+        controls = [catalogue.reusable_control(s.resolved(), code_hash(code)) for s in specs]
+        pairs = [{"replicate": rep, "seed": s, "control_run_id": c or f"{effect_id}-c{rep}",
+                  "treatment_run_id": f"{effect_id}-t{rep}", "reused": c is not None}
+                 for rep, (s, c) in enumerate(zip(seeds, controls))]
+        con.begin()         # the effect and all its pairs, or nothing
+        try:
+            catalogue.record_effect({"effect_id": effect_id, "study_id": base.id, "at_step": at_step,
+                                     "treatment": treat_p, "control": control_p, "replicates": replicates,
+                                     "base_seed": base.simulation.seed, "n_steps": n_steps, "note": note}, pairs)
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+    return _Effect(effect_id, specs[0], at_step, treat_p, control_p, steps,
+                   note or f"effect {effect_id}: {label} from step {at_step}")
+
+
+def _recorded(root: Path, effect_id: str) -> _Effect:
+    """A recorded effect, to run what it lacks with its own settings."""
+    layout = StudyLayout(root)
+    if not layout.db.exists():
+        raise EffectError(f"cannot resume '{effect_id}': {layout.db} does not exist")
+    with open_store(layout) as con:
+        catalogue = Catalogue(con)
+        row = catalogue.effect(effect_id)
+        if row is None:
+            known = [e["effect_id"] for e in catalogue.effects()]
+            raise EffectError(f"cannot resume: no effect '{effect_id}' in {layout.db} "
+                              f"(effects: {', '.join(known) or 'none'})")
+    treat_p, control_p = (json.loads(row[k]) if isinstance(row[k], str) else row[k] for k in ("treatment", "control"))
+    spec = load_study(root, steps=row["n_steps"], seed=row["base_seed"], params=control_p)
+    label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items()))
+    return _Effect(effect_id, spec, row["at_step"], treat_p, control_p, row["n_steps"],
+                   row["note"] or f"effect {effect_id}: {label} from step {row['at_step']}")
 
 
 def _run_tasks(root: Path, db: StudyLayout, tasks: list[RunTask], version_id: str, backend: str, workers: int | None,
@@ -103,11 +215,71 @@ def _run_tasks(root: Path, db: StudyLayout, tasks: list[RunTask], version_id: st
                 on_run(phase, outcome, done, len(tasks))
 
 
-def run_effect(study_root: str | Path, at_step: int, treatment: dict[str, Any] | None = None, *,
+def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, address: str | None,
+              on_start: StartFn | None, on_run: ProgressFn | None, on_wait: WaitFn | None) -> dict[str, str]:
+    """Run the effect's controls and branches that have not completed (all of them for a new effect, but
+    the reused controls); returns the errors of the runs that failed now."""
+    db = StudyLayout(root)
+    spec, effect_id = effect.spec, effect.effect_id
+    code = code_files(root, population_files(spec.population))
+    with writing(db, on_wait) as con:
+        catalogue = Catalogue(con)
+        version_id = catalogue.ensure_version(spec.id, spec.version_config(), kind="run", code=code)[0]
+        pairs = catalogue.effect_pairs(effect_id)
+        branched = next((catalogue.run(p["treatment_run_id"]) for p in pairs if p["treatment_status"]), None)
+    for p in pairs:
+        if p["control_status"] != "completed" and not p["control_run_id"].startswith(f"{effect_id}-c"):
+            raise EffectError(f"control {p['control_run_id']} of effect {effect_id}, a run it reused, is "
+                              f"{p['control_status'] or 'no longer in the store'}: run the effect anew")
+    root_text = str(root.resolve())
+    folder = db.effect_dir(effect_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    errors: dict[str, str] = {}
+    try:
+        controls = [RunTask(root_text, None, p["control_run_id"], p["seed"], effect.control, effect.steps,
+                            str((folder / f"{p['control_run_id']}.duckdb").resolve()),
+                            f"effect {effect_id}: control {p['replicate']}")
+                    for p in pairs if p["control_status"] != "completed"]
+        todo = [p for p in pairs if p["treatment_status"] != "completed"]
+        if on_start:
+            on_start(effect_id, len(controls), len(todo))
+        _run_tasks(root, db, controls, version_id, backend, workers, address, "control", on_run, on_wait, errors)
+        todo = [p for p in todo if p["control_run_id"] not in errors]
+        if not todo:
+            return errors
+        with writing(db, on_wait) as con:
+            catalogue = Catalogue(con)
+            branch_version = branched["version_id"] if branched else catalogue.ensure_version(
+                spec.id, spec.version_config(), kind="branch", code=code, parent_run_id=pairs[0]["control_run_id"],
+                fork_step=effect.at_step, note=effect.label)[0]
+        branches = []
+        for p in todo:
+            extract = folder / f"{p['control_run_id']}.parent.duckdb"
+            remove_db(extract)
+            with writing(db, on_wait) as con:
+                Catalogue(con).copy_for_branch(p["control_run_id"], effect.at_step - 1, extract)
+            branches.append(RunTask(root_text, None, p["treatment_run_id"], p["seed"], effect.treatment, effect.steps,
+                                    str((folder / f"{p['treatment_run_id']}.duckdb").resolve()),
+                                    f"effect {effect_id}: treatment {p['replicate']}",
+                                    from_run=p["control_run_id"], at_step=effect.at_step, parent_file=str(extract)))
+        _run_tasks(root, db, branches, branch_version, backend, workers, address, "treatment", on_run, on_wait,
+                   errors)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            folder.parent.rmdir()       # runs/effects, once no effect is running
+        except OSError:
+            pass
+    return errors
+
+
+def run_effect(study_root: str | Path, at_step: int | None = None, treatment: dict[str, Any] | None = None, *,
                replicates: int = 10, control: dict[str, Any] | None = None, steps: int | None = None,
                seed: int | None = None, workers: int | None = None, backend: str = "local",
-               address: str | None = None, note: str | None = None, on_start: Callable[[str, int, int], None] | None = None,
-               on_run: ProgressFn | None = None, on_wait: WaitFn | None = None) -> EffectResult:
+               address: str | None = None, note: str | None = None, resume: str | None = None,
+               metrics: list[str] | None = None, states: list[str] | None = None,
+               on_start: StartFn | None = None, on_run: ProgressFn | None = None,
+               on_wait: WaitFn | None = None) -> EffectResult:
     """Run (or reuse) ``replicates`` control runs and branch each at ``at_step`` with ``treatment``.
 
     ``control`` sets parameters of the control runs (default: the study's
@@ -115,90 +287,38 @@ def run_effect(study_root: str | Path, at_step: int, treatment: dict[str, Any] |
     may only touch parameters that interventions at steps >= ``at_step`` use.
     Control seeds are :func:`desim.experiments.sweep.seed_for` of the study seed, the
     control's parameters and the replicate, so a sweep's runs are reused.
-    Everything is checked before anything runs.
+
+    Everything is checked before anything is recorded: the settings, that
+    ``desim run`` would take the controls and the treatment, that the effect
+    is not zero by construction, and the ``metrics`` and ``states`` the caller
+    will read (learnt from step 1 of the study run in memory). The effect and
+    its pairs are then recorded before any run, so an interrupted or failed
+    effect is finished by ``resume=effect_id``: it runs, with the recorded
+    settings, only the controls and branches that have not completed.
+    ``on_start(effect_id, n_controls, n_branches)`` hears how many runs are to
+    go; a Ctrl-C leaves as ``KeyboardInterrupt``, the completed runs kept.
     """
-    started = time.perf_counter()
-    root = Path(study_root)
-    if replicates < 2:
-        raise EffectError(f"replicates must be at least 2 for an interval, got {replicates}")
-    if at_step < 1:
-        raise EffectError("--at-step must be 1 or more")
-    base = load_study(root, steps=steps, seed=seed)
-    if at_step > base.simulation.n_steps:
-        raise EffectError(f"--at-step {at_step} is after the last step ({base.simulation.n_steps}): the branches "
-                          "would replay their controls and the effect would be zero by construction")
-    control_p = {**base.simulation.parameters, **_typed(base, control or {}, "--control-set")}
-    treat_p = _typed(base, treatment or {}, "--set")
-    if base.rounds > 1 and not base.simulation.record_rounds:
-        raise EffectError(f"interaction_rounds is {base.rounds}: the treatments are branches, which replay "
-                          "stored rounds; set record_rounds: true in simulation.json")
-    seeds = [seed_for(base.simulation.seed, control_p, rep) for rep in range(replicates)]
-    specs = [load_study(root, steps=steps, seed=s, params=control_p) for s in seeds]
-    n_steps = specs[0].simulation.n_steps
-    if at_step > n_steps:
-        raise EffectError(f"--at-step {at_step} is after the last step ({n_steps})")
-    probe = load_study(root, steps=steps, seed=seeds[0], params={**control_p, **treat_p})
-    problems = check_branch_changes(specs[0].resolved(), probe, at_step)
-    if problems:
-        raise EffectError(f"the treatment may only change interventions at steps >= {at_step}; it changes:\n  - "
-                          + "\n  - ".join(problems))
-    code = code_files(root, population_files(base.population))
-    db = StudyLayout(root)
-    effect_id = f"ef{uuid.uuid4().hex[:8]}"
-    folder = db.effect_dir(effect_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    errors: dict[str, str] = {}
-    try:
-        with writing(db, on_wait) as con:
-            catalogue = Catalogue(con)
-            version_id = catalogue.ensure_version(base.id, base.version_config(), kind="run", code=code)[0]
-            controls = [catalogue.reusable_control(s.resolved(), code_hash(code)) for s in specs]
-        found = {c for c in controls if c}
-        reused = len(found)
-        tasks = []
-        for rep, (s, c) in enumerate(zip(seeds, controls)):
-            if c is None:
-                controls[rep] = f"{effect_id}-c{rep}"
-                tasks.append(RunTask(str(root.resolve()), None, controls[rep], s, control_p, steps,
-                                     str((folder / f"{controls[rep]}.duckdb").resolve()),
-                                     f"effect {effect_id}: control {rep}"))
-        if on_start:
-            on_start(effect_id, len(tasks), replicates)
-        _run_tasks(root, db, tasks, version_id, backend, workers, address, "control", on_run, on_wait, errors)
-        with writing(db, on_wait) as con:
-            catalogue = Catalogue(con)
-            label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items())) or "the study's interventions"
-            branch_version = catalogue.ensure_version(base.id, base.version_config(), kind="branch", code=code,
-                                                      parent_run_id=controls[0], fork_step=at_step,
-                                                      note=note or f"effect {effect_id}: {label} from step {at_step}")[0]
-            pairs = [{"replicate": rep, "seed": s, "control_run_id": c, "treatment_run_id": f"{effect_id}-t{rep}",
-                      "reused": c in found}
-                     for rep, (s, c) in enumerate(zip(seeds, controls))]
-            catalogue.record_effect({"effect_id": effect_id, "study_id": base.id, "at_step": at_step,
-                                     "treatment": treat_p, "control": control_p, "replicates": replicates,
-                                     "base_seed": base.simulation.seed, "n_steps": n_steps, "note": note}, pairs)
-        branches = []
-        for p in pairs:
-            if p["control_run_id"] in errors:
-                continue
-            extract = folder / f"{p['control_run_id']}.parent.duckdb"
-            remove_db(extract)
-            with writing(db, on_wait) as con:
-                Catalogue(con).copy_for_branch(p["control_run_id"], at_step - 1, extract)
-            branches.append(RunTask(str(root.resolve()), None, p["treatment_run_id"], p["seed"], treat_p, steps,
-                                    str((folder / f"{p['treatment_run_id']}.duckdb").resolve()),
-                                    f"effect {effect_id}: treatment {p['replicate']}",
-                                    from_run=p["control_run_id"], at_step=at_step, parent_file=str(extract)))
-        _run_tasks(root, db, branches, branch_version, backend, workers, address, "treatment", on_run, on_wait,
-                   errors)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        for empty in (folder.parent,):
-            try:
-                empty.rmdir()
-            except OSError:
-                pass
-    return EffectResult(effect_id, root, at_step, pairs, reused, errors, time.perf_counter() - started)
+    with ctrl_c_stays_ctrl_c():
+        started = time.perf_counter()
+        root = Path(study_root)
+        check_workers(workers)
+        if resume:
+            given = [n for n, v in (("at_step", at_step), ("treatment", treatment), ("control", control),
+                                    ("steps", steps), ("seed", seed)) if v is not None]
+            if given:
+                raise EffectError(f"resume runs a recorded effect with its own settings; do not give "
+                                  f"{', '.join(given)} too")
+            effect = _recorded(root, resume)
+            wrong = unknown_names(root, effect.control, metrics, states)
+            if wrong:
+                raise EffectError(wrong)
+        else:
+            effect = _new(root, at_step, treatment, replicates, control, steps, seed, note, metrics, states, on_wait)
+        errors = _complete(root, effect, workers, backend, address, on_start, on_run, on_wait)
+        with open_store(StudyLayout(root)) as con:
+            pairs = Catalogue(con).effect_pairs(effect.effect_id)
+    return EffectResult(effect.effect_id, root, effect.at_step, pairs, sum(1 for p in pairs if p["reused"]), errors,
+                        time.perf_counter() - started)
 
 
 # --- reading an effect ---------------------------------------------------------------------
@@ -237,8 +357,12 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
         diffs = queries.effect_metric_differences(con, effect_id)
         if states is None:
             states = list(read_json(Path(study_root) / "study.json").get("display_states") or [])
-        per_agent = {f: state_reads.effect_agent_summaries(con, effect_id, f) for f in states}
         kinds = _state_kinds(layout, pairs)
+        unknown = [f for f in states if kinds and f not in kinds]
+        if unknown:         # said in words, not as DuckDB's "could not find key" from deep in a query
+            raise EffectError(f"unknown state field(s) {', '.join(unknown)}; the effect's runs have: "
+                              f"{', '.join(sorted(kinds))}")
+        per_agent = {f: state_reads.effect_agent_summaries(con, effect_id, f) for f in states}
         per_category = {f: state_reads.effect_category_shares(con, effect_id, f) for f in states
                         if kinds.get(f) in ("str", "bool")}
     by_metric: dict[tuple[str, int], list[float]] = {}

@@ -6,7 +6,10 @@ band, zero as a reference and the fork step as a red line; before the fork
 the pairs are identical, so the curve sits on zero there (a visible check
 that the branches replayed their controls exactly). Per state field, the
 same for the per-agent mean difference, with the share of agents that
-differ. An interval clipped at the bounds the difference can take
+differ; per category of a text or true/false state field (``S``, ``I``,
+``R``), the same for the share of agents in it. The step axis says the
+study's time unit; the fork and each arm's own interventions (what the
+treatment adds, what it takes away) are marked. An interval clipped at the bounds the difference can take
 (``effect_table``'s ``ci_clipped``) is marked in the tables and said under
 them. The numbers come from :func:`desim.experiments.effects.effect_table`,
 so the report and ``desim effect`` agree.
@@ -27,6 +30,7 @@ from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 from desim.report.numbers import clipped_note, row_cells  # noqa: E402
 from desim.store import Catalogue, StudyLayout, open_store  # noqa: E402
 from desim.study.files import read_json  # noqa: E402
@@ -34,13 +38,20 @@ from desim.study.files import read_json  # noqa: E402
 FIGURE_HEIGHT = 3.6   # inches: 900 x 360 px per figure
 
 
-def treatment_events(root: Path, data: dict[str, Any]) -> dict[int, list[str]]:
-    """The treatment's own interventions: ``{step: ["treatment: name", ...]}`` for each scheduled event or
-    broadcast that the treatment runs resolved (their parameters in) at a step of their own, not in the
-    controls' configuration, from the fork on. What a reader looks for on an effect's figure besides the fork."""
+ARM_STYLE = {"treatment": {"color": "tab:orange", "linestyle": ":"},     # what the treatment adds or moves
+             "control": {"color": "0.35", "linestyle": "-."}}           # what it takes away
+
+
+def arm_events(root: Path, data: dict[str, Any]) -> dict[str, dict[int, list[str]]]:
+    """Each arm's own interventions from the fork on: ``{"treatment": {step: ["treatment: name", ...]},
+    "control": {step: ["control: name", ...]}}``, the scheduled events and broadcasts one arm's runs resolved
+    (their parameters in) at a step where the other arm has none of that name. The treatment's are what it
+    adds or moves; the control's what it moves or takes away (a campaign set past the last step): what a
+    reader looks for on an effect's figure besides the fork."""
+    out: dict[str, dict[int, list[str]]] = {"treatment": {}, "control": {}}
     pairs = [p for p in data["pairs"] if p.get("treatment_run_id") and p.get("control_run_id")]
     if not pairs:
-        return {}
+        return out
     with open_store(StudyLayout(root)) as con:
         resolved = Catalogue(con).run_interventions([pairs[0]["treatment_run_id"], pairs[0]["control_run_id"]])
     treated, control = (resolved.get(pairs[0][k]) or {} for k in ("treatment_run_id", "control_run_id"))
@@ -49,17 +60,57 @@ def treatment_events(root: Path, data: dict[str, Any]) -> dict[int, list[str]]:
         return {(int(x["at_step"]), x["name"]) for key in ("scheduled_events", "broadcasts") for x in iv.get(key, [])
                 if isinstance(x.get("at_step"), int)}
 
-    out: dict[int, list[str]] = {}
-    for step, name in sorted(planned(treated) - planned(control)):
-        if step >= data["effect"]["at_step"]:
-            out.setdefault(step, []).append(f"treatment: {name}")
+    for arm, mine, other in (("treatment", planned(treated), planned(control)),
+                             ("control", planned(control), planned(treated))):
+        for step, name in sorted(mine - other):
+            if step >= data["effect"]["at_step"]:
+                out[arm].setdefault(step, []).append(f"{arm}: {name}")
     return out
 
 
+def treatment_events(root: Path, data: dict[str, Any]) -> dict[int, list[str]]:
+    """The treatment's own interventions (:func:`arm_events`)."""
+    return arm_events(root, data)["treatment"]
+
+
+def time_unit(root: Path, data: dict[str, Any]) -> str:
+    """What a step is (``week``, ``day``) as the effect's runs recorded it, for the step axis (a sweep's
+    figures say it too); the study's simulation.json before any run is stored."""
+    ids = [p["control_run_id"] for p in data["pairs"]][:1]
+    with open_store(StudyLayout(root)) as con:
+        runs = Catalogue(con).runs(with_config=False, run_ids=ids) if ids else []
+    unit = runs[0].get("time_unit") if runs else None
+    return unit or read_json(root / "simulation" / "simulation.json").get("time_unit") or "step"
+
+
+def mark_arms(ax, events: dict[str, dict[int, list[str]]], fork: int) -> None:
+    """The fork (red) and each arm's own interventions, the treatment's orange dotted and the control's grey
+    dash-dot, their names in staggered rows. ``figures.mark_events`` draws every intervention alike; an
+    effect's reader must tell one the treatment adds from one it takes away."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    labels: list[tuple[float, str, str]] = []
+    for arm, by_step in events.items():
+        for step, names in sorted(by_step.items()):
+            ax.axvline(step, linewidth=1.3, zorder=0, **ARM_STYLE[arm])
+            labels.append((step, ", ".join(names), ARM_STYLE[arm]["color"]))
+    ax.axvline(fork, color="tab:red", linewidth=1.4, zorder=0)
+    labels.append((fork, f"fork at step {fork}", "tab:red"))
+    labels.sort(key=lambda x: x[0])
+    fig = ax.figure
+    lo, hi = ax.get_xlim()
+    px_per_step = ax.get_position().width * fig.get_figwidth() * fig.dpi / max(1e-9, hi - lo)
+    rows = figures.label_rows([(s - lo, t) for s, t, _ in labels], px_per_step, figures.LABEL_FONT * fig.dpi / 72)
+    for (step, text, color), row in zip(labels, rows):
+        ax.annotate(text, xy=(step, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(3, -3 - row * (figures.LABEL_FONT + 3)), textcoords="offset points", va="top",
+                    ha="left", fontsize=figures.LABEL_FONT, color=color, zorder=5,
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+
+
 def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str,
-                  events: dict[int, list[str]] | None = None) -> bytes:
-    """Mean difference per step with its 95 % band, a zero line, the fork line and the treatment's own
-    interventions."""
+                  events: dict[str, dict[int, list[str]]] | None = None, unit: str = "step") -> bytes:
+    """Mean difference per step with its 95 % band, a zero line, the fork line and each arm's own
+    interventions (:func:`arm_events`)."""
     fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
     rows = sorted(rows, key=lambda r: r["step"])
     steps = [r["step"] for r in rows]
@@ -70,14 +121,27 @@ def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str
     ax.plot(steps, [r["mean"] for r in rows], color="tab:blue", linewidth=1.8, marker="o", markersize=3.5,
             label="mean difference")
     ax.axhline(0.0, color="0.4", linewidth=0.9, linestyle="--", zorder=0)
-    figures.mark_events(ax, events or {}, fork)
-    ax.set_xlabel("step")
+    last = max(steps, default=fork)     # one past the last step never fires: named in the caption, not drawn
+    mark_arms(ax, {arm: {s: n for s, n in by.items() if s <= last} for arm, by in (events or {}).items()}, fork)
+    ax.set_xlabel(f"step ({unit})")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="best")     # away from the curve; the marks are labelled at the top
     fig.suptitle(title, fontsize=11)
     fig.subplots_adjust(left=0.1, right=0.97, top=0.88, bottom=0.15)
     return figures.png(fig)
+
+
+def events_caption(events: dict[str, dict[int, list[str]]], n_steps: int) -> str:
+    """The end of a figure's caption: which marks are whose interventions (one after the last step is named,
+    not drawn)."""
+    said = ""
+    for arm, how in (("treatment", "dotted orange"), ("control", "dash-dot grey")):
+        marked = "; ".join(f"step {s}: {', '.join(n)}" + (" (after the last step: it never fires)" if s > n_steps
+                                                          else "") for s, n in (events.get(arm) or {}).items())
+        if marked:
+            said += f"; {how}: the {arm}'s own interventions ({marked})"
+    return said + "."
 
 
 def _table(rows: list[dict[str, Any]], extra: list[str]) -> Table:
@@ -123,13 +187,18 @@ def card(study_root: Path, data: dict[str, Any]) -> Section:
                                       "Differences are treatment minus control; intervals are 95 % confidence "
                                       "intervals of the mean over pairs (Student t, pairs - 1 degrees of freedom)."],
                       [Table(["", "value"], rows, align_numbers=False)])
+    missing = e["replicates"] - done
+    if missing:     # an interrupted or failed effect: said, with how to finish it
+        section.paragraphs.append(f"Incomplete: {missing} of {e['replicates']} pairs have not completed (the "
+                                  f"effect was interrupted or a run failed); the numbers below count the {done} "
+                                  f"completed. desim effect {study_root} --resume {e['effect_id']} runs the rest.")
     for p in pairs:
         if p["treatment_status"] != "completed" and p.get("treatment_error"):
             section.paragraphs.append(f"{p['treatment_run_id']} {p['treatment_status']}: {p['treatment_error']}")
     return section
 
 
-def curves_section(root: Path, data: dict[str, Any], metrics: list[str], fork: int) -> Section:
+def curves_section(root: Path, data: dict[str, Any], metrics: list[str], fork: int, unit: str) -> Section:
     """Control and treatment over time: the mean over pairs with a band holding the middle 90 % of them,
     and the analytic final size of the control where the model has one (``desim.report.bands``); the
     treatment changes the run from the fork on, so no such relation holds for it."""
@@ -146,12 +215,35 @@ def curves_section(root: Path, data: dict[str, Any], metrics: list[str], fork: i
     for metric in metrics:
         if metric not in curves:
             continue
-        png = bands.figure(metric, curves[metric], refs, "step",
+        png = bands.figure(metric, curves[metric], refs, unit,
                            f"'{metric}': control and treatment (mean and middle 90 % of pairs)", fork=fork,
                            colors=colors)
         section.figures.append(Figure(f"effect_curves_{file_stem(metric)}", f"{metric} over time", png,
                                       bands.caption(metric, curves[metric], refs)))
     return section
+
+
+def category_sections(categories: list[dict[str, Any]], fork: int, events: dict[str, dict[int, list[str]]],
+                      unit: str, declared: dict[str, dict[str, str]], marks: str) -> list[Section]:
+    """Per category of a text or true/false state field (``S``, ``I``, ``R``, in the order of the study's
+    ``state_colors``), the share of agents in it, treatment - control, over time with its band and its
+    table: how a categorical state moved, which a mean over agents cannot say."""
+    sections = []
+    fields = dict.fromkeys(c["field"] for c in categories)
+    for f, category in [(f, k) for f in fields for k in figures.ordered_categories(
+            {c["category"] for c in categories if c["field"] == f}, declared.get(f))]:
+        rows = sorted((c for c in categories if c["field"] == f and c["category"] == category),
+                      key=lambda c: c["step"])
+        png = effect_figure(f"Effect on the share of agents with {f} = {category}: treatment - control "
+                            "(mean over pairs, 95 % interval)", rows, fork, f"share {f} = {category} difference",
+                            events, unit)
+        sections.append(Section(f"share with {f} = {category}", [
+            f"Per pair and step, the share of agents whose '{f}' is {category} in the treatment minus the same "
+            "share in the control, then the mean over pairs with its 95 % interval."], [_table(rows, [])],
+            [Figure(f"effect_category_{file_stem(f)}_{file_stem(category)}", f"effect on the share {f} = {category}",
+                    png, "Line: mean over pairs of the share's difference; band: 95 % interval of that mean; red "
+                    "line: the fork step" + marks + band_caption(rows))]))
+    return sections
 
 
 def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = None) -> Report:
@@ -160,6 +252,7 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
         data = effect_table(root, effect_id)
     except EffectError as e:
         raise ReportError(str(e)) from None
+    study = read_json(root / "study.json")
     fork = data["effect"]["at_step"]
     recorded = sorted({m["name"] for m in data["metrics"]})
     if metrics:
@@ -169,37 +262,36 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
                               f"{', '.join(recorded)}")
         chosen = metrics
     else:
-        shown = [m for m in read_json(root / "study.json").get("display_metrics") or [] if m in recorded]
+        shown = [m for m in study.get("display_metrics") or [] if m in recorded]
         chosen = shown or recorded
     sections = [card(root, data)]
-    events = treatment_events(root, data)
-    marked = "; ".join(f"step {s}: {', '.join(n)}" for s, n in events.items())
+    events, unit = arm_events(root, data), time_unit(root, data)
+    marks = events_caption(events, data["effect"]["n_steps"])
     if not data["metrics"]:
         sections[0].paragraphs.append("No pair has completed yet, so there is nothing to plot.")
     for metric in chosen:
         rows = [m for m in data["metrics"] if m["name"] == metric]
         png = effect_figure(f"Effect on '{metric}': treatment - control (mean over pairs, 95 % interval)",
-                            rows, fork, f"{metric} difference", events)
+                            rows, fork, f"{metric} difference", events, unit)
         sections.append(Section(metric, [], [_table(rows, [])], [Figure(
             f"effect_{file_stem(metric)}", f"effect on {metric}", png,
             "Line: mean over pairs of treatment - control; band: 95 % interval of that mean; "
-            "red line: the fork step (before it the pairs coincide)"
-            + (f"; dotted orange: the treatment's own interventions ({marked})." if events else ".")
+            "red line: the fork step (before it the pairs coincide)" + marks
             + band_caption(rows))]))
     if data["metrics"]:
-        sections.append(curves_section(root, data, chosen, fork))
+        sections.append(curves_section(root, data, chosen, fork, unit))
     fields = list(dict.fromkeys(s["field"] for s in data["states"]))
     for f in fields:
         rows = [s for s in data["states"] if s["field"] == f]
         png = effect_figure(f"Effect on state '{f}', agent by agent (mean over agents, then over pairs)",
-                            rows, fork, f"{f} difference per agent", events)
+                            rows, fork, f"{f} difference per agent", events, unit)
         sections.append(Section(f"state {f}", ["Per pair and step, the mean over agents of the agent's "
                                                "treatment - control difference; 'mean |diff|' and 'share changed' "
                                                "say how many agents moved and how far."],
                                 [_table(rows, ["mean_abs", "share_changed"])],
                                 [Figure(f"effect_state_{file_stem(f)}", f"effect on {f} per agent", png,
-                                        band_caption(rows).strip())]))
-    study = read_json(root / "study.json")
+                                        "Red line: the fork step" + marks + band_caption(rows))]))
+    sections += category_sections(data["categories"], fork, events, unit, study.get("state_colors") or {}, marks)
     return Report(study.get("title") or data["effect"]["study_id"],
                   f"effect {effect_id}: treatment - control from step {fork}", sections)
 

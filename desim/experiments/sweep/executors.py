@@ -197,8 +197,16 @@ class RayExecutor(Executor):
             self.started_here = False
 
 
+def check_workers(workers: int | None) -> None:
+    """Refuse a worker count below 1 before anything is recorded: ``LocalExecutor`` would read 0 as "the
+    CPUs" and -1 as one worker, running something else than what was asked."""
+    if workers is not None and workers < 1:
+        raise SweepError(f"--workers must be 1 or more (got {workers}); leave it out to use every CPU")
+
+
 def make_executor(backend: str, study_root: str | Path, workers: int | None = None,
                   address: str | None = None) -> Executor:
+    check_workers(workers)
     if backend == "local":
         if address:
             raise SweepError("--address is for the ray backend")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from desim.errors import StudyError
+from desim.experiments.sweep.checks import refuse_unrunnable
 from desim.study.files import coerce_like, load_study
 from desim.study.rng import derive_seed
 
@@ -87,7 +88,8 @@ def seed_for(base_seed: int, parameters: dict[str, Any], replicate: int) -> int:
 
 def make_plan(study_root: str | Path, grid: dict[str, list[Any]], replicates: int, *,
               seed: int | None = None, steps: int | None = None, sweep_id: str | None = None) -> SweepPlan:
-    """Validate the grid against the study's declared parameters and lay out every run."""
+    """Validate the grid against the study's declared parameters, check that ``desim run`` would take every
+    combination (a value only the study's code refuses fails here, not as a run), and lay out every run."""
     if replicates < 1:
         raise SweepError(f"replicates must be at least 1, got {replicates}")
     if not grid:
@@ -108,9 +110,13 @@ def make_plan(study_root: str | Path, grid: dict[str, list[Any]], replicates: in
             raise SweepError(f"--set {name}: {e}") from None
         if len(set(map(repr, typed[name]))) != len(typed[name]):
             raise SweepError(f"--set {name}: a value is repeated in {values}")
+    names = list(typed)
+    for values in itertools.product(*(typed[n] for n in names)):
+        combo = dict(zip(names, values))
+        refuse_unrunnable(load_study(study_root, steps=steps, seed=seed, params=combo), SweepError,
+                          "--set " + ", ".join(f"{k}={v}" for k, v in combo.items()))
     sweep_id = sweep_id or new_sweep_id()
     base_seed = spec.simulation.seed
-    names = list(typed)
     runs = []
     for combo_idx, values in enumerate(itertools.product(*(typed[n] for n in names))):
         combo = dict(zip(names, values))

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from desim.experiments.sweep.executors import make_executor
+from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, unknown_names
+from desim.experiments.sweep.executors import check_workers, make_executor
 from desim.experiments.sweep.merge import (
     WaitFn,
     load_plan,
@@ -117,10 +118,23 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     ``on_wait(message)`` when a merge has to wait for another process that
     holds the study's store (a ``desim run`` started during the sweep). Returns
     the runs' statuses and :func:`sweep_table` of ``metrics``.
+
+    Everything that can be refused is refused before the plan is recorded (a
+    combination ``desim run`` would refuse, ``workers`` below 1, a metric the
+    study does not record), so a recorded sweep is one ``--resume`` can finish.
+    A Ctrl-C leaves as ``KeyboardInterrupt``, the completed runs kept.
     """
+    with ctrl_c_stays_ctrl_c():
+        return _run_sweep(study_root, grid, replicates, workers, backend, address, metrics, steps, seed, resume,
+                          on_start, on_run, on_wait)
+
+
+def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics, steps, seed, resume, on_start,
+               on_run, on_wait) -> SweepResult:
     started = time.perf_counter()
     root = Path(study_root)
     db = StudyLayout(root)
+    check_workers(workers)
     if resume:
         if grid:
             raise SweepError("--resume reruns a recorded sweep with its own grid; do not give --set too")
@@ -129,6 +143,10 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     else:
         plan = make_plan(root, grid or {}, replicates, seed=seed, steps=steps)
         todo = list(plan.runs)
+    wrong = unknown_names(root, plan.runs[0].parameters, metrics, seed=plan.base_seed) if todo else None
+    if wrong:       # before the runs, not after them: a misspelt metric must not cost the whole sweep
+        raise SweepError(wrong)
+    if not resume:
         record_plan(db, plan, on_wait)
     version_id = study_version(db, load_study(root), on_wait)
     folder = claim_folder(root, plan.sweep_id)
