@@ -141,6 +141,9 @@ def test_a_parameter_twice_and_fewer_than_one_worker_are_refused(tmp_path, capsy
     assert main(effect + ["--set", "lockdown_day=2", "--control-set", "lockdown_day=3", "--control-set",
                           "lockdown_day=4", *ONE]) == 2
     assert "--control-set gives lockdown_day more than once" in one_error_line(capsys.readouterr().err)
+    # one rule for every command that takes --set: run and branch too
+    assert main(["run", str(root), "--set", "lockdown_day=2", "--set", "lockdown_day=3"]) == 2
+    assert "--set gives lockdown_day more than once" in one_error_line(capsys.readouterr().err)
     for workers in ("0", "-1"):
         assert main(["sweep", str(root), "--set", "lockdown_day=2,3", "--workers", workers]) == 2
         assert f"--workers must be 1 or more (got {workers})" in one_error_line(capsys.readouterr().err)

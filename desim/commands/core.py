@@ -14,14 +14,17 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates"    # packaged w
 DEFAULT_TEMPLATE = "starter"
 
 
-def parse_sets(items: list[str] | None) -> dict[str, str]:
-    """``--set name=value`` pairs into a dict (values stay text until coerced)."""
+def parse_sets(items: list[str] | None, option: str = "--set", hint: str = "") -> dict[str, str]:
+    """``--set name=value`` pairs into a dict (values stay text until coerced). A parameter given twice is
+    refused: keeping the last would silently run ``--set epsilon=0.2 --set epsilon=0.3`` with 0.3 alone."""
     from desim.commands import UserError
     out: dict[str, str] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise UserError(f"--set expects name=value, got '{item}'")
+            raise UserError(f"{option} expects name=value, got '{item}'")
+        if name.strip() in out:
+            raise UserError(f"{option} gives {name.strip()} more than once; give each parameter once{hint}")
         out[name.strip()] = value.strip()
     return out
 

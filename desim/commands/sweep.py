@@ -57,15 +57,9 @@ def outside_the_run_of_grid(study: str, grid: dict[str, list], steps: int | None
 
 
 def sets_once(items: list[str] | None, option: str = "--set", grid: bool = False) -> dict[str, str]:
-    """``parse_sets``, refusing a parameter given twice: it keeps the last value, so ``--set epsilon=0.2
-    --set epsilon=0.3`` would silently run 0.3 alone (a sweep's values are one option: ``epsilon=0.2,0.3``)."""
-    from desim.commands import UserError
-    names = [item.partition("=")[0].strip() for item in items or []]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise UserError(f"{option} gives {', '.join(twice)} more than once; give each parameter once"
-                        + (f" (several values: {option} {twice[0]}=V1,V2)" if grid else ""))
-    return parse_sets(items)
+    """``parse_sets`` for ``option``; a sweep's message says how to give several values (one option:
+    ``epsilon=0.2,0.3``)."""
+    return parse_sets(items, option, " (several values: NAME=V1,V2)" if grid else "")
 
 
 def interrupted(command: str, study: str, resume_id: str | None) -> int:
