@@ -385,3 +385,13 @@ def test_the_nonfinite_check_names_the_first_nan_not_a_missing_value():
     assert _first_nonfinite(pa.array([1.0, None, 2.0])) is None
     assert _first_nonfinite(pa.array([None, 3.0, float("inf"), float("nan")])) == 2
     assert _first_nonfinite(pa.array([float("nan"), None, None, float("nan")]).slice(1)) == 2
+
+
+def test_the_stores_connections_draw_no_progress_bar(tmp_path, study_copy):
+    """A long query (an effect's pairs over many runs) must not print DuckDB's bar into a command's output."""
+    from desim.store import open_store
+    root = study_copy("opinion_diffusion")
+    desim.run_study(desim.load_study(root, steps=1, params={"n_agents": 20}))
+    for read_only in (True, False):
+        with open_store(root, read_only=read_only) as con:
+            assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)

@@ -48,6 +48,13 @@ class StoreBroken(StoreError, ValueError):
 WaitFn = Callable[[str], None]
 
 
+def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """DuckDB draws a progress bar on stdout for a query that runs over two seconds: not in a command's
+    output or a notebook's cells (a per-connection setting: DuckDB refuses it as a global option)."""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 @contextmanager
 def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, attempts: int | None = None,
                wait: float = 0.05, forever: bool = False, on_wait: WaitFn | None = None,
@@ -93,6 +100,7 @@ def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
     else:
         raise StoreBusyError(f"{path} is locked by a writing process: {last}")
     try:
+        _quiet(con)
         check_layout(con, path)
         if (layout.data / "run_id=_").is_dir():
             define_views(con, layout.data, temp=True)
@@ -120,6 +128,7 @@ def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
                                      "is probably writing to it; wait for it or use another study copy.") from None
             time.sleep(wait)
     try:
+        _quiet(con)
         check_layout(con, path)
         for statement in MIGRATIONS:
             con.execute(statement)

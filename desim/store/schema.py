@@ -132,21 +132,25 @@ def file_pattern(data: Path, view: str) -> str:
 HELD = ("CREATE OR REPLACE {temp} MACRO held_from(run) AS coalesce((SELECT last_step FROM runs WHERE run_id = run "
         "AND status = 'completed' AND end_reason IS NOT NULL), 2147483647::BIGINT)")
 PAIRED = """CREATE OR REPLACE {temp} MACRO {name}(treatment, control, until := 0) AS TABLE
+ WITH t AS (SELECT * FROM {table} WHERE run_id = treatment), c AS (SELECT * FROM {table} WHERE run_id = control)
  SELECT t.step, t.{key}, {values}
- FROM {table} t JOIN {table} c ON c.step = t.step AND c.{key} = t.{key} WHERE t.run_id = treatment AND c.run_id = control
+ FROM t JOIN c ON c.step = t.step AND c.{key} = t.{key}
  UNION ALL
  SELECT c.step, c.{key}, {values}
- FROM {table} c JOIN {table} t ON t.{key} = c.{key}
- WHERE c.run_id = control AND t.run_id = treatment AND t.step = held_from(treatment) AND c.step > held_from(treatment)
+ FROM c JOIN t ON t.{key} = c.{key}
+ WHERE t.step = held_from(treatment) AND c.step > held_from(treatment)
  UNION ALL
  SELECT t.step, t.{key}, {values}
- FROM {table} t JOIN {table} c ON c.{key} = t.{key}
- WHERE t.run_id = treatment AND c.run_id = control AND c.step = held_from(control) AND t.step > held_from(control)
+ FROM t JOIN c ON c.{key} = t.{key}
+ WHERE c.step = held_from(control) AND t.step > held_from(control)
  UNION ALL
  SELECT s.step, t.{key}, {values}
- FROM {table} t JOIN {table} c ON c.{key} = t.{key},
+ FROM t JOIN c ON c.{key} = t.{key},
       (SELECT unnest(generate_series(greatest(held_from(treatment), held_from(control)) + 1, until)) AS step) s
- WHERE t.run_id = treatment AND c.run_id = control AND t.step = held_from(treatment) AND c.step = held_from(control)"""
+ WHERE t.step = held_from(treatment) AND c.step = held_from(control)"""
+# each run's rows are taken first (the CTEs), then joined: joined on the key alone, as the held branches are,
+# the filters on run_id came after the join and every run's files were read (3.1 s for 4 pairs of a
+# 20-run store; 0.7 s so)
 PAIRS = {"paired_panel": ("panel", "agent_id", "t.state AS treatment_state, c.state AS control_state"),
          "paired_metrics": ("metrics", "name", "t.value AS treatment_value, c.value AS control_value")}
 
