@@ -143,7 +143,10 @@ def test_sweep_report_figures_and_table_match_sql(swept):
                                           "count(DISTINCT seed) FROM runs WHERE sweep_id = ?", [sweep_id])[0]
     assert card["runs"] == f"{n_done} completed, 0 failed" and n_runs == 18
     assert f"{n_seeds} distinct seeds for {n_runs} runs" in card["seeds"]
-    assert card["grid"] == "n_agents = 20; epsilon = 0.2, 0.3, 0.4; mu = 0.3, 0.5"
+    # a parameter swept over one value is set for every run, not part of the grid; the rest keep the study's
+    assert card["grid"] == "epsilon = 0.2, 0.3, 0.4; mu = 0.3, 0.5"
+    assert card["set for every run"] == "n_agents=20"
+    assert "n_agents" not in card["study values"] and "campaign_weight=" in card["study values"]
     assert card["replicates"].startswith(f"{REPLICATES} per combination (6 combinations")
 
     # the runs table lists every run with its stored seed

@@ -9,7 +9,7 @@ same numbers. :func:`build` returns the format-free :class:`Report` that
 ``html`` and ``markdown`` lay out.
 
 The x axis of every figure is the first parameter the grid varies (a
-parameter given one value is fixed for the whole sweep, so it is listed on
+parameter given one value is set for every run of the sweep, so it is listed on
 the card, not plotted); every combination of the other varied parameters is
 one labelled line.
 """
@@ -120,8 +120,9 @@ def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]],
     failed = sum(1 for r in planned if status.get(r) == "failed")
     missing = sum(1 for r in planned if r not in status)
     other = len(planned) - completed - failed - missing
-    fixed = {k: v for k, v in plan.runs[0].parameters.items() if k not in plan.grid or len(plan.grid[k]) == 1} \
-        if plan.runs else {}
+    # a parameter the sweep sets to one value for every run, apart from those it leaves at the study's value
+    set_once = {k: vs[0] for k, vs in plan.grid.items() if len(vs) == 1}
+    fixed = {k: v for k, v in plan.runs[0].parameters.items() if k not in plan.grid} if plan.runs else {}
     steps = plan.n_steps if plan.n_steps is not None else next((r["n_steps"] for r in runs), None)
     time_unit = next((r["time_unit"] for r in runs), "")
     seeds = {r.seed for r in plan.runs}
@@ -131,8 +132,10 @@ def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]],
         ["study", f"{plan.study_id}: {study.get('title', '')}".rstrip(": ")],
         ["question", study.get("question", "")],
         ["sweep", f"{plan.sweep_id} (created {fmt(row['created_at'])[:19]})"],
-        ["grid", "; ".join(f"{n} = {', '.join(fmt(v) for v in vs)}" for n, vs in plan.grid.items())],
-        ["fixed parameters", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))],
+        ["grid", "; ".join(f"{n} = {', '.join(fmt(v) for v in vs)}" for n, vs in plan.grid.items()
+                           if len(vs) > 1) or "none (replicates of one combination)"],
+        ["set for every run", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(set_once.items())) or "none"],
+        ["study values", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))],
         ["replicates", f"{plan.replicates} per combination ({len(plan.combos())} combinations, "
                        f"{len(planned)} runs)"],
         ["steps", f"{fmt(steps)} ({time_unit})" if time_unit else fmt(steps)],
