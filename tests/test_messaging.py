@@ -431,3 +431,16 @@ def test_the_run_counts_every_message_it_stores_those_posted_at_reset_included(s
                                    [result.run_id]).fetchall())
     assert by_step[0] == 40                              # everyone states an opinion at reset
     assert result.counters["messages"] == sum(by_step.values())
+
+
+def test_export_writes_every_rounds_actions_when_the_run_recorded_them(tmp_path):
+    import pyarrow.csv as pcsv
+    from desim.store.export import export
+    spec = chatter_study(tmp_path / "chatter", rounds=3, steps=2, record_rounds=True)
+    result = run_study(spec)
+    written = {p.name for p in export(spec.root, tmp_path / "out", fmt="csv")}
+    assert "round_actions.csv" in written and "llm_calls.csv" not in written      # no LLM: no empty file
+    rows = pcsv.read_csv(tmp_path / "out" / "round_actions.csv").to_pylist()
+    with duckdb.connect(str(result.store_path), read_only=True) as con:
+        (stored,) = con.execute("SELECT count(*) FROM round_actions").fetchone()
+    assert len(rows) == stored == 2 * 3 * 7 and {r["round"] for r in rows} == {0, 1, 2}

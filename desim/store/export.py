@@ -3,7 +3,8 @@
 ``desim export studies/x [--run R] --format parquet|csv --out DIR`` writes the
 panel (flat: one column per state field, ``payload_<name>`` per payload field),
 the initial states, the metrics (wide: one column per metric), the events, the
-messages, the edges, ``runs`` (one row per run, its parameters as typed
+messages, the edges, every round's actions and the LLM calls when the runs have any
+(``round_actions``, ``llm_calls``), ``runs`` (one row per run, its parameters as typed
 ``param_<name>`` columns, its ``sweep_id``, ``effect_id`` and ``arm``: join it to
 the panel on ``run_id``) and ``runs.json`` with each run's seed, parameters and
 resolved configuration. Without ``--run`` every run of the study is exported,
@@ -56,6 +57,10 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     tables = {"panel": data.panel(runs), "initial_states": data.initial_states(runs),
               "metrics": data.metrics(runs), "events": data.events(runs), "messages": data.messages(runs),
               "edges": data.edges(runs), "runs": flat_runs}
+    # what only some studies keep: every round's actions (record_rounds) and the LLM calls, when there are any
+    for name, table in (("round_actions", data.round_actions(runs)), ("llm_calls", data.llm_calls(runs))):
+        if table.num_rows:
+            tables[name] = table
     written = []
     for name, table in tables.items():
         path = out / f"{name}.{fmt}"
