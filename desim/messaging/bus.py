@@ -150,7 +150,11 @@ class MessageBus:
         """What :meth:`drain` gives, as plain lists by field (``author_id``, ``step``, ``round``,
         ``content``, ``channel``, ``kind``, ``audience``, ``reply_to``): how the collector fills
         the ``messages`` table."""
-        drained = self.drain()
+        self._storing = True         # the bus's own drain, for the store: not what a study takes (``taken``)
+        try:
+            drained = self.drain()
+        finally:
+            self._storing = False
         return {name: [getattr(m, name) for m in drained] for name in Message._fields}
 
     def _visible_of(self, step: int, round_idx: int, authors: Iterable[str] | None) -> list[Message]:
@@ -202,7 +206,8 @@ class InMemoryMessageBus(MessageBus):
         self._steps: dict[int, StepPosts] = {}
         self._latest_step: int | None = None
         self._undrained: list[Batch] = []
-        self.posted = 0                     # messages posted since the bus was made (read by drain_messages)
+        self.taken = 0      # messages a study drained itself, not for the store (read by drain_messages)
+        self._storing = False
 
     # --- posting
     def post(self, message: Message) -> None:
@@ -227,7 +232,6 @@ class InMemoryMessageBus(MessageBus):
             posts = self._steps[step] = StepPosts(step)
         posts.add(batch)
         self._undrained.append(batch)
-        self.posted += len(batch.authors)
 
     # --- reading
     def _windows(self, step: int, round_idx: int) -> list[tuple[StepPosts, float]]:
@@ -306,7 +310,10 @@ class InMemoryMessageBus(MessageBus):
 
     def drain(self) -> list[Message]:
         batches, self._undrained = self._undrained, []
-        return [m for b in batches for m in b.messages()]
+        drained = [m for b in batches for m in b.messages()]
+        if not self._storing:       # a study's own drain: these will be missing from the messages table
+            self.taken += len(drained)
+        return drained
 
     def drain_columns(self) -> dict[str, list]:
         """:meth:`MessageBus.drain_columns` from the batches' lists, without a ``Message`` per post."""

@@ -128,7 +128,8 @@ class ColumnarFeed:
         self._rows_all = np.repeat(np.arange(self.n, dtype=np.int32), np.diff(self.indptr))
         self._batches: list[_Batch] = []
         self._undrained: list[_Batch] = []
-        self.posted = 0                     # posts since the feed was made (read by drain_messages)
+        self.taken = 0      # posts a study drained itself, not for the store (read by drain_messages)
+        self._storing = False
 
     @classmethod
     def from_graph(cls, graph: nx.Graph, ids: list[str], carry_previous_step: bool = False) -> "ColumnarFeed":
@@ -180,7 +181,6 @@ class ColumnarFeed:
         batch = _Batch(step, round_idx, authors, slot, cols, kind, channel)
         self._batches.append(batch)
         self._undrained.append(batch)
-        self.posted += len(authors)
         return len(authors)
 
     # --- reading ---------------------------------------------------------------
@@ -297,6 +297,8 @@ class ColumnarFeed:
         """The posts since the last drain as one Arrow table (step, round, author_id, channel,
         kind, content struct, audience, reply_to), in posting order; the buffer is cleared."""
         batches, self._undrained = self._undrained, []
+        if not self._storing:       # a study's own drain: these will be missing from the messages table
+            self.taken += sum(len(b.authors) for b in batches)
         tables = []
         for b in batches:
             n = len(b.authors)
@@ -320,11 +322,15 @@ class ColumnarFeed:
     def drain_columns(self) -> pa.Table:
         """:meth:`drain`: what the collector calls on any bus (``EnvironmentProvider.drain_messages``),
         already columns here."""
-        return self.drain()
+        self._storing = True
+        try:
+            return self.drain()
+        finally:
+            self._storing = False
 
     def drain_messages(self) -> list[Message]:
         """The drained posts as ``Message`` objects, for an engine that stores messages one by one."""
-        table = self.drain()
+        table = self.drain_columns()
         if table.num_rows == 0:
             return []
         cols = table.to_pydict()

@@ -214,19 +214,16 @@ class EnvironmentProvider(Component):
         bus = self.bus
         if bus is None:
             return []
-        drained = bus.drain_columns()
-        posted = getattr(bus, "posted", None)      # a count desim's buses keep; a study's own bus may not
-        if posted is not None:
-            owed, self._stored_posts = posted - getattr(self, "_stored_posts", 0), posted
-            got = drained.num_rows if hasattr(drained, "num_rows") else len(drained["author_id"])
-            if 0 <= got < owed:
-                raise RuntimeError(
-                    f"{owed - got} of the {owed} messages posted since the last step were drained from "
-                    f"{type(self).__name__}.bus before desim stored them (the study calls bus.drain() itself), so "
-                    "the messages table would miss them. desim stores every round's posts in the messages table "
-                    "at each step's close; read them there, read the bus without draining it (feed.local_for, "
-                    "bus.contents_by_author), or override drain_messages to return what you drain")
-        return drained
+        taken = getattr(bus, "taken", 0)      # what a study drained itself (desim's buses count it)
+        if taken > getattr(self, "_taken_seen", 0):
+            lost, self._taken_seen = taken - getattr(self, "_taken_seen", 0), taken
+            raise RuntimeError(
+                f"{lost} messages were drained from {type(self).__name__}.bus before desim stored them (the study "
+                "calls bus.drain() itself), so the messages table would miss them. desim stores every round's "
+                "posts in the messages table at each step's close; read them there, read the bus without "
+                "draining it (feed.local_for, bus.contents_by_author), or override drain_messages to return "
+                "what you drain")
+        return bus.drain_columns()
 
     # --- columnar path (optional) -------------------------------------------
     def observe_columns(self, idx: np.ndarray, t: int, round_idx: int) -> dict[str, np.ndarray]:
