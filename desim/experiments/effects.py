@@ -172,18 +172,22 @@ def _new(root: Path, at_step: int | None, treatment: dict[str, Any] | None, repl
                    note or f"effect {effect_id}: {label} from step {at_step}")
 
 
+def _effect_row(catalogue: Catalogue, effect_id: str, layout: StudyLayout, why: str = "") -> dict[str, Any]:
+    """The recorded effect ``effect_id``, or an error listing the effects the store has."""
+    row = catalogue.effect(effect_id)
+    if row is None:
+        known = [e["effect_id"] for e in catalogue.effects()]
+        raise EffectError(f"{why}no effect '{effect_id}' in {layout.db} (effects: {', '.join(known) or 'none'})")
+    return row
+
+
 def _recorded(root: Path, effect_id: str) -> _Effect:
     """A recorded effect, to run what it lacks with its own settings."""
     layout = StudyLayout(root)
     if not layout.db.exists():
         raise EffectError(f"cannot resume '{effect_id}': {layout.db} does not exist")
     with open_store(layout) as con:
-        catalogue = Catalogue(con)
-        row = catalogue.effect(effect_id)
-        if row is None:
-            known = [e["effect_id"] for e in catalogue.effects()]
-            raise EffectError(f"cannot resume: no effect '{effect_id}' in {layout.db} "
-                              f"(effects: {', '.join(known) or 'none'})")
+        row = _effect_row(Catalogue(con), effect_id, layout, "cannot resume: ")
     treat_p, control_p = (json.loads(row[k]) if isinstance(row[k], str) else row[k] for k in ("treatment", "control"))
     spec = load_study(root, steps=row["n_steps"], seed=row["base_seed"], params=control_p)
     label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items()))
@@ -349,10 +353,7 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
         raise EffectError(f"{layout.db} does not exist: no effect has run in {study_root}")
     with open_store(layout) as con:
         catalogue = Catalogue(con)
-        row = catalogue.effect(effect_id)
-        if row is None:
-            known = [e["effect_id"] for e in catalogue.effects()]
-            raise EffectError(f"no effect '{effect_id}' in {layout.db} (effects: {', '.join(known) or 'none'})")
+        row = _effect_row(catalogue, effect_id, layout)
         pairs = catalogue.effect_pairs(effect_id)
         diffs = queries.effect_metric_differences(con, effect_id)
         if states is None:
