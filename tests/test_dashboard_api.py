@@ -208,6 +208,23 @@ def test_state_series_as_shares_and_bands(site):
     assert flags["colors"][flags["categories"].index("false")] == "#b0b7c3"      # booleans: off is grey
 
 
+def test_an_integer_state_of_few_values_is_shown_as_shares_not_a_band(site):
+    """Schelling's type is 0 or 1: a 0-1 quantile band with its mean at 0.5 says nothing; its shares do."""
+    schelling = site["dir"] / "schelling"
+    if not schelling.exists():
+        copy_study(site["dir"], "schelling", "schelling")
+        run_study(load_study(schelling, steps=2))
+    rid = runs_of(schelling)[-1]
+    types = site["client"].get("/api/studies/schelling/states", params={"run": rid, "state": "type"}).json()
+    assert types["kind"] == "categorical" and types["categories"] == ["0", "1"]
+    at2 = dict(sql(schelling, "SELECT CAST(state.type AS VARCHAR), count(*) FROM panel WHERE run_id=? AND step=2 "
+                              "GROUP BY 1", [rid]))
+    assert {c: types["counts"][c][2] for c in at2} == at2
+    # many integer values (Sugarscape's sugar, say) stay a band: the rule is the report's
+    x = site["client"].get("/api/studies/schelling/states", params={"run": rid, "state": "x"}).json()
+    assert x["kind"] == "numeric"
+
+
 def test_report_diffusion_player_is_linked_and_served(site):
     rid = runs_of(site["good"])[0]
     st = site["client"].get("/api/studies/opinion_diffusion").json()

@@ -359,6 +359,8 @@ def field_summary(con, run_id: str, state_key: str) -> dict[str, Any]:
         return {"kind": "numeric", "steps": [], "quantiles": [], "mean": [], "n": []}
     rows = states.text_counts(con, run_id, state_key)
     kind = field_kind({v for _, v, _ in rows if v is not None})
+    if kind == "numeric" and states.few_valued_integer(con, run_id, state_key):
+        kind = "categorical"            # Schelling's type: shares per value, as the report draws it
     steps = sorted({r[0] for r in rows})
     pos = {t: i for i, t in enumerate(steps)}
     if kind == "numeric":

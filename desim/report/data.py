@@ -129,15 +129,13 @@ def field_kind(con, run_id: str, name: str) -> str:
     return kind
 
 
-def display_kind(con, run_id: str, name: str, most: int = 8) -> str:
+def display_kind(con, run_id: str, name: str) -> str:
     """How a state is drawn over time: ``categorical`` (shares per category) for text, booleans and
-    integers taking at most ``most`` values (Schelling's ``type``, a 0/1 flag), else ``numeric``
+    integers taking few values (``states.few_valued_integer``: Schelling's ``type``), else ``numeric``
     (quantile bands). A binary state as a 0-1 band says nothing; its share says everything."""
     kind = field_kind(con, run_id, name)
-    if kind == "numeric":
-        typ, distinct = states.type_and_distinct(con, run_id, name)
-        if typ in states.INTEGER_TYPES and distinct <= most:
-            return "categorical"
+    if kind == "numeric" and states.few_valued_integer(con, run_id, name):
+        return "categorical"
     return kind
 
 

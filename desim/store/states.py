@@ -99,6 +99,17 @@ def field_kind(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str | 
     return "numeric" if typ in NUMERIC_TYPES else "categorical"
 
 
+FEW_VALUES = 8
+"""An integer state taking at most this many values is a category (drawn as shares, not as a band)."""
+
+
+def few_valued_integer(con: duckdb.DuckDBPyConnection, run_id: str, name: str, most: int = FEW_VALUES) -> bool:
+    """Whether the field is an integer taking at most ``most`` values in the run (Schelling's ``type``, a 0/1
+    flag): drawn over time as the share of agents per value, since a 0-1 quantile band says nothing."""
+    typ, distinct = type_and_distinct(con, run_id, name)
+    return typ in INTEGER_TYPES and distinct <= most
+
+
 def type_and_distinct(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> tuple[str, int]:
     """The field's stored type and how many distinct values it takes in the run's panel."""
     return con.execute(f"SELECT any_value(typeof({field('state', name)})), "
