@@ -3,8 +3,9 @@
 Published figures are averages over seeds at 50x50, density 0.8, minority 0.5
 and 200 steps. The runs here stop at 40-70 steps: at these homophily levels
 everyone is happy (and nobody moves any more) well before that, which the
-tests check, so the final figure equals the 200-step one. Three seeds per
-level keep the seed noise of the average near 0.004; the tolerance is 0.015.
+tests check, so the final figure equals the 200-step one. The seed noise of
+a three-seed average is 0.001-0.008 by level (studies/schelling/README.md);
+the tolerance is 0.015.
 """
 from __future__ import annotations
 
