@@ -71,15 +71,19 @@ def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[st
     return actions
 
 
+def _among(value: Any, values) -> bool:
+    """``value in values``, False for a value that cannot be looked up (a list as an id)."""
+    try:
+        return value in values
+    except TypeError:
+        return False
+
+
 def refuse(a: Any, seen: set[str], present: set[str], t: int, r: int, known: dict[str, int]) -> None:
     """Raise the :class:`RunError` that says what is wrong with the action ``a``."""
     if not isinstance(a, Action):
         raise RunError(f"step {t} round {r}: decide_batch returned {a!r:.80}, not an Action")
-    try:
-        is_known = a.agent_id in known
-    except TypeError:
-        is_known = False
-    if not is_known:
+    if not _among(a.agent_id, known):
         raise RunError(f"step {t} round {r}: action for unknown agent {a.agent_id!r:.60}")
     if a.agent_id not in present:
         raise RunError(f"step {t} round {r}: action for agent '{a.agent_id}', "
@@ -93,11 +97,7 @@ def refuse(a: Any, seen: set[str], present: set[str], t: int, r: int, known: dic
         raise RunError(f"{where}: kind is {a.kind!r:.60}; it must be a non-empty string (post, move, ...)")
     if type(a.payload) is not dict:
         raise RunError(f"{where}: payload is {type(a.payload).__name__} {a.payload!r:.60}; it must be a dict")
-    try:
-        known_source = a.source in ACTION_SOURCES
-    except TypeError:
-        known_source = False
-    if not known_source:
+    if not _among(a.source, ACTION_SOURCES):
         raise RunError(f"{where}: source is {a.source!r:.60}; it must be one of {', '.join(ACTION_SOURCES)}")
     raise RunError(f"{where}: malformed action: {a!r:.200}")
 
