@@ -366,3 +366,17 @@ def test_a_datetime_stops_either_path_naming_agent_step_and_field(tmp_path, prov
     assert "step 3: agent 's1': state.when = datetime.datetime(2024, 5, 1, 0, 0) (datetime) has no faithful " \
            "stored form: dates and times are not stored as such; store text (value.isoformat())" in err.value.error
     assert query(store_path(root), "SELECT max(step) FROM panel") == [(2,)]
+
+
+def test_a_round_action_refused_names_its_round_as_well_as_step_and_agent():
+    """``record_rounds``: a payload of round 2 whose type differs from round 1's is refused, and the
+    error says which round (three rounds a step make "step 1" alone ambiguous), on both paths."""
+    from desim.store.tables import columnar_round_rows, round_rows
+    types = PanelTypes()
+    round_rows(types, 1, [Action(agent_id="a0", step=1, kind="k", payload={"f": 0.5})], 1)
+    with pytest.raises(FieldError, match=r"step 1 round 2: agent 'a1': payload\.f"):
+        round_rows(types, 1, [Action(agent_id="a1", step=1, kind="k", payload={"f": "high"})], 2)
+    types = PanelTypes()
+    columnar_round_rows(types, 3, IDS, ActionColumns(kind="k", idx=np.arange(2), payload={"f": [0.5, 1.0]}), 0)
+    with pytest.raises(FieldError, match=r"step 3 round 1: agent 'a0': payload\.f"):
+        columnar_round_rows(types, 3, IDS, ActionColumns(kind="k", idx=np.arange(2), payload={"f": ["x", "y"]}), 1)

@@ -7,7 +7,9 @@ field's type is fixed the first time the field appears (payloads of different
 action kinds carry different fields). After that, a value of another type, a
 new or missing state field, NaN or infinity where the study did not allow it,
 or a value with no faithful stored form stops the run with a
-:class:`FieldError` naming the agent, the step and the field. Nothing is ever
+:class:`FieldError` naming the agent, the step (and the round, for a round's
+actions: the methods' ``step`` is where the values are, as the error prints it)
+and the field. Nothing is ever
 silently converted, except that an integer is accepted in a float field
 (``0`` where ``0.5`` was); a boolean is not a number here.
 
@@ -195,7 +197,7 @@ class Fields:
         return dict(self.types)
 
     # --- values one by one (the per-agent path, and any column given as a list) -------------
-    def column(self, name: str, values: list, agents, step: int) -> pa.Array:
+    def column(self, name: str, values: list, agents, step: int | str) -> pa.Array:
         """One field's values as an Arrow array of the field's type (fixing it if new).
 
         ``agents`` names the values' agents (a list, or anything indexable by position)."""

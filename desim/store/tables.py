@@ -145,6 +145,12 @@ def _away(away: np.ndarray | None, n: int) -> pa.Array:
     return pa.array(np.zeros(n, bool) if away is None else away)
 
 
+def _in_round(step: int, r: int) -> str:
+    """Where a round's value is, as its errors print it ("step 3 round 1"): a payload refused in round 1
+    of 3 is found faster when the error says which."""
+    return f"{step} round {r}"
+
+
 def round_rows(types: PanelTypes, step: int, actions: list, r: int) -> pa.Table:
     """One round's actions (``record_rounds``)."""
     n = len(actions)
@@ -152,7 +158,7 @@ def round_rows(types: PanelTypes, step: int, actions: list, r: int) -> pa.Table:
     return pa.table({
         "step": _steps(step, n), "round": pa.array(np.full(n, r, np.int32)),
         "agent_id": _texts(agents), "action_kind": _texts([a.kind for a in actions]),
-        "payload": types.round_payload.struct([a.payload for a in actions], agents, step),
+        "payload": types.round_payload.struct([a.payload for a in actions], agents, _in_round(step, r)),
         "action_source": _texts([a.source for a in actions]),
         "action_rationale": _texts([a.rationale for a in actions])})
 
@@ -166,7 +172,7 @@ def _acted(acts: ActionColumns) -> tuple[np.ndarray, np.ndarray | None]:
     return idx, (None if acted.all() else np.flatnonzero(acted))
 
 
-def _action_columns(payload_fields: Fields, step: int, ids: pa.Array, acts: ActionColumns,
+def _action_columns(payload_fields: Fields, step: int | str, ids: pa.Array, acts: ActionColumns,
                     sel: np.ndarray | None):
     """The actions of the entries ``sel`` of the round's arrays (all when None): the agents that acted,
     in the round's order. Only they are converted, so a round where few agents act costs little."""
@@ -200,7 +206,8 @@ def _select(values, sel: np.ndarray):
 def columnar_round_rows(types: PanelTypes, step: int, ids: pa.Array, acts: ActionColumns, r: int) -> pa.Table:
     """One columnar round's actions (``record_rounds``), agents that acted only."""
     _, sel = _acted(acts)
-    idx, actor_ids, kind, payload, source = _action_columns(types.round_payload, step, ids, acts, sel)
+    idx, actor_ids, kind, payload, source = _action_columns(types.round_payload, _in_round(step, r), ids,
+                                                            acts, sel)
     n = len(idx)
     return pa.table({"step": _steps(step, n), "round": pa.array(np.full(n, r, np.int32)),
                      "agent_id": actor_ids, "action_kind": kind, "payload": payload,
