@@ -11,6 +11,7 @@ from pathlib import Path
 
 MODEL = '''
 from desim import Action, DecisionModel, EnvironmentProvider, MetricCollector, Observation, Persona, PopulationProvider
+from desim import InMemoryMessageBus, Message
 
 AT = 2          # the step at which a failure happens
 ROUND = 1       # and the round, for round-level points
@@ -40,10 +41,18 @@ class Env(EnvironmentProvider):
             self.ctx.sim.process(self.ticker())
         if self.fail == "errand":
             self.ctx.sim.process(self.dispatch())
+        if self.fail == "post":
+            self.bus = InMemoryMessageBus()
+            self.ctx.sim.process(self.newsroom())
 
     def ticker(self):
         yield self.ctx.sim.timeout(AT - 0.5)
         {}["topik"]  # fail:process
+
+    def newsroom(self):
+        """A news process posting in an agent's name: the agent is not to blame for its content."""
+        yield self.ctx.sim.timeout(AT - 0.5)
+        self.bus.post(Message(author_id="p1", step=self.ctx.step, round=0, content={"tags": {"a"}}))  # fail:post
 
     def dispatch(self):
         yield self.ctx.sim.timeout(AT - 0.5)

@@ -63,6 +63,19 @@ def test_a_failure_in_study_code_names_step_round_agent_component_and_line(study
     assert sql(root, "SELECT DISTINCT step FROM panel ORDER BY step") == [(1,)]
 
 
+def test_a_message_json_cannot_hold_fails_at_the_line_that_posted_it_not_on_its_author(study, capsys):
+    """A process posts in agent p1's name; the error names the process and its line, not p1 at the
+    step's close (which is all the store could say)."""
+    root = study(env={"fail": "post"})
+    code, err = run(capsys)
+    [(error,)] = sql(root, "SELECT error FROM runs")
+    assert code == 2
+    assert error == (f"t=1.5 (step 1): study process Env.newsroom failed at {MODEL}:{line_of(root, 'post')}: "
+                     "TypeError: message by 'p1': content {'tags': {'a'}} is not JSON "
+                     "(Type is not JSON serializable: set)")
+    assert sql(root, "SELECT DISTINCT step FROM panel ORDER BY step") == [(1,)]      # step 1 is kept
+
+
 def test_traceback_flag_and_environment_variable_print_the_study_traceback(study, capsys, monkeypatch):
     root = study(env={"fail": "apply"})
     code, err = run(capsys, "--traceback")

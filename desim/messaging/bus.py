@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Iterable
 
+from desim.jsontext import dumps
 from desim.messaging.batches import Batch, ByAuthor, Latest, Posted, each, messages_of
 from desim.messaging.steps import FIELD_ERRORS, StepPosts
 from desim.records import Message
@@ -211,6 +212,14 @@ class InMemoryMessageBus(MessageBus):
 
     # --- posting
     def post(self, message: Message) -> None:
+        """One message made by study code (in ``apply``, a SimPy process): its content is checked here,
+        so that content JSON cannot hold fails at the line that posted it, not at the step's close,
+        where only its author is known (a process posting in an agent's name would blame the agent)."""
+        try:
+            dumps(message.content)
+        except TypeError as e:
+            raise TypeError(f"message by '{message.author_id}': content {message.content!r:.60} "
+                            f"is not JSON ({e})") from None
         self._post(Batch.of([message]))
 
     def post_batch(self, step: int, round_idx: int, authors: list, contents: list, kinds="post",
