@@ -192,6 +192,24 @@ def test_adoption_rings_are_hops_from_the_seeds(sir):
     assert all(changed[ids.index(s)] == 0 for s in seeds)
 
 
+def test_ring_labels_are_tagged_above_the_nodes_so_they_read_among_them(sir):
+    """The adoption view labels its rings (hops) in the first panel, inside bands full of nodes: each
+    label sits above the nodes on an opaque white tag, or it is lost among them."""
+    import matplotlib.pyplot as plt
+    root, run_id = sir
+    d = nv.picture(root, "state", run_id, views=["adoption"])
+    fig = drawing.view_figure(d, "adoption")
+    first = fig.axes[0]
+    labels = [t for t in first.texts if t.get_text().isdigit() or t.get_text() == "never"]
+    nodes = max(c.get_zorder() for c in first.collections)
+    assert labels and labels[0].get_text() == "0"
+    for t in labels:
+        tag = t.get_bbox_patch()
+        assert tag is not None and t.get_zorder() > nodes, t.get_text()
+        assert tag.get_facecolor()[:3] == (1.0, 1.0, 1.0) and tag.get_facecolor()[3] >= 0.9
+    plt.close(fig)
+
+
 def test_no_text_overlaps_in_the_figures_even_with_long_labels(sir):
     root, run_id = sir
     d = nv.picture(root, "state", run_id)

@@ -443,8 +443,10 @@ def _rings(ax, levels: np.ndarray, first: bool) -> None:
         every = max(1, n_bands // 8)
         for b in range(0, n_bands, every):
             label = "never" if b == n_bands - 1 and (levels < 0).any() else str(b)
-            ax.text(0.5, 0.5 + width * (b + 0.5), label, fontsize=6.5, color="#667085", ha="center", va="center",
-                    zorder=5)
+            # on a white tag: the bands are full of nodes, and a bare label among them is lost
+            ax.text(0.5, 0.5 + width * (b + 0.5), label, fontsize=7, color="#344054", ha="center", va="center",
+                    zorder=5, bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "#d0d5dd",
+                                    "linewidth": 0.5, "alpha": 0.92})
 
 
 def community_figure(pic: dict, *, messages: bool = False, max_panels: int = 12):
