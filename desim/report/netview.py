@@ -248,20 +248,28 @@ window.DesimNet = (function () {
       for (const v of levels) { if (v > top) top = v; if (v < 0) never = true; }
       const bands = never ? top + 2 : top + 1, width = 0.5 / (bands + 0.5);
       const [cx, cy] = project(0.5, 0.5), edge = project(0.5 + width, 0.5)[0] - cx;
-      ctx.strokeStyle = "#d0d5dd"; ctx.lineWidth = 0.6; ctx.fillStyle = "#667085"; ctx.font = "10px system-ui, sans-serif";
-      ctx.textAlign = "center"; ctx.textBaseline = "middle";
+      ctx.strokeStyle = "#d0d5dd"; ctx.lineWidth = 0.6;
       const every = Math.max(1, Math.floor(bands / 8));
-      for (let b = 0; b < bands; b++) {
-        ctx.beginPath(); ctx.arc(cx, cy, edge * (b + 1), 0, 2 * Math.PI); ctx.stroke();
-        if (b % every === 0) ctx.fillText(b === bands - 1 && never ? "never" : String(b), cx, cy - edge * (b + 0.5));
-      }
+      for (let b = 0; b < bands; b++) { ctx.beginPath(); ctx.arc(cx, cy, edge * (b + 1), 0, 2 * Math.PI); ctx.stroke(); }
+      // the labels, drawn after the nodes on white tags: the bands are full of nodes, which hid bare labels
+      return () => {
+        ctx.font = "10px system-ui, sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+        for (let b = 0; b < bands; b += every) {
+          const text = b === bands - 1 && never ? "never" : String(b), y = cy - edge * (b + 0.5);
+          const w = ctx.measureText(text).width + 6;
+          ctx.fillStyle = "rgba(255,255,255,0.92)"; ctx.strokeStyle = "#d0d5dd"; ctx.lineWidth = 0.6;
+          ctx.fillRect(cx - w / 2, y - 7, w, 14); ctx.strokeRect(cx - w / 2, y - 7, w, 14);
+          ctx.fillStyle = "#344054"; ctx.fillText(text, cx, y);
+        }
+      };
     }
     function drawAdoption(k) {
       const a = data.adoption, place = (S.mode === "hops" && a.hops) ? a.hops : a.changed;
-      rings(place.levels);
+      const labels = rings(place.levels);
       const [X, Y] = positions(place.x, place.y), base = baseRadius(), R = new Float32Array(n).fill(base);
       if (!S.plainOrder) S.plainOrder = Array.from({length: n}, (_, i) => i);
       S.drawnColor = dots(X, Y, R, frame(k), S.plainOrder, S.overlay ? posters(k) : null);
+      labels();
       S.drawnRadius = R; S.radiusPx = null;
       S.hit = {X, Y, R, kind: "node"};
     }
