@@ -226,14 +226,47 @@ def write_lock(study: Path):
 
 
 def write_live_file(study: Path, run_id: str, step: int, n_steps: int, metrics: dict[str, list[float]],
-                    status: str = "running") -> Path:
-    """A progress file in the engine's format, written atomically like the engine does."""
+                    status: str = "running", phase: str | None = None) -> Path:
+    """A progress file in the engine's format, written atomically like the engine does (``phase``: the
+    run's ``"finishing"`` while it stores its data)."""
     folder = study / "runs" / "live"
     folder.mkdir(parents=True, exist_ok=True)
     data = {"run_id": run_id, "study_id": study.name, "kind": "run", "status": status, "step": step,
             "n_steps": n_steps, "metrics": metrics, "error": None,
             "updated_at": datetime.now(timezone.utc).isoformat()}
+    if phase:
+        data["phase"] = phase
     tmp = folder / f"{run_id}.json.tmp"
     tmp.write_text(json.dumps(data))
     os.replace(tmp, folder / f"{run_id}.json")
     return folder / f"{run_id}.json"
+
+
+def positioned_studies(studies_dir: Path, schelling_steps: int = 3, sugarscape_steps: int = 40) -> dict[str, Path]:
+    """``schelling`` and ``sugarscape`` (agents with x and y; Sugarscape's die and keep their rows with
+    ``alive: false``), each run once."""
+    out = {}
+    for name, steps in (("schelling", schelling_steps), ("sugarscape", sugarscape_steps)):
+        out[name] = copy_study(studies_dir, name, name)
+        run_study(load_study(out[name], steps=steps))
+    return out
+
+
+def many_events_study(studies_dir: Path, steps: int, every: int, name: str = "many_events") -> Path:
+    """A long SIS run on a small ring with a campaign switched on and off every ``every`` steps (two named
+    events, many firings) and a few broadcasts, as a study with hundreds of scheduled events has."""
+    from diffusion_studies import write_study
+    study = write_study(studies_dir / name, "SIS", {"beta": 0.1, "gamma": 0.1}, env={"seeds": 2}, n_steps=steps,
+                        population={"provider": {"ref": "desim.diffusion:Nodes", "args": {"n": 6}},
+                                    "interaction": {"kind": "ring", "k": 2}, "propagation": "network"})
+    env_path = study / "environment" / "environment.json"
+    env = json.loads(env_path.read_text())
+    env["layers"] = {"campaign": 0.0}
+    env["scheduled_events"] = [{"at_step": t, "name": "campaign_on" if i % 2 == 0 else "campaign_off",
+                                "target": "campaign", "value": 1.0 if i % 2 == 0 else 0.0}
+                               for i, t in enumerate(range(every, steps, every))]
+    env["broadcasts"] = [{"at_step": t, "name": f"tv_{t}", "ttl": every, "content": "stay home"}
+                         for t in range(steps // 10, steps, steps // 4)]
+    env_path.write_text(json.dumps(env))
+    run_study(load_study(study))
+    return study

@@ -18,8 +18,12 @@ a sweep for each merge), but a request may land in that moment. So the dashboard
   marked ``busy`` so the page says "run in progress" instead of an error;
 * polls only those live files while a run goes (``/api/live``,
   ``/api/studies/{id}/live``): the curves of a running study grow step by
-  step without a single DuckDB open. When a live file says the run ended,
-  the page reloads from the store.
+  step, each run on its own step axis, without a single DuckDB open. A live
+  file says ``"phase": "finishing"`` while its run stores its data (the store
+  is held then); when it says the run ended, the page reads the store again in
+  place, drawing the run's curves from its live file and saying what it is
+  still reading until the store answers (reading a run of millions of rows
+  takes seconds), never a blank section.
 
 Nothing here writes to a store. Two things the dashboard can cause to be written, both under
 the study's ``runs/`` and neither in the database: a network's layout and communities
@@ -50,7 +54,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from desim.dashboard import data
+from desim.dashboard import data, grid
 from desim.dashboard.safety import (
     BadRequest,
     NotFound,
@@ -230,6 +234,7 @@ class Dashboard:
         stored = store["population"]
         card["size"] = stored.get("size") or card["size"]
         card["n_edges"] = stored.get("n_edges")
+        card["positioned"] = bool(stored.get("positioned"))    # the latest run's agents have x and y: a grid
         if stored.get("distributions"):
             card["distributions"], card["distributions_from"] = stored["distributions"], \
                 f"initial states of run {stored['run_id']} ({stored['sampled']} agents)"
@@ -245,12 +250,14 @@ class Dashboard:
         return out
 
     def study_live(self, request: Request) -> dict:
-        """Live files of one study; running ones with their metric series so far."""
+        """Live files of one study; running ones with their metric series so far, and those named in ``metrics``
+        (comma-separated run ids: runs the page follows, whose last steps it reads once they have ended)."""
         root = self.study_root(request)
+        wanted = {check_id(r, "run") for r in (request.query_params.get("metrics") or "").split(",") if r}
         runs = []
         for r in data.live_runs(root):
             item = data.live_summary(r)
-            if r.get("status") == "running":
+            if r.get("status") == "running" or r["run_id"] in wanted:
                 item["metrics"] = data.live_metrics(r)
             runs.append(item)
         return {"runs": runs}
@@ -260,10 +267,11 @@ class Dashboard:
         run_ids = [check_id(r, "run") for r in request.query_params.getlist("run")]
         if not run_ids or len(run_ids) > 20:
             raise BadRequest("give 1 to 20 run parameters")
+        with_events = request.query_params.get("events") == "1"     # the runs' fired events too, in one read
         live = {r["run_id"]: r for r in data.live_runs(root)}
-        busy = False
+        busy, events = False, None
         try:
-            series = data.metrics(root, run_ids)
+            series, events = data.metrics_and_events(root, run_ids, events=with_events)
             for rid in run_ids:
                 self.last_good.put((root.name, "metrics", rid), series[rid])
         except StoreBusyError:
@@ -274,7 +282,10 @@ class Dashboard:
             sources[rid] = "store"
             if rid in live and (busy or not series[rid]):
                 series[rid], sources[rid] = data.live_metrics(live[rid]), "live"
-        return {"series": series, "sources": sources, "busy": busy}
+        out = {"series": series, "sources": sources, "busy": busy}
+        if with_events and not busy:
+            out["events"] = events
+        return out
 
     def events(self, request: Request) -> dict:
         root = self.study_root(request)
@@ -307,6 +318,14 @@ class Dashboard:
     def states(self, request: Request) -> dict:
         root = self.study_root(request)
         return data.state_series(root, self.run_param(request), check_state_key(request.query_params.get("state")))
+
+    def grid(self, request: Request) -> dict:
+        """One step of a positioned run (agents with ``x`` and ``y``) on its grid, coloured by a state field."""
+        root = self.study_root(request)
+        q = request.query_params
+        step = int_param(q.get("step"), "step", 0, MAX_STEP, 0)
+        return grid.grid_step(root, data.study_file(root), self.run_param(request), check_state_key(q.get("state")),
+                              step, data.reading)
 
     def network(self, request: Request) -> dict:
         """One view of the run's network pictures; the layout is the network's stored one (computed and
@@ -417,6 +436,7 @@ def create_app(studies_dir: str | Path, allowed_hosts: list[str] | None = None) 
         Route("/api/studies/{study}/states", api(d.states)),
         Route("/api/studies/{study}/messages", api(d.messages)),
         Route("/api/studies/{study}/network", api(d.network)),
+        Route("/api/studies/{study}/grid", api(d.grid)),
         Route("/api/studies/{study}/diffusion", api(d.diffusion), methods=["POST"]),
     ]
     app = Starlette(routes=routes)

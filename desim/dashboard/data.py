@@ -20,9 +20,11 @@ import math
 import os
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from desim.dashboard import grid
 from desim.dashboard.safety import NotFound
 from desim.report.palette import category_colors, declared_colors
 from desim.store import (
@@ -56,6 +58,7 @@ def study_dirs(studies_dir: Path) -> list[Path]:
     return sorted(p for p in studies_dir.iterdir() if p.is_dir() and (p / "study.json").is_file())
 
 
+@contextmanager
 def reading(root: Path):
     """A read-only connection held only for one batch of reads.
 
@@ -63,8 +66,12 @@ def reading(root: Path):
     within a fraction of a second rather than wait for a run to finish. A
     store that opens but cannot be read (truncated, damaged) raises
     :class:`BrokenStore`, naming the file relative to the studies folder.
+    The files' footers are read once per request (``queries.keep_file_metadata``): a
+    request makes several reads of the same run, and a long run's footer is large.
     """
-    return reading_checked(StudyLayout(root), relative_to=root.parent)
+    with reading_checked(StudyLayout(root), relative_to=root.parent) as con:
+        queries.keep_file_metadata(con)
+        yield con
 
 
 def live_runs(root: Path) -> list[dict[str, Any]]:
@@ -75,7 +82,7 @@ def live_runs(root: Path) -> list[dict[str, Any]]:
 def live_summary(run: dict[str, Any]) -> dict[str, Any]:
     """A live file without its metric series."""
     return {k: run.get(k) for k in ("run_id", "study_id", "kind", "status", "step", "n_steps", "error",
-                                    "updated_at", "seed", "overrides_text")}
+                                    "updated_at", "seed", "overrides_text", "phase")}
 
 
 def study_summary(root: Path) -> dict[str, Any]:
@@ -227,6 +234,7 @@ def study_store(root: Path) -> dict[str, Any]:
             population["sampled"] = len(sample)
             population["run_id"] = rid
             population["n_edges"] = queries.edge_count(con, rid)
+            population["positioned"] = grid.positioned(con, rid)   # drawn on its grid (x, y), not as a network
             events = queries.events(con, rid, limit=1000)
     for r in runs:
         r["parameters"] = _json(r.get("parameters"))
@@ -267,12 +275,25 @@ def _require_run(con, run_id: str) -> dict[str, Any]:
 
 def metrics(root: Path, run_ids: list[str]) -> dict[str, dict[str, list[list[float]]]]:
     """``{run_id: {metric: [[step, value], ...]}}`` for the given runs, steps in order."""
+    return metrics_and_events(root, run_ids, events=False)[0]
+
+
+def metrics_and_events(root: Path, run_ids: list[str], *, events: bool = True) \
+        -> tuple[dict[str, dict[str, list[list[float]]]], dict[str, list[dict[str, Any]]]]:
+    """:func:`metrics` and each run's fired events (:func:`run_events`) in one opening of the store: opening
+    one costs most of a request when it holds long runs (every file's footer is read to bind the views)."""
+    fired: dict[str, list[dict[str, Any]]] = {}
     with reading(root) as con:
         rows = queries.metric_rows(con, run_ids)
+        if events:
+            fired = {rid: queries.events(con, rid, limit=1000) for rid in run_ids}
     out: dict[str, dict[str, list[list[float]]]] = {r: {} for r in run_ids}
     for run_id, name, step, value in rows:
         out[run_id].setdefault(name, []).append([step, value])
-    return out
+    for rows_ in fired.values():
+        for e in rows_:
+            e["detail"] = _json(e.get("detail"))
+    return out, fired
 
 
 def live_metrics(run: dict[str, Any]) -> dict[str, list[list[float]]]:
@@ -346,43 +367,21 @@ def step_messages(root: Path, run_id: str, step: int) -> dict[str, Any]:
 
 # --- state fields ---------------------------------------------------------------------
 
-def field_kind(texts: set[str]) -> str:
-    """``boolean``, ``numeric`` or ``categorical``, from the distinct text values of a field."""
-    if texts and texts <= {"true", "false"}:
-        return "boolean"
-    return "numeric" if all(_as_number(v) is not None for v in texts) else "categorical"
-
-
 def field_summary(con, run_id: str, state_key: str) -> dict[str, Any]:
-    """Per step over all agents: counts per category (booleans, categories) or quantiles and mean (numbers)."""
-    if not states.has_field(con, state_key):
-        return {"kind": "numeric", "steps": [], "quantiles": [], "mean": [], "n": []}
-    rows = states.text_counts(con, run_id, state_key)
-    kind = field_kind({v for _, v, _ in rows if v is not None})
-    if kind == "numeric" and states.few_valued_integer(con, run_id, state_key):
-        kind = "categorical"            # Schelling's type: shares per value, as the report draws it
-    steps = sorted({r[0] for r in rows})
-    pos = {t: i for i, t in enumerate(steps)}
+    """Per step: counts per category (booleans, text, integers of few values) or quantiles, mean and the
+    number of values (other numbers), read by the store's rules (``desim.store.states``: how a field is
+    drawn, and dead agents left out of every field but ``alive``, ``left_out`` per step)."""
+    kind = states.display_kind(con, run_id, state_key)
+    if kind is None:
+        return {"kind": "numeric", "steps": [], "quantiles": [], "mean": [], "n": [], "left_out": []}
     if kind == "numeric":
-        stats = states.text_stats(con, run_id, state_key)
-        return {"kind": kind, "steps": steps, "quantiles": [r[1] for r in stats], "mean": [r[2] for r in stats],
-                "n": [r[3] for r in stats]}
-    categories = sorted({"null" if v is None else v for _, v, _ in rows})
-    counts = {c: [0] * len(steps) for c in categories}
-    for step, v, n in rows:
-        counts["null" if v is None else v][pos[step]] += n
-    return {"kind": kind, "steps": steps, "categories": categories, "counts": counts}
-
-
-def field_values(con, run_id: str, state_key: str, ids: list[str] | None) -> list[tuple[int, str, str | None]]:
-    """``(step, agent_id, text)`` of one field for ``ids`` (all agents when ``None``), by step."""
-    if not states.has_field(con, state_key):
-        return []
-    return states.text_values(con, run_id, state_key, ids)
+        return {"kind": kind, **states.quantile_bands(con, run_id, state_key)}
+    return {"kind": kind, **states.category_counts(con, run_id, state_key)}
 
 
 def state_series(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
-    """A display state over time for the study page's charts, with the study's colours."""
+    """A display state over time for the study page's charts, with the study's colours, and whose rows it
+    leaves out (``excluded``: the field that marks them and how many at most, or None)."""
     with reading(root) as con:
         run = _require_run(con, run_id)
         out = field_summary(con, run_id, state_key)
@@ -393,6 +392,8 @@ def state_series(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
         declared = declared_colors(study_file(root), state_key)
         out["categories"] = ordered_categories(out["categories"], declared)   # the study's order, as in every legend
         out["colors"] = category_colors(out["categories"], declared)
+    most = max(out["left_out"], default=0)
+    out["excluded"] = {"field": states.ALIVE, "most": most, "last": out["left_out"][-1]} if most else None
     return {"run": run, "state": state_key, **out}
 
 
@@ -462,13 +463,3 @@ def _network_answer(root: Path, run: dict, run_id: str, state_key: str, view: st
 
 
 DASHBOARD_MAX_NODES = 200_000   # every agent can be drawn (a 2-D canvas draws 100,000 in about 2 s)
-
-
-def _as_number(text: str) -> float | None:
-    if text.lower() in ("true", "false"):
-        return float(text.lower() == "true")
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None

@@ -8,6 +8,11 @@ runs in progress from these files, which cost no database write per step.
 The file is also the run's heartbeat: it carries the pid and host of the process, and a
 :class:`Heartbeat` thread rewrites it every few seconds even while a long step (an LLM round) is in
 flight, so "running" can be told apart from "the process is gone" (``desim.store.health``).
+
+When the run's steps are over, before it merges its journal into the store (the study's database is then held
+for writing, for seconds on a run of millions of rows), the file says so: ``"phase": "finishing"`` with the
+last step, until ``finish`` writes how the run ended. A reader can then say "storing its data" rather than
+show a run that seems stuck, or nothing.
 """
 from __future__ import annotations
 
@@ -51,8 +56,14 @@ class LiveFile:
         else:           # the heartbeat writes it within ``every`` s, even if the next step is long in coming
             self.dirty = True
 
+    def finishing(self) -> None:
+        """The steps are over and the run is storing its data (still ``running`` until :meth:`finish`)."""
+        self.data["phase"] = "finishing"
+        self._write()
+
     def finish(self, status: str, error: str | None) -> None:
         self.data["status"], self.data["error"] = status, error
+        self.data.pop("phase", None)
         self._write()
 
     def beat(self) -> None:
@@ -90,8 +101,14 @@ class Heartbeat:
                 pass
 
     def stop(self) -> None:
+        """The run's steps are over: no more beats, and the file says the run is finishing (its last step
+        written, ``"phase": "finishing"``) while it stores its data, until ``live.finish``."""
         self._stop.set()
         self._thread.join(timeout=5)
+        try:
+            self.live.finishing()
+        except OSError:     # the runs folder went away: the run will notice on its own
+            pass
 
 
 def read_live(path: Path) -> dict | None:

@@ -6,6 +6,12 @@ A state field is a typed field of the ``state`` struct (``state."opinion"``, the
 step 0" is the ``states`` view (``desim.store.schema``); the same agent at the same step in a treatment
 and a control run is the ``paired_panel(treatment, control)`` macro. Every query here reads through
 those two, so the panel's layout can change in one place.
+
+**Dead agents.** A study whose agents die (Sugarscape) keeps one row per agent per step and marks the dead
+with a boolean state field ``alive`` (``alive: false``). The rule, here once for every reader (the report's
+bands and shares, the dashboard's charts and grid): a dead agent leaves the distribution of every other state
+field at the steps it is dead, and each read says how many it left out; the distribution of ``alive`` itself
+counts everyone. The grid (``grid_cells``) does not draw them either.
 """
 from __future__ import annotations
 
@@ -21,13 +27,25 @@ NUMERIC_TYPES = {"DOUBLE", "BIGINT", "INTEGER", "FLOAT", "UBIGINT"}
 INTEGER_TYPES = {"BIGINT", "INTEGER", "UBIGINT"}
 
 
-def _rows(name: str, *, text: bool = False, where: str = "") -> str:
+def _rows(name: str, *, text: bool = False, where: str = "", dead: bool = False) -> str:
     """``(step, agent_id, v)`` of one field of run ``$run`` (``v`` as text when ``text``, so that numbers,
-    booleans and categories share one shape); ``where`` is a fixed fragment written in this module."""
+    booleans and categories share one shape); ``where`` is a fixed fragment written in this module. With
+    ``dead``, a fourth column ``dead``: whether the agent is dead at that step (``alive: false``)."""
     v = field("state", name)
     if text:
         v = f"CAST({v} AS VARCHAR)"
-    return f"SELECT step, agent_id, {v} AS v FROM states WHERE run_id = $run {where}"
+    flag = f", coalesce({field('state', ALIVE)} = false, false) AS dead" if dead else ""
+    return f"SELECT step, agent_id, {v} AS v{flag} FROM states WHERE run_id = $run {where}"
+
+
+ALIVE = "alive"
+"""The state field that marks dead agents (``alive: false``), see the module docstring."""
+
+
+def leaves_out_dead(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> bool:
+    """Whether reads of field ``name`` leave dead agents out: the run's state has a boolean ``alive`` field
+    and ``name`` is another field."""
+    return name != ALIVE and stored_type(con, run_id, ALIVE) == "BOOLEAN"
 
 
 def has_field(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -40,30 +58,6 @@ def has_field(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 # --- one run's field over time --------------------------------------------------------------------
-def text_counts(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> list[tuple[int, str | None, int]]:
-    """``(step, value as text, agents)`` per step and value."""
-    return con.execute(f"SELECT step, v, count(*) FROM ({_rows(name, text=True)}) GROUP BY step, v "
-                       "ORDER BY step", {"run": run_id}).fetchall()
-
-
-def text_stats(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> list[tuple]:
-    """``(step, [5, 25, 50, 75, 95 % quantiles], mean, count)`` of a field read as numbers from its text."""
-    return con.execute(
-        f"SELECT step, quantile_cont(TRY_CAST(v AS DOUBLE), {list(QUANTILES)}), "
-        f"avg(TRY_CAST(v AS DOUBLE)), count(v) FROM ({_rows(name, text=True)}) GROUP BY step ORDER BY step",
-        {"run": run_id}).fetchall()
-
-
-def text_values(con: duckdb.DuckDBPyConnection, run_id: str, name: str,
-                ids: list[str] | None = None) -> list[tuple[int, str, str | None]]:
-    """``(step, agent_id, value as text)`` for ``ids`` (every agent when ``None``), by step."""
-    params: dict[str, Any] = {"run": run_id}
-    where = ""
-    if ids is not None:
-        where, params["ids"] = "AND agent_id IN (SELECT unnest($ids))", ids
-    return con.execute(f"SELECT * FROM ({_rows(name, text=True, where=where)}) ORDER BY step", params).fetchall()
-
-
 def values(con: duckdb.DuckDBPyConnection, run_id: str, name: str, ids: list[str]) -> list[tuple[int, str, Any]]:
     """``(step, agent_id, typed value)`` for ``ids``, by step."""
     return con.execute(f"SELECT step, agent_id, v FROM ({_rows(name)}) WHERE agent_id IN (SELECT unnest($ids)) "
@@ -78,6 +72,64 @@ def frames(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> list[tuple
         inner = "SELECT step, agent_id, NULL AS v FROM states WHERE run_id = $run"
     return con.execute(f"SELECT step, list(v ORDER BY agent_id), list(agent_id ORDER BY agent_id) FROM ({inner}) "
                        "GROUP BY step ORDER BY step", {"run": run_id}).fetchall()
+
+
+# --- a positioned run: where its agents are at one step -----------------------------------------------
+X, Y = "x", "y"
+"""The cell fields of a positioned run (0-based integers, one agent per cell; README, ``desim viz grid``)."""
+
+
+def grid_cells(con: duckdb.DuckDBPyConnection, run_id: str, name: str, step: int, *,
+               text: bool) -> tuple[list[tuple[str, float, float, Any]], int]:
+    """One step of a positioned run: ``(agent_id, x, y, value of field name)`` of every living agent that has
+    a position, by agent id (the value as text when ``text``, ``null`` for none, as
+    :func:`category_counts` names categories; else as a number), and how many dead agents it left out (not
+    drawn, see the module docstring). Step 0 is the initial states."""
+    dead = stored_type(con, run_id, ALIVE) == "BOOLEAN"
+    v = field("state", name)
+    v = f"coalesce(CAST({v} AS VARCHAR), 'null')" if text else f"TRY_CAST({v} AS DOUBLE)"
+    flag = f"coalesce({field('state', ALIVE)} = false, false)" if dead else "false"
+    rows = con.execute(f"SELECT agent_id, CAST({field('state', X)} AS DOUBLE), CAST({field('state', Y)} AS DOUBLE), "
+                       f"{v}, {flag} FROM states WHERE run_id = $run AND step = $step ORDER BY agent_id",
+                       {"run": run_id, "step": step}).fetchall()
+    shown = [r[:4] for r in rows if not r[4] and r[1] is not None and r[2] is not None]
+    return shown, sum(1 for r in rows if r[4])
+
+
+def grid_extent(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int | None, int | None]:
+    """The largest ``x`` and ``y`` any agent of the run has at any step (None: no positions)."""
+    x, y = con.execute(f"SELECT max(CAST({field('state', X)} AS BIGINT)), max(CAST({field('state', Y)} AS BIGINT)) "
+                       "FROM states WHERE run_id = $run", {"run": run_id}).fetchone()
+    return x, y
+
+
+def value_range(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> tuple[float | None, float | None]:
+    """The smallest and largest value of a numeric field over the run's living agents at every step (the
+    colour scale on which a run's frames compare)."""
+    dead = leaves_out_dead(con, run_id, name)
+    where = "WHERE NOT dead" if dead else ""
+    return tuple(con.execute(f"SELECT min(TRY_CAST(v AS DOUBLE)), max(TRY_CAST(v AS DOUBLE)) "
+                             f"FROM ({_rows(name, dead=dead)}) {where}", {"run": run_id}).fetchone())
+
+
+def categories(con: duckdb.DuckDBPyConnection, run_id: str, name: str, most: int = 64) -> list[str]:
+    """The values a categorical field takes among the run's living agents, as text (``null`` for none), as
+    :func:`category_counts` names them; at most ``most``."""
+    dead = leaves_out_dead(con, run_id, name)
+    where = "WHERE NOT dead" if dead else ""
+    return sorted(r[0] for r in con.execute(
+        f"SELECT DISTINCT coalesce(CAST(v AS VARCHAR), 'null') FROM ({_rows(name, dead=dead)}) {where} "
+        "LIMIT $most", {"run": run_id, "most": most}).fetchall())
+
+
+def typed_frames(con: duckdb.DuckDBPyConnection, run_id: str, name: str,
+                 until: int | None = None) -> tuple[list[int], list[list[Any]]]:
+    """Steps 0..``until`` (all when None) of one field of every agent, typed: ``(steps, values[step][agent])``,
+    agents in id order, dead ones included (a grid layer replays what every agent did)."""
+    rows = con.execute(f"SELECT step, list(v ORDER BY agent_id) FROM ({_rows(name)}) "
+                       "WHERE $until IS NULL OR step <= $until GROUP BY step ORDER BY step",
+                       {"run": run_id, "until": until}).fetchall()
+    return [r[0] for r in rows], [r[1] for r in rows]
 
 
 def stored_type(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str | None:
@@ -106,35 +158,62 @@ FEW_VALUES = 8
 def few_valued_integer(con: duckdb.DuckDBPyConnection, run_id: str, name: str, most: int = FEW_VALUES) -> bool:
     """Whether the field is an integer taking at most ``most`` values in the run (Schelling's ``type``, a 0/1
     flag): drawn over time as the share of agents per value, since a 0-1 quantile band says nothing."""
-    typ, distinct = type_and_distinct(con, run_id, name)
-    return typ in INTEGER_TYPES and distinct <= most
-
-
-def type_and_distinct(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> tuple[str, int]:
-    """The field's stored type and how many distinct values it takes in the run's panel."""
-    return con.execute(f"SELECT any_value(typeof({field('state', name)})), "
-                       f"count(DISTINCT {field('state', name)}) FROM panel WHERE run_id = ?", [run_id]).fetchone()
+    if stored_type(con, run_id, name) not in INTEGER_TYPES:
+        return False        # a float, text or boolean field needs no scan of its values
+    v = field("state", name)
+    return con.execute(f"SELECT count(*) FROM (SELECT DISTINCT {v} FROM panel WHERE run_id = ? AND {v} IS NOT NULL "
+                       "LIMIT ?)",
+                       [run_id, most + 1]).fetchone()[0] <= most
 
 
 def quantile_bands(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> dict[str, list]:
-    """Per step: the 5/25/50/75/95 % quantiles and the mean of a numeric field."""
+    """Per step: the 5/25/50/75/95 % quantiles, the mean and the number of values (``n``) of a numeric field,
+    over the living agents (``left_out``: the dead agents left out at each step, all 0 when the run's agents
+    do not die; see the module docstring)."""
+    dead = leaves_out_dead(con, run_id, name)
+    keep = "FILTER (WHERE NOT dead)" if dead else ""
     rows = con.execute(
-        f"SELECT step, quantile_cont(TRY_CAST(v AS DOUBLE), {list(QUANTILES)}), avg(TRY_CAST(v AS DOUBLE)) "
-        f"FROM ({_rows(name)}) GROUP BY step ORDER BY step", {"run": run_id}).fetchall()
-    return {"steps": [r[0] for r in rows], "quantiles": [r[1] for r in rows], "mean": [r[2] for r in rows]}
+        f"SELECT step, quantile_cont(TRY_CAST(v AS DOUBLE), {list(QUANTILES)}) {keep}, "
+        f"avg(TRY_CAST(v AS DOUBLE)) {keep}, count(v) {keep}, "
+        f"{'count(*) FILTER (WHERE dead)' if dead else '0'} "
+        f"FROM ({_rows(name, dead=dead)}) GROUP BY step ORDER BY step", {"run": run_id}).fetchall()
+    return {"steps": [r[0] for r in rows], "quantiles": [r[1] for r in rows], "mean": [r[2] for r in rows],
+            "n": [r[3] for r in rows], "left_out": [r[4] for r in rows]}
 
 
 def category_counts(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> dict[str, Any]:
-    """Per step, how many agents are in each category of a categorical field."""
-    rows = con.execute(f"SELECT step, coalesce(CAST(v AS VARCHAR), 'null') AS c, count(*) FROM ({_rows(name)}) "
-                       "GROUP BY step, c ORDER BY step, c", {"run": run_id}).fetchall()
+    """Per step, how many agents are in each category of a categorical field (categories as text, ``null``
+    for no value), over the living agents (``left_out``: the dead agents left out at each step; see the
+    module docstring)."""
+    dead = leaves_out_dead(con, run_id, name)
+    rows = con.execute(f"SELECT step, coalesce(CAST(v AS VARCHAR), 'null') AS c, {'dead' if dead else 'false'} "
+                       f"AS gone, count(*) FROM ({_rows(name, dead=dead)}) GROUP BY ALL ORDER BY step, c",
+                       {"run": run_id}).fetchall()
     steps = sorted({r[0] for r in rows})
-    cats = sorted({r[1] for r in rows})
-    counts = {c: [0] * len(steps) for c in cats}
     pos = {s: i for i, s in enumerate(steps)}
-    for step, c, n in rows:
-        counts[c][pos[step]] = n
-    return {"steps": steps, "categories": cats, "counts": counts}
+    cats = sorted({c for _, c, gone, _ in rows if not gone})
+    counts = {c: [0] * len(steps) for c in cats}
+    left_out = [0] * len(steps)
+    for step, c, gone, n in rows:
+        if gone:
+            left_out[pos[step]] += n
+        else:
+            counts[c][pos[step]] = n
+    return {"steps": steps, "categories": cats, "counts": counts, "left_out": left_out}
+
+
+def display_kind(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str | None:
+    """How a field is drawn over time, from its stored type: ``boolean``; ``categorical`` for text (and JSON)
+    and for an integer taking few values (:func:`few_valued_integer`, Schelling's ``type``: its shares per
+    value); ``numeric`` (quantile bands) for other numbers; None when the run has no such field."""
+    typ = stored_type(con, run_id, name)
+    if typ is None:
+        return None
+    if typ == "BOOLEAN":
+        return "boolean"
+    if typ not in NUMERIC_TYPES:
+        return "categorical"
+    return "categorical" if few_valued_integer(con, run_id, name) else "numeric"
 
 
 # --- two runs, agent by agent -----------------------------------------------------------------------

@@ -4,9 +4,10 @@
  * #/study/<id>/messages/<run>/<step>). Everything from the server is put into the page
  * with textContent or SVG attributes, never as HTML, so study text cannot inject markup.
  * Time charts are uPlot (charts.js, vendored), the network views the report's 2-D canvas renderer
- * (netview.js, served from desim.report.netview; network.js ties it to the API). While a run is
- * going the page polls only the live progress endpoints (files, never the database), so it never
- * blocks the run's writes.
+ * (netview.js, served from desim.report.netview; network.js ties it to the API), a positioned study's
+ * grid a canvas of grid.js. While a run is going the page polls only the live progress endpoints (files,
+ * never the database), so it never blocks the run's writes; the run has its own card and step axis.
+ * When it ends the page reads the store again in place (reload), never blanking a section meanwhile.
  */
 "use strict";
 
@@ -102,12 +103,15 @@ function crumbs(...parts) {
   const nav = document.getElementById("crumbs");
   fill(nav, ...parts.map(p => p.href ? h("a", {href: p.href, text: p.text}) : h("span", {text: p.text})));
 }
-function route() {
+function leaveView() {
   timers.forEach(t => { clearTimeout(t); clearInterval(t); });
   timers = [];
   disposers.forEach(fn => { try { fn(); } catch (e) { /* already gone */ } });
   disposers = [];
   viewToken += 1;
+}
+function route() {
+  leaveView();
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const view = document.getElementById("view");
   fill(view, h("p", {class: "muted"}, "Loading…"));
@@ -117,6 +121,13 @@ function route() {
     return studyView(view, parts[1]);
   }
   return listView(view);
+}
+/* The study page again, in place: the page stays as it is until the new one is built (no blank page while the
+   store is read), and runs the old page followed live keep their curves from their progress files until the
+   store's are read. Used when a run ends and while the store is locked. */
+function reload(S) {
+  leaveView();
+  return studyView(document.getElementById("view"), S.sid, S);
 }
 window.addEventListener("hashchange", route);
 window.addEventListener("DOMContentLoaded", route);
@@ -159,26 +170,44 @@ async function listView(view) {
 }
 
 // --- one study --------------------------------------------------------------------------------
-async function studyView(view, sid) {
+async function studyView(view, sid, prev) {
   const token = viewToken;
   crumbs({text: "studies", href: "#/"}, {text: sid});
   let st;
   try { st = await getJSON("/api/studies/" + enc(sid)); } catch (e) { fill(view, errorCard(e.message, sid)); return; }
   if (token !== viewToken) return;
   if (st.error) { fill(view, h("h1", {id: "study-title", text: sid}), errorCard(st.error, "this study cannot be loaded")); return; }
-  const S = {sid, st, runs: st.store.runs.slice(), selected: new Set(), series: {}, events: {}, live: {}, liveStatus: {}, diff: false, token};
+  const S = {sid, st, runs: st.store.runs.slice(), selected: new Set(), series: {}, seriesFrom: {}, events: {}, live: {},
+             liveStatus: {}, diff: false, token};
   const done = S.runs.filter(r => r.status === "completed");
   if (done.length) S.selected.add(done[done.length - 1].run_id);
-  for (const r of S.runs) if (r.status === "running" && r.live) { S.selected.add(r.run_id); S.liveStatus[r.run_id] = "running"; }
+  // a run in progress has its own card and step axis; it joins the compared runs only when ticked
+  for (const r of S.runs) if (r.status === "running" && r.live) S.liveStatus[r.run_id] = "running";
+  if (prev) {
+    // the runs the reader ticked stay ticked; a page left as it opened shows the latest finished run again
+    if (prev.touched) {
+      S.selected = new Set([...prev.selected].filter(rid => S.runs.some(r => r.run_id === rid)));
+      S.touched = true;
+    }
+    S.diff = prev.diff;
+    // the runs the page followed live: their whole curves (read from the progress file), drawn at once
+    for (const [rid, lv] of Object.entries(prev.live)) {
+      if (S.liveStatus[rid] === "running") { S.live[rid] = lv; continue; }
+      if (lv.metrics && Object.keys(lv.metrics).length) { S.series[rid] = lv.metrics; S.seriesFrom[rid] = "live"; }
+    }
+  }
 
   const study = st.study;
   const els = {
     banner: h("div", {id: "live-banner"}),
+    live: h("div", {id: "live-runs"}),
     runs: h("div", {id: "runs-tree"}),
     charts: h("div", {id: "metric-charts", class: "chart-grid"}),
     states: (st.study.display_states || []).length ? h("div", {id: "state-charts", class: "chart-grid"}) : null,
     legend: h("div", {class: "legend", id: "legend"}),
   };
+  const positioned = !!st.population.positioned;
+  const grid = positioned ? gridCard(S) : null;
   fill(view, 
     h("h1", {id: "study-title", text: study.title || study.id}),
     study.question ? h("p", {class: "question"}, h("strong", {text: "Question: "}), study.question) : null,
@@ -186,24 +215,38 @@ async function studyView(view, sid) {
     els.banner,
     st.store_error ? errorCard(st.store_error, "store") : null,
     h("div", {class: "row"}, populationCard(st), card("Runs", h("p", {class: "muted", text: "Tick runs to overlay them in the charts."}), els.runs)),
+    els.live,
     interventionsCard(st),
-    card("Metrics", h("label", {class: "muted"}, h("input", {type: "checkbox", id: "diff-mode",
+    card("Metrics", h("label", {class: "muted"}, h("input", {type: "checkbox", id: "diff-mode", checked: S.diff,
       onchange: async ev => { S.diff = ev.target.checked; await loadMetrics(S); }}),
       " show each ticked run minus its parent (a branch's effect, step by step)"), els.legend, els.charts),
     els.states ? card("States over time", els.states) : null,
     panelCard(S),
-    networkCard(S));
+    grid,
+    // a positioned study without a network: its agents are on the grid, not on a graph laid out by id
+    positioned && !st.population.n_edges ? null : networkCard(S));
   S.els = els;
   renderBanner(S);
   renderRuns(S);
+  renderLive(S);
+  renderCharts(S);          // what the page has already (a finished run's curves from its progress file), at once
+  const stateRun = S.runs.filter(r => S.selected.has(r.run_id) && S.liveStatus[r.run_id] !== "running").pop();
+  if (els.states) fill(els.states, stateRun ? loadingNote(`Reading the states of run ${stateRun.run_id} from the store…`)
+    : h("p", {class: "muted", text: "Tick a finished run to see its states."}));
   await loadMetrics(S);
   await pollLive(S);
   await S.panelLoaded;
   // the first loads are drawn: nothing above the panel moves any more (the browser tests wait for this)
   if (token === viewToken) document.getElementById("study-title").dataset.ready = "1";
-  if (st.busy) later(() => { if (token === viewToken) route(); }, 2500);
+  if (grid && token === viewToken) grid.querySelector("#grid-state") && later(() => gridShow(grid), 0);
+  if (st.busy) later(() => { if (token === viewToken) reload(S); }, 2500);
   every(() => pollLive(S), POLL_MS);
 }
+
+function gridShow(grid) { const button = grid.querySelector(".grid-controls button.primary"); if (button) button.click(); }
+
+/* A section being read from the store: said, never left blank. */
+function loadingNote(text) { return h("p", {class: "muted loading-note", "data-loading": "1", text}); }
 
 function populationCard(st) {
   const p = st.population;
@@ -255,6 +298,28 @@ function interventionMarks(st, xmax, runs) {
   return {markers, spans};
 }
 
+/* Steps as a reader wants them: "week 4", "weeks 2, 6 and 9", or for many a range, its spacing and a count
+   ("weeks 400–19,600, every 800 (25×)"), so a run with hundreds of scheduled events still reads. */
+function stepsText(steps, unit) {
+  const n = steps.length, num = t => t.toLocaleString("en");
+  if (n === 1) return `${unit} ${num(steps[0])}`;
+  if (n <= 3) return `${unit}s ${steps.slice(0, -1).map(num).join(", ")} and ${num(steps[n - 1])}`;
+  const gaps = new Set(steps.slice(1).map((t, i) => t - steps[i]));
+  return gaps.size === 1 ? `${unit}s ${num(steps[0])}–${num(steps[n - 1])}, every ${num([...gaps][0])} (${n}×)`
+    : `${unit}s ${num(steps[0])}, ${num(steps[1])}, … ${num(steps[n - 1])} (${n}×)`;
+}
+
+/* Tick values for a step axis 0..n at most every `room` units apart, on a 1-2-5 ladder, labels never touching. */
+function axisTicks(n, width) {
+  const labelWidth = String(Math.round(n)).length * 6.5 + 14;
+  const most = Math.max(1, Math.floor(width / labelWidth));
+  const raw = Math.max(1, n / most), mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map(m => m * mag).find(v => v >= raw);
+  const out = [];
+  for (let t = 0; t <= n; t += step) out.push(t);
+  return out;
+}
+
 function interventionsCard(st) {
   // the interventions as the run whose fired events are shown resolved them (its --set values in);
   // the study files' own only when no run is stored
@@ -263,22 +328,33 @@ function interventionsCard(st) {
   const fired = st.store.events || [];
   const n = Math.max(last, ...iv.scheduled_events.map(e => e.at_step), ...iv.broadcasts.map(b => b.at_step),
     ...fired.map(e => e.step));
-  // One row per planned intervention, then one per thing that fired: a plan and what came of it never
-  // share a row, and every row is named in the left column.
-  const planned = [
-    ...iv.scheduled_events.map(e => ({name: e.name, what: "event", step: e.at_step,
-      text: `${e.op} ${e.target} → ${short(e.value, 30)}${e.selector ? " (selected agents)" : ""}`})),
-    ...iv.broadcasts.map(b => ({name: b.name, what: "broadcast", step: b.at_step, to: b.ttl ? Math.min(n, b.at_step + b.ttl) : n,
-      text: `on ${b.channel} for ${b.ttl ?? "every"} ${unit}(s): ${short(b.content, 50)}`}))];
+  // One row per planned intervention (the same one repeated at many steps: one row, a mark per step), then one
+  // per thing that fired: a plan and what came of it never share a row, and every row is named on the left.
+  const plans = new Map();
+  const plan = (key, item, step, to) => {
+    if (!plans.has(key)) plans.set(key, {...item, steps: [], spans: []});
+    plans.get(key).steps.push(step);
+    if (to !== undefined) plans.get(key).spans.push([step, to]);
+  };
+  for (const e of iv.scheduled_events) {
+    const text = `${e.op} ${e.target} → ${short(e.value, 30)}${e.selector ? " (selected agents)" : ""}`;
+    plan(`e ${e.name} ${text}`, {name: e.name, what: "event", text}, e.at_step);
+  }
+  for (const b of iv.broadcasts) {
+    const text = `on ${b.channel} for ${b.ttl ?? "every"} ${unit}(s): ${short(b.content, 50)}`;
+    plan(`b ${b.name} ${text}`, {name: b.name, what: "broadcast", text}, b.at_step, b.ttl ? Math.min(n, b.at_step + b.ttl) : n);
+  }
+  const planned = [...plans.values()].map(p => ({...p, steps: [...new Set(p.steps)].sort((a, b) => a - b)}));
   const groups = new Map();
   for (const e of fired) {
     const key = `${e.kind} ${e.name}`;
     if (!groups.has(key)) groups.set(key, {name: e.name, what: e.kind, steps: []});
     groups.get(key).steps.push(e.step);
   }
-  const width = 900, gutter = 220, right = 14, W = width - gutter - right, rowH = 22;
+  const width = 900, gutter = 220, right = 14, W = width - gutter - right, rowH = 22, noteH = 13;
   const X = v => gutter + (v / Math.max(1, n)) * W;
-  const height = 14 + (planned.length ? rowH * (planned.length + 1) : 0) + rowH * (groups.size + 1) + 34;
+  const rowHeight = p => rowH + (p.steps.length > 1 ? noteH : 0);
+  const height = 14 + (planned.length ? rowH + planned.reduce((a, p) => a + rowHeight(p), 0) : 0) + rowH * (groups.size + 1) + 34;
   const svg = s("svg", {id: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", height});
   const label = (y, text, cls) => s("text", {x: 6, y: y + 4, class: cls || "tl-label"}, s("title", {}, text), text.length > 34 ? text.slice(0, 33) + "…" : text);
   // a description beside its mark, on the side with more room, cut to fit: it never runs off the picture
@@ -291,38 +367,69 @@ function interventionsCard(st) {
     return s("text", {x: onRight ? rightEnd + 10 : left - 10, y: y + 4, "text-anchor": onRight ? "start" : "end", class: "tl-note"},
       s("title", {}, text), shown);
   };
+  // the description of a row with many marks goes on its own line under them, from the plot's left edge
+  const noteBelow = (y, text) => {
+    const chars = Math.floor(W / 5.6);
+    return s("text", {x: gutter, y: y + noteH + 3, class: "tl-note tl-note-below"}, s("title", {}, text),
+      text.length > chars ? text.slice(0, chars - 1) + "…" : text);
+  };
+  // marks closer than a diamond's width are drawn as thin ticks: a dense series reads as a rug, not a smear
+  const dense = steps => steps.some((t, i) => i && X(t) - X(steps[i - 1]) < 11);
   const guide = y => s("line", {x1: gutter, x2: gutter + W, y1: y, y2: y, class: "tl-guide"});
   let y = 14;
   if (planned.length) {
     svg.append(label(y, "planned", "tl-section"));
     y += rowH;
     for (const p of planned) {
-      const g = s("g", {class: "tl-row", "data-row": "planned", "data-name": p.name, "data-steps": String(p.step)});
-      g.append(guide(y), label(y, `${p.what} ${p.name}`));
-      if (p.what === "event") g.append(s("circle", {cx: X(p.step), cy: y, r: 5, fill: "#d92d20", class: "tl-event", "data-step": p.step},
-        s("title", {}, `${p.name} planned at ${unit} ${p.step}`)), note(X(p.step), X(p.step), y, p.text));
-      else g.append(s("rect", {x: X(p.step), y: y - 6, width: Math.max(4, X(p.to) - X(p.step)), height: 12, fill: "#fdb022", class: "tl-broadcast"},
-        s("title", {}, `${p.name} from ${unit} ${p.step} to ${p.to}`)), note(X(p.step), X(p.to), y, p.text));
+      const many = p.steps.length > 1;
+      const g = s("g", {class: "tl-row", "data-row": "planned", "data-name": p.name, "data-steps": p.steps.join(",")});
+      g.append(guide(y), label(y, `${p.what} ${p.name}` + (many ? ` (${p.steps.length}×)` : "")));
+      const thin = dense(p.steps);
+      if (p.what === "event") {
+        for (const t of p.steps) g.append(thin
+          ? s("rect", {x: X(t) - 1, y: y - 6, width: 2, height: 12, fill: "#d92d20", class: "tl-event", "data-step": t}, s("title", {}, `${p.name} planned at ${unit} ${t}`))
+          : s("circle", {cx: X(t), cy: y, r: 5, fill: "#d92d20", class: "tl-event", "data-step": t}, s("title", {}, `${p.name} planned at ${unit} ${t}`)));
+      } else {
+        for (const [from, to] of p.spans) g.append(s("rect", {x: X(from), y: y - 6, width: Math.max(thin ? 2 : 4, X(to) - X(from)), height: 12, fill: "#fdb022", class: "tl-broadcast"},
+          s("title", {}, `${p.name} from ${unit} ${from} to ${to}`)));
+      }
+      const lastEnd = p.what === "event" ? X(p.steps[p.steps.length - 1]) : Math.max(...p.spans.map(([, to]) => X(to)));
+      g.append(many ? noteBelow(y, `${p.text} · ${stepsText(p.steps, unit)}`) : note(X(p.steps[0]), lastEnd, y, p.text));
       svg.append(g);
-      y += rowH;
+      y += rowHeight(p);
     }
   }
   svg.append(label(y, fired.length ? `fired in run ${st.store.events_run}` : "no fired events recorded", "tl-section"));
   y += rowH;
   for (const f of groups.values()) {
     const g = s("g", {class: "tl-row", "data-row": "fired", "data-name": f.name, "data-steps": f.steps.join(",")});
-    g.append(guide(y), label(y, `${f.what} ${f.name}`));
-    for (const t of f.steps) g.append(s("path", {d: `M${X(t)} ${y - 6} l5 6 l-5 6 l-5 -6 z`, fill: "#475467", class: "tl-fired"},
-      s("title", {}, `${f.what} ${f.name} fired at ${unit} ${t}`)));
+    g.append(guide(y), label(y, `${f.what} ${f.name}` + (f.steps.length > 1 ? ` (${f.steps.length}×)` : "")));
+    const thin = dense(f.steps);
+    for (const t of f.steps) g.append(s("path", {d: thin ? `M${X(t) - 1} ${y - 6} h2 v12 h-2 z` : `M${X(t)} ${y - 6} l5 6 l-5 6 l-5 -6 z`,
+      fill: "#475467", class: "tl-fired", "data-step": t}, s("title", {}, `${f.what} ${f.name} fired at ${unit} ${t}`)));
     svg.append(g);
     y += rowH;
   }
   const axisY = y;
   svg.append(s("line", {x1: gutter, x2: gutter + W, y1: axisY, y2: axisY, class: "axis"}));
-  for (let t = 0; t <= n; t += Math.max(1, Math.ceil(n / 20))) svg.append(s("text", {x: X(t), y: axisY + 13, "text-anchor": "middle"}, t));
+  for (const t of axisTicks(n, W)) {
+    const text = t.toLocaleString("en"), half = text.length * 3.3;      // the last label ends at the plot's edge
+    svg.append(s("text", {x: Math.min(X(t), width - 2 - half), y: axisY + 13, "text-anchor": "middle", class: "tl-tick"}, text));
+  }
   svg.append(s("text", {x: gutter + W, y: axisY + 27, "text-anchor": "end", class: "tl-unit"}, unit));
   if (n > last) svg.append(s("line", {x1: X(last), x2: X(last), y1: 4, y2: axisY, class: "run-end"}, s("title", {}, "last step of the latest run")));
-  const list = h("ul", {class: "muted"}, fired.slice(0, 20).map(e => h("li", {text: `${unit} ${e.step}: ${e.kind} ${e.name} ${e.detail ? short(e.detail, 100) : ""}`})));
+  // what fired, one line per intervention (its steps, and its detail when every firing had the same)
+  const details = new Map();
+  for (const e of fired) {
+    const key = `${e.kind} ${e.name}`, text = e.detail ? short(e.detail, 100) : "";
+    if (!details.has(key)) details.set(key, new Set());
+    details.get(key).add(text);
+  }
+  const list = h("ul", {class: "muted", id: "fired-list"}, [...groups.entries()].slice(0, 30).map(([key, f]) => {
+    const texts = [...details.get(key)];
+    return h("li", {"data-name": f.name, text: `${stepsText([...new Set(f.steps)].sort((a, b) => a - b), unit)}: ${key} ` +
+      (texts.length === 1 ? texts[0] : `(${texts.length} different details)`)});
+  }), groups.size > 30 ? h("li", {text: `… and ${groups.size - 30} more (the events table holds them all)`}) : null);
   const source = h("p", {class: "muted", id: "timeline-source", text: shown && shown.interventions
     ? `Planned as run ${shown.run_id} resolved them (its parameters), and what fired in it.`
     : "Planned as the study files say (no run stored yet)."});
@@ -346,7 +453,7 @@ function renderRuns(S) {
   for (const v of S.st.store.versions || []) versions[v.version_id] = v;
   const tree = (parent, depth) => h("ul", {class: "runs" + (depth ? "" : " root")}, (children[parent] || []).map(r => {
     const box = h("input", {type: "checkbox", class: "overlay", "data-run": r.run_id, checked: S.selected.has(r.run_id),
-      onchange: async ev => { if (ev.target.checked) S.selected.add(r.run_id); else S.selected.delete(r.run_id); await loadMetrics(S); }});
+      onchange: async ev => { S.touched = true; if (ev.target.checked) S.selected.add(r.run_id); else S.selected.delete(r.run_id); await loadMetrics(S); }});
     const v = r.version_id && versions[r.version_id];
     const progress = r.n_steps ? ` step ${Math.max(0, r.last_step ?? 0)}/${r.n_steps}` : "";
     return h("li", {"data-run": r.run_id},
@@ -377,13 +484,42 @@ function renderBanner(S) {
     const lv = S.live[r.run_id];
     const step = lv ? lv.step : r.last_step;
     const changes = (lv && lv.overrides_text) || r.overrides_text;
-    return h("div", {class: "live-run", "data-run": r.run_id, text: `run in progress: ${r.run_id} at ${unitOf(S.st)} ` +
-      `${Math.max(0, step ?? 0)} of ${r.n_steps}` + (changes ? ` (${changes})` : "")});
+    const finishing = lv && lv.phase === "finishing";
+    return h("div", {class: "live-run", "data-run": r.run_id, "data-phase": finishing ? "finishing" : "running",
+      text: finishing
+        ? `run ${r.run_id} has done its ${Math.max(0, step ?? 0)} ${unitOf(S.st)}s and is storing its data; ` +
+          "its charts are from its progress file until then"
+        : `run in progress: ${r.run_id} at ${unitOf(S.st)} ${Math.max(0, step ?? 0)} of ${r.n_steps}` + (changes ? ` (${changes})` : "")});
   });
-  if (S.st.busy) lines.push(h("div", {text: "The store is locked by a running desim process; runs, panel and messages show the last data read before it started."}));
+  if (S.st.busy) lines.push(h("div", {class: "store-busy", text: "The store is held by a desim process (a run storing its data); " +
+    "runs, panel and messages show the last data read before, and the page reloads when it is free."}));
   fill(S.els.banner, infoCard(lines));
   indicator.hidden = !running.length;
   indicator.textContent = running.length ? `${running.length} run(s) live` : "";
+}
+
+/* Runs in progress, each on its own step axis (its own n_steps): a 20,000-step run does not stretch the
+   charts of the runs compared below; ticking it in the runs tree overlays it there too. */
+function renderLive(S) {
+  const running = S.runs.filter(r => S.liveStatus[r.run_id] === "running");
+  if (!running.length) { fill(S.els.live); return; }
+  fill(S.els.live, running.map(r => {
+    const lv = S.live[r.run_id] || {};
+    const metrics = lv.metrics || {};
+    const names = [...(S.st.study.display_metrics || []).filter(n => n in metrics),
+                   ...Object.keys(metrics).filter(n => !(S.st.study.display_metrics || []).includes(n))];
+    const xmax = Math.max(1, r.n_steps || lv.n_steps || 0);
+    const {markers, spans} = interventionMarks(S.st, xmax, [r]);
+    const finishing = lv.phase === "finishing";
+    const title = finishing ? `Run ${r.run_id}: all ${lv.step} ${unitOf(S.st)}s done, storing its data…`
+      : `Live: run ${r.run_id}, ${unitOf(S.st)} ${Math.max(0, lv.step ?? r.last_step ?? 0)} of ${xmax}`;
+    return h("section", {class: "card live-card", "data-run": r.run_id}, h("h2", {text: title}),
+      h("p", {class: "muted", text: `On its own ${unitOf(S.st)} axis (0 to ${xmax}); tick it in the runs tree to compare it with other runs.`}),
+      names.length ? h("div", {class: "chart-grid live-charts"}, names.map(name => timeChart({
+        title: name, key: name, mode: "live", xmax, markers, spans, xLabel: unitOf(S.st),
+        series: [{label: r.run_id, color: runColor(S, r.run_id), dash: [4, 2], points: metrics[name]}]})))
+        : loadingNote("Waiting for the run's first steps…"));
+  }));
 }
 
 function parentOf(S, rid) {
@@ -398,12 +534,16 @@ async function loadMetrics(S) {
   const stored = [...wanted].filter(rid => S.liveStatus[rid] !== "running");
   if (stored.length) {
     try {
-      const body = await getJSON(`/api/studies/${enc(S.sid)}/metrics?` + stored.map(r => "run=" + enc(r)).join("&"));
-      Object.assign(S.series, body.series);
-      // fired events per run: a branch fires interventions its study files may not list
-      for (const rid of stored.filter(r => !(r in S.events))) {
-        const ev = await getJSON(`/api/studies/${enc(S.sid)}/events?run=${enc(rid)}`);
-        if (!ev.busy) S.events[rid] = ev.events;
+      // fired events per run (a branch fires interventions its study files may not list), in the same read
+      const missing = stored.some(r => !(r in S.events));
+      const body = await getJSON(`/api/studies/${enc(S.sid)}/metrics?` + stored.map(r => "run=" + enc(r)).join("&") + (missing ? "&events=1" : ""));
+      if (body.events) for (const rid of stored) if (!(rid in S.events)) S.events[rid] = body.events[rid] || [];
+      for (const rid of stored) {
+        // a run just ended keeps its curves from its progress file until the store answers with its own
+        if (Object.keys(body.series[rid] || {}).length || S.seriesFrom[rid] !== "live") {
+          S.series[rid] = body.series[rid] || {};
+          S.seriesFrom[rid] = body.sources[rid];
+        }
       }
     } catch (e) { fill(S.els.charts, errorCard(e.message, "metrics")); return; }
   }
@@ -417,7 +557,8 @@ function renderCharts(S) {
   for (const rid of S.selected) Object.keys(S.series[rid] || {}).forEach(add);
   for (const rid of S.selected) Object.keys((S.live[rid] || {}).metrics || {}).forEach(add);
   const selected = S.runs.filter(r => S.selected.has(r.run_id));
-  // the step axis covers the ticked runs' own steps (a run may have been started with --steps)
+  // the step axis covers the ticked runs' own steps (a run may have been started with --steps): runs ticked
+  // together are compared, on one axis; a run in progress that is not ticked has its own card
   const xmax = Math.max(1, ...selected.map(r => r.n_steps || 0));
   const {markers, spans} = interventionMarks(S.st, xmax, selected);
   const seen = new Set(markers.map(mk => mk.step + " " + mk.name));
@@ -427,8 +568,13 @@ function renderCharts(S) {
     markers.push({step: e.step, name: e.name, label: `${e.kind} ${e.name} fired in ${r.run_id}`});
   }
   S.marks = {markers, spans, xmax};
+  const fromLive = selected.filter(r => S.seriesFrom[r.run_id] === "live" && S.liveStatus[r.run_id] !== "running");
   fill(S.els.legend, ...selected.map(r => h("span", {}, h("span", {class: "swatch", style: `background:${runColor(S, r.run_id)}`}),
-    r.run_id + (S.liveStatus[r.run_id] === "running" ? " (live)" : ""))));
+    r.run_id + (S.liveStatus[r.run_id] === "running" ? " (live)" : ""))),
+    fromLive.length ? h("span", {class: "loading-note", "data-loading": "1",
+      text: `${fromLive.map(r => r.run_id).join(", ")}: curves from the run's progress file while the store is read`}) : null);
+  const loaded = selected.some(r => S.series[r.run_id] || S.liveStatus[r.run_id] === "running");
+  if (selected.length && !loaded) { fill(S.els.charts, loadingNote(`Reading the metrics of run ${selected.map(r => r.run_id).join(", ")} from the store…`)); return; }
   if (!names.length) { fill(S.els.charts, h("p", {class: "muted", text: "No metrics yet."})); return; }
   const pointsOf = (rid, name) => {
     const src = S.liveStatus[rid] === "running" ? (S.live[rid] || {}).metrics : S.series[rid];
@@ -457,24 +603,38 @@ async function renderStates(S) {
   if (!runs.length) { fill(S.els.states, h("p", {class: "muted", text: "Tick a finished run to see its states."})); return; }
   const run = runs[runs.length - 1];
   const {markers = [], spans = []} = S.marks || {};
+  if (!S.els.states.querySelector("figure.chart")) fill(S.els.states, loadingNote(`Reading the states of run ${run.run_id} from the store…`));
   const charts = await Promise.all(keys.map(async key => {
     let summary;
     try { summary = await getJSON(`/api/studies/${enc(S.sid)}/states?run=${enc(run.run_id)}&state=${enc(key)}`); }
     catch (e) { return errorCard(e.message, key); }
     if (summary.busy) return infoCard(summary.message);
     const xmax = Math.max(1, run.n_steps || 0, ...summary.steps);
-    const title = `${key} (run ${run.run_id})`;
+    const title = `${key} (run ${run.run_id}${summary.excluded ? ", living agents" : ""})`;
     const xLabel = unitOf(S.st);
-    return summary.kind === "numeric"
-      ? bandsChart({title, key, summary, xmax, markers, spans, xLabel, note: "median, mean and 5–95 % / 25–75 % of agents"})
-      : sharesChart({title, key, summary, xmax, markers, spans, xLabel, note: "share of agents in each category"});
+    // dead agents (alive = false) leave every other state's distribution: said under the chart
+    const ex = summary.excluded;
+    const dead = ex ? `; dead agents (${ex.field} = false) left out: ${ex.last.toLocaleString("en")} at the last ${xLabel}` +
+      (ex.most !== ex.last ? `, at most ${ex.most.toLocaleString("en")}` : "") : "";
+    const el = summary.kind === "numeric"
+      ? bandsChart({title, key, summary, xmax, markers, spans, xLabel, note: "median, mean and 5–95 % / 25–75 % of " +
+          (ex ? "living agents" : "agents") + dead})
+      : sharesChart({title, key, summary, xmax, markers, spans, xLabel, note: "share of " + (ex ? "living agents" : "agents") +
+          " in each category" + dead});
+    if (ex) el.dataset.excluded = JSON.stringify(ex);
+    return el;
   }));
   if (S.token === viewToken) fill(S.els.states, ...charts);
 }
 
 async function pollLive(S) {
+  if (S.polling) return;        // one poll at a time: a slow answer never lands after a newer one
+  S.polling = true;
   let body;
-  try { body = await getJSON(`/api/studies/${enc(S.sid)}/live`); } catch (e) { return; }
+  const followed = Object.keys(S.liveStatus).filter(rid => S.liveStatus[rid] === "running");
+  try { body = await getJSON(`/api/studies/${enc(S.sid)}/live` + (followed.length ? `?metrics=${followed.map(enc).join(",")}` : "")); }
+  catch (e) { return; }
+  finally { S.polling = false; }
   if (S.token !== viewToken) return;
   let ended = false, changed = false;
   for (const lv of body.runs) {
@@ -483,7 +643,6 @@ async function pollLive(S) {
       if (!S.runs.some(r => r.run_id === lv.run_id)) {
         S.runs.push({run_id: lv.run_id, kind: lv.kind || "run", status: "running", n_steps: lv.n_steps, last_step: lv.step,
           live: true, seed: lv.seed, overrides_text: lv.overrides_text});
-        S.selected.add(lv.run_id);
         changed = true;
       }
       const run = S.runs.find(r => r.run_id === lv.run_id);
@@ -492,11 +651,15 @@ async function pollLive(S) {
       S.liveStatus[lv.run_id] = "running";
       changed = true;
     } else if (before === "running") {
+      if (lv.metrics) S.live[lv.run_id] = lv;     // its last steps, drawn until the store's are read
       ended = true;
     }
   }
-  if (ended) { route(); return; }   // the run finished: reload everything from the store
-  if (changed) { renderRuns(S); renderBanner(S); renderCharts(S); }
+  if (ended) { reload(S); return; }   // the run finished: the page reads the store again, in place
+  if (changed) {
+    renderRuns(S); renderBanner(S); renderLive(S);
+    if ([...S.selected].some(rid => S.liveStatus[rid] === "running")) renderCharts(S);
+  }
 }
 
 // --- the panel table ------------------------------------------------------------------------------
@@ -508,7 +671,8 @@ function panelCard(S) {
     h("label", {}, "agent_id", h("input", {id: "f-agent", name: "agent_id", size: 12})),
     h("label", {}, "action_kind", h("select", {id: "f-kind"}, h("option", {value: "", text: "any"}))),
     h("button", {type: "submit", class: "primary", text: "Filter"}));
-  const out = h("div", {id: "panel-table"});
+  const first = runs.length ? runs[runs.length - 1] : null;
+  const out = h("div", {id: "panel-table"}, first ? loadingNote(`Reading the panel of run ${first.run_id} from the store…`) : null);
   const pager = h("div", {class: "pager"});
   const kinds = h("p", {class: "muted", id: "payload-kinds"});
   let page = 0;

@@ -88,7 +88,9 @@ function overlayPlugin({markers = [], spans = [], zeroLine = false}, el) {
           ctx.beginPath(); ctx.moveTo(bbox.left, y); ctx.lineTo(bbox.left + bbox.width, y); ctx.stroke();
           el.dataset.zeroLine = String(u.valToPos(0, "y"));
         }
-        ctx.strokeStyle = "#d92d20";
+        // many markers (a study with hundreds of scheduled events) are drawn fainter, so the curves still read
+        const inView = markers.filter(mk => mk.step >= u.scales.x.min && mk.step <= u.scales.x.max).length;
+        ctx.strokeStyle = inView > 30 ? "rgba(217, 45, 32, 0.35)" : "#d92d20";
         ctx.setLineDash([4, 3]);
         const drawn = [];
         for (const mk of markers) {
@@ -109,14 +111,24 @@ function overlayPlugin({markers = [], spans = [], zeroLine = false}, el) {
    to be stacked (the legend shows each share, the plot the cumulative sum). */
 function timeChart({title, key, mode = "level", series, xmax, markers = [], spans = [], zeroLine = false,
                     yRange = null, stacked = false, bands = [], height = 220, xLabel = "step", note = null}) {
-  const el = h("figure", {class: "chart", "data-metric": key, "data-mode": mode});
+  const el = h("figure", {class: "chart", "data-metric": key, "data-mode": mode, "data-xmax": Math.max(1, xmax)});
   el.dataset.series = JSON.stringify(Object.fromEntries(series.map(se => [se.label, se.points])));
   const plot = h("div", {class: "chart-plot"});
   const marks = markers.filter(mk => mk.step <= xmax);
-  const names = [...new Map(marks.map(mk => [mk.step + " " + mk.name, mk])).values()];
+  // one entry per intervention, however often it fires ("weeks 400–19,600, every 800 (25×): campaign_on"),
+  // in order of its first step: hundreds of firings stay a few readable lines under the chart
+  const byName = new Map();
+  for (const mk of marks) {
+    if (!byName.has(mk.name)) byName.set(mk.name, {name: mk.name, steps: new Set(), labels: new Set()});
+    byName.get(mk.name).steps.add(mk.step);
+    byName.get(mk.name).labels.add(mk.label);
+  }
+  const entries = [...byName.values()].map(g => ({...g, steps: [...g.steps].sort((a, b) => a - b)}))
+    .sort((a, b) => a.steps[0] - b.steps[0] || (a.name < b.name ? -1 : 1));
   fill(el, h("figcaption", {class: "chart-title", text: title}), plot,
-    names.length ? h("div", {class: "chart-events muted"}, names.sort((a, b) => a.step - b.step)
-      .map(mk => h("span", {title: mk.label}, h("i", {class: "event-tick"}), `${xLabel} ${mk.step}: ${mk.name}`))) : null,
+    entries.length ? h("div", {class: "chart-events muted"}, entries.map(g => h("span", {"data-event": g.name,
+      "data-steps": g.steps.join(","), title: [...g.labels].slice(0, 3).join("\n") + (g.steps.length > 1 ? `\n${xLabel}s ${g.steps.slice(0, 60).join(", ")}` +
+        (g.steps.length > 60 ? ", …" : "") : "")}, h("i", {class: "event-tick"}), `${stepsText(g.steps, xLabel)}: ${g.name}`))) : null,
     note ? h("div", {class: "chart-note muted", text: note}) : null);
   let data = align(series);
   const raw = data;

@@ -1,0 +1,196 @@
+"""The grid view of a positioned run, one step at a time, for the study page.
+
+A study is *positioned* when its agents' state has numeric ``x`` and ``y`` fields (0-based cells, one agent
+per cell; the README, ``desim viz grid``): Schelling, Sugarscape. Their agents are drawn where they are, not
+as a network laid out by id. Each request reads one step (``desim.store.states.grid_cells``, a step is a few
+row groups of the run's files), so a run of any length draws at once; the colour scale is the whole run's
+(numbers compare across steps) and the categories the run's, in the study's colours and order, the same as
+the study page's state charts. Dead agents (``alive: false``) are not drawn, by the store's one rule, and the
+answer says how many were left out.
+
+The grid is ``width`` x ``height`` from the layer's shape when the study draws one, else from the run's
+parameters of those names, else the largest coordinate plus one (the report's rule). A study's environment
+may define ``grid_layer(read, parameters)`` (README): Sugarscape's sugar left per cell, replayed from the
+panel. It is computed once per finished run (kept for the next steps) when the run is at most
+``LAYER_MAX_VALUES`` agent-steps, and otherwise left out with a note (``desim viz grid`` draws it).
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from desim.dashboard.safety import NotFound
+from desim.report.palette import category_colors, declared_colors
+from desim.store import Catalogue, StudyLayout, queries, states
+from desim.store.health import last_step
+
+LAYER_MAX_VALUES = 3_000_000     # agent-steps read to replay a layer (Sugarscape, 500 steps: 200,000)
+RAMP_STEPS = 32                  # colours of the numeric ramp (the report's grid uses as many bins)
+MANY_CATEGORIES = 12             # past this many, a field's colours repeat: the page says so
+
+_layers: "OrderedDict[tuple, tuple]" = OrderedDict()     # a finished run's layer, every step
+_layers_lock = threading.Lock()
+LAYERS_KEPT = 4
+_facts: "OrderedDict[tuple, tuple]" = OrderedDict()      # a finished run's colouring, extent and size, per state
+_facts_lock = threading.Lock()
+FACTS_KEPT = 64
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else (value or {})
+
+
+def positioned(con, run_id: str) -> bool:
+    """Whether the run's agents have numeric ``x`` and ``y`` state fields (the report's rule)."""
+    return states.field_kind(con, run_id, states.X) == states.field_kind(con, run_id, states.Y) == "numeric"
+
+
+def ramp() -> list[str]:
+    """The numeric colour ramp (viridis, as the report's grid)."""
+    from matplotlib import colormaps
+    cmap = colormaps["viridis"].resampled(RAMP_STEPS)
+    return ["#{:02x}{:02x}{:02x}".format(*(int(round(255 * c)) for c in cmap(i)[:3])) for i in range(RAMP_STEPS)]
+
+
+def grid_step(root: Path, study: dict[str, Any], run_id: str, state: str, step: int,
+              reading: Callable) -> dict[str, Any]:
+    """Step ``step`` of a positioned run coloured by ``state``: every living agent's cell and value, the
+    colouring (categories in the study's order and colours, or the whole run's numeric range), the counts or
+    mean at this step, how many agents were left out as dead, and the layer at this step when there is one."""
+    layout = StudyLayout(root)
+    with reading(root) as con:
+        run = Catalogue(con).run(run_id)
+        if run is None:
+            raise NotFound(f"no run '{run_id}' in this study")
+        last = last_step(layout, run_id, run["last_step"], run["status"])
+        finished = run["status"] != "running"
+        # a resumed run has more steps: a new key (its range and categories may have grown)
+        key = (str(layout.db), run_id, last, state, json.dumps(declared_colors(study, state), sort_keys=True))
+        with _facts_lock:
+            facts = _facts.get(key) if finished else None
+        if facts is None:
+            facts = _facts_of(con, run_id, state, study)
+            if finished:
+                with _facts_lock:
+                    _facts[key] = facts
+                    while len(_facts) > FACTS_KEPT:
+                        _facts.popitem(last=False)
+        kind, colouring, extent, n_agents = facts
+        step = max(0, min(step, last))
+        cells, dead = states.grid_cells(con, run_id, state, step, text=kind != "numeric")
+        layer, layer_note = _layer(root, con, run, last, n_agents) if finished else (None, "")
+    params = _json(run.get("parameters"))
+    if layer is not None:
+        height, width = layer[2].shape[1:]
+    elif isinstance(params.get("width"), int) and isinstance(params.get("height"), int):
+        width, height = params["width"], params["height"]
+    else:
+        width, height = (extent[0] or 0) + 1, (extent[1] or 0) + 1
+    ids = [c[0] for c in cells]
+    xs = [int(c[1]) for c in cells]
+    ys = [int(c[2]) for c in cells]
+    out: dict[str, Any] = {
+        "run": {k: run.get(k) for k in ("run_id", "status", "n_steps", "time_unit")}, "state": state,
+        "kind": kind, "step": step, "last_step": last, "width": width, "height": height,
+        "shown": len(cells), "dead": dead, **colouring, "layer": None, "layer_note": layer_note,
+        "agents": {"id": ids, "x": xs, "y": ys}}
+    if kind == "numeric":
+        values = [c[3] for c in cells]
+        out["agents"]["v"] = values
+        finite = [v for v in values if v is not None]
+        out["mean"] = sum(finite) / len(finite) if finite else None
+        out["step_range"] = [min(finite), max(finite)] if finite else None
+    else:
+        index = {c: i for i, c in enumerate(out["categories"])}
+        out["agents"]["v"] = [index.get(c[3], -1) for c in cells]
+        counts = {c: 0 for c in out["categories"]}
+        for c in cells:
+            counts[c[3]] = counts.get(c[3], 0) + 1
+        out["counts"] = counts
+    if layer is not None:
+        name, steps, values = layer
+        k = steps.index(step) if step in steps else None
+        out["layer"] = {"name": name, "range": [float(values.min()), float(values.max())],
+                        "values": None if k is None else values[k].ravel().tolist(),
+                        "total": None if k is None else float(values[k].sum())}
+    return out
+
+
+def _facts_of(con, run_id: str, state: str, study: dict[str, Any]) -> tuple[str, dict[str, Any], tuple, int]:
+    """What every step of a run's grid shares: how ``state`` is coloured (its kind, and its categories in the
+    study's order and colours or the whole run's range), the largest coordinates and the number of agents.
+    Each is a scan of the whole run, so a finished run's are kept (``_facts``)."""
+    if not positioned(con, run_id):
+        raise NotFound(f"run '{run_id}' is not positioned: its agents' state has no numeric 'x' and 'y' "
+                       "fields, so there is no grid to draw")
+    kind = states.display_kind(con, run_id, state)
+    if kind is None:
+        raise NotFound(f"run '{run_id}' has no state field '{state}'")
+    if kind == "numeric":
+        lo, hi = states.value_range(con, run_id, state)
+        colouring: dict[str, Any] = {"range": [lo, hi], "palette": ramp()}
+    else:
+        from desim.report.figures import ordered_categories
+        declared = declared_colors(study, state)
+        cats = ordered_categories(states.categories(con, run_id, state), declared)
+        colouring = {"categories": cats, "colors": category_colors(cats, declared), "many": len(cats) > MANY_CATEGORIES}
+    return kind, colouring, states.grid_extent(con, run_id), queries.population_size(con, run_id)
+
+
+def _layer(root: Path, con, run: dict[str, Any], last: int, n_agents: int) -> tuple[tuple | None, str]:
+    """The environment's ``grid_layer`` of a finished run, ``(name, steps, values[step, y, x])``, computed once
+    and kept; ``(None, note)`` when the study draws none, the run is too long, or the hook fails."""
+    config = _json(run.get("config"))
+    ref = ((config.get("environment") or {}).get("provider") or {}).get("ref")
+    if not ref:
+        return None, ""
+    from desim.study.refs import resolve
+    try:
+        hook = getattr(resolve(ref, Path(root)), "grid_layer", None)
+    except Exception as e:  # noqa: BLE001 - a study that cannot be imported costs the layer, not the grid
+        return None, f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}"
+    if hook is None:
+        return None, ""
+    if n_agents * (last + 1) > LAYER_MAX_VALUES:
+        return None, (f"{ref.split(':')[-1]}'s layer is not drawn here for a run of {n_agents:,} agents x "
+                      f"{last + 1:,} steps (over {LAYER_MAX_VALUES:,} agent-steps to replay); "
+                      f"`desim viz grid` draws it")
+    key = (str(StudyLayout(root).db), run["run_id"], last)
+    with _layers_lock:
+        if key in _layers:
+            _layers.move_to_end(key)
+            return _layers[key], ""
+    cache: dict[str, tuple] = {}
+
+    def read(name: str) -> tuple[list[int], np.ndarray]:
+        if name not in cache:
+            steps, rows = states.typed_frames(con, run["run_id"], name)
+            cache[name] = (steps, _typed(rows))
+        return cache[name]
+
+    try:
+        name, steps, values = hook(read, _json(run.get("parameters")))
+        layer = (str(name), [int(s) for s in steps], np.asarray(values, dtype=float))
+    except Exception as e:  # noqa: BLE001 - a study's hook failing costs the layer, not the grid
+        return None, f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}"
+    with _layers_lock:
+        _layers[key] = layer
+        while len(_layers) > LAYERS_KEPT:
+            _layers.popitem(last=False)
+    return layer, ""
+
+
+def _typed(rows: list[list[Any]]) -> np.ndarray:
+    """Values per step and agent as the ``grid_layer`` contract gives them: booleans as ``bool``, numbers as
+    ``float`` (NaN for none), anything else as text."""
+    flat = [v for row in rows for v in row if v is not None]
+    if flat and all(isinstance(v, bool) for v in flat):
+        return np.array([[bool(v) for v in row] for row in rows], dtype=bool)
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flat):
+        return np.array([[np.nan if v is None else float(v) for v in row] for row in rows], dtype=float)
+    return np.array([["null" if v is None else str(v) for v in row] for row in rows], dtype=object)
