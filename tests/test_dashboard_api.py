@@ -255,6 +255,10 @@ BAD_QUERIES = [
     ("network", {"run": "{rid}", "state": "opinion') FROM runs; --"}),
     ("network", {"run": "{rid}", "state": "$.opinion"}),
     ("events", {"run": "../../etc"}),
+    ("grid", {"run": "{rid}", "state": "type') FROM runs; --"}),
+    ("grid", {"run": "{rid}", "state": "type", "step": "1; DROP TABLE panel"}),
+    ("grid", {"run": "x' OR '1'='1", "state": "type"}),
+    ("live", {"metrics": "{rid},x' OR 1=1"}),
 ]
 
 
