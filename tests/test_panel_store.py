@@ -262,6 +262,40 @@ def test_a_connection_left_open_in_the_process_gives_a_clear_error(tmp_path):
     assert desim.run_study(desim.load_study(root)).status == "completed"
 
 
+def test_a_run_waits_out_a_reader_holding_the_store_for_longer_than_a_moment(tmp_path, monkeypatch):
+    """A reader in another process (the dashboard over long runs, a report) holds the store for seconds; a run
+    starting meanwhile waits for it and completes, instead of failing on DuckDB's lock. The reader lets go
+    only after the run has retried more times than it used to before giving up (40)."""
+    import types
+
+    from desim.store import connection
+    root = write_study(tmp_path / "walk")
+    desim.run_study(desim.load_study(root))
+    code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); print('held', flush=True); "
+            "sys.stdin.read(); con.close(); print('let go', flush=True)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(store_path(root))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    waits = []
+
+    def sleep(seconds):
+        waits.append(seconds)
+        if len(waits) == 100 and holder.poll() is None:
+            holder.stdin.close()
+            assert holder.stdout.readline().strip() == "let go"
+            holder.wait()
+
+    monkeypatch.setattr(connection, "time", types.SimpleNamespace(sleep=sleep))
+    try:
+        run = desim.run_study(desim.load_study(root, seed=4))
+    finally:
+        if holder.poll() is None:
+            holder.stdin.close()
+            holder.wait()
+    assert run.status == "completed" and len(waits) >= 100
+    assert query(store_path(root), "SELECT status FROM runs WHERE run_id = ?", [run.run_id]) == [("completed",)]
+
+
 def test_a_store_of_the_json_layout_is_refused(tmp_path, capsys):
     root = write_study(tmp_path / "walk")
     db = store_path(root)

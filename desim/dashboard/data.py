@@ -66,11 +66,11 @@ def reading(root: Path):
     within a fraction of a second rather than wait for a run to finish. A
     store that opens but cannot be read (truncated, damaged) raises
     :class:`BrokenStore`, naming the file relative to the studies folder.
-    The files' footers are read once per request (``queries.keep_file_metadata``): a
-    request makes several reads of the same run, and a long run's footer is large.
+    The files' footers are read once per request (every reader keeps them, see
+    ``desim.store.connection``): a request makes several reads of the same run, and a
+    long run's footer is large.
     """
     with reading_checked(StudyLayout(root), relative_to=root.parent) as con:
-        queries.keep_file_metadata(con)
         yield con
 
 

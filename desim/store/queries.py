@@ -17,14 +17,6 @@ from desim.store import schema
 from desim.store.connection import fetch_dicts, field
 
 
-# --- a reading connection ---------------------------------------------------------------------------
-def keep_file_metadata(con: duckdb.DuckDBPyConnection) -> None:
-    """Keep each Parquet file's footer once read, for the rest of this connection: a merged run of 20,000
-    steps has 10,000 row groups (a 10 MB footer, 0.6 s to read), which every query of that run would read
-    again. For a connection that makes several reads (a dashboard request); the cache goes with it."""
-    con.execute("SET parquet_metadata_cache = true")
-
-
 # --- metrics and events --------------------------------------------------------------------------
 def metric_names(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in con.execute("SELECT DISTINCT name FROM metrics ORDER BY name").fetchall()]

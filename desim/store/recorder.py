@@ -45,6 +45,11 @@ from desim.store.tables import (
 )
 from desim.versions import code_files, code_hash, describe_overrides, overrides_of, population_files
 
+WRITER_ATTEMPTS = 600
+"""How long a run waits for the store when it records its start and its end (50 ms apart: 30 s). A
+reader holds the file for one query batch, and a batch over a store of long runs (the dashboard's,
+a report's) takes seconds: a run must wait it out, not fail or leave its end unrecorded."""
+
 
 @dataclass
 class StepRecord:
@@ -142,7 +147,7 @@ class Recorder(MemorySink):
         super().open(run)
         self.started = time.perf_counter()
         files = RunFiles(self.layout.data, run.run_id)
-        with open_store(self.layout, read_only=False) as con:
+        with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS) as con:
             catalogue = Catalogue(con)
             if self.resume:
                 self._reopen(catalogue, run, files)
@@ -223,11 +228,11 @@ class Recorder(MemorySink):
     def close(self, status: str, error: str | None, traceback: str | None, wall_seconds: float) -> None:
         """Merge the run's step files and record how it ended (nothing, if the run was never opened)."""
         if self.beat:
-            self.beat.stop()
+            self.beat.stop()        # the live file now says "finishing" until live.finish below
         if self.files is None:
             return
         try:
-            with open_store(self.layout, read_only=False) as con:
+            with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS) as con:
                 try:
                     self.files.merge()
                 finally:
