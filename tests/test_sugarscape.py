@@ -213,3 +213,20 @@ def test_benchmark_smoke_run(tmp_path):
     for trait in ("vision", "metabolism"):
         assert f[trait]["founders"] == pytest.approx(statistics.fmean(s[trait][0] for s in seeds))
         assert f[trait]["end"] == pytest.approx(statistics.fmean(s[trait][1] for s in seeds))
+
+
+def test_the_report_says_its_sugar_band_is_over_the_living(study_copy, tmp_path):
+    """The report's state figures follow the store's rule for dead agents (left out of every field but
+    ``alive``) and say so, with the number left out at the last step, from the panel."""
+    from desim.cli import main
+    root = study_copy("sugarscape")
+    db, run_id = run(root, 4, 40)
+    out = tmp_path / "report"
+    assert main(["report", str(root), "--run", run_id, "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    [(dead,)] = query(db, "SELECT count(*) FROM panel WHERE run_id=? AND step=40 AND NOT CAST(state.alive AS BOOLEAN)",
+                      [run_id])
+    assert dead > 0
+    assert (f"'sugar': median, mean and quantile bands across living agents at each step. Dead agents "
+            f"(alive = false) are left out: {dead:,} at the last step.") in text
+    assert "'alive': share of agents in each category" in text          # alive itself counts everyone

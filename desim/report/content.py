@@ -152,20 +152,32 @@ def states_section(con, rd: RunData) -> Section | None:
     for name in names:
         kind = data.display_kind(con, rd.run_id, name)
         if kind == "numeric":
-            png = figures.numeric_distribution(name, data.quantile_bands(con, rd.run_id, name),
-                                               rd.event_steps(), rd.run["time_unit"])
-            caption = f"'{name}': median, mean and quantile bands across agents at each step."
+            bands = data.quantile_bands(con, rd.run_id, name)
+            png = figures.numeric_distribution(name, bands, rd.event_steps(), rd.run["time_unit"])
+            caption = (f"'{name}': median, mean and quantile bands across {_whom(bands)} at each step."
+                       + _left_out(bands))
         else:
             counts = data.category_counts(con, rd.run_id, name)
             png = figures.categorical_shares(name, counts, rd.event_steps(), rd.run["time_unit"],
                                              (rd.study.get("state_colors") or {}).get(name))
-            caption = f"'{name}': share of agents in each category at each step."
+            caption = f"'{name}': share of {_whom(counts)} in each category at each step." + _left_out(counts)
             last = counts["steps"][-1] if counts["steps"] else None
             if last is not None:
                 section.paragraphs.append(f"'{name}' at step {last}: " + ", ".join(
-                    f"{c} {counts['counts'][c][-1]}" for c in counts["categories"]) + " agents.")
+                    f"{c} {counts['counts'][c][-1]}" for c in counts["categories"]) + f" {_whom(counts)}.")
         section.figures.append(Figure(f"state_{file_stem(name)}", f"Distribution of {name}", png, caption))
     return section
+
+
+def _whom(read: dict) -> str:
+    """Who a state's distribution is over: the living agents when the store left the dead out (its rule for
+    a run whose state has ``alive``), else the agents."""
+    return "living agents" if any(read.get("left_out") or ()) else "agents"
+
+
+def _left_out(read: dict) -> str:
+    n = read.get("left_out") or []
+    return f" Dead agents (alive = false) are left out: {n[-1]:,} at the last step." if any(n) else ""
 
 
 def events_section(rd: RunData) -> Section:
