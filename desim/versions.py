@@ -1,14 +1,14 @@
 """Versions: every distinct configuration of a study that has run.
 
 A study's files (as on disk, before run-time overrides such as ``--seed``,
-``--steps`` or ``--set``, which are recorded on the run itself) and its code
-(every Python file in its folder, and its roster and network files if it has them) are
-hashed. The first run of a new hash creates a version whose parent is the
-study's previous version (branches excepted), and the version keeps a diff
-of the two, so "what changed?" has an answer in the store; an edited
-``model.py`` shows as ``code.model.py``. Runs of a configuration seen before
-join its version. Branches are versions too, with a parent run and a fork
-step.
+``--steps`` or ``--set``, which are recorded on the run itself) and its code and data
+(every other file in its folder: its Python, the data files its code reads, its roster and
+network files; documentation, notebooks and figures excepted) are hashed. The first run of
+a new hash creates a version whose parent is the study's previous version (branches
+excepted), and the version keeps a diff of the two, so "what changed?" has an answer in
+the store; an edited ``model.py`` shows as ``code.model.py`` (its hashes, not its text).
+Runs of a configuration seen before join its version. Branches are versions too, with a
+parent run and a fork step.
 """
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints", ".git"}
+CONFIG_FILES = {"study.json", "simulation/simulation.json", "population/population.json",
+                "environment/environment.json"}
+"""The study's own files: compared field by field in its configuration, not hashed as code."""
+NOT_INPUT = {".md", ".rst", ".ipynb", ".pyc", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".html"}
+"""What a study folder holds that a run does not read: documentation, notebooks, figures."""
 
 
 def population_files(population: Any) -> list[str]:
@@ -38,11 +43,14 @@ def population_files(population: Any) -> list[str]:
 
 
 def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
-    """``{relative path: sha256 prefix}`` of the study's code: every ``*.py`` under its folder
-    (``runs/`` and caches excepted), so modules ``model.py`` imports count too, plus the data files
-    beside ``population.json`` that ``data`` names (:func:`population_files`: roster, network file).
+    """``{relative path: sha256 prefix}`` of the study's code and data: every file under its folder
+    (``runs/``, caches and hidden files excepted) but its four configuration files (compared field by
+    field instead) and documentation, notebooks and figures (:data:`NOT_INPUT`). So modules ``model.py``
+    imports count, and so do the files its code reads (Sugarscape's ``sugar-map.txt``, a price series, a
+    prompt template) besides the data files beside ``population.json`` that ``data`` names
+    (:func:`population_files`: roster, network file): an edited map changes a run as surely as edited code.
 
-    Hashing every Python file is a superset of what a run imports: a helper script
+    Hashing every such file is a superset of what a run reads: a helper script or a note
     edited in the folder also makes a new version, which errs on the safe side.
     """
     root = Path(root)
@@ -54,11 +62,13 @@ def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict
     # running beside this one create and remove while we look)
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
-        paths += [Path(folder) / f for f in files if f.endswith(".py") and not f.startswith(".")]
+        paths += [Path(folder) / f for f in files if not f.startswith(".") and Path(f).suffix.lower() not in NOT_INPUT]
     paths += [root / "population" / name for name in data]
     for path in sorted(set(paths)):
         if path.is_file():
-            out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+            rel = path.relative_to(root).as_posix()
+            if rel not in CONFIG_FILES:
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     return out
 
 
@@ -67,12 +77,17 @@ def code_hash(code: dict[str, str]) -> str:
 
 
 def code_changes(old: dict[str, str] | None, new: dict[str, str]) -> list[str]:
-    """Files added, removed or edited between two :func:`code_files` results, as text."""
+    """Files added, removed or edited between two :func:`code_files` results, as text.
+
+    A file other than Python added since ``old`` is not a change: a run made before it existed did not
+    read it (a study that leaves a file in its folder as it runs, a marker or a cache, has added it
+    itself), while an added module may be imported by code that was there."""
     old = old or {}
     out = []
     for rel in sorted(set(old) | set(new)):
         if rel not in old:
-            out.append(f"{rel} (added)")
+            if rel.endswith(".py"):
+                out.append(f"{rel} (added)")
         elif rel not in new:
             out.append(f"{rel} (removed)")
         elif old[rel] != new[rel]:

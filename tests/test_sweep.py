@@ -170,5 +170,6 @@ def test_killed_worker_fails_its_run_only_and_resume_completes_it(tmp_path, caps
         assert all(counts.get(r, 0) == per_run for r, _ in runs), (table, counts)
     assert dict(query(root, "SELECT run_id, started_at FROM runs WHERE run_id IN "
                             f"({','.join('?' * len(started))})", list(started))) == started
-    assert query(root, "SELECT count(*) FROM versions") == [(1,)]
+    # the marker is a file the study reads, so the resumed runs are of a new version (and one only)
+    assert query(root, "SELECT count(*) FROM versions") == [(2,)]
     assert [r["n"] for r in sweep_table(root, result.sweep_id)] == [2, 2, 2]
