@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from desim.commands.core import Progress, add_quiet_arg, add_study_arg, exit_status, parse_sets, print_table
@@ -18,13 +19,18 @@ def cmd_branch(args) -> int:
         raise UserError(str(e)) from None
     print(f"branch {result.run_id} of {args.from_run} at step {args.at_step}: {result.status}"
           + (f" ({result.error})" if result.error else ""))
-    print(f"  steps 1..{args.at_step - 1} replayed from the parent, {args.at_step}..{result.steps_done} "
-          f"decided; wall time {result.wall_seconds:.2f} s")
+    replayed = (f"steps 1..{args.at_step - 1} replayed from the parent" if args.at_step > 1
+                else "no step replayed (a branch at step 1 runs from step 0)")
+    decided = (f"{args.at_step}..{result.steps_done} decided" if result.steps_done >= args.at_step
+               else "none decided")
+    print(f"  {replayed}, {decided}; wall time {result.wall_seconds:.2f} s")
     if result.end_reason:
         print(f"  ended after step {result.steps_done}: {result.end_reason}")
     if result.status == "interrupted":
         print(f"  resume with: desim run {args.study} --resume {result.run_id}")
     print(f"  compare: desim compare {args.study} {args.from_run} {result.run_id}")
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return exit_status(result)
 
 

@@ -38,7 +38,7 @@ from desim.experiments.recording import RunResult, record, sink_for
 from desim.records import Action, ActionColumns
 from desim.run.assemble import assemble
 from desim.run.execute import gc_paused
-from desim.store import Catalogue, StudyLayout, open_store, queries
+from desim.store import Catalogue, StoreError, StudyData, StudyLayout, open_store, queries
 from desim.store.files import RunFiles
 from desim.store.health import last_step
 from desim.study.files import (
@@ -153,6 +153,29 @@ def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> 
     return problems
 
 
+def check_fork_step(parent: dict, at_step: int, n_steps: int) -> None:
+    """Refuse a fork step the parent cannot replay up to, in words that say which steps can be forked:
+    a branch replays the parent's steps ``1..at_step - 1`` and decides from ``at_step`` to ``n_steps``
+    (the parent's, or ``--steps``). ``parent["last_step"]`` is the parent's last step on disk."""
+    run, done = parent["run_id"], max(parent["last_step"] if parent["last_step"] is not None else -1, 0)
+    if parent["status"] == "completed" and parent.get("end_reason"):
+        if at_step > done:      # it ended with its process: forking after its end would replay it, decide nothing
+            raise BranchRefused(f"run {run} ended at step {done} ({parent['end_reason']}), so it is complete only "
+                                f"up to step {done}: a branch of it forks at a step inside it, 1..{done}, not "
+                                f"{at_step} (after its end the branch would replay it and decide nothing)")
+        return
+    if at_step - 1 > done:
+        if parent["status"] == "completed":
+            raise BranchRefused(f"--at-step {at_step} is after run {run}'s last step {done}: a branch replays the "
+                                f"parent's steps before the fork, so it forks at 1..{done + 1} (at {done + 1} "
+                                "with --steps beyond it, to run the branch longer)")
+        raise BranchRefused(f"parent run {run} is {parent['status']} and complete only up to step {done}; "
+                            f"a branch at step {at_step} needs steps 1..{at_step - 1}")
+    if at_step > n_steps:
+        raise BranchRefused(f"--at-step {at_step} is after the branch's last step {n_steps}: nothing would be "
+                            f"decided (give --steps N, N >= {at_step}, to run the branch longer than its parent)")
+
+
 def inherit_spec(root: Path, parent: dict, params: dict[str, Any] | None = None,
                  steps: int | None = None) -> StudySpec:
     """The study as it is now, run with the parent's seed, steps, rounds and parameter values,
@@ -166,12 +189,17 @@ def inherit_spec(root: Path, parent: dict, params: dict[str, Any] | None = None,
         raise StudyConfigError(root / FILES["simulation"][0],
                                [("parameters", f"--set names undeclared parameter(s) {unknown}; "
                                                f"declared: {sorted(declared)}")])
-    return load_study(root, seed=sim["seed"], steps=steps or sim["n_steps"], rounds=sim["interaction_rounds"],
+    return load_study(root, seed=sim["seed"], steps=sim["n_steps"] if steps is None else steps,
+                      rounds=sim["interaction_rounds"],
                       params={**recorded, **(params or {})})
 
 
-def _payload_types(root: Path, run_id: str) -> dict[str, str]:
-    return (RunFiles(StudyLayout(root).data, run_id).load_types() or {}).get("payload", {})
+def _payload_types(root: Path, run_id: str, rounds: int = 1) -> dict[str, str]:
+    """The stored payload fields' kinds of the actions a replay reads: the panel's (one round a step), or with
+    several rounds ``round_actions``' (``round_payload``: every round's kinds, a post's ``content`` too, which
+    the panel's final-round actions may not have)."""
+    types = RunFiles(StudyLayout(root).data, run_id).load_types() or {}
+    return types.get("round_payload" if rounds > 1 else "payload", {})
 
 
 def _payload(value: dict | None, json_fields: set[str]) -> dict:
@@ -181,24 +209,57 @@ def _payload(value: dict | None, json_fields: set[str]) -> dict:
     return {k: (orjson.loads(v) if k in json_fields else v) for k, v in value.items() if v is not None}
 
 
+def round_sources(con, parent: dict, until: int) -> list[tuple[dict, int, int]]:
+    """``[(run row, first step, last step)]``, latest first, whose stored rounds give the parent's actions of
+    steps ``1..until``: a branch stores the rounds of the steps it decided (from its fork on), and those of
+    the steps it replayed are its own parent's, and so on up the branches."""
+    segments, run, hi = [], parent, until
+    while hi >= 1:
+        fork = run.get("fork_step") if run.get("kind") == "branch" and run.get("parent_run_id") else None
+        if fork is not None and fork > 1 and not _rounds_cover(con, run["run_id"], 1, min(hi, fork - 1)):
+            if fork <= hi:
+                segments.append((run, fork, hi))
+                hi = fork - 1
+            run = _parent_row(con, run["parent_run_id"])
+            continue
+        segments.append((run, 1, hi))
+        break
+    return segments
+
+
+def _rounds_cover(con, run_id: str, lo: int, hi: int) -> bool:
+    """Whether ``run_id`` stored every round of steps ``lo..hi`` (``record_rounds``)."""
+    return queries.recorded_round_steps(con, run_id, hi + 1) - queries.recorded_round_steps(con, run_id, lo) \
+        == hi - lo + 1
+
+
 def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: list[str] | None,
                     root: Path | None = None) -> dict[int, list]:
-    """The parent's actions for steps 1..until, one entry per round, tagged ``replay``."""
+    """The parent's actions for steps 1..until, one entry per round, tagged ``replay`` (with several rounds
+    a step, from the runs :func:`round_sources` names)."""
+    segments = round_sources(con, parent, until) if rounds > 1 else [(parent, 1, until)]
     if columnar_ids is not None:
-        return _columnar_replay(con, parent, until, rounds, columnar_ids)
-    types = _payload_types(root, parent["run_id"]) if root is not None else {}
-    json_fields = {k for k, t in types.items() if t == "json"}
+        return _columnar_replay(con, segments, until, rounds, columnar_ids)
     replay = {step: [[] for _ in range(rounds)] for step in range(1, until + 1)}
-    for step, r, agent_id, kind, payload, rationale in queries.stored_actions(con, parent["run_id"], until, rounds):
-        replay[step][r].append(Action(agent_id=agent_id, step=step, kind=kind,
-                                      payload=_payload(payload, json_fields),
-                                      rationale=rationale or "", source="replay"))
+    for run, lo, hi in segments:
+        types = _payload_types(root, run["run_id"], rounds) if root is not None else {}
+        json_fields = {k for k, t in types.items() if t == "json"}
+        for step, r, agent_id, kind, payload, rationale in queries.stored_actions(con, run["run_id"], hi, rounds):
+            if step >= lo:
+                replay[step][r].append(Action(agent_id=agent_id, step=step, kind=kind,
+                                              payload=_payload(payload, json_fields),
+                                              rationale=rationale or "", source="replay"))
     return replay
 
 
-def _columnar_replay(con, parent: dict, until: int, rounds: int, ids: list[str]) -> dict[int, list]:
-    """Columnar replay: the stored typed payloads come back as columns in one query."""
-    table = queries.stored_action_columns(con, parent["run_id"], until, rounds, ids)
+def _columnar_replay(con, segments: list[tuple[dict, int, int]], until: int, rounds: int,
+                     ids: list[str]) -> dict[int, list]:
+    """Columnar replay: the stored typed payloads come back as columns in one query per run."""
+    parts = []
+    for run, lo, hi in segments:
+        part = queries.stored_action_columns(con, run["run_id"], hi, rounds, ids)
+        parts.append(part if lo == 1 else part.filter(pa.array(part.column("step").to_numpy() >= lo)))
+    table = parts[0] if len(parts) == 1 else pa.concat_tables(parts[::-1], promote_options="default")
     steps = table.column("step").to_numpy()
     rnds = table.column("round").to_numpy()
     replay: dict[int, list] = {}
@@ -236,7 +297,10 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
     """
     root = Path(study_root)
     if at_step < 1:
-        raise BranchRefused("--at-step must be 1 or more")
+        raise BranchRefused(f"--at-step must be 1 or more, got {at_step} (a branch at step 1 replays nothing: it runs "
+                            "the parent's configuration from step 0 with the study's current interventions)")
+    if steps is not None and steps < 1:
+        raise BranchRefused(f"--steps must be 1 or more, got {steps}")
     if spec is not None and (params or steps):
         raise ValueError("give either spec or params/steps, not both")
     layout = StudyLayout.at(parent_db) if parent_db else StudyLayout(root)
@@ -246,19 +310,20 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
         parent = _parent_row(con, from_run)
         parent_config = json.loads(parent["config"])
         spec = spec or inherit_spec(root, parent, params, steps)
+        parent["last_step"] = last_step(layout, from_run, parent["last_step"], parent["status"])
+        check_fork_step(parent, at_step, spec.simulation.n_steps)
         rounds = max(1, parent["interaction_rounds"])
-        if rounds != 1 or spec.rounds != 1:
-            recorded = queries.recorded_round_steps(con, from_run, at_step)
-            if not (parent_config["simulation"].get("record_rounds") and recorded == at_step - 1):
+        if at_step > 1 and (rounds != 1 or spec.rounds != 1):       # a branch at step 1 replays nothing
+            if not parent_config["simulation"].get("record_rounds"):
                 raise BranchRefused(
                     f"interaction_rounds is {max(rounds, spec.rounds)}: a branch replays stored actions, but the "
                     "panel keeps only each step's final-round actions, so a multi-round step cannot be "
                     "reproduced from it. Re-run the study from step 0, or run the parent with "
                     "record_rounds: true so that every round is stored and can be replayed.")
-        parent["last_step"] = last_step(layout, from_run, parent["last_step"], parent["status"])
-        if parent["last_step"] < at_step - 1:
-            raise BranchRefused(f"parent run {from_run} is {parent['status']} and complete only up to step "
-                                f"{max(parent['last_step'], 0)}; a branch at step {at_step} needs steps 1..{at_step - 1}")
+            for run, lo, hi in round_sources(con, parent, at_step - 1):
+                if not _rounds_cover(con, run["run_id"], lo, hi):
+                    raise BranchRefused(f"run {run['run_id']} did not store every round of steps {lo}..{hi}, "
+                                        f"which a branch of {from_run} at step {at_step} replays")
         problems = check_code(parent, root) + check_branch_changes(parent_config, spec, at_step)
         if problems:
             raise BranchRefused(f"a branch at step {at_step} may only add or change interventions at steps >= "
@@ -268,7 +333,58 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
         replay = _replay_actions(con, parent, at_step - 1, rounds, run.ids if run.columnar else None, root)
     sink = sink_for(spec, db_path, kind="branch", parent_run_id=from_run, fork_step=at_step, note=note,
                     sweep_id=sweep_id)
-    return record(run, sink, replay, on_step=on_step, manage_gc=manage_gc, handle_signals=handle_signals)
+    result = record(run, sink, replay, on_step=on_step, manage_gc=manage_gc, handle_signals=handle_signals)
+    if at_step > 1 and db_path is None and parent_db is None and result.steps_done >= at_step - 1:
+        differs = replay_mismatch(root, from_run, result.run_id, at_step - 1)
+        if differs:
+            result.warnings.append(differs)
+    return result
+
+
+def replay_mismatch(study_root: str | Path, parent_id: str, branch_id: str, step: int) -> str | None:
+    """What differs between a branch's replayed ``step`` and its parent's (None when the rows are the same).
+
+    A replayed step runs ``advance_to``, ``apply`` and ``end_step`` with the parent's stored actions, but
+    neither ``observe_batch`` nor ``decide_batch``: state a study sets there (what an agent saw), or
+    randomness drawn outside ``ctx.rng``, is not reproduced, and then the steps before the fork are not the
+    parent's rows, which the pairing of control and treatment assumes. One step is read from each run (the
+    last replayed one, where a difference that grows has grown most)."""
+    try:
+        data = StudyData(study_root)
+        parent = data.panel(parent_id, steps=step)
+        child = data.panel(branch_id, steps=step)
+    except StoreError as e:
+        return f"could not compare the branch's replayed step {step} with its parent's: {e}"
+    # the branch's replayed actions are tagged 'replay'; ``away`` is not the study's to answer for: the engine
+    # does not yet take who is on an errand from a replayed step (it says nobody is)
+    skip = {"run_id", "action_source", "away"}
+    names = [c for c in parent.column_names if c not in skip]
+    problems: list[str] = []
+    if parent.num_rows != child.num_rows or parent.column("agent_id") != child.column("agent_id"):
+        problems.append(f"agents ({parent.num_rows} rows in the parent, {child.num_rows} in the branch)")
+    else:
+        missing = [c for c in names if c not in child.column_names]
+        if missing:
+            problems.append(f"columns {', '.join(missing)} missing in the branch")
+        ids = parent.column("agent_id").to_pylist()
+        for c in names:
+            if c in missing or parent.column(c).equals(child.column(c)):
+                continue
+            old, new = parent.column(c).to_pylist(), child.column(c).to_pylist()
+            rows = [i for i, (x, y) in enumerate(zip(old, new)) if not _same(x, y)]
+            if rows:
+                i = rows[0]
+                problems.append(f"{c} in {len(rows)} of {len(old)} rows (agent {ids[i]}: {old[i]!r} -> {new[i]!r})")
+    if not problems:
+        return None
+    return (f"the branch's replayed step {step} is not its parent's: {'; '.join(problems)}. A replayed step runs "
+            "advance_to, apply and end_step with the parent's actions, not observe_batch or decide_batch, so "
+            "state the study keeps there, or randomness drawn outside ctx.rng, is not replayed; the steps before "
+            "the fork then do not pair with the parent's (keep such state in apply or end_step)")
+
+
+def _same(x: Any, y: Any) -> bool:
+    return x == y or (isinstance(x, float) and isinstance(y, float) and x != x and y != y)
 
 
 def resume(study_root: str | Path, run_id: str, *, on_step=None, manage_gc: bool = True,

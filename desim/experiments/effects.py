@@ -132,7 +132,7 @@ def _new(root: Path, at_step: int | None, treatment: dict[str, Any] | None, repl
     control_p = {**base.simulation.parameters, **_typed(base, control or {}, "--control-set")}
     treat_p = _typed(base, treatment or {}, "--set")
     _refuse_zero_by_construction(treat_p, control_p, control or {})
-    if base.rounds > 1 and not base.simulation.record_rounds:
+    if at_step > 1 and base.rounds > 1 and not base.simulation.record_rounds:     # at step 1 nothing is replayed
         raise EffectError(f"interaction_rounds is {base.rounds}: the treatments are branches, which replay "
                           "stored rounds; set record_rounds: true in simulation.json")
     seeds = [seed_for(base.simulation.seed, control_p, rep) for rep in range(replicates)]

@@ -33,6 +33,8 @@ class RunResult:
     counters: dict[str, Any] = field(default_factory=dict)
     end_reason: str | None = None       # why a completed run ended before n_steps (stop_when, ctx.end_run)
     stopped_by: int | None = None       # the signal that interrupted the run (SIGTERM, SIGHUP, SIGINT), if one did
+    warnings: list[str] = field(default_factory=list)   # what the run did that its author should know (a branch
+    #                                                     whose replayed steps are not its parent's rows)
 
     def _repr_html_(self) -> str:
         """Jupyter's view: how the run ended and its metrics at its last step."""

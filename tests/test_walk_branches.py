@@ -1,0 +1,232 @@
+"""Branches of multi-round studies, fork steps at the edges of a run, what a branch says about its replayed
+steps, and the files that make a version (found by a newcomer walkthrough of branches and versions)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import desim
+from desim.cli import main
+from desim.experiments.branches import BranchRefused, branch
+from desim.experiments.effects import EffectError, run_effect
+from storeq import sql
+
+MODEL = '''
+from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector, NeighborFeed,
+                   Observation, neighbors_fn)
+
+
+class Talk(EnvironmentProvider):
+    """Agents post a lean (a nested dict) in the rounds before the last and settle in the last."""
+
+    def reset(self, seed):
+        self.x = {a: 0.0 for a in self.ctx.agent_ids}
+        self.lean = {a: None for a in self.ctx.agent_ids}
+        self.bus = InMemoryMessageBus()
+        self.feed = NeighborFeed(neighbors_fn(self.ctx.graph), self.bus)
+
+    def observe_batch(self, ids, t, round_idx):
+        heard = self.feed.contents(ids, t, round_idx)
+        return [Observation(agent_id=a, step=t, round_idx=round_idx, local_physical={"x": self.x[a]},
+                            local_information={"heard": [m["lean"]["v"] for m in h]}) for a, h in zip(ids, heard)]
+
+    def apply(self, actions):
+        for a in actions:
+            if a.kind == "post":
+                self.lean[a.agent_id] = a.payload["content"]["lean"]["v"]     # a dict, in replay too
+            else:
+                self.x[a.agent_id] = a.payload["x"]
+        self.feed.ingest(actions, self.ctx.step, self.ctx.round_idx)
+
+    def agent_state(self, agent_id):
+        return {"x": self.x[agent_id], "lean": self.lean[agent_id]}
+
+
+class Seeing(Talk):
+    """Talk, and the panel keeps the step at which each agent last observed (state set in observe_batch)."""
+
+    def reset(self, seed):
+        super().reset(seed)
+        self.seen = {a: 0 for a in self.ctx.agent_ids}
+
+    def observe_batch(self, ids, t, round_idx):
+        for a in ids:
+            self.seen[a] = t
+        return super().observe_batch(ids, t, round_idx)
+
+    def agent_state(self, agent_id):
+        return {**super().agent_state(agent_id), "seen": self.seen[agent_id]}
+
+
+class Lean(DecisionModel):
+    def decide_batch(self, observations, memories):
+        rng, push = self.ctx.rng("lean"), self.ctx.interventions.value("push", 0.0)
+        out = []
+        for o in observations:
+            heard = o.local_information["heard"]
+            v = round(o.local_physical["x"] + push + float(rng.random()) + sum(heard) / (1 + len(heard)), 6)
+            if o.round_idx == self.ctx.rounds - 1:
+                out.append(Action(agent_id=o.agent_id, step=o.step, kind="settle", payload={"x": v}))
+            else:
+                out.append(Action(agent_id=o.agent_id, step=o.step, kind="post",
+                                  payload={"content": {"lean": {"v": v}}}))
+        return out
+
+
+class Mean(MetricCollector):
+    def collect(self, t, environment, actions):
+        xs = list(environment.x.values())
+        return {"mean_x": sum(xs) / len(xs)}
+'''
+
+
+def talk_study(root, *, env="Talk", rounds=2, record_rounds=True, n_steps=5, stop_when=None):
+    for sub in ("simulation", "population", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(MODEL)
+    (root / "study.json").write_text(json.dumps({"id": root.name, "display_metrics": ["mean_x"]}))
+    sim = {"n_steps": n_steps, "interaction_rounds": rounds, "record_rounds": record_rounds, "seed": 3,
+           "decision": {"ref": "model:Lean"}, "collector": {"ref": "model:Mean"}, "parameters": {"push_at": 3}}
+    if stop_when:
+        sim["stop_when"] = stop_when
+    (root / "simulation" / "simulation.json").write_text(json.dumps(sim))
+    (root / "population" / "population.json").write_text(json.dumps({
+        "personas": [{"agent_id": f"a{i}"} for i in range(6)], "interaction": {"kind": "ring", "k": 2}}))
+    (root / "environment" / "environment.json").write_text(json.dumps({
+        "provider": {"ref": f"model:{env}"}, "layers": {"push": 0.0},
+        "scheduled_events": [{"at_step": "$push_at", "name": "push", "target": "push", "op": "set", "value": 1.0}]}))
+    return root
+
+
+def rows(root, run_id, below=None):
+    cut = f" AND step < {int(below)}" if below else ""
+    return sql(root, f"SELECT step, agent_id, state::VARCHAR, action_kind, payload::VARCHAR FROM panel "
+                     f"WHERE run_id = '{run_id}'{cut} ORDER BY step, agent_id")
+
+
+# --- multi-round branches ---------------------------------------------------------------------------------
+def test_a_multi_round_branch_replays_a_nested_post_payload_as_the_dict_it_was(tmp_path):
+    """The posts' ``content`` is a nested dict found only in the rounds before the last: the replay took the
+    payload's stored kinds from the panel (the final round's actions), so it handed ``apply`` JSON text."""
+    root = talk_study(tmp_path / "talk")
+    parent = desim.run_study(desim.load_study(root))
+    child = branch(root, parent.run_id, 4)
+    assert child.status == "completed", child.error
+    assert rows(root, child.run_id, below=4) == rows(root, parent.run_id, below=4)
+    assert child.warnings == []
+    same = branch(root, parent.run_id, 3)       # no treatment: the branch is its parent, every step
+    assert rows(root, same.run_id) == rows(root, parent.run_id)
+
+
+def test_a_branch_at_step_1_replays_nothing_so_needs_no_recorded_rounds(tmp_path):
+    root = talk_study(tmp_path / "talk", record_rounds=False)
+    parent = desim.run_study(desim.load_study(root))
+    child = branch(root, parent.run_id, 1, params={"push_at": 2})
+    assert child.status == "completed" and child.steps_done == 5
+    assert sql(root, f"SELECT step FROM events WHERE run_id = '{child.run_id}'") == [(2,)]
+    with pytest.raises(BranchRefused, match="record_rounds: true"):
+        branch(root, parent.run_id, 2)                  # from step 2 on, rounds are replayed
+
+
+def test_an_effect_from_step_1_of_a_multi_round_study_needs_no_recorded_rounds(tmp_path):
+    root = talk_study(tmp_path / "talk", record_rounds=False, n_steps=3)
+    effect = run_effect(root, 1, {"push_at": 2}, replicates=2, workers=1)
+    assert effect.completed == 2 and not effect.errors
+    with pytest.raises(EffectError, match="record_rounds: true"):
+        run_effect(root, 2, {"push_at": 2}, replicates=2, workers=1)
+
+
+# --- fork steps at the edges of a run ----------------------------------------------------------------------
+def test_a_fork_after_the_parents_last_step_is_refused_naming_the_steps_not_record_rounds(tmp_path):
+    root = talk_study(tmp_path / "talk")
+    parent = desim.run_study(desim.load_study(root)).run_id
+    with pytest.raises(BranchRefused, match=r"--at-step 9 is after run r\w+'s last step 5: .* forks at 1\.\.6") as e:
+        branch(root, parent, 9)
+    assert "record_rounds" not in str(e.value)
+    with pytest.raises(BranchRefused, match=r"--at-step 6 is after the branch's last step 5: .*--steps N, N >= 6"):
+        branch(root, parent, 6)
+    longer = branch(root, parent, 6, steps=7)           # the last step + 1, run longer: steps 6 and 7 decided
+    assert longer.status == "completed" and longer.steps_done == 7
+    assert rows(root, longer.run_id, below=6) == rows(root, parent, below=6)
+
+
+def test_steps_0_is_refused_not_taken_for_the_parents_steps(tmp_path):
+    root = talk_study(tmp_path / "talk")
+    parent = desim.run_study(desim.load_study(root)).run_id
+    with pytest.raises(BranchRefused, match="--steps must be 1 or more, got 0"):
+        branch(root, parent, 2, steps=0)
+    assert sql(root, "SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_a_run_that_ended_with_its_process_is_forked_only_inside_it(tmp_path):
+    root = talk_study(tmp_path / "talk", stop_when=[{"metric": "mean_x", "op": ">", "value": 1.0}])
+    parent = desim.run_study(desim.load_study(root))
+    last = parent.steps_done
+    assert parent.end_reason and last < 5
+    with pytest.raises(BranchRefused, match=rf"ended at step {last} \(stop_when: .*forks at a step inside it, "
+                                            rf"1\.\.{last}, not {last + 1}"):
+        branch(root, parent.run_id, last + 1)
+    assert branch(root, parent.run_id, last).status == "completed"
+
+
+def test_the_branch_command_says_what_it_replayed_and_decided(tmp_path, capsys):
+    root = talk_study(tmp_path / "talk")
+    parent = desim.run_study(desim.load_study(root)).run_id
+    assert main(["branch", str(root), "--from-run", parent, "--at-step", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "no step replayed (a branch at step 1 runs from step 0), 1..5 decided" in out and "1..0" not in out
+    assert main(["branch", str(root), "--from-run", parent, "--at-step", "0", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("desim: error: --at-step must be 1 or more, got 0")
+
+
+# --- a replayed step that is not its parent's -------------------------------------------------------------
+def test_a_branch_whose_replayed_step_differs_from_its_parent_says_so(tmp_path, capsys):
+    root = talk_study(tmp_path / "seeing", env="Seeing")
+    parent = desim.run_study(desim.load_study(root)).run_id
+    child = branch(root, parent, 4)
+    assert child.status == "completed" and len(child.warnings) == 1
+    assert child.warnings[0].startswith("the branch's replayed step 3 is not its parent's: seen in 6 of 6 rows "
+                                        "(agent a0: 3 -> 0)")
+    assert "observe_batch" in child.warnings[0]
+    assert main(["branch", str(root), "--from-run", parent, "--at-step", "4", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: the branch's replayed step 3 is not its parent's: seen in 6 of 6 rows")
+
+
+# --- what makes a version ---------------------------------------------------------------------------------
+def test_a_data_file_the_code_reads_is_part_of_the_version(tmp_path, capsys):
+    root = talk_study(tmp_path / "talk")
+    (root / "prices.txt").write_text("1 2 3\n")
+    parent = desim.run_study(desim.load_study(root)).run_id
+    (root / "README.md").write_text("notes on the study\n")      # documentation is not an input
+    (root / "figure.png").write_bytes(b"\x89PNG")
+    (root / "cache.txt").write_text("written by a run")       # a data file added since: the parent never read it
+    assert branch(root, parent, 3).status == "completed"
+    (root / "helpers.py").write_text("X = 1\n")                # a module added since: code may import it
+    with pytest.raises(BranchRefused, match=r"helpers\.py \(added\)"):
+        branch(root, parent, 3)
+    (root / "helpers.py").unlink()
+    (root / "prices.txt").write_text("1 2 4\n")
+    with pytest.raises(BranchRefused, match=r"prices\.txt \(edited\)"):
+        branch(root, parent, 3)
+    desim.run_study(desim.load_study(root))             # a new version
+    assert main(["runs", str(root)]) == 0
+    assert "prices.txt edited" in capsys.readouterr().out
+
+
+def test_a_branch_of_a_multi_round_branch_replays_the_rounds_of_both(tmp_path):
+    """A branch stores the rounds of the steps it decided; those of the steps it replayed are its parent's.
+    A branch of it after its fork was refused for want of rounds of the steps 1..T-1 it never stored."""
+    root = talk_study(tmp_path / "talk", n_steps=6)
+    parent = desim.run_study(desim.load_study(root)).run_id
+    first = branch(root, parent, 3, params={"push_at": 4})
+    second = branch(root, first.run_id, 5)
+    assert second.status == "completed" and second.warnings == []
+    assert rows(root, second.run_id) == rows(root, first.run_id)        # no treatment: the first branch again
+    assert rows(root, second.run_id, below=3) == rows(root, parent, below=3)
+    third = branch(root, second.run_id, 6)                              # and a branch of that one
+    assert third.status == "completed" and third.warnings == []
+    assert rows(root, third.run_id) == rows(root, first.run_id)
+    assert sql(root, f"SELECT step FROM events WHERE run_id = '{third.run_id}' ORDER BY step") == [(4,)]
