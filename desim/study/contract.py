@@ -70,7 +70,11 @@ class RunContext:
       between steps, the step that last started: a study process at t = 1.5
       sees 1);
     * ``round_idx`` -- the round being run, ``0..rounds-1`` (read it in
-      ``apply``, which gets only the actions).
+      ``apply``, which gets only the actions); outside a round (``advance_to``, ``end_step``, a study
+      process between steps) the round that last ran. A study process that posts to the bus between
+      steps stamps its message with ``ctx.step`` and a round of its choosing: step ``ctx.step``'s rounds
+      are over, so only a bus with ``carry_previous_step`` shows it (in every round of the next step),
+      and only to the neighbours of its author.
 
     Methods: ``rng(name)`` returns a ``numpy.random.Generator`` for
     (seed, name, step, round); ``neighbors(agent_id)`` a list of neighbour
@@ -179,7 +183,18 @@ class EnvironmentProvider(Component):
         It runs before anything is written: an error here leaves the store untouched."""
 
     def advance_to(self, t: int) -> list[dict[str, Any]]:
-        """Fire step ``t``'s exogenous input, once, before round 0. Returns what fired."""
+        """Fire step ``t``'s exogenous input, once, before round 0. Returns what fired: the rows of the
+        ``events`` table, each a dict with ``kind``, ``name`` and ``detail`` (a JSON-able value).
+
+        An override may add rows of its own to what ``super().advance_to(t)`` returns, to record what a
+        study process did since the last step (a news item that arrived at t = 2.3, a price the market
+        maker set), as rows of step ``t``::
+
+            def advance_to(self, t):
+                fired = super().advance_to(t)
+                arrived, self.arrived = self.arrived, []
+                return fired + [{"kind": "news", "name": h["headline"], "detail": h} for h in arrived]
+        """
         return self.ctx.interventions.fire(t)
 
     def observe_batch(self, ids: list[str], t: int, round_idx: int) -> list[Observation]:

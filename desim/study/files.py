@@ -113,8 +113,13 @@ class StudyFile(Strict):
 
 
 class WarmStart(Strict):
-    from_run: str = Field(description="the run whose state is carried over (its run id)")
-    at_step: Int = Field(ge=1, le=INT32, description="that run's step the new run starts from")
+    """Makes the run a branch of another run, as ``desim branch --from-run RUN --at-step T`` does, but with
+    the study as loaded: its seed and parameters are this run's (give that run's ``--seed`` and ``--set``
+    again), not inherited from that run, and anything but interventions at steps >= T must equal that run's."""
+
+    from_run: str = Field(description="the run to branch from (its run id)")
+    at_step: Int = Field(ge=1, le=INT32, description="the first step decided anew; steps 1..at_step-1 are that "
+                                                      "run's, replayed from its stored actions")
 
 
 class PanelOptions(Strict):
@@ -149,7 +154,8 @@ class SimulationFile(Strict):
     collector: Ref | None = Field(None, description="computes the step's metrics (default: none)")
     memory_window: Int = Field(default=5, ge=0, le=INT32, description="how many of its past steps an agent "
                                "remembers")
-    warm_start: WarmStart | None = Field(None, description="start from another run's state at one of its steps")
+    warm_start: WarmStart | None = Field(None, description="make the run a branch of another run: its steps "
+                                         "before at_step replayed, the rest decided")
     record_rounds: Bool = Field(False, description="also store one row per agent per round (rounds table)")
     agent_processes: Bool = Field(True, description="one SimPy process per agent (false: the batch path, "
                                   "same panel)")
