@@ -198,8 +198,10 @@ def llm_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] |
 # --- a branch's stored actions -------------------------------------------------------------------
 def recorded_round_steps(con: duckdb.DuckDBPyConnection, run_id: str, before: int) -> int:
     """How many steps before ``before`` have every round's actions stored (``record_rounds``)."""
+    # fetchall, not fetchone: a result left unfinished makes the connection refuse a later register()
+    # (a columnar replay's ids), on DuckDB 2
     return con.execute("SELECT count(DISTINCT step) FROM round_actions WHERE run_id = ? AND step < ?",
-                       [run_id, before]).fetchone()[0]
+                       [run_id, before]).fetchall()[0][0]
 
 
 def _actions_source(run_id: str, until: int, rounds: int) -> tuple[str, list]:
