@@ -250,3 +250,57 @@ def test_a_branch_of_a_columnar_multi_round_run_replays_it(tmp_path):
     rows = sql(root, panel, [parent.run_id])
     assert len(rows) == 12 * len(sql(root, "SELECT * FROM initial_states WHERE run_id = ?", [parent.run_id]))
     assert sql(root, panel, [child.run_id]) == rows
+
+
+ERRANDS = '''
+from desim import Action, DecisionModel, EnvironmentProvider, Observation
+
+
+class Env(EnvironmentProvider):
+    def reset(self, seed):
+        self.x = {a: 0 for a in self.ctx.agent_ids}
+
+    def errand(self):
+        yield self.ctx.sim.timeout(1.5)         # sent at the close of step 2: away for step 3, back for 4
+
+    def observe_batch(self, ids, t, round_idx):
+        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
+
+    def apply(self, actions):
+        for a in actions:
+            self.x[a.agent_id] += 1
+
+    def end_step(self, t):
+        if t == 2:
+            self.ctx.occupy("a1", self.errand())
+
+    def agent_state(self, agent_id):
+        return {"x": self.x[agent_id]}
+
+
+class Decide(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]
+'''
+
+
+@pytest.mark.parametrize("agent_processes", [True, False])
+def test_a_replayed_step_records_the_agents_away_as_the_parent_did(tmp_path, agent_processes):
+    """An agent on an errand during step 3 is away in the parent's panel; a branch at step 5 replays step 3,
+    and its row says away too (a replay opened no round gate, so it recorded nobody away)."""
+    root = tmp_path / "errands"
+    for sub in ("simulation", "population", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(ERRANDS)
+    (root / "study.json").write_text(json.dumps({"id": "errands"}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps({
+        "n_steps": 5, "decision": {"ref": "model:Decide"}, "agent_processes": agent_processes}))
+    (root / "population" / "population.json").write_text(json.dumps({
+        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
+    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    parent = desim.run_study(desim.load_study(root))
+    child = branch(root, parent.run_id, 5)
+    rows = "SELECT step, agent_id, away, action_kind, state FROM panel WHERE run_id = ? ORDER BY step, agent_id"
+    assert [r[:3] for r in sql(root, rows, [parent.run_id]) if r[2]] == [(3, "a1", True)]
+    assert sql(root, rows, [child.run_id]) == sql(root, rows, [parent.run_id])
+    assert child.warnings == []

@@ -355,9 +355,8 @@ def replay_mismatch(study_root: str | Path, parent_id: str, branch_id: str, step
         child = data.panel(branch_id, steps=step)
     except StoreError as e:
         return f"could not compare the branch's replayed step {step} with its parent's: {e}"
-    # the branch's replayed actions are tagged 'replay'; ``away`` is not the study's to answer for: the engine
-    # does not yet take who is on an errand from a replayed step (it says nobody is)
-    skip = {"run_id", "action_source", "away"}
+    # the branch's replayed actions are tagged 'replay'
+    skip = {"run_id", "action_source"}
     names = [c for c in parent.column_names if c not in skip]
     problems: list[str] = []
     if parent.num_rows != child.num_rows or parent.column("agent_id") != child.column("agent_id"):

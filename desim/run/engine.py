@@ -118,7 +118,7 @@ class Engine:
             events = self._call(self.env.advance_to, t, step=t)
             stored = self.source.stored(t)
             if stored is not None:
-                actions = self._replay(t, stored)
+                actions = yield from self._replay(t, stored)
             else:
                 for r in range(self.run_.rounds):
                     self.ctx.round_idx = r
@@ -224,10 +224,13 @@ class Engine:
         return actions
 
     def _replay(self, t: int, rounds: list):
-        """A replayed step: each round's stored actions applied, nobody observing or deciding."""
+        """A replayed step: each round's stored actions applied, nobody observing or deciding. The round
+        gate still opens as in a decided round, so errands interleave with the rounds as they did and the
+        agents away are recorded as away."""
         actions = None
         for r, actions in enumerate(rounds):
             self.ctx.round_idx = r
+            self._last_present = yield from self._open_round()
             if self.run_.columnar:
                 self._call(self.env.apply_columns, actions.idx, actions, step=t, round_idx=r)
             else:
