@@ -65,6 +65,8 @@ class Env(EnvironmentProvider):
     def advance_to(self, t):
         if self.fail == "advance_to" and t == AT:
             {}["topik"]  # fail:advance_to
+        if self.fail == "event_row" and t == AT:
+            return super().advance_to(t) + [{"name": "headline", "detail": {"at": 1.5}}]
         return super().advance_to(t)
 
     def observe_batch(self, ids, t, round_idx):

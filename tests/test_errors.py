@@ -76,6 +76,17 @@ def test_a_message_json_cannot_hold_fails_at_the_line_that_posted_it_not_on_its_
     assert sql(root, "SELECT DISTINCT step FROM panel ORDER BY step") == [(1,)]      # step 1 is kept
 
 
+def test_an_event_row_without_a_kind_names_the_step_and_the_row(study, capsys):
+    """An advance_to override adding an event row of its own without 'kind': the run stops at that step with
+    the row named (it ended in a bare KeyError: 'kind' from the store), and the steps before are kept."""
+    root = study(env={"fail": "event_row"})
+    code, err = run(capsys)
+    [(status, error, last_step)] = sql(root, "SELECT status, error, last_step FROM runs")
+    assert code == 2 and status == "failed" and last_step == 1
+    assert error == ("RunError: step 2: Env.advance_to row 0 {'name': 'headline', 'detail': {'at': 1.5}}: 'kind' is missing; "
+                     "an event row needs a non-empty text 'kind'")
+
+
 def test_traceback_flag_and_environment_variable_print_the_study_traceback(study, capsys, monkeypatch):
     root = study(env={"fail": "apply"})
     code, err = run(capsys, "--traceback")

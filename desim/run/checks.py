@@ -179,6 +179,34 @@ def checked_messages(messages: Any, t: int) -> Any:
     return messages
 
 
+EVENT_KEYS = frozenset({"kind", "name", "detail"})
+
+
+def checked_events(events: Any, t: int, env: str) -> list[dict]:
+    """What ``advance_to(t)`` says fired: rows of the ``events`` table, each a dict with text ``kind`` and
+    ``name`` and an optional ``detail``. An override that adds rows of its own (what a study process did
+    since the last step) gets an error naming the step and the row, not a ``KeyError`` from the store."""
+    if events is None:
+        return []
+    if not isinstance(events, list):
+        raise RunError(f"step {t}: {env}.advance_to returned {type(events).__name__}, not a list of event rows "
+                       "(dicts with kind, name and detail)")
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise RunError(f"step {t}: {env}.advance_to row {i} is {type(e).__name__} {e!r:.60}, not a dict with "
+                           "kind, name and detail")
+        for key in ("kind", "name"):
+            if not isinstance(e.get(key), str) or not e[key]:
+                raise RunError(f"step {t}: {env}.advance_to row {i} {e!r:.80}: '{key}' is "
+                               f"{'missing' if key not in e else repr(e[key])}; an event row needs a non-empty "
+                               f"text '{key}'")
+        extra = e.keys() - EVENT_KEYS
+        if extra:
+            raise RunError(f"step {t}: {env}.advance_to row {i}: unknown key '{sorted(map(str, extra))[0]}' (an "
+                           "event row has kind, name and detail; put anything else in detail)")
+    return events
+
+
 def check_stop_metrics(conditions, metrics: dict[str, float]) -> None:
     """Refuse, before the run is recorded, a ``stop_when`` condition on a metric that the collector
     does not report at step 0 (a typo, or a metric of another collector)."""

@@ -94,7 +94,7 @@ class Engine:
         # the study's set-up and its step 0 (initial states and metrics): their errors, and a stop_when
         # naming a metric the collector does not report, leave no trace in the store
         self._call(self.env.reset, run.seed)
-        events = self._call(self.env.advance_to, 0, step=0)
+        events = checks.checked_events(self._call(self.env.advance_to, 0, step=0), 0, type(self.env).__name__)
         states, metrics = self._states(0), self._metrics(0, None)
         checks.check_stop_metrics(run.spec.simulation.stop_when, metrics)
         self.sink.open(run)
@@ -115,7 +115,7 @@ class Engine:
                 break
             yield StepTick(self.sim, t - self.sim.now)
             self.ctx.step = t
-            events = self._call(self.env.advance_to, t, step=t)
+            events = checks.checked_events(self._call(self.env.advance_to, t, step=t), t, type(self.env).__name__)
             stored = self.source.stored(t)
             if stored is not None:
                 actions = yield from self._replay(t, stored)
