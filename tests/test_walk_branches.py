@@ -193,6 +193,13 @@ def test_a_branch_whose_replayed_step_differs_from_its_parent_says_so(tmp_path, 
     assert main(["branch", str(root), "--from-run", parent, "--at-step", "4", "--quiet"]) == 0
     err = capsys.readouterr().err
     assert err.startswith("warning: the branch's replayed step 3 is not its parent's: seen in 6 of 6 rows")
+    # a warm start in simulation.json is the same branch, and desim run says the same
+    path = root / "simulation" / "simulation.json"
+    sim = json.loads(path.read_text())
+    path.write_text(json.dumps({**sim, "warm_start": {"from_run": parent, "at_step": 4}}))
+    assert main(["run", str(root), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the branch's replayed step 3 is not its parent's: seen in 6 of 6 rows" in err
 
 
 # --- what makes a version ---------------------------------------------------------------------------------

@@ -106,6 +106,8 @@ def cmd_run(args) -> int:
             print(f"warning: {warning}", file=sys.stderr)
         result = run_study(spec, on_step=Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet))   # a warm start: a branch
     db = result.store_path
+    for warning in result.warnings:         # a warm start is a branch: its replay check speaks here too
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
     if result.end_reason:
         print(f"  ended after step {result.steps_done} of {spec.simulation.n_steps}: {result.end_reason}")
