@@ -311,3 +311,25 @@ def test_a_replayed_step_records_the_agents_away_as_the_parent_did(tmp_path, age
     assert [r[:3] for r in sql(root, rows, [parent.run_id]) if r[2]] == [(3, "a1", True)]
     assert sql(root, rows, [child.run_id]) == sql(root, rows, [parent.run_id])
     assert child.warnings == []
+
+
+def test_compare_skips_a_json_state_field_with_its_reason(tmp_path):
+    """A state field holding lists (a path walked) has no difference and no categories: compare lists it as
+    skipped with the reason, instead of one 'category' per distinct list."""
+    from desim.experiments.comparisons import compare
+    root = tmp_path / "paths"
+    for sub in ("simulation", "population", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(ERRANDS.replace('return {"x": self.x[agent_id]}',
+                                                   'return {"x": self.x[agent_id], '
+                                                   '"path": list(range(self.x[agent_id] + 1))}'))
+    (root / "study.json").write_text(json.dumps({"id": "paths", "display_states": ["x", "path"]}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps({"n_steps": 4, "decision": {"ref": "model:Decide"}}))
+    (root / "population" / "population.json").write_text(json.dumps({
+        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
+    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    a = desim.run_study(desim.load_study(root)).run_id
+    b = desim.run_study(desim.load_study(root, seed=9)).run_id
+    out = compare(root, a, b)
+    assert [s["field"] for s in out["skipped"]] == ["path"] and "JSON" in out["skipped"][0]["reason"]
+    assert {c.get("field") for c in out["categorical"]} <= {"x"} and {p["field"] for p in out["paired"]} == {"x"}

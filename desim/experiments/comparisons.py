@@ -58,6 +58,9 @@ def compare(study_root: str | Path, control: str, treatment: str,
                     or state_reads.field_kind(con, control, name))
             if kind is None:
                 skipped.append({"field": name, "reason": f"neither run's panel has a state field '{name}'"})
+            elif "JSON" in (state_reads.stored_type(con, treatment, name), state_reads.stored_type(con, control, name)):
+                skipped.append({"field": name, "reason": f"'{name}' holds JSON (lists or dicts): it has no difference "
+                                                         "and its values are not categories; compare it in SQL"})
             elif kind == "numeric":
                 paired += [{"step": step, "field": name, "n": n, "mean_diff": mean, "sd_diff": sd,
                             "min_diff": lo, "max_diff": hi}
