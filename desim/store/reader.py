@@ -222,10 +222,13 @@ class StudyData:
                         "GROUP BY run_id, step ORDER BY run_id, step", [runs])
 
     def messages(self, run: str | Iterable[str] | None = None) -> pa.Table:
-        return self._table("messages", run, "step, round, author_id")
+        # every column after the keys, so that two posts of one author in one round come out in one order
+        # (the sort is not stable: ties came out in either order, run to run)
+        return self._table("messages", run, "step, round, author_id, channel, kind, CAST(content AS VARCHAR), "
+                                            "audience, reply_to")
 
     def events(self, run: str | Iterable[str] | None = None) -> pa.Table:
-        return self._table("events", run, "step, name")
+        return self._table("events", run, "step, name, kind, CAST(detail AS VARCHAR)")
 
     def edges(self, run: str | Iterable[str] | None = None) -> pa.Table:
         return self._table("edges", run, "source, target")

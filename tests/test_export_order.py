@@ -1,0 +1,54 @@
+"""Exported messages and events come out in one order, run after run: ties on the keys (one author posting
+twice in a round, one event name fired twice in a step) are ordered by the other columns."""
+from __future__ import annotations
+
+import json
+
+import desim
+
+MODEL = '''
+from desim import Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, Message, Observation
+
+
+class Env(EnvironmentProvider):
+    def reset(self, seed):
+        self.bus = InMemoryMessageBus()
+
+    def advance_to(self, t):
+        return super().advance_to(t) + [{"kind": "news", "name": "wire", "detail": {"n": n}} for n in (3, 1, 2)]
+
+    def observe_batch(self, ids, t, round_idx):
+        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
+
+    def apply(self, actions):
+        for a in actions:
+            for n in (3, 1, 2):          # three posts by one author in one round
+                self.bus.post(Message(author_id=a.agent_id, step=self.ctx.step, round=self.ctx.round_idx,
+                                      content={"n": n}))
+
+    def agent_state(self, agent_id):
+        return {}
+
+
+class Decide(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="post") for o in observations]
+'''
+
+
+def test_ties_in_messages_and_events_are_ordered_by_their_other_columns(tmp_path):
+    root = tmp_path / "ties"
+    for sub in ("simulation", "population", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(MODEL)
+    (root / "study.json").write_text(json.dumps({"id": "ties"}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps({"n_steps": 2, "decision": {"ref": "model:Decide"}}))
+    (root / "population" / "population.json").write_text(json.dumps({"personas": [{"agent_id": "a0"}, {"agent_id": "a1"}]}))
+    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    run = desim.run_study(desim.load_study(root))
+    data = desim.open(root)
+    messages = data.messages(run.run_id).to_pylist()
+    assert [(m["step"], m["author_id"], json.loads(m["content"])["n"]) for m in messages] == \
+        [(s, a, n) for s in (1, 2) for a in ("a0", "a1") for n in (1, 2, 3)]
+    events = [(e["step"], json.loads(e["detail"])["n"]) for e in data.events(run.run_id).to_pylist()]
+    assert events == [(s, n) for s in (0, 1, 2) for n in (1, 2, 3)]
