@@ -12,6 +12,7 @@ parent run and a fork step.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -69,6 +70,57 @@ def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict
             rel = path.relative_to(root).as_posix()
             if rel not in CONFIG_FILES:
                 out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return out
+
+
+TEXT_LIMIT = 1 << 20
+"""A file's text is kept with its version (``code_texts``) up to this size: code and small data files, not a
+large data set, whose hash alone says it changed."""
+
+
+def code_texts(root: str | Path, code: dict[str, str]) -> dict[str, str]:
+    """``{hash: text}`` of the files of ``code`` (:func:`code_files`) that are UTF-8 text of at most
+    :data:`TEXT_LIMIT` bytes and still have the hash ``code`` gives them (a file edited since it was hashed
+    is left out, not kept under a hash that is not its own)."""
+    root, out = Path(root), {}
+    for rel, h in code.items():
+        path = root / rel
+        try:
+            if path.stat().st_size > TEXT_LIMIT:
+                continue
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if hashlib.sha256(data).hexdigest()[:16] != h:
+            continue
+        try:
+            out[h] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return out
+
+
+def file_changes(old: dict[str, str], new: dict[str, str], texts: dict[str, str], old_name: str = "old",
+                 new_name: str = "new") -> list[dict[str, Any]]:
+    """Each file added, removed or edited between two versions' code (``{path: hash}``), with a unified diff of
+    its texts (``texts``: ``{hash: text}``) when both were kept, else ``diff`` None and ``why``."""
+    out = []
+    for rel in sorted(set(old) | set(new)):
+        a, b = old.get(rel), new.get(rel)
+        if a == b:
+            continue
+        change = "added" if a is None else "removed" if b is None else "edited"
+        before = "" if a is None else texts.get(a)
+        after = "" if b is None else texts.get(b)
+        if before is None or after is None:
+            out.append({"path": rel, "change": change, "diff": None,
+                        "why": "its text was not kept (a version recorded before desim kept texts, a binary file, "
+                               f"or one over {TEXT_LIMIT >> 20} MiB): hashes {a} -> {b}"})
+            continue
+        lines = list(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                          f"{old_name}/{rel}", f"{new_name}/{rel}"))
+        out.append({"path": rel, "change": change, "diff": "".join(
+            line if line.endswith("\n") else line + "\n" for line in lines)})
     return out
 
 

@@ -76,6 +76,26 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_diff(args) -> int:
+    from desim.commands import UserError
+    from desim.experiments.comparisons import version_changes
+    try:
+        data = version_changes(args.study, args.newer, args.older)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    print(f"version {data['newer']} against {data['older']}")
+    config = [c for c in data["config"] if not c["path"].startswith("code.")]
+    if not config and not data["files"]:
+        print("  no change")
+    for c in config:
+        print(f"  {c['path']}: {json.dumps(c['old'], default=str)} -> {json.dumps(c['new'], default=str)}")
+    for f in data["files"]:
+        print(f"\n{f['path']} ({f['change']})" + ("" if f["diff"] is not None else f": {f['why']}"))
+        if f["diff"]:
+            sys.stdout.write(f["diff"])
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("branch", help="run the study as a counterfactual branch of an earlier run")
     add_study_arg(p)
@@ -97,3 +117,11 @@ def register(sub) -> None:
                                    "by their difference, categories by the share of agents that differ")
     p.add_argument("--out", help="write the comparison as JSON for plotting")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("diff", help="what changed between two versions of the study: its files' settings and "
+                                    "a diff of its code and data files")
+    add_study_arg(p)
+    p.add_argument("newer", metavar="VERSION_OR_RUN", help="a version id, or a run id for its run's version")
+    p.add_argument("older", metavar="OTHER", nargs="?", default=None,
+                   help="the version (or run) to compare it with (default: its parent version)")
+    p.set_defaults(func=cmd_diff)

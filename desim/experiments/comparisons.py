@@ -23,6 +23,7 @@ from typing import Any
 
 from desim.store import Catalogue, StudyLayout, open_store, queries
 from desim.store import states as state_reads
+from desim.versions import diff_configs, file_changes
 
 
 def compare(study_root: str | Path, control: str, treatment: str,
@@ -145,3 +146,34 @@ def agent_differences(study_root: str | Path, control: str, treatment: str, name
     with open_store(StudyLayout(study_root)) as con:
         return [{"step": step, "agent_id": agent, "control": c, "treatment": t, "diff": d}
                 for step, agent, c, t, d in state_reads.paired_values(con, treatment, control, name)]
+
+
+# --- two versions: what changed in the files and the code ---------------------------------------------------
+def version_changes(study_root: str | Path, newer: str, older: str | None = None) -> dict[str, Any]:
+    """What changed from version ``older`` to version ``newer`` (each a version id or a run id, meaning its
+    run's version; ``older`` defaults to ``newer``'s parent version): the configuration's leaf differences
+    (``config``: ``[{path, old, new}]``) and each file added, removed or edited (``files``: ``[{path, change,
+    diff}]``, ``diff`` a unified diff of the texts when both were kept, else None, with ``why``)."""
+    layout = StudyLayout(study_root)
+    with open_store(layout) as con:
+        catalogue = Catalogue(con)
+
+        def version_of(key: str, role: str) -> dict[str, Any]:
+            run = catalogue.run(key)
+            version = catalogue.version(run["version_id"] if run and run.get("version_id") else key)
+            if version is None:
+                raise ValueError(f"{role} '{key}' is neither a run nor a version in {layout.db}")
+            return version
+
+        new = version_of(newer, "version")
+        if older is None:
+            if not new["parent_version_id"]:
+                raise ValueError(f"version {new['version_id']} is the study's first: give the version or run to "
+                                 "compare it with")
+            older = new["parent_version_id"]
+        old = version_of(older, "version")
+        old_code, new_code = (json.loads(v["code"]) if v.get("code") else {} for v in (old, new))
+        texts = catalogue.code_texts(sorted(set(old_code.values()) | set(new_code.values())))
+    config = diff_configs(json.loads(old["config"]), json.loads(new["config"]))
+    return {"older": old["version_id"], "newer": new["version_id"], "config": config,
+            "files": file_changes(old_code, new_code, texts, old["version_id"], new["version_id"])}

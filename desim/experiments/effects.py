@@ -228,7 +228,7 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
     code = code_files(root, population_files(spec.population))
     with writing(db, on_wait) as con:
         catalogue = Catalogue(con)
-        version_id = catalogue.ensure_version(spec.id, spec.version_config(), kind="run", code=code)[0]
+        version_id = catalogue.ensure_version(spec.id, spec.version_config(), kind="run", code=code, root=root)[0]
         pairs = catalogue.effect_pairs(effect_id)
         branched = next((catalogue.run(p["treatment_run_id"]) for p in pairs if p["treatment_status"]), None)
     for p in pairs:
@@ -255,7 +255,7 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
             catalogue = Catalogue(con)
             branch_version = branched["version_id"] if branched else catalogue.ensure_version(
                 spec.id, spec.version_config(), kind="branch", code=code, parent_run_id=pairs[0]["control_run_id"],
-                fork_step=effect.at_step, note=effect.label)[0]
+                fork_step=effect.at_step, note=effect.label, root=root)[0]
         branches = []
         for p in todo:
             extract = folder / f"{p['control_run_id']}.parent.duckdb"

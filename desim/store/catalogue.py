@@ -19,7 +19,7 @@ import duckdb
 
 from desim.store.connection import StoreError, fetch_dicts, has_table
 from desim.version import __version__
-from desim.versions import config_hash, diff_configs
+from desim.versions import code_texts, config_hash, diff_configs
 
 
 def now() -> datetime:
@@ -117,11 +117,13 @@ class Catalogue:
     # --- versions ---------------------------------------------------------------------------
     def ensure_version(self, study_id: str, config: dict[str, Any], *, kind: str, code: dict[str, str] | None = None,
                        parent_run_id: str | None = None, fork_step: int | None = None,
-                       note: str | None = None) -> tuple[str, bool]:
+                       note: str | None = None, root: Path | None = None) -> tuple[str, bool]:
         """The version id for ``config`` and ``code`` (created if new) and whether it was created now.
 
         A new version's parent is the newest version that is not a branch (the
-        files the user edited), a branch's the version of its parent run.
+        files the user edited), a branch's the version of its parent run. With the
+        study's folder ``root``, a new version keeps the texts of its files
+        (:meth:`keep_code_texts`), so that ``desim diff`` shows what changed in them.
         """
         con = self.con
         code = code or {}
@@ -146,7 +148,26 @@ class Catalogue:
                     [version_id, study_id, parent[0] if parent else None, parent_run_id, fork_step,
                      "branch" if kind == "branch" else ("version" if parent else "initial"), note, json.dumps(config),
                      h, json.dumps(diff, default=str), now(), json.dumps(code, sort_keys=True)])
+        if root is not None:
+            self.keep_code_texts(code_texts(root, code))
         return version_id, True
+
+    def keep_code_texts(self, texts: dict[str, str]) -> None:
+        """Keep the texts of a version's files by hash (``desim.versions.code_texts``), once each."""
+        if texts:
+            self.con.executemany("INSERT OR IGNORE INTO code_texts VALUES (?, ?)", list(texts.items()))
+
+    def code_texts(self, hashes: list[str]) -> dict[str, str]:
+        """The kept texts of ``hashes`` (a file whose text was not kept is missing)."""
+        if not hashes:
+            return {}
+        return dict(self.con.execute("SELECT hash, text FROM code_texts WHERE hash IN (SELECT unnest(?))",
+                                     [list(hashes)]).fetchall())
+
+    def version(self, version_id: str) -> dict[str, Any] | None:
+        """One version, its configuration and code (``{path: hash}``) included."""
+        rows = fetch_dicts(self.con, "SELECT * FROM versions WHERE version_id = ?", [version_id])
+        return rows[0] if rows else None
 
     def parent_version(self, version_id: str) -> str | None:
         row = self.con.execute("SELECT parent_version_id FROM versions WHERE version_id=?", [version_id]).fetchone()

@@ -166,7 +166,7 @@ class Recorder(MemorySink):
         code = code_files(spec.root, population_files(spec.population))
         version_id, created = catalogue.ensure_version(spec.id, spec.version_config(), kind=self.kind, code=code,
                                                        parent_run_id=self.parent_run_id, fork_step=self.fork_step,
-                                                       note=self.note)
+                                                       note=self.note, root=spec.root)
         if self.kind == "run" and created:
             previous = catalogue.parent_version(version_id)
             if previous:  # an edited study: a new version, child of the last run of the previous one

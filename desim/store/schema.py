@@ -69,6 +69,9 @@ MIGRATIONS: tuple[str, ...] = (
         control_run_id VARCHAR NOT NULL, treatment_run_id VARCHAR NOT NULL, reused BOOLEAN NOT NULL
     )""",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS end_reason VARCHAR",     # completed before n_steps: why
+    # the text of each file a version's code lists, by the hash ``versions.code`` gives it (the study's Python
+    # and text data files up to ``desim.versions.TEXT_LIMIT``): "what changed" answered with a diff of the code
+    "CREATE TABLE IF NOT EXISTS code_texts (hash VARCHAR PRIMARY KEY, text VARCHAR NOT NULL)",
 )
 
 # view name -> the data file it reads (one per run and table, see desim.store.files)

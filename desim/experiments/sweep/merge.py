@@ -42,7 +42,8 @@ def study_version(study: "str | Path | StudyLayout", spec: StudySpec, on_wait: W
     """The study's version id for its files as they are now (created if they are new)."""
     with writing(study, on_wait) as con:
         return Catalogue(con).ensure_version(spec.id, spec.version_config(), kind="run",
-                                             code=code_files(spec.root, population_files(spec.population)))[0]
+                                             code=code_files(spec.root, population_files(spec.population)),
+                                             root=spec.root)[0]
 
 
 def merge_run(study: "str | Path | StudyLayout", worker_file: str | Path, run_id: str, version_id: str,
