@@ -270,3 +270,16 @@ def many_events_study(studies_dir: Path, steps: int, every: int, name: str = "ma
     env_path.write_text(json.dumps(env))
     run_study(load_study(study))
     return study
+
+
+def watched_page(browser):
+    """A fresh 1280x900 page of ``browser`` (a pytest fixture body: ``yield from watched_page(b)``); on
+    teardown the test fails if the page raised a JavaScript error."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.set_default_timeout(HANG_S * 1000)
+    yield pg
+    context.close()
+    assert errors == [], f"JavaScript errors in the page: {errors}"

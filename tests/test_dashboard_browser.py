@@ -18,7 +18,7 @@ from playwright.sync_api import sync_playwright
 from browser import launch
 from desim.cli import main
 from dashboard_helpers import (ARTIFACTS, ROOT, ba_study, held_study, make_studies, odd_ids_study, server_process,
-                               sir_study, sql, wait_for_file)
+                               sir_study, sql, wait_for_file, watched_page)
 from waits import HANG_S
 
 pytestmark = pytest.mark.browser
@@ -50,14 +50,7 @@ def site(tmp_path_factory):
 
 @pytest.fixture
 def page(site):
-    context = site["browser"].new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.set_default_timeout(HANG_S * 1000)
-    yield pg
-    context.close()
-    assert errors == [], f"JavaScript errors in the page: {errors}"
+    yield from watched_page(site["browser"])
 
 
 def shot(pg, name: str) -> None:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from dashboard_helpers import (ARTIFACTS, copy_study, held_study, many_events_study, server_process, sql,
-                               wait_for_file, write_live_file, write_lock)
+                               wait_for_file, watched_page, write_live_file, write_lock)
 from desim.experiments.runs import run_study
 from desim.store.live import Heartbeat, LiveFile, read_live
 from desim.study.files import load_study
@@ -50,14 +50,7 @@ def site(tmp_path_factory):
 
 @pytest.fixture
 def page(site):
-    context = site["browser"].new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.set_default_timeout(HANG_S * 1000)
-    yield pg
-    context.close()
-    assert errors == [], f"JavaScript errors in the page: {errors}"
+    yield from watched_page(site["browser"])
 
 
 def series(page, selector: str) -> dict[str, list]:
@@ -202,7 +195,7 @@ def test_when_a_run_ends_no_section_is_blank_while_the_store_is_read(site, page)
     page.wait_for_selector("#panel-total")
     stored = [list(r) for r in sql(study, "SELECT step, value FROM metrics WHERE run_id = ? AND name = 'mean_opinion' "
                                           "ORDER BY step", [rid])]
-    page.wait_for_function(f"document.querySelector('#legend [data-loading]') === null")
+    page.wait_for_function("document.querySelector('#legend [data-loading]') === null")
     assert series(page, metric)[rid] == stored
     assert page.locator("#metric-charts [data-loading], #state-charts [data-loading], #panel-table [data-loading]").count() == 0
 

@@ -14,7 +14,7 @@ import statistics
 import httpx
 import pytest
 
-from dashboard_helpers import ARTIFACTS, copy_study, positioned_studies, server_process, server_thread, sql
+from dashboard_helpers import ARTIFACTS, copy_study, positioned_studies, server_process, server_thread, sql, watched_page
 from desim.experiments.runs import run_study
 from desim.store import open_store, states
 from desim.study.files import load_study
@@ -150,14 +150,7 @@ def browser_site(site):
 
 @pytest.fixture
 def page(browser_site):
-    context = browser_site["browser"].new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.set_default_timeout(HANG_S * 1000)
-    yield pg
-    context.close()
-    assert errors == [], f"JavaScript errors in the page: {errors}"
+    yield from watched_page(browser_site["browser"])
 
 
 def cell_colours(page, cells: list[tuple[int, int]]) -> list[str]:
