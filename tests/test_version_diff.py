@@ -56,3 +56,60 @@ def test_diff_refuses_what_it_cannot_compare(edited, capsys):
     assert "'r404' is neither a run nor a version" in capsys.readouterr().err
     assert main(["diff", str(root), first]) == 2
     assert "is the study's first: give the version or run to compare it with" in capsys.readouterr().err
+
+
+def _versions(root, first, second):
+    con = duckdb.connect(str(store_path(root)), read_only=True)
+    try:
+        return [con.execute("SELECT version_id FROM runs WHERE run_id = ?", [r]).fetchone()[0] for r in (first, second)]
+    finally:
+        con.close()
+
+
+def test_the_dashboard_serves_a_versions_diff(edited):
+    """/api/studies/<id>/versions/<version>/diff: the settings changed and each file's unified diff; an
+    unknown version is a 404 and a malformed one a 400."""
+    import httpx
+
+    from dashboard_helpers import server_thread
+    from waits import HANG_S
+    root, first, second = edited
+    v1, v2 = _versions(root, first, second)
+    with server_thread(root.parent) as url, httpx.Client(base_url=url, timeout=HANG_S) as client:
+        body = client.get(f"/api/studies/{root.name}/versions/{v2}/diff").json()
+        missing = client.get(f"/api/studies/{root.name}/versions/v0000dead/diff")
+        bad = client.get(f"/api/studies/{root.name}/versions/x'y/diff")
+    assert (body["older"], body["newer"]) == (v1, v2)
+    assert {"path": "parameters.n_agents", "old": 500, "new": 40} not in body["config"]     # --set is the run's
+    files = {f["path"]: f for f in body["files"]}
+    assert set(files) == {"model.py", "weights.txt"} and files["weights.txt"]["change"] == "added"
+    assert "+# the confidence bound is read once\n" in files["model.py"]["diff"]
+    assert missing.status_code == 404 and "neither a run nor a version" in missing.json()["error"]
+    assert bad.status_code == 400
+
+
+@pytest.mark.browser
+def test_the_runs_tree_opens_a_versions_diff(edited):
+    from playwright.sync_api import sync_playwright
+
+    from browser import launch
+    from dashboard_helpers import server_thread, watched_page
+    root, first, second = edited
+    v1, v2 = _versions(root, first, second)
+    with server_thread(root.parent) as url, sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            pages = watched_page(browser)
+            page = next(pages)
+            page.goto(url + f"/#/study/{root.name}")
+            box = f'details.version-diff[data-version="{v2}"]'
+            page.click(f"{box} summary")
+            page.wait_for_selector(f'{box} .version-files[data-state="shown"]')
+            added = page.locator(f'{box} .version-file[data-path="model.py"] pre.diff span.add').all_inner_texts()
+            assert added == ["+# the confidence bound is read once"]
+            assert page.locator(f'{box} .version-file[data-path="weights.txt"] strong').inner_text() == \
+                "weights.txt (added)"
+            assert f"against its parent version {v1}" in page.locator(box).inner_text()
+            next(pages, None)                   # the page's teardown: no JavaScript error
+        finally:
+            browser.close()

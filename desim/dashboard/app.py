@@ -69,7 +69,8 @@ from desim.dashboard.safety import (
     refuse_cross_site,
     safe_file,
 )
-from desim.store import StoreBusyError
+from desim.experiments.comparisons import version_changes
+from desim.store import StoreBusyError, StudyLayout
 from desim.study.files import StudyConfigError
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -319,6 +320,17 @@ class Dashboard:
         root = self.study_root(request)
         return data.state_series(root, self.run_param(request), check_state_key(request.query_params.get("state")))
 
+    def version_diff(self, request: Request) -> dict:
+        """What changed in a version since its parent: its settings and a unified diff of each file."""
+        root = self.study_root(request)
+        version = check_id(request.path_params["version"], "version")
+        if not StudyLayout(root).db.exists():
+            raise data.NoStore(f"study '{root.name}' has not run yet")
+        try:
+            return version_changes(root, version)
+        except ValueError as e:
+            raise NotFound(str(e)) from None
+
     def grid(self, request: Request) -> dict:
         """One step of a positioned run (agents with ``x`` and ``y``) on its grid, coloured by a state field."""
         root = self.study_root(request)
@@ -437,6 +449,7 @@ def create_app(studies_dir: str | Path, allowed_hosts: list[str] | None = None) 
         Route("/api/studies/{study}/messages", api(d.messages)),
         Route("/api/studies/{study}/network", api(d.network)),
         Route("/api/studies/{study}/grid", api(d.grid)),
+        Route("/api/studies/{study}/versions/{version}/diff", api(d.version_diff)),
         Route("/api/studies/{study}/diffusion", api(d.diffusion), methods=["POST"]),
     ]
     app = Starlette(routes=routes)

@@ -469,11 +469,42 @@ function renderRuns(S) {
         text: r.overrides_text})) : null,
       r.note ? h("em", {text: ` “${r.note}”`}) : null,
       r.error ? h("div", {class: "run-error", text: r.error}) : null,
-      v && v.diff && v.diff.length ? h("div", {class: "muted version-diff", title: v.diff.map(d => `${d.path}: ${short(d.old, 200)} → ${short(d.new, 200)}`).join("\n"),
-        text: `version ${v.version_id} changed: ` + v.diff.map(d => d.path).join(", ")}) : null,
+      v && v.diff && v.diff.length ? versionDiff(S, v) : null,
       tree(r.run_id, depth + 1));
   }));
   fill(S.els.runs, S.runs.length ? tree("", 0) : h("p", {class: "muted", text: "No runs yet."}));
+}
+
+// A version's changes since its parent: the changed paths at a glance, and, opened, its settings and a
+// unified diff of each file it changed (the texts the store kept with the version), read on first opening.
+function versionDiff(S, v) {
+  const body = h("div", {class: "version-files"});
+  const box = h("details", {class: "version-diff", "data-version": v.version_id},
+    h("summary", {class: "muted", title: v.diff.map(d => `${d.path}: ${short(d.old, 200)} → ${short(d.new, 200)}`).join("\n"),
+      text: `version ${v.version_id} changed: ` + v.diff.map(d => d.path).join(", ")}), body);
+  box.addEventListener("toggle", async () => {
+    if (!box.open || body.dataset.state) return;
+    body.dataset.state = "loading";
+    fill(body, loadingNote("Reading the version's files from the store…"));
+    let d;
+    try { d = await getJSON(`/api/studies/${enc(S.sid)}/versions/${enc(v.version_id)}/diff`); }
+    catch (e) { delete body.dataset.state; fill(body, errorCard(e.message, "version diff")); return; }
+    if (d.busy) { delete body.dataset.state; fill(body, h("p", {class: "muted", text: d.message})); return; }
+    const settings = d.config.filter(c => !c.path.startsWith("code."));
+    fill(body,
+      h("p", {class: "muted", text: `against its parent version ${d.older}`}),
+      settings.length ? h("ul", {class: "version-settings"}, settings.map(c =>
+        h("li", {}, h("code", {text: c.path}), `: ${short(JSON.stringify(c.old), 200)} → ${short(JSON.stringify(c.new), 200)}`))) : null,
+      d.files.map(f => h("div", {class: "version-file", "data-path": f.path},
+        h("strong", {text: `${f.path} (${f.change})`}),
+        f.diff === null ? h("p", {class: "muted", text: f.why})
+          : h("pre", {class: "diff"}, f.diff.split("\n").filter((line, i, all) => i < all.length - 1 || line).map(line =>
+              h("span", {class: line.startsWith("+") && !line.startsWith("+++") ? "add"
+                : line.startsWith("-") && !line.startsWith("---") ? "del" : line.startsWith("@@") ? "hunk" : "",
+                text: line || " "}))))));
+    body.dataset.state = "shown";
+  });
+  return box;
 }
 
 function renderBanner(S) {
