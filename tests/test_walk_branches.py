@@ -333,3 +333,72 @@ def test_compare_skips_a_json_state_field_with_its_reason(tmp_path):
     out = compare(root, a, b)
     assert [s["field"] for s in out["skipped"]] == ["path"] and "JSON" in out["skipped"][0]["reason"]
     assert {c.get("field") for c in out["categorical"]} <= {"x"} and {p["field"] for p in out["paired"]} == {"x"}
+
+
+ENDING = '''
+from desim import Action, DecisionModel, EnvironmentProvider, MetricCollector, Observation
+
+
+class Env(EnvironmentProvider):
+    """Each run's process is over at step 3 or at step 99, drawn from its seed."""
+
+    def reset(self, seed):
+        self.x = {a: 0.0 for a in self.ctx.agent_ids}
+        self.end = 3 if self.ctx.streams.numpy("end").random() < 0.5 else 99
+
+    def observe_batch(self, ids, t, round_idx):
+        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
+
+    def apply(self, actions):
+        push = self.ctx.interventions.value("push", 0.0)
+        for a in actions:
+            self.x[a.agent_id] += 1.0 + push
+
+    def agent_state(self, agent_id):
+        return {"x": self.x[agent_id]}
+
+
+class Decide(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]
+
+
+class Over(MetricCollector):
+    def collect(self, t, environment, actions):
+        return {"over": 1.0 if t >= environment.end else 0.0, "mean_x": sum(environment.x.values()) / 3}
+'''
+
+
+def test_an_effect_holds_a_pair_whose_control_ended_before_the_fork(tmp_path, capsys):
+    """A control whose process ended (stop_when) before the fork step cannot be branched; the effect holds the
+    pair (its treatment is the control: nothing is decided after the end) instead of failing it for ever, and
+    the other pairs are branched as usual."""
+    from desim.experiments.effects import effect_table, held_pairs
+    root = tmp_path / "ending"
+    for sub in ("simulation", "population", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(ENDING)
+    (root / "study.json").write_text(json.dumps({"id": "ending", "display_metrics": ["mean_x"]}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps({
+        "n_steps": 8, "decision": {"ref": "model:Decide"}, "collector": {"ref": "model:Over"},
+        "parameters": {"push_at": 50}, "stop_when": [{"metric": "over", "op": ">=", "value": 1}]}))
+    (root / "population" / "population.json").write_text(json.dumps({
+        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
+    (root / "environment" / "environment.json").write_text(json.dumps({
+        "provider": {"ref": "model:Env"}, "layers": {"push": 0.0},
+        "scheduled_events": [{"at_step": "$push_at", "name": "push", "target": "push", "op": "set", "value": 1.0}]}))
+    effect = run_effect(root, 5, {"push_at": 5}, replicates=6, workers=1)
+    controls = {r: (last, reason) for r, last, reason in
+                sql(root, "SELECT run_id, last_step, end_reason FROM runs WHERE kind = 'run'")}
+    ended = {r for r, (last, reason) in controls.items() if reason and last < 5}
+    assert 0 < len(ended) < 6                                   # some of each
+    assert {p["control_run_id"] for p in held_pairs(effect.pairs)} == ended
+    assert effect.completed == 6 and effect.errors == {}
+    held = [p for p in effect.pairs if p["control_run_id"] in ended]
+    assert all(p["treatment_run_id"] == p["control_run_id"] for p in held)
+    # the held pairs differ by 0; the others by the push from step 5 on
+    last = {m["step"]: m for m in effect_table(root, effect.effect_id)["metrics"] if m["name"] == "mean_x"}[8]
+    # a branch pushes each agent one more at steps 5..8: 4 more on average; a held pair 0
+    assert last["n"] == 6 and last["mean"] == pytest.approx(4 * (6 - len(ended)) / 6)
+    assert main(["effect", str(root), "--resume", effect.effect_id, "--quiet"]) == 0
+    assert f"{len(ended)} pair(s) held" in capsys.readouterr().out

@@ -61,7 +61,7 @@ def names(text: str | None) -> list[str] | None:
 def cmd_effect(args) -> int:
     from desim.commands import UserError
     from desim.commands.sweep import interrupted, sets_once
-    from desim.experiments.effects import EffectError, effect_table, run_effect
+    from desim.experiments.effects import EffectError, effect_table, held_pairs, run_effect
     from desim.experiments.sweep import SweepError
     treatment, control = sets_once(args.set), sets_once(args.control_set, "--control-set")
     if args.resume:
@@ -123,6 +123,11 @@ def cmd_effect(args) -> int:
     print("  (printed to the digits the 95 % interval supports; effect_table and the store keep every digit)")
     print(f"\neffect {result.effect_id}: {result.completed} of {len(result.pairs)} pairs completed ({result.reused} "
           f"control runs reused), fork at step {at_step}, wall time {result.wall_seconds:.1f} s")
+    held = held_pairs(result.pairs)
+    if held:
+        print(f"  {len(held)} pair(s) held ({', '.join(p['control_run_id'] for p in held)}): the control's process "
+              f"ended before step {at_step} (stop_when or end_run), so nothing is decided after it and the "
+              "treatment is the control, a difference of 0")
     print("  (treatment - control per pair; mean and 95 % interval of the mean over pairs, Student t)")
     print(f"  figure: desim report {args.study} --effect {result.effect_id}")
     if result.completed < len(result.pairs):

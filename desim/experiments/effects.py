@@ -219,6 +219,31 @@ def _run_tasks(root: Path, db: StudyLayout, tasks: list[RunTask], version_id: st
                 on_run(phase, outcome, done, len(tasks))
 
 
+def _hold_ended(pairs: list[dict[str, Any]], effect: _Effect, db: StudyLayout,
+                on_wait: WaitFn | None) -> list[dict[str, Any]]:
+    """The pairs to branch: those whose control run ended with its process (``stop_when``, ``ctx.end_run``)
+    before the fork step are held instead. Nothing is decided after such a run's end, and its steps up to the
+    end are what a branch would replay, so the treatment would end where the control did, row for row: the
+    pair's treatment is its control, a zero difference at every step (and its last values held, as for any run
+    that ended early). A branch of it would be refused, and the effect could never complete."""
+    left = []
+    with writing(db, on_wait) as con:
+        catalogue = Catalogue(con)
+        for p in pairs:
+            control = catalogue.run(p["control_run_id"])
+            if (control and control["status"] == "completed" and control.get("end_reason")
+                    and control["last_step"] < effect.at_step):
+                catalogue.hold_pair(effect.effect_id, p["replicate"])
+            else:
+                left.append(p)
+    return left
+
+
+def held_pairs(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pairs whose treatment is their control (:func:`_hold_ended`)."""
+    return [p for p in pairs if p["treatment_run_id"] == p["control_run_id"]]
+
+
 def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, address: str | None,
               on_start: StartFn | None, on_run: ProgressFn | None, on_wait: WaitFn | None) -> dict[str, str]:
     """Run the effect's controls and branches that have not completed (all of them for a new effect, but
@@ -248,7 +273,7 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
         if on_start:
             on_start(effect_id, len(controls), len(todo))
         _run_tasks(root, db, controls, version_id, backend, workers, address, "control", on_run, on_wait, errors)
-        todo = [p for p in todo if p["control_run_id"] not in errors]
+        todo = _hold_ended([p for p in todo if p["control_run_id"] not in errors], effect, db, on_wait)
         if not todo:
             return errors
         with writing(db, on_wait) as con:

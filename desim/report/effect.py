@@ -25,7 +25,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from desim.experiments.effects import EffectError, effect_table  # noqa: E402
+from desim.experiments.effects import EffectError, effect_table, held_pairs  # noqa: E402
 from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
@@ -192,6 +192,12 @@ def card(study_root: Path, data: dict[str, Any]) -> Section:
         section.paragraphs.append(f"Incomplete: {missing} of {e['replicates']} pairs have not completed (the "
                                   f"effect was interrupted or a run failed); the numbers below count the {done} "
                                   f"completed. desim effect {study_root} --resume {e['effect_id']} runs the rest.")
+    held = held_pairs(pairs)
+    if held:
+        section.paragraphs.append(
+            f"Held: {len(held)} of the pairs ({', '.join(p['control_run_id'] for p in held)}) are their control run "
+            f"twice. The control's process ended before step {e['at_step']} (stop_when or end_run), so nothing is "
+            "decided after it and a branch would end where it did, row for row: their difference is 0 at every step.")
     for p in pairs:
         if p["treatment_status"] != "completed" and p.get("treatment_error"):
             section.paragraphs.append(f"{p['treatment_run_id']} {p['treatment_status']}: {p['treatment_error']}")

@@ -240,6 +240,12 @@ class Catalogue:
         rows = fetch_dicts(self.con, "SELECT * FROM effects WHERE effect_id = ?", [effect_id])
         return rows[0] if rows else None
 
+    def hold_pair(self, effect_id: str, replicate: int) -> None:
+        """Make a pair's treatment its control run (a control that ended before the fork step: see
+        ``desim.experiments.effects``)."""
+        self.con.execute("UPDATE effect_pairs SET treatment_run_id = control_run_id WHERE effect_id = ? AND "
+                         "replicate = ?", [effect_id, replicate])
+
     def effect_pairs(self, effect_id: str) -> list[dict[str, Any]]:
         """An effect's pairs with how each run ended."""
         return fetch_dicts(self.con, """
