@@ -402,3 +402,5 @@ def test_an_effect_holds_a_pair_whose_control_ended_before_the_fork(tmp_path, ca
     assert last["n"] == 6 and last["mean"] == pytest.approx(4 * (6 - len(ended)) / 6)
     assert main(["effect", str(root), "--resume", effect.effect_id, "--quiet"]) == 0
     assert f"{len(ended)} pair(s) held" in capsys.readouterr().out
+    arms = {r["run_id"]: r["arm"] for r in desim.open(root).runs().to_pylist()}
+    assert {arms[r] for r in ended} == {"control"}          # a held control is still its effect's control

@@ -40,7 +40,7 @@ def reports_dir(study_root: str | Path, name: str) -> Path:
 
 def write_report(study_root: str | Path, run_id: str | None = None, compare: str | None = None,
                  out_dir: str | Path | None = None) -> dict[str, Path]:
-    """Write the report of ``run_id`` (default: the latest completed run).
+    """Write the report of ``run_id`` (default: the latest completed run not made by a sweep or an effect).
 
     ``compare`` names a control run: the report then shows treatment (``run_id``)
     minus control per step and per agent. A branch run is compared with its

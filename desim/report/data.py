@@ -87,10 +87,11 @@ def latest_ids(ids: list[str], study_root: str | Path | None, shown: int = 10) -
 
 
 def resolve_run(con, run_id: str | None, study_root: str | Path | None = None) -> dict[str, Any]:
-    """The named run, or the latest completed one."""
+    """The named run, or the latest completed one made by hand (not by a sweep or an effect; the latest
+    completed of any kind when there is none)."""
     catalogue = Catalogue(con)
     if run_id is None:
-        row = catalogue.latest_run(status="completed")
+        row = catalogue.latest_run(status="completed", prefer_plain=True)
         if row is None:
             raise ReportError("the store has no completed run; name one with --run")
         return row

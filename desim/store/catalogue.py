@@ -94,10 +94,18 @@ class Catalogue:
         return {r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?))",
                                                [list(run_ids)]).fetchall()}
 
-    def latest_run(self, *, status: str | None = None) -> dict[str, Any] | None:
-        """The newest run (of ``status``, when given)."""
+    def latest_run(self, *, status: str | None = None, prefer_plain: bool = False) -> dict[str, Any] | None:
+        """The newest run (of ``status``, when given). With ``prefer_plain``, the newest made by hand (not one
+        of a sweep's or an effect's runs), or the newest of any kind when there is none: the run a command
+        means when it is given none, as ``desim.open(...).panel()`` does (``StudyData.run_ids``)."""
         where, params = ("WHERE status = ? ", [status]) if status else ("", [])
-        rows = fetch_dicts(self.con, f"SELECT * FROM runs {where}ORDER BY started_at DESC, run_id DESC LIMIT 1",
+        order = ""
+        if prefer_plain:
+            made = ("sweep_id IS NULL" + (" AND run_id NOT IN (SELECT control_run_id FROM effect_pairs UNION "
+                                          "SELECT treatment_run_id FROM effect_pairs)"
+                                          if has_table(self.con, "effect_pairs") else ""))
+            order = f"({made}) DESC, "
+        rows = fetch_dicts(self.con, f"SELECT * FROM runs {where}ORDER BY {order}started_at DESC, run_id DESC LIMIT 1",
                            params)
         return rows[0] if rows else None
 

@@ -279,7 +279,7 @@ _RUNS_PLAIN = ("SELECT *, CAST(NULL AS VARCHAR) AS effect_id, CAST(NULL AS VARCH
                "ORDER BY started_at, run_id")
 _RUNS_WITH_ROLES = """
     SELECT r.*, coalesce(t.effect_id, c.effect_id) AS effect_id,
-           CASE WHEN t.effect_id IS NOT NULL THEN 'treatment' WHEN c.effect_id IS NOT NULL THEN 'control' END AS arm
+           CASE WHEN c.effect_id IS NOT NULL THEN 'control' WHEN t.effect_id IS NOT NULL THEN 'treatment' END AS arm
     FROM runs r
     LEFT JOIN (SELECT treatment_run_id AS run_id, min(effect_id) AS effect_id FROM effect_pairs GROUP BY 1) t
            USING (run_id)
