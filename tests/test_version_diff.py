@@ -43,11 +43,17 @@ def test_diff_shows_the_code_and_data_that_changed_as_a_unified_diff(edited, cap
 def test_diff_says_why_it_cannot_show_a_text(edited, capsys):
     root, first, second = edited
     con = duckdb.connect(str(store_path(root)))
-    con.execute("DELETE FROM code_texts")          # a store written before texts were kept
+    con.execute("DROP TABLE code_texts")           # a store written before texts were kept
     con.close()
     assert main(["diff", str(root), second]) == 0
     out = capsys.readouterr().out
     assert "model.py (edited): its text was not kept" in out and "hashes " in out
+    # the next run of a version recorded without texts keeps them (its files still have its hashes)
+    desim.run_study(desim.load_study(root, steps=1))
+    assert main(["diff", str(root), second]) == 0
+    out = capsys.readouterr().out
+    assert "model.py (edited): its text was not kept" in out        # the older version's is gone for good
+    assert "weights.txt (added)" in out and "+0.25" in out           # the newer's is back
 
 
 def test_diff_refuses_what_it_cannot_compare(edited, capsys):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pytest
 
 import desim
 from desim.cli import main
 from desim.experiments.branches import BranchRefused, branch
 from desim.experiments.effects import EffectError, run_effect
-from storeq import sql
+from storeq import sql, store_path
 
 MODEL = '''
 from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector, NeighborFeed,
@@ -257,6 +258,8 @@ def test_a_branch_of_a_columnar_multi_round_run_replays_it(tmp_path):
     rows = sql(root, panel, [parent.run_id])
     assert len(rows) == 12 * len(sql(root, "SELECT * FROM initial_states WHERE run_id = ?", [parent.run_id]))
     assert sql(root, panel, [child.run_id]) == rows
+    first = branch(root, parent.run_id, 1)              # replays nothing, so needs no recorded rounds
+    assert first.status == "completed" and sql(root, panel, [first.run_id]) == rows
 
 
 ERRANDS = '''
@@ -369,6 +372,9 @@ class Over(MetricCollector):
 '''
 
 
+SEED_HOLDING_THE_FIRST = 2     # with this seed replicate 0's control ends at step 3 (a held pair comes first)
+
+
 def test_an_effect_holds_a_pair_whose_control_ended_before_the_fork(tmp_path, capsys):
     """A control whose process ended (stop_when) before the fork step cannot be branched; the effect holds the
     pair (its treatment is the control: nothing is decided after the end) instead of failing it for ever, and
@@ -387,11 +393,12 @@ def test_an_effect_holds_a_pair_whose_control_ended_before_the_fork(tmp_path, ca
     (root / "environment" / "environment.json").write_text(json.dumps({
         "provider": {"ref": "model:Env"}, "layers": {"push": 0.0},
         "scheduled_events": [{"at_step": "$push_at", "name": "push", "target": "push", "op": "set", "value": 1.0}]}))
-    effect = run_effect(root, 5, {"push_at": 5}, replicates=6, workers=1)
+    effect = run_effect(root, 5, {"push_at": 5}, replicates=6, workers=1, seed=SEED_HOLDING_THE_FIRST)
     controls = {r: (last, reason) for r, last, reason in
                 sql(root, "SELECT run_id, last_step, end_reason FROM runs WHERE kind = 'run'")}
     ended = {r for r, (last, reason) in controls.items() if reason and last < 5}
     assert 0 < len(ended) < 6                                   # some of each
+    assert effect.pairs[0]["control_run_id"] in ended
     assert {p["control_run_id"] for p in held_pairs(effect.pairs)} == ended
     assert effect.completed == 6 and effect.errors == {}
     held = [p for p in effect.pairs if p["control_run_id"] in ended]
@@ -402,5 +409,42 @@ def test_an_effect_holds_a_pair_whose_control_ended_before_the_fork(tmp_path, ca
     assert last["n"] == 6 and last["mean"] == pytest.approx(4 * (6 - len(ended)) / 6)
     assert main(["effect", str(root), "--resume", effect.effect_id, "--quiet"]) == 0
     assert f"{len(ended)} pair(s) held" in capsys.readouterr().out
-    arms = {r["run_id"]: r["arm"] for r in desim.open(root).runs().to_pylist()}
+    data = desim.open(root)
+    arms = {r["run_id"]: r["arm"] for r in data.runs().to_pylist()}
     assert {arms[r] for r in ended} == {"control"}          # a held control is still its effect's control
+    # and the arms pair up replicate by replicate, a held pair's control in both
+    pairs = list(zip(data.select_runs(effect=effect.effect_id, arm="control"),
+                     data.select_runs(effect=effect.effect_id, arm="treatment")))
+    assert pairs == [(p["control_run_id"], p["treatment_run_id"]) for p in effect.pairs]
+    assert [c for c, t in pairs if c == t] == sorted(ended, key=lambda r: int(r.rsplit("c", 1)[1]))
+    # a branch failed and resumed joins the other branches' version, not the held pair's (its control's)
+    redo = next(t for c, t in pairs if c != t)
+    db = duckdb.connect(str(store_path(root)))
+    db.execute("UPDATE runs SET status = 'failed' WHERE run_id = ?", [redo])
+    db.close()
+    assert main(["effect", str(root), "--resume", effect.effect_id, "--quiet"]) == 0
+    versions = sql(root, "SELECT DISTINCT v.version_id, v.kind FROM runs r JOIN versions v USING (version_id) "
+                         "WHERE r.kind = 'branch'")
+    assert len(versions) == 1 and versions[0][1] == "branch"
+
+
+def test_a_payload_field_the_parent_fills_only_after_the_fork_is_no_difference(tmp_path):
+    """The parent's agents stay (no payload) until step 5, then move with {"to": t}: its panel has a payload_to
+    column, null at the replayed steps. A branch at step 3 replays steps 1..2 exactly, and says nothing."""
+    model = ERRANDS.replace(
+        'return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]',
+        'return [Action(agent_id=o.agent_id, step=o.step, kind="move", payload={"to": o.step}) if o.step >= 5 '
+        'else Action(agent_id=o.agent_id, step=o.step, kind="stay") for o in observations]')
+    root = tmp_path / "later"
+    for sub in ("simulation", "population", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(model)
+    (root / "study.json").write_text(json.dumps({"id": "later"}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps({"n_steps": 6, "decision": {"ref": "model:Decide"}}))
+    (root / "population" / "population.json").write_text(json.dumps({
+        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
+    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    parent = desim.run_study(desim.load_study(root))
+    assert "payload_to" in desim.open(root).panel(parent.run_id).column_names
+    child = branch(root, parent.run_id, 3, steps=4)     # ends before the parent's first move
+    assert child.status == "completed" and child.warnings == []

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from desim.errors import StudyError
 from desim.experiments.recording import RunResult, record, sink_for
@@ -237,6 +238,8 @@ def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: li
                     root: Path | None = None) -> dict[int, list]:
     """The parent's actions for steps 1..until, one entry per round, tagged ``replay`` (with several rounds
     a step, from the runs :func:`round_sources` names)."""
+    if until < 1:           # a branch at step 1 replays nothing
+        return {}
     segments = round_sources(con, parent, until) if rounds > 1 else [(parent, 1, until)]
     if columnar_ids is not None:
         return _columnar_replay(con, segments, until, rounds, columnar_ids)
@@ -350,11 +353,13 @@ def replay_mismatch(study_root: str | Path, parent_id: str, branch_id: str, step
     parent's rows, which the pairing of control and treatment assumes. One step is read from each run (the
     last replayed one, where a difference that grows has grown most)."""
     try:
-        data = StudyData(study_root)
-        parent = data.panel(parent_id, steps=step)
-        child = data.panel(branch_id, steps=step)
+        # both runs in one read: one set of columns (a payload field the parent fills only after the fork is a
+        # column of both, null in the branch's replayed step as in the parent's)
+        both = StudyData(study_root).panel([parent_id, branch_id], steps=step)
     except StoreError as e:
         return f"could not compare the branch's replayed step {step} with its parent's: {e}"
+    run = both.column("run_id")
+    parent, child = (both.filter(pc.equal(run, r)) for r in (parent_id, branch_id))
     # the branch's replayed actions are tagged 'replay'
     skip = {"run_id", "action_source"}
     names = [c for c in parent.column_names if c not in skip]
@@ -362,12 +367,9 @@ def replay_mismatch(study_root: str | Path, parent_id: str, branch_id: str, step
     if parent.num_rows != child.num_rows or parent.column("agent_id") != child.column("agent_id"):
         problems.append(f"agents ({parent.num_rows} rows in the parent, {child.num_rows} in the branch)")
     else:
-        missing = [c for c in names if c not in child.column_names]
-        if missing:
-            problems.append(f"columns {', '.join(missing)} missing in the branch")
         ids = parent.column("agent_id").to_pylist()
         for c in names:
-            if c in missing or parent.column(c).equals(child.column(c)):
+            if parent.column(c).equals(child.column(c)):
                 continue
             old, new = parent.column(c).to_pylist(), child.column(c).to_pylist()
             rows = [i for i, (x, y) in enumerate(zip(old, new)) if not _same(x, y)]

@@ -255,7 +255,9 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
         catalogue = Catalogue(con)
         version_id = catalogue.ensure_version(spec.id, spec.version_config(), kind="run", code=code, root=root)[0]
         pairs = catalogue.effect_pairs(effect_id)
-        branched = next((catalogue.run(p["treatment_run_id"]) for p in pairs if p["treatment_status"]), None)
+        # a pair already branched (not a held one, whose treatment is its control) gives the branches' version
+        branched = next((catalogue.run(p["treatment_run_id"]) for p in pairs
+                         if p["treatment_status"] and p["treatment_run_id"] != p["control_run_id"]), None)
     for p in pairs:
         if p["control_status"] != "completed" and not p["control_run_id"].startswith(f"{effect_id}-c"):
             raise EffectError(f"control {p['control_run_id']} of effect {effect_id}, a run it reused, is "
@@ -279,7 +281,7 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
         with writing(db, on_wait) as con:
             catalogue = Catalogue(con)
             branch_version = branched["version_id"] if branched else catalogue.ensure_version(
-                spec.id, spec.version_config(), kind="branch", code=code, parent_run_id=pairs[0]["control_run_id"],
+                spec.id, spec.version_config(), kind="branch", code=code, parent_run_id=todo[0]["control_run_id"],
                 fork_step=effect.at_step, note=effect.label, root=root)[0]
         branches = []
         for p in todo:

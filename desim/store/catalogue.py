@@ -138,9 +138,11 @@ class Catalogue:
         h = config_hash(config, code)
         if kind != "branch":
             row = con.execute("SELECT version_id FROM versions WHERE study_id=? AND config_hash=? AND kind<>'branch' "
-                              "ORDER BY created_at LIMIT 1", [study_id, h]).fetchone()
+                              "ORDER BY created_at LIMIT 1", [study_id, h]).fetchall()
             if row:
-                return row[0], False
+                if root is not None:    # a version recorded before texts were kept gets them now (same hashes)
+                    self.keep_code_texts(code_texts(root, code))
+                return row[0][0], False
         parent = con.execute("SELECT version_id, config, code FROM versions WHERE study_id=? AND kind<>'branch' "
                              "ORDER BY created_at DESC LIMIT 1", [study_id]).fetchone()
         if kind == "branch" and parent_run_id:
@@ -167,7 +169,7 @@ class Catalogue:
 
     def code_texts(self, hashes: list[str]) -> dict[str, str]:
         """The kept texts of ``hashes`` (a file whose text was not kept is missing)."""
-        if not hashes:
+        if not hashes or not has_table(self.con, "code_texts"):     # a store written before texts were kept
             return {}
         return dict(self.con.execute("SELECT hash, text FROM code_texts WHERE hash IN (SELECT unnest(?))",
                                      [list(hashes)]).fetchall())

@@ -101,23 +101,44 @@ class StudyData:
 
     def select_runs(self, *, sweep: str | None = None, effect: str | None = None, arm: str | None = None,
                     status: str | None = None) -> list[str]:
-        """The ids of the runs of a sweep, of an effect (``arm``: ``control`` or ``treatment``), of a
-        status, oldest first: give them as ``run=`` to ``panel``, ``metrics`` and the others."""
+        """The ids of the runs of a sweep, of an effect (``arm``: ``control`` or ``treatment``, in replicate
+        order so that the two arms pair up), of a status, oldest first: give them as ``run=`` to ``panel``,
+        ``metrics`` and the others."""
         if arm not in (None, "control", "treatment"):
             raise ValueError(f"arm is 'control' or 'treatment', not {arm!r}")
         if arm is not None and effect is None:
             raise ValueError("arm= selects within an effect: give effect= too")
         runs = self._roles()
-        keep = [True] * runs.num_rows
-        for column, wanted in (("sweep_id", sweep), ("effect_id", effect), ("arm", arm), ("status", status)):
-            if wanted is not None:
-                keep = [k and v == wanted for k, v in zip(keep, runs.column(column).to_pylist())]
-        found = [r for r, k in zip(runs.column("run_id").to_pylist(), keep) if k]
+        if arm is not None:
+            # an arm is read from the effect's pairs, in replicate order, so that the two arms zip into pairs;
+            # a held pair (its control ended before the fork) is its control run in both arms
+            found = self._arm(effect, arm)
+            if sweep is not None or status is not None:
+                rows = dict(zip(runs.column("run_id").to_pylist(),
+                                zip(runs.column("sweep_id").to_pylist(), runs.column("status").to_pylist())))
+                found = [r for r in found if (sweep is None or rows[r][0] == sweep)
+                         and (status is None or rows[r][1] == status)]
+        else:
+            keep = [True] * runs.num_rows
+            for column, wanted in (("sweep_id", sweep), ("effect_id", effect), ("status", status)):
+                if wanted is not None:
+                    keep = [k and v == wanted for k, v in zip(keep, runs.column(column).to_pylist())]
+            found = [r for r, k in zip(runs.column("run_id").to_pylist(), keep) if k]
         if not found:
             raise NoSuchRun(f"no run in {self.db} with " + ", ".join(
                 f"{k}={v!r}" for k, v in (("sweep", sweep), ("effect", effect), ("arm", arm), ("status", status))
                 if v is not None))
         return found
+
+    def _arm(self, effect: str, arm: str) -> list[str]:
+        """The runs of one arm of an effect that the store holds, in replicate order."""
+        column = "control_run_id" if arm == "control" else "treatment_run_id"
+        with open_store(self.layout) as con:
+            if not _has_effects(con):
+                return []
+            return [r for (r,) in con.execute(f"SELECT p.{column} FROM effect_pairs p JOIN runs r ON r.run_id = "
+                                              f"p.{column} WHERE p.effect_id = ? ORDER BY p.replicate",
+                                              [effect]).fetchall()]
 
     def run_ids(self, run: str | Iterable[str] | None) -> list[str]:
         """``None`` is the latest plain run: the newest run that is not one of a sweep's or an effect's
