@@ -45,9 +45,7 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else (value or {})
 
 
-def positioned(con, run_id: str) -> bool:
-    """Whether the run's agents have numeric ``x`` and ``y`` state fields (the report's rule)."""
-    return states.field_kind(con, run_id, states.X) == states.field_kind(con, run_id, states.Y) == "numeric"
+positioned = states.positioned
 
 
 def ramp() -> list[str]:

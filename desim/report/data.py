@@ -134,10 +134,10 @@ def display_kind(con, run_id: str, name: str) -> str:
     """How a state is drawn over time: ``categorical`` (shares per category) for text, booleans and
     integers taking few values (``states.few_valued_integer``: Schelling's ``type``), else ``numeric``
     (quantile bands). A binary state as a 0-1 band says nothing; its share says everything."""
-    kind = field_kind(con, run_id, name)
-    if kind == "numeric" and states.few_valued_integer(con, run_id, name):
-        return "categorical"
-    return kind
+    kind = states.display_kind(con, run_id, name)
+    if kind is None:
+        raise ReportError(f"run {run_id}: the panel state has no field '{name}'")
+    return "categorical" if kind == "boolean" else kind
 
 
 QUANTILES = states.QUANTILES

@@ -75,11 +75,8 @@ def _typed(values: list[list[Any]]) -> np.ndarray:
 
 
 def is_positioned(con, run_id: str) -> bool:
-    """The run's agents have numeric ``x`` and ``y`` state fields."""
-    try:
-        return data.field_kind(con, run_id, "x") == data.field_kind(con, run_id, "y") == "numeric"
-    except ReportError:
-        return False
+    """The run's agents have numeric ``x`` and ``y`` state fields (``desim.store.states.positioned``)."""
+    return states.positioned(con, run_id)
 
 
 def _layer(study_root: Path, run: dict, read: Callable) -> tuple[tuple | None, str]:
@@ -123,9 +120,9 @@ def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) 
         colour = read(state)[1]
         if colour.dtype == bool:
             colour = np.where(colour, "true", "false").astype(object)
-        alive = read("alive")[1]
+        # the store's rule (desim.store.states): an agent is dead where its alive is false; null is not dead
+        hidden = np.array([[v == "false" for v in row] for row in read_states(con, rid, states.ALIVE)[2]], bool)
         layer, note = _layer(Path(study_root), run, read)
-    hidden = ~alive if alive.dtype == bool else np.zeros(xs.shape, bool)
     params = run.get("parameters") or {}
     params = json.loads(params) if isinstance(params, str) else params
     if layer is not None:

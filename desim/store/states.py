@@ -79,6 +79,12 @@ X, Y = "x", "y"
 """The cell fields of a positioned run (0-based integers, one agent per cell; README, ``desim viz grid``)."""
 
 
+def positioned(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
+    """Whether the run's agents have numeric ``x`` and ``y`` state fields: drawn on their grid (the report's
+    and the dashboard's), not as a network."""
+    return field_kind(con, run_id, X) == field_kind(con, run_id, Y) == "numeric"
+
+
 def grid_cells(con: duckdb.DuckDBPyConnection, run_id: str, name: str, step: int, *,
                text: bool) -> tuple[list[tuple[str, float, float, Any]], int]:
     """One step of a positioned run: ``(agent_id, x, y, value of field name)`` of every living agent that has
