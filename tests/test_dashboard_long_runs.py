@@ -227,10 +227,12 @@ def test_the_live_file_says_finishing_from_the_last_step_to_the_end(tmp_path):
     beat = Heartbeat(live, every=3600)
     for t in range(4):
         live.step(t, {"m": float(t)})
-    beat.stop()                       # the run's steps are over: it now stores its data
+    live.finishing()                  # the run's steps are over: it now stores its data, the heart still beating
+    assert beat._thread.is_alive()
     data = read_live(path)
     assert (data["status"], data["phase"], data["step"], data["metrics"]["m"]) == ("running", "finishing", 3,
                                                                                   [0.0, 1.0, 2.0, 3.0])
+    beat.stop()
     live.finish("completed", None)
     data = read_live(path)
     assert data["status"] == "completed" and "phase" not in data

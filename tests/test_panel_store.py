@@ -296,6 +296,44 @@ def test_a_run_waits_out_a_reader_holding_the_store_for_longer_than_a_moment(tmp
     assert query(store_path(root), "SELECT status FROM runs WHERE run_id = ?", [run.run_id]) == [("completed",)]
 
 
+def test_a_run_waiting_for_the_store_at_its_end_says_finishing_and_keeps_its_heartbeat(tmp_path, monkeypatch):
+    """The last step done, a reader holds the store: while the run waits to merge, its live file says
+    "finishing" and its heartbeat thread still beats (a long wait or merge is not a process gone)."""
+    import threading
+    import types
+
+    from desim.store import connection
+    from desim.store.live import read_live
+    root = write_study(tmp_path / "walk")
+    desim.run_study(desim.load_study(root))
+    code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); print('held', flush=True); "
+            "sys.stdin.read(); con.close(); print('let go', flush=True)")
+    holder = None
+
+    def on_step(step, metrics):
+        nonlocal holder
+        if step == 5:           # the last step: hold the store before the run closes
+            holder = subprocess.Popen([sys.executable, "-c", code, str(store_path(root))], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+            assert holder.stdout.readline().strip() == "held"
+
+    seen = []
+
+    def sleep(seconds):
+        if holder is not None and holder.poll() is None:
+            [live] = [d for d in map(read_live, (root / "runs" / "live").glob("*.json")) if d["status"] == "running"]
+            beating = any(t.name == "desim-heartbeat" for t in threading.enumerate())
+            seen.append((live.get("phase"), beating))
+            holder.stdin.close()
+            assert holder.stdout.readline().strip() == "let go"
+            holder.wait()
+
+    monkeypatch.setattr(connection, "time", types.SimpleNamespace(sleep=sleep))
+    run = desim.run_study(desim.load_study(root, seed=4), on_step=on_step)
+    assert run.status == "completed"
+    assert seen == [("finishing", True)]
+
+
 def test_a_store_of_the_json_layout_is_refused(tmp_path, capsys):
     root = write_study(tmp_path / "walk")
     db = store_path(root)

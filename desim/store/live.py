@@ -101,14 +101,10 @@ class Heartbeat:
                 pass
 
     def stop(self) -> None:
-        """The run's steps are over: no more beats, and the file says the run is finishing (its last step
-        written, ``"phase": "finishing"``) while it stores its data, until ``live.finish``."""
+        """No more beats: the run has stored its data (the recorder stops the heartbeat only after its
+        end-of-run merge, so a merge of minutes is not taken for a process that is gone)."""
         self._stop.set()
         self._thread.join(timeout=5)
-        try:
-            self.live.finishing()
-        except OSError:     # the runs folder went away: the run will notice on its own
-            pass
 
 
 def read_live(path: Path) -> dict | None:

@@ -227,10 +227,16 @@ class Recorder(MemorySink):
 
     def close(self, status: str, error: str | None, traceback: str | None, wall_seconds: float) -> None:
         """Merge the run's step files and record how it ended (nothing, if the run was never opened)."""
-        if self.beat:
-            self.beat.stop()        # the live file now says "finishing" until live.finish below
         if self.files is None:
+            if self.beat:
+                self.beat.stop()
             return
+        try:
+            # the steps are over: the live file says "finishing" while the run waits for the store and merges,
+            # and the heartbeat goes on beating, so a long merge is not taken for a process that is gone
+            self.live.finishing()
+        except OSError:     # the runs folder went away: the merge below will say so
+            pass
         try:
             with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS) as con:
                 try:
@@ -241,4 +247,6 @@ class Recorder(MemorySink):
                                               last_step=self.last_written if self.last_written >= 0 else None,
                                               traceback=traceback, end_reason=ended)
         finally:
+            if self.beat:
+                self.beat.stop()
             self.live.finish(status, error)
