@@ -97,7 +97,7 @@ class Catalogue:
     def latest_run(self, *, status: str | None = None, prefer_plain: bool = False) -> dict[str, Any] | None:
         """The newest run (of ``status``, when given). With ``prefer_plain``, the newest made by hand (not one
         of a sweep's or an effect's runs), or the newest of any kind when there is none: the run a command
-        means when it is given none, as ``desim.open(...).panel()`` does (``StudyData.run_ids``)."""
+        means when it is given none (``desim.open(...).panel()`` prefers the same, of any status)."""
         where, params = ("WHERE status = ? ", [status]) if status else ("", [])
         order = ""
         if prefer_plain:

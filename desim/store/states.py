@@ -123,9 +123,9 @@ def categories(con: duckdb.DuckDBPyConnection, run_id: str, name: str, most: int
     :func:`category_counts` names them; at most ``most``."""
     dead = leaves_out_dead(con, run_id, name)
     where = "WHERE NOT dead" if dead else ""
-    return sorted(r[0] for r in con.execute(
-        f"SELECT DISTINCT coalesce(CAST(v AS VARCHAR), 'null') FROM ({_rows(name, dead=dead)}) {where} "
-        "LIMIT $most", {"run": run_id, "most": most}).fetchall())
+    return [r[0] for r in con.execute(      # sorted before the limit: the same categories every time
+        f"SELECT DISTINCT coalesce(CAST(v AS VARCHAR), 'null') AS c FROM ({_rows(name, dead=dead)}) {where} "
+        "ORDER BY c LIMIT $most", {"run": run_id, "most": most}).fetchall()]
 
 
 def typed_frames(con: duckdb.DuckDBPyConnection, run_id: str, name: str,
