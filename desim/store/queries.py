@@ -76,17 +76,32 @@ def final_metrics_of_sweep(con: duckdb.DuckDBPyConnection, sweep_id: str) -> lis
         "WHERE r.sweep_id = ? AND r.status = 'completed' AND m.step = r.last_step", [sweep_id]).fetchall()
 
 
+def completed_effect_pairs(con: duckdb.DuckDBPyConnection, effect_id: str) -> tuple[int, list[tuple[int, str, str]]]:
+    """An effect's last step compared, and its completed pairs ``(replicate, treatment, control)``.
+
+    The effect's reads take the pairs one at a time, each through a paired macro with its own two run
+    ids: a ``LATERAL`` join of the pairs with the macro made DuckDB pair every run's rows before filtering
+    (the metrics of ten pairs of 2,000 agents: 3.3 s and 6.2 GiB; the agent summaries of three: 232 s)."""
+    until = con.execute(schema.EFFECT_LAST_STEP, {"effect": effect_id}).fetchall()[0][0]
+    pairs = con.execute("SELECT p.replicate, p.treatment_run_id, p.control_run_id FROM effect_pairs p "
+                        "JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed' "
+                        "WHERE p.effect_id = $effect ORDER BY p.replicate", {"effect": effect_id}).fetchall()
+    return until, pairs
+
+
 def effect_metric_differences(con: duckdb.DuckDBPyConnection, effect_id: str) -> list[tuple[str, int, float]]:
     """``(metric, step, treatment - control)`` for each completed pair of an effect, by metric, step, pair.
 
     Runs that ended with their process hold their last values (``paired_metrics``), up to the effect's
     longest run, so every pair counts at every step."""
-    return con.execute(f"""
-        SELECT q.name, q.step, q.treatment_value - q.control_value FROM effect_pairs p
-        JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed',
-        LATERAL (SELECT * FROM paired_metrics(p.treatment_run_id, p.control_run_id,
-                                              until := ({schema.EFFECT_LAST_STEP}))) q
-        WHERE p.effect_id = $effect ORDER BY q.name, q.step, p.replicate""", {"effect": effect_id}).fetchall()
+    until, pairs = completed_effect_pairs(con, effect_id)
+    rows: list[tuple] = []
+    for replicate, treatment, control in pairs:
+        rows += [(name, step, diff, replicate) for name, step, diff in con.execute(
+            "SELECT name, step, treatment_value - control_value FROM paired_metrics($t, $c, until := $until)",
+            {"t": treatment, "c": control, "until": until}).fetchall()]
+    rows.sort(key=lambda r: (r[0], r[1], r[3]))
+    return [r[:3] for r in rows]
 
 
 def events(con: duckdb.DuckDBPyConnection, run_id: str, limit: int | None = None) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from desim.store.connection import field
-from desim.store.schema import EFFECT_LAST_STEP
+from desim.store.queries import completed_effect_pairs
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 NUMERIC_TYPES = {"DOUBLE", "BIGINT", "INTEGER", "FLOAT", "UBIGINT"}
@@ -279,25 +279,12 @@ def paired_category_shares(con: duckdb.DuckDBPyConnection, treatment: str, contr
                        {"t": treatment, "c": control}).fetchall()
 
 
-def _effect_pairs(con: duckdb.DuckDBPyConnection, effect_id: str) -> tuple[int, list[tuple[int, str, str]]]:
-    """An effect's last step compared, and its completed pairs ``(replicate, treatment, control)``.
-
-    Each pair is then read through ``paired_panel`` with its own two run ids: a ``LATERAL`` join of the
-    pairs with the macro made DuckDB pair every run's rows before filtering (232 s and a full disk for
-    three pairs of 2,000 agents, against half a second pair by pair)."""
-    until = con.execute(EFFECT_LAST_STEP, {"effect": effect_id}).fetchone()[0]
-    pairs = con.execute("SELECT p.replicate, p.treatment_run_id, p.control_run_id FROM effect_pairs p "
-                        "JOIN runs r ON r.run_id = p.treatment_run_id AND r.status = 'completed' "
-                        "WHERE p.effect_id = $effect ORDER BY p.replicate", {"effect": effect_id}).fetchall()
-    return until, pairs
-
-
 def effect_agent_summaries(con: duckdb.DuckDBPyConnection, effect_id: str, name: str) -> list[tuple]:
     """Per completed pair of an effect and step: ``(replicate, step, mean of treatment - control over agents,
     its mean absolute value, the share of agents that differ, agents with both values)``."""
     t, c = _numbers(name)
     d = f"{t} - {c}"
-    until, pairs = _effect_pairs(con, effect_id)
+    until, pairs = completed_effect_pairs(con, effect_id)
     rows: list[tuple] = []
     for replicate, treatment, control in pairs:
         rows += con.execute(f"""
@@ -313,7 +300,7 @@ def effect_category_shares(con: duckdb.DuckDBPyConnection, effect_id: str, name:
     category, share of agents in it under treatment - the same under control)``; categories as text, every
     category any pair has at every step of every pair (0 where neither run of a pair has it)."""
     t, c = field("treatment_state", name), field("control_state", name)
-    until, pairs = _effect_pairs(con, effect_id)
+    until, pairs = completed_effect_pairs(con, effect_id)
     shares: dict[tuple[int, int], dict[str, float]] = {}
     for replicate, treatment, control in pairs:
         for step, category, diff in con.execute(f"""
