@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import desim
+from tiny_study import write_tiny_study
 
 MODEL = '''
 from desim import Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, Message, Observation
@@ -37,14 +38,7 @@ class Decide(DecisionModel):
 
 
 def test_ties_in_messages_and_events_are_ordered_by_their_other_columns(tmp_path):
-    root = tmp_path / "ties"
-    for sub in ("simulation", "population", "environment"):
-        (root / sub).mkdir(parents=True)
-    (root / "model.py").write_text(MODEL)
-    (root / "study.json").write_text(json.dumps({"id": "ties"}))
-    (root / "simulation" / "simulation.json").write_text(json.dumps({"n_steps": 2, "decision": {"ref": "model:Decide"}}))
-    (root / "population" / "population.json").write_text(json.dumps({"personas": [{"agent_id": "a0"}, {"agent_id": "a1"}]}))
-    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    root = write_tiny_study(tmp_path / "ties", MODEL, {"n_steps": 2, "decision": {"ref": "model:Decide"}}, agents=2)
     run = desim.run_study(desim.load_study(root))
     data = desim.open(root)
     messages = data.messages(run.run_id).to_pylist()

@@ -12,6 +12,7 @@ from desim.cli import main
 from desim.experiments.branches import BranchRefused, branch
 from desim.experiments.effects import EffectError, run_effect
 from storeq import sql, store_path
+from tiny_study import write_tiny_study
 
 MODEL = '''
 from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector, NeighborFeed,
@@ -298,16 +299,8 @@ class Decide(DecisionModel):
 def test_a_replayed_step_records_the_agents_away_as_the_parent_did(tmp_path, agent_processes):
     """An agent on an errand during step 3 is away in the parent's panel; a branch at step 5 replays step 3,
     and its row says away too (a replay opened no round gate, so it recorded nobody away)."""
-    root = tmp_path / "errands"
-    for sub in ("simulation", "population", "environment"):
-        (root / sub).mkdir(parents=True)
-    (root / "model.py").write_text(ERRANDS)
-    (root / "study.json").write_text(json.dumps({"id": "errands"}))
-    (root / "simulation" / "simulation.json").write_text(json.dumps({
-        "n_steps": 5, "decision": {"ref": "model:Decide"}, "agent_processes": agent_processes}))
-    (root / "population" / "population.json").write_text(json.dumps({
-        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
-    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    root = write_tiny_study(tmp_path / "errands", ERRANDS, {"n_steps": 5, "decision": {"ref": "model:Decide"},
+                                                             "agent_processes": agent_processes})
     parent = desim.run_study(desim.load_study(root))
     child = branch(root, parent.run_id, 5)
     rows = "SELECT step, agent_id, away, action_kind, state FROM panel WHERE run_id = ? ORDER BY step, agent_id"
@@ -320,17 +313,10 @@ def test_compare_skips_a_json_state_field_with_its_reason(tmp_path):
     """A state field holding lists (a path walked) has no difference and no categories: compare lists it as
     skipped with the reason, instead of one 'category' per distinct list."""
     from desim.experiments.comparisons import compare
-    root = tmp_path / "paths"
-    for sub in ("simulation", "population", "environment"):
-        (root / sub).mkdir(parents=True)
-    (root / "model.py").write_text(ERRANDS.replace('return {"x": self.x[agent_id]}',
-                                                   'return {"x": self.x[agent_id], '
-                                                   '"path": list(range(self.x[agent_id] + 1))}'))
-    (root / "study.json").write_text(json.dumps({"id": "paths", "display_states": ["x", "path"]}))
-    (root / "simulation" / "simulation.json").write_text(json.dumps({"n_steps": 4, "decision": {"ref": "model:Decide"}}))
-    (root / "population" / "population.json").write_text(json.dumps({
-        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
-    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    model = ERRANDS.replace('return {"x": self.x[agent_id]}',
+                            'return {"x": self.x[agent_id], "path": list(range(self.x[agent_id] + 1))}')
+    root = write_tiny_study(tmp_path / "paths", model, {"n_steps": 4, "decision": {"ref": "model:Decide"}},
+                            study={"display_states": ["x", "path"]})
     a = desim.run_study(desim.load_study(root)).run_id
     b = desim.run_study(desim.load_study(root, seed=9)).run_id
     out = compare(root, a, b)
@@ -380,19 +366,13 @@ def test_an_effect_holds_a_pair_whose_control_ended_before_the_fork(tmp_path, ca
     pair (its treatment is the control: nothing is decided after the end) instead of failing it for ever, and
     the other pairs are branched as usual."""
     from desim.experiments.effects import effect_table, held_pairs
-    root = tmp_path / "ending"
-    for sub in ("simulation", "population", "environment"):
-        (root / sub).mkdir(parents=True)
-    (root / "model.py").write_text(ENDING)
-    (root / "study.json").write_text(json.dumps({"id": "ending", "display_metrics": ["mean_x"]}))
-    (root / "simulation" / "simulation.json").write_text(json.dumps({
-        "n_steps": 8, "decision": {"ref": "model:Decide"}, "collector": {"ref": "model:Over"},
-        "parameters": {"push_at": 50}, "stop_when": [{"metric": "over", "op": ">=", "value": 1}]}))
-    (root / "population" / "population.json").write_text(json.dumps({
-        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
-    (root / "environment" / "environment.json").write_text(json.dumps({
-        "provider": {"ref": "model:Env"}, "layers": {"push": 0.0},
-        "scheduled_events": [{"at_step": "$push_at", "name": "push", "target": "push", "op": "set", "value": 1.0}]}))
+    root = write_tiny_study(
+        tmp_path / "ending", ENDING,
+        {"n_steps": 8, "decision": {"ref": "model:Decide"}, "collector": {"ref": "model:Over"},
+         "parameters": {"push_at": 50}, "stop_when": [{"metric": "over", "op": ">=", "value": 1}]},
+        study={"display_metrics": ["mean_x"]},
+        environment={"layers": {"push": 0.0}, "scheduled_events": [
+            {"at_step": "$push_at", "name": "push", "target": "push", "op": "set", "value": 1.0}]})
     effect = run_effect(root, 5, {"push_at": 5}, replicates=6, workers=1, seed=SEED_HOLDING_THE_FIRST)
     controls = {r: (last, reason) for r, last, reason in
                 sql(root, "SELECT run_id, last_step, end_reason FROM runs WHERE kind = 'run'")}
@@ -435,15 +415,7 @@ def test_a_payload_field_the_parent_fills_only_after_the_fork_is_no_difference(t
         'return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]',
         'return [Action(agent_id=o.agent_id, step=o.step, kind="move", payload={"to": o.step}) if o.step >= 5 '
         'else Action(agent_id=o.agent_id, step=o.step, kind="stay") for o in observations]')
-    root = tmp_path / "later"
-    for sub in ("simulation", "population", "environment"):
-        (root / sub).mkdir(parents=True)
-    (root / "model.py").write_text(model)
-    (root / "study.json").write_text(json.dumps({"id": "later"}))
-    (root / "simulation" / "simulation.json").write_text(json.dumps({"n_steps": 6, "decision": {"ref": "model:Decide"}}))
-    (root / "population" / "population.json").write_text(json.dumps({
-        "personas": [{"agent_id": f"a{i}"} for i in range(3)]}))
-    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    root = write_tiny_study(tmp_path / "later", model, {"n_steps": 6, "decision": {"ref": "model:Decide"}})
     parent = desim.run_study(desim.load_study(root))
     assert "payload_to" in desim.open(root).panel(parent.run_id).column_names
     child = branch(root, parent.run_id, 3, steps=4)     # ends before the parent's first move
