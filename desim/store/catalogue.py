@@ -141,7 +141,7 @@ class Catalogue:
                               "ORDER BY created_at LIMIT 1", [study_id, h]).fetchall()
             if row:
                 if root is not None:    # a version recorded before texts were kept gets them now (same hashes)
-                    self.keep_code_texts(code_texts(root, code))
+                    self._keep_texts_of(root, code)
                 return row[0][0], False
         parent = con.execute("SELECT version_id, config, code FROM versions WHERE study_id=? AND kind<>'branch' "
                              "ORDER BY created_at DESC LIMIT 1", [study_id]).fetchone()
@@ -159,8 +159,16 @@ class Catalogue:
                      "branch" if kind == "branch" else ("version" if parent else "initial"), note, json.dumps(config),
                      h, json.dumps(diff, default=str), now(), json.dumps(code, sort_keys=True)])
         if root is not None:
-            self.keep_code_texts(code_texts(root, code))
+            self._keep_texts_of(root, code)
         return version_id, True
+
+    def _keep_texts_of(self, root: Path, code: dict[str, str]) -> None:
+        """Keep the texts of ``code``'s files the store does not have yet: only those are read again (a run's
+        files were just read to hash them, and most are unchanged since the last version)."""
+        kept = self.code_texts(list(code.values()))
+        missing = {rel: h for rel, h in code.items() if h not in kept}
+        if missing:
+            self.keep_code_texts(code_texts(root, missing))
 
     def keep_code_texts(self, texts: dict[str, str]) -> None:
         """Keep the texts of a version's files by hash (``desim.versions.code_texts``), once each."""
