@@ -245,6 +245,15 @@ def test_small_multiples_are_evenly_spaced():
     assert set(np.diff(idx[:-1]).tolist()) == {stride}           # regular, the last frame added at the end
 
 
+def test_the_frame_note_says_the_stride_as_an_ordinal():
+    meta = {"steps": list(range(17)), "time_unit": "week"}
+    assert drawing._frame_note(meta, list(range(0, 17, 2)), 2).startswith("Every 2nd week of 16 (9 of 17 frames)")
+    meta = {"steps": list(range(34)), "time_unit": "day"}
+    assert drawing._frame_note(meta, [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33], 3).startswith("Every 3rd day")
+    assert [drawing._ordinal(k) for k in (1, 4, 11, 12, 13, 21, 22, 111)] == [
+        "1st", "4th", "11th", "12th", "13th", "21st", "22nd", "111th"]
+
+
 def test_cli_prints_progress_and_writes_every_view(sir, capsys, monkeypatch):
     monkeypatch.setenv("DESIM_PROGRESS", "lines")          # stderr is no terminal here
     root, run_id = sir

@@ -288,13 +288,19 @@ def _panels(sheet: Sheet, meta: dict, chosen: list[int], cols: int, aspect: floa
     return boxes
 
 
+def _ordinal(k: int) -> str:
+    """2 -> '2nd', 3 -> '3rd', 11 -> '11th', 22 -> '22nd': the frame stride as a reader says it."""
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
 def _frame_note(meta: dict, chosen: list[int], stride: int) -> str:
     n = len(meta["steps"])
     unit = meta["time_unit"]
     if stride == 1:
         return f"Every {unit} shown ({n} frames: the initial state and {n - 1} {unit}s)."
     last = chosen[-1] - chosen[-2] != stride
-    return (f"Every {stride}th {unit} of {n - 1} ({len(chosen)} of {n} frames)"
+    return (f"Every {_ordinal(stride)} {unit} of {n - 1} ({len(chosen)} of {n} frames)"
             + (f", and the last ({unit} {meta['steps'][-1]})." if last else "."))
 
 
