@@ -5,10 +5,11 @@
  * study's colours and order (those of the "States over time" charts); numbers on the whole run's range by
  * default, or this step's own range, or log(1 + value). Agents whose state says alive = false are not drawn
  * (the store's rule; the legend says how many). A study's layer (Sugarscape's sugar left) is drawn under the
- * agents, white to orange.
+ * agents, white to orange, computed by the code of the run's own version (the legend names it), not the study's
+ * code as it is now.
  *
- * For tests and devtools the stage carries what it drew: data-drawn="<state>:<step>", data-cell (pixels per
- * cell), data-width, data-height, data-shown, data-dead and, for categories, data-counts.
+ * For tests and devtools the stage carries what it drew: data-drawn="<state>:<step>", data-run, data-cell
+ * (pixels per cell), data-width, data-height, data-shown, data-dead and, for categories, data-counts.
  */
 "use strict";
 
@@ -127,7 +128,7 @@ function gridCard(S) {
     }
     label.textContent = `${g.step === 0 ? "initial state" : `${G.unit} ${g.step}`} of ${g.last_step}`;
     renderLegend(g);
-    Object.assign(stage.dataset, {drawn: `${g.state}:${g.step}`, cell: String(cell), width: String(g.width), height: String(g.height),
+    Object.assign(stage.dataset, {drawn: `${g.state}:${g.step}`, run: g.run.run_id, cell: String(cell), width: String(g.width), height: String(g.height),
       shown: String(g.shown), dead: String(g.dead), scale: g.kind === "numeric" ? scaleSel.value : ""});
     if (g.counts) stage.dataset.counts = JSON.stringify(g.counts); else delete stage.dataset.counts;
   }
@@ -147,7 +148,8 @@ function gridCard(S) {
     }
     if (g.layer) parts.push(h("div", {class: "grid-key"}, h("strong", {text: g.layer.name + " "}), fmt(g.layer.range[0]), " ",
       h("span", {class: "ramp", style: `background:linear-gradient(to right, rgb(${LAYER_LOW}), rgb(${LAYER_HIGH}))`}), " ",
-      fmt(g.layer.range[1]), g.layer.total != null ? h("div", {class: "muted", text: `in all at this ${G.unit}: ${Math.round(g.layer.total).toLocaleString("en")}`}) : null));
+      fmt(g.layer.range[1]), g.layer.total != null ? h("div", {class: "muted", text: `in all at this ${G.unit}: ${Math.round(g.layer.total).toLocaleString("en")}`}) : null,
+      g.layer.version ? h("div", {class: "muted grid-layer-version", text: `drawn by version ${g.layer.version}'s code (this run's)`}) : null));
     parts.push(h("p", {class: "grid-shown", text: `${g.shown.toLocaleString("en")} agents drawn` +
       (g.dead ? `; ${g.dead.toLocaleString("en")} dead (alive = false), not drawn` : "") + "."}));
     parts.push(h("p", {class: "muted", text: `${g.width} × ${g.height} cells; x to the right, y = 0 the top row.`}));
