@@ -39,6 +39,11 @@ class StudyConfigError(StudyError, ValueError):
         super().__init__("\n".join(lines))
 
 
+class StudyArgumentError(StudyError, TypeError):
+    """An argument of ``desim.Study`` that cannot make a study: the message names the argument, what was
+    given and what is expected. A ``TypeError`` too, which is what Python raises for a wrong argument."""
+
+
 class FieldError(StudyError, RuntimeError):
     """A value a study returned has no faithful stored form (or changed type); the message names the
     step, the agent and the field."""

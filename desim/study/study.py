@@ -11,25 +11,39 @@ A study keeps its files in its ``folder`` (a temporary one, removed when Python 
 is given): ``study.json``, ``simulation/``, ``population/`` and ``environment/`` are written there from
 the arguments, with each component's ref (``module:Class``) and arguments, so the run records the
 same resolved configuration as a folder's would, and versions, branches and resume work the same.
-``load_study(folder)`` is the other way to make one.
+``load_study(folder)`` is the other way to make one. A folder that already holds a study with other
+files is not overwritten unless ``overwrite=True`` says so: its question, parameters and interventions
+would be lost; writing the same files again (a notebook cell run twice) is fine.
 
 Components are resolved by their module path: a class defined in a notebook or script is
 ``__main__:Class``, which the same process resolves again (a branch, a resume); another process
-cannot, and says so. An instance is used as it is for the run it is passed to; its arguments are
-recorded from its attributes of the same names as its constructor's parameters, so that a branch
-rebuilding it from the files gets the same model.
+cannot, and says so. A component is a class, an instance, a ``"module:Class"`` ref or
+``{"ref": Class or "module:Class", "args": {...}}``; each is checked for the methods of its role
+(``EnvironmentProvider``, ``DecisionModel``, ``MetricCollector``, ``PopulationProvider``) when the
+study is made, so a wrong one is named there rather than failing inside a run.
+
+An instance is used as it is for the run it is passed to; a branch or a resume rebuilds it from the
+files, so its constructor arguments are recorded from its attributes of the same names (a dataclass
+keeps them so). An argument that cannot be read back that way (kept under another name, taken by
+``*args``/``**kwargs``, or a value JSON cannot hold as it is) is refused when the study is made: a
+default standing in for it would give a branch another model than its parent's, without a word.
 """
 from __future__ import annotations
 
 import atexit
 import inspect
 import json
+import math
+import numbers
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from desim.errors import StudyArgumentError
 from desim.records import Persona
+from desim.study.contract import DecisionModel, EnvironmentProvider, MetricCollector, PopulationProvider
 
 _TEMPORARY: list[Path] = []
 
@@ -40,10 +54,20 @@ def _remove_temporary() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# Each role: its base class and the methods a study implements in it (the base gives the others).
+ROLES: dict[str, tuple[type, tuple[str, ...]]] = {
+    "environment": (EnvironmentProvider, ("observe_batch", "apply", "agent_state")),
+    "decision": (DecisionModel, ("decide_batch",)),
+    "collector": (MetricCollector, ("collect",)),
+    "population": (PopulationProvider, ("personas",)),
+}
+
+
 class Study:
     """A study from Python objects; see the module docstring. ``population`` is a number of agents
     (ids ``a0``, ``a1``, ...), a list of ``Persona`` or dicts, or a population provider; ``interaction``
-    the network as in ``population.json`` (``{"kind": "watts_strogatz", "k": 4, "p": 0.1}``)."""
+    the network as in ``population.json`` (``{"kind": "watts_strogatz", "k": 4, "p": 0.1}``).
+    ``overwrite=True`` lets the study replace the files of another study already in ``folder``."""
 
     def __init__(self, *, environment: Any, decision: Any, population: Any, collector: Any = None,
                  steps: int = 1, time_unit: str = "step", interaction_rounds: int = 1, seed: int = 0,
@@ -52,7 +76,7 @@ class Study:
                  scheduled_events: list[dict] | None = None, broadcasts: list[dict] | None = None,
                  id: str = "study", title: str = "", display_metrics: list[str] | None = None,
                  display_states: list[str] | None = None, folder: str | Path | None = None,
-                 **simulation: Any):
+                 overwrite: bool = False, **simulation: Any):
         self.parts = {"environment": environment, "decision": decision, "collector": collector}
         self.population = population
         self.id, self.title = id, title
@@ -64,6 +88,15 @@ class Study:
         self.environment = {"layers": dict(layers or {}), "scheduled_events": list(scheduled_events or []),
                             "broadcasts": list(broadcasts or [])}
         self.folder = Path(folder) if folder is not None else None
+        self.overwrite = overwrite
+        self._written: set[Path] = set()      # folders this study wrote: it may write them again
+        # refuse here, where the notebook cell is, what would otherwise fail (or go wrong) in a run
+        for name, part in self.parts.items():
+            if part is not None or name != "collector":     # a study may do without a collector
+                _ref(part, name)
+        _check_population(population)
+        if self.folder is not None and not overwrite:
+            self._refuse_to_replace(self.folder)
 
     def __repr__(self) -> str:
         return f"Study(id={self.id!r}, folder={str(self.folder) if self.folder else None!r})"
@@ -85,24 +118,43 @@ class Study:
         }
 
     def _population(self) -> dict[str, Any]:
-        pop = self.population
-        if isinstance(pop, bool):
-            raise TypeError("population: a number of agents, a list of personas or a provider, not a bool")
-        if isinstance(pop, int):
+        pop = _check_population(self.population)
+        if isinstance(pop, numbers.Integral):
             width = len(str(max(pop - 1, 0)))
             return {"personas": [{"agent_id": f"a{i:0{width}d}"} for i in range(pop)]}
         if isinstance(pop, (list, tuple)):
             return {"personas": [p.model_dump() if isinstance(p, Persona) else dict(p) for p in pop]}
         return {"provider": _ref(pop, "population")}
 
-    def save(self, folder: str | Path | None = None) -> Path:
-        """Write the study's files into ``folder`` (default: the study's own) and return the folder."""
+    def save(self, folder: str | Path | None = None, *, overwrite: bool | None = None) -> Path:
+        """Write the study's files into ``folder`` (default: the study's own) and return the folder.
+
+        A folder holding another study's files (ones that differ from these) is refused unless
+        ``overwrite`` (default: the study's ``overwrite``) is true or this study wrote them itself."""
         folder = Path(folder) if folder is not None else self._folder()
-        for rel, data in self.files().items():
+        texts = _texts(self.files())
+        if not (self.overwrite if overwrite is None else overwrite):
+            self._refuse_to_replace(folder, texts)
+        for rel, text in texts.items():
             path = folder / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+            path.write_text(text, encoding="utf-8")
+        self._written.add(folder.resolve())
         return folder
+
+    def _refuse_to_replace(self, folder: Path, texts: dict[str, str] | None = None) -> None:
+        """Stop before the files of another study in ``folder`` are replaced by this one's."""
+        if folder.resolve() in self._written or not any((folder / rel).is_file() for rel in _FILES):
+            return
+        texts = texts if texts is not None else _texts(self.files())
+        changed = [f"{rel} ({what})" if what else rel
+                   for rel, what in ((rel, _differs(folder / rel, text)) for rel, text in texts.items())
+                   if what is not None]
+        if changed:
+            raise StudyArgumentError(
+                f"desim.Study: folder={str(folder)!r} already holds a study, and this one would change "
+                f"{'; '.join(changed)}. Give another folder= to keep that study, or pass overwrite=True "
+                "to replace its files with these (its stored runs stay)")
 
     def _folder(self) -> Path:
         if self.folder is None:
@@ -117,41 +169,209 @@ class Study:
         from desim.study.files import load_study
         spec = load_study(self.save(), **overrides)
         spec.objects = {name: obj for name, obj in (*self.parts.items(), ("population", self.population))
-                        if obj is not None and not isinstance(obj, (type, str, int, list, tuple))}
+                        if obj is not None and not isinstance(obj, (type, str, numbers.Number, list, tuple, Mapping))}
         return spec
 
 
+_FILES = ("study.json", "simulation/simulation.json", "population/population.json", "environment/environment.json")
+
+
+def _texts(files: dict[str, Any]) -> dict[str, str]:
+    return {rel: json.dumps(data, indent=2, default=str) + "\n" for rel, data in files.items()}
+
+
+def _differs(path: Path, text: str) -> str | None:
+    """None when ``path`` is missing or holds the same JSON as ``text``; else what differs (the
+    top-level fields, or "" when the file is not a JSON object)."""
+    if not path.is_file():
+        return None
+    new = json.loads(text)
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    if old == new:
+        return None
+    if isinstance(old, dict):
+        return ", ".join(k for k in sorted({*old, *new}, key=str) if old.get(k) != new.get(k))
+    return ""
+
+
+# --- components ----------------------------------------------------------------------------------
+def _shown(part: Any) -> str:
+    """How a given component reads in a message: ``the class Town``, ``a Town instance``, ``2.5 (a float)``."""
+    if isinstance(part, type):
+        return f"the class {part.__qualname__}"
+    if inspect.isroutine(part):
+        return f"the function {getattr(part, '__qualname__', part)}"
+    if type(part).__module__ != "builtins":
+        return f"a {type(part).__qualname__} instance"
+    return _value(part)
+
+
+def _value(value: Any) -> str:
+    """A value in a message: its repr, cut short, and its type: ``(1, 2) (a tuple)``."""
+    text = repr(value)
+    kind = type(value).__name__
+    return f"{text[:60] + '...' if len(text) > 60 else text} ({_article(kind)} {kind})"
+
+
+def _check_kind(part: Any, name: str) -> type:
+    """The class of ``part``, once it has the methods of ``name``'s role (else a desim error naming them)."""
+    base, implement = ROLES[name]
+    cls = part if isinstance(part, type) else type(part)
+    needed = [m for m in dir(base) if not m.startswith("_") and callable(getattr(base, m))]
+    missing = [m for m in sorted(needed, key=lambda m: (m not in implement, m)) if not _has(cls, m)]
+    if missing:
+        raise StudyArgumentError(
+            f"desim.Study: {name}= is {_shown(part)}, which is not {_article(base.__name__)} {base.__name__} "
+            f"(it has no {', '.join(missing)}); expected a subclass of desim.{base.__name__} implementing "
+            f"{', '.join(implement)} (the class, an instance, or a 'module:Class' ref)")
+    return cls
+
+
+def _has(cls: type, method: str) -> bool:
+    """Whether ``cls`` gives ``method``, or declares it has none by setting it to None (``state_columns = None``)."""
+    got = getattr(cls, method, _ABSENT)
+    return got is None or (got is not _ABSENT and callable(got))
+
+
+_ABSENT = object()
+
+
+def _article(word: str) -> str:
+    return "an" if word[0].lower() in "aeiou" else "a"
+
+
+def _check_population(pop: Any) -> Any:
+    """``pop`` when it can make a population (a number, a list of personas, a provider, a ref)."""
+    if isinstance(pop, numbers.Integral) and not isinstance(pop, bool):
+        if pop < 1:
+            raise StudyArgumentError(f"desim.Study: population={pop}: a study needs at least one agent")
+        return int(pop)
+    if isinstance(pop, (list, tuple)):
+        for i, p in enumerate(pop):
+            if not isinstance(p, (Persona, Mapping)):
+                raise StudyArgumentError(f"desim.Study: population[{i}] is {_shown(p)}; expected a desim.Persona "
+                                         "or a dict such as {'agent_id': 'a0', 'attributes': {...}}")
+        return pop
+    if isinstance(pop, (bool, numbers.Number, bytes, set, frozenset)) or pop is None:
+        raise StudyArgumentError(f"desim.Study: population= is {_shown(pop)}; expected a number of agents (an int), "
+                                 "a list of desim.Persona or dicts, or a desim.PopulationProvider implementing "
+                                 "personas (the class, an instance, or a 'module:Class' ref)")
+    _ref(pop, "population")
+    return pop
+
+
 def _ref(part: Any, name: str) -> dict[str, Any]:
-    """``{"ref": "module:Class", "args": {...}}`` for a ref string, a class or an instance."""
+    """``{"ref": "module:Class", "args": {...}}`` for a ref string, a ref dict, a class or an instance."""
     if isinstance(part, str):
         return {"ref": part, "args": {}}
-    if isinstance(part, dict) and "ref" in part:
-        return {"ref": part["ref"], "args": dict(part.get("args") or {})}
-    cls = part if isinstance(part, type) else type(part)
-    if "<locals>" in cls.__qualname__ or "." in cls.__qualname__:
-        raise TypeError(f"{name}: {cls.__qualname__} is not defined at the top of its module, so a run "
-                        "cannot name it; define it at module level")
-    ref = {"ref": f"{cls.__module__}:{cls.__qualname__}", "args": {}}
+    if isinstance(part, Mapping):
+        return _ref_dict(part, name)
+    cls = _check_kind(part, name)
+    ref = {"ref": _named(cls, name), "args": {}}
     if not isinstance(part, type):
-        ref["args"] = _arguments(part)
+        ref["args"] = _arguments(part, name)
     return ref
 
 
-def _arguments(instance: Any) -> dict[str, Any]:
-    """The constructor arguments of ``instance`` that it keeps as attributes of the same names and that
-    JSON can hold (how a branch rebuilds it from the files)."""
-    out = {}
+def _named(cls: type, name: str) -> str:
+    if "<locals>" in cls.__qualname__ or "." in cls.__qualname__:
+        raise StudyArgumentError(f"desim.Study: {name}: {cls.__qualname__} is not defined at the top of its "
+                                 "module, so a run cannot name it; define it at module level")
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _ref_dict(part: Mapping, name: str) -> dict[str, Any]:
+    """A component given as its file says it: ``{"ref": Class or "module:Class", "args": {...}}``."""
+    if "ref" not in part or set(part) - {"ref", "args"}:
+        raise StudyArgumentError(
+            f"desim.Study: {name}= is {_shown(dict(part))}; a dict names a component as "
+            '{"ref": Class or "module:Class", "args": {...}}; otherwise give the class or an instance')
+    ref, args = part["ref"], part.get("args") or {}
+    if isinstance(ref, type):
+        ref = _named(_check_kind(ref, name), name)
+    elif not isinstance(ref, str):
+        raise StudyArgumentError(f"desim.Study: {name}['ref'] is {_shown(ref)}; expected a class or a "
+                                 "'module:Class' ref")
+    if not isinstance(args, Mapping):
+        raise StudyArgumentError(f"desim.Study: {name}['args'] is {_shown(args)}; expected a dict of arguments")
+    for key, value in args.items():
+        if not isinstance(key, str) or not _round_trips(value):
+            raise StudyArgumentError(f"desim.Study: {name}['args'][{key!r}] is {_value(value)}, which a study file "
+                                     "cannot hold as it is (JSON: text, finite numbers, booleans, null, lists, "
+                                     "dicts with text keys)")
+    return {"ref": ref, "args": dict(args)}
+
+
+def _arguments(instance: Any, name: str) -> dict[str, Any]:
+    """The constructor arguments of ``instance``, read from its attributes of the same names (how a
+    branch or a resume rebuilds it from the files), or a desim error naming the one that cannot be."""
+    cls = type(instance)
     try:
-        params = inspect.signature(type(instance)).parameters
+        params = inspect.signature(cls).parameters
     except (TypeError, ValueError):
-        return out
+        params = None
+    named = [p.name for p in (params or {}).values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    args = ", ".join(f'"{n}": ...' for n in named) or "..."
+    fix = (f'or pass the class and its arguments: {name}={{"ref": {cls.__qualname__}, "args": {{{args}}}}} '
+           f"(or {name}={cls.__qualname__} when it needs none)")
+    if params is None:
+        raise StudyArgumentError(f"desim.Study: {name}= is {_shown(instance)} whose constructor signature cannot "
+                                 f"be read, so its arguments cannot be recorded; {fix}")
+    out = {}
     for p in params.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or not hasattr(instance, p.name):
-            continue
-        value = getattr(instance, p.name)
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError):
-            continue
+        at = f"desim.Study: {name}= is {_shown(instance)}"
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            star = "*" if p.kind is p.VAR_POSITIONAL else "**"
+            raise StudyArgumentError(
+                f"{at}, whose constructor takes {star}{p.name}: what it was given cannot be read back from the "
+                f"instance, so a branch or resume could not rebuild it the same; name each argument in "
+                f"{cls.__qualname__}.__init__ and keep it as self.<name>, {fix}")
+        if p.kind is p.POSITIONAL_ONLY:
+            raise StudyArgumentError(f"{at}, whose constructor takes '{p.name}' only by position, which a study "
+                                     f"file cannot pass; make it a keyword parameter, {fix}")
+        found, value = _stored(instance, p.name)
+        if not found:
+            rebuilt = (f"with {p.name}={p.default!r} (its default)" if p.default is not p.empty
+                       else f"at all ({p.name} has no default)")
+            raise StudyArgumentError(
+                f"{at}, which keeps no attribute '{p.name}' for its constructor argument '{p.name}', so the value "
+                f"given cannot be recorded and a branch or resume would rebuild {cls.__qualname__} {rebuilt}; "
+                f"keep it as self.{p.name} in {cls.__qualname__}.__init__, {fix}")
+        if not _round_trips(value):
+            raise StudyArgumentError(
+                f"{at}, whose argument '{p.name}' is kept as {_value(value)}, which a study file cannot hold as it "
+                f"is (JSON: text, finite numbers, booleans, null, lists, dicts with text keys), so a branch or "
+                f"resume could not rebuild it; keep a JSON value in self.{p.name}, {fix}")
         out[p.name] = value
     return out
+
+
+def _stored(instance: Any, name: str) -> tuple[bool, Any]:
+    """``(True, value)`` when ``instance`` keeps ``name`` itself: in its ``__dict__``, a slot or a property.
+    A plain class attribute of that name (``bus = None`` on ``EnvironmentProvider``) is not what the
+    constructor was given."""
+    if name in getattr(instance, "__dict__", {}):
+        return True, instance.__dict__[name]
+    if inspect.isdatadescriptor(inspect.getattr_static(type(instance), name, None)):
+        try:
+            return True, getattr(instance, name)
+        except AttributeError:      # an empty slot
+            return False, None
+    return False, None
+
+
+def _round_trips(value: Any) -> bool:
+    """Whether JSON gives ``value`` back as it is: text, finite numbers, booleans, None, lists and dicts
+    with text keys of those (a tuple would come back a list, a NaN not at all)."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if type(value) is list:
+        return all(_round_trips(v) for v in value)
+    if type(value) is dict:
+        return all(isinstance(k, str) and _round_trips(v) for k, v in value.items())
+    return False
