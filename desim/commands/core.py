@@ -85,11 +85,24 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def desim_is_the_program() -> bool:
+    """Whether this process is the ``desim`` command (its console script, or ``python -m desim.cli``), which
+    ends when the command does, rather than a program that calls ``desim.cli.main`` and goes on (a test, a
+    notebook), whose signal handlers must be given back as they were."""
+    from desim import cli
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return getattr(main, "main", None) is cli.main or (spec is not None and spec.name == "desim.cli")
+
+
 def cmd_run(args) -> int:
     from desim.commands import UserError
     from desim.experiments.branches import resume
     from desim.experiments.runs import run_study
+    from desim.run.execute import hold_signals_to_exit
     from desim.study.files import load_study
+    if desim_is_the_program():
+        hold_signals_to_exit()      # a SIGTERM as the process exits after a completed run: 0, not 143
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
             raise UserError("--resume continues a run with its stored configuration; drop the overrides")
@@ -132,7 +145,10 @@ INTERRUPTED = 3
 def exit_status(result) -> int:
     """``desim run``'s exit status (README, "Exit status"): 0 completed (ended early by the study too),
     128 + the signal's number for a run a signal interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP),
-    3 for a run interrupted otherwise; a failed run raised before this and exits 2."""
+    3 for a run interrupted otherwise; a failed run raised before this and exits 2.
+
+    A signal that lands when the run has nothing left to do (during its last step, its end-of-run merge,
+    or the summary printed after it) leaves it completed, ``stopped_by`` None: 0, not 143."""
     if result.status != "interrupted":
         return 0
     return 128 + int(result.stopped_by) if result.stopped_by else INTERRUPTED

@@ -85,8 +85,10 @@ def rounded(row: dict) -> dict:
 
 
 def cmd_sweep(args) -> int:
+    from warnings import catch_warnings, simplefilter
+
     from desim.commands import UserError
-    from desim.experiments.sweep import SweepError, parse_grid, run_sweep
+    from desim.experiments.sweep import RunsFailedWarning, SweepError, parse_grid, run_sweep
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     progress = RunsProgress(args.study.rstrip("/").split("/")[-1], args.study, args.backend, args.workers,
                             quiet=args.quiet)
@@ -100,9 +102,11 @@ def cmd_sweep(args) -> int:
                 raise SweepError("in some runs of this grid an intervention falls after the last step, so the "
                                  "sweep would compare runs where it never fires:\n  " + "\n  ".join(never) +
                                  "\n  (--allow runs the sweep anyway)")
-        result = run_sweep(args.study, grid, args.replicates, args.workers, args.backend, args.address,
-                           metrics, steps=args.steps, seed=args.seed, resume=args.resume,
-                           on_start=progress.start, on_run=progress, on_wait=progress.waiting)
+        with catch_warnings():     # the failed runs are listed below, and the exit status is 2
+            simplefilter("ignore", RunsFailedWarning)
+            result = run_sweep(args.study, grid, args.replicates, args.workers, args.backend, args.address,
+                               metrics, steps=args.steps, seed=args.seed, resume=args.resume,
+                               on_start=progress.start, on_run=progress, on_wait=progress.waiting)
     except SweepError as e:
         raise UserError(str(e)) from None
     except KeyboardInterrupt:

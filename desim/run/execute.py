@@ -5,6 +5,11 @@ status: ``completed``; ``interrupted`` for a clean stop (``StopRun``: a spent LL
 ``SIGTERM``, ``SIGHUP`` or first Ctrl-C, which end the run at the next step boundary); ``failed`` for
 anything else, with the completed steps kept. Around the loop it manages the process: the signals,
 and the cyclic garbage collector, kept away from the run (``docs/performance.md`` says why).
+
+A signal can land when nothing is left to stop. One during the end-of-run merge changes nothing,
+however many arrive (:meth:`Signals.finishing`): the merge finishes and the run is what it was. One
+after the run, while the ``desim run`` process prints its summary and exits, is ignored when the
+command asked for it (:func:`hold_signals_to_exit`), so a run stored ``completed`` exits 0, not 143.
 """
 from __future__ import annotations
 
@@ -62,6 +67,8 @@ def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
                 if isinstance(e, KeyboardInterrupt):
                     raise
             finally:
+                if signals is not None:
+                    signals.finishing()     # the merge below finishes, whatever signal arrives now
                 sink.close(status, error, trace, time.perf_counter() - started)
         finally:
             run.decision.close()
@@ -126,8 +133,30 @@ def gc_paused(pause: bool):
             gc.enable()
 
 
+_held_to_exit = False           # set by hold_signals_to_exit(): the process ends with its run
+_HELD_SIGNALS = (signal.SIGTERM, signal.SIGHUP)   # Ctrl-C is not held: see hold_signals_to_exit
+
+
+def hold_signals_to_exit() -> None:
+    """For a process that ends with its run (the ``desim run`` command): once the run is over, SIGTERM and
+    SIGHUP are ignored until the process exits, so it exits as the run ended.
+
+    Without it the run's handlers give way to the defaults as the run ends, and a SIGTERM in what is left
+    (the summary printed, then the interpreter's exit, about 0.1 s with DuckDB and Arrow loaded) kills the
+    process: exit status 143, "interrupted", for a run stored ``completed``; a scheduler's time limit that
+    lands there reports a finished job as killed. Ignored rather than noted by a Python handler, because
+    the interpreter puts the default action back for a signal with a Python handler as it shuts down, and
+    only an ignored one stays ignored to the end. Ctrl-C is left as it was: a person at the terminal
+    keeps a way to stop an exit that hangs. Not for a caller that goes on after the run (a notebook, a
+    test, a script running several studies): its handlers are put back as they were."""
+    global _held_to_exit
+    _held_to_exit = True
+
+
 class Signals:
     """SIGTERM, SIGHUP and a first Ctrl-C end the run at the next step boundary; asked twice, it stops now.
+    Once the steps are over and the run's files merge (:meth:`finishing`), a signal changes nothing: there
+    is nothing left to stop, and stopping the merge would lose what the run has done.
 
     Handlers are installed only in the main thread (a run in a worker thread cannot own them)."""
 
@@ -135,9 +164,14 @@ class Signals:
         self.ctx = ctx
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
+        self._finishing = False
 
     def requested(self) -> str | None:
         return signal.Signals(self.received).name if self.received is not None else None
+
+    def finishing(self) -> None:
+        """The steps are over and the run is being merged and recorded: from now on a signal changes nothing."""
+        self._finishing = True
 
     def __enter__(self) -> "Signals":
         if threading.current_thread() is threading.main_thread():
@@ -147,9 +181,11 @@ class Signals:
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if _held_to_exit and sig in _HELD_SIGNALS else handler)
 
     def _on_signal(self, signum: int, frame) -> None:
+        if self._finishing:         # nothing left to stop, and the merge must not be cut short
+            return
         if self.received is not None:            # asked twice: stop now
             raise KeyboardInterrupt if signum == signal.SIGINT else StopRun(
                 f"stopped by a second {signal.Signals(signum).name} during step {self.ctx.step}")

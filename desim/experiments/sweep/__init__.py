@@ -3,7 +3,8 @@ parameters times a number of replicates, each a run of the study with its own
 derived seed, executed on a local process pool or on Ray and merged into the
 study's database.
 
-* :func:`run_sweep` runs (or resumes) a sweep and returns a :class:`SweepResult`;
+* :func:`run_sweep` runs (or resumes) a sweep and returns a :class:`SweepResult`,
+  warning with :class:`RunsFailedWarning` when some of its runs failed;
 * :func:`sweep_table` summarises a recorded sweep (mean, sd, 95 % interval per
   combination and metric) for the CLI and reports;
 * :func:`make_plan`, :class:`LocalExecutor`, :class:`RayExecutor` and
@@ -25,7 +26,9 @@ from desim.experiments.sweep.plan import (
     seed_for,
 )
 from desim.experiments.sweep.runner import SweepResult, run_sweep
-from desim.experiments.sweep.summary import describe, sweep_table
+from desim.experiments.sweep.summary import RunsFailedWarning, describe, sweep_table  # noqa: F401
+# RunsFailedWarning is importable from here but not in __all__: desim.sweep (the old name) re-exports __all__
+# and would have to import it too
 
 __all__ = [
     "Executor", "LocalExecutor", "PlannedRun", "RayExecutor", "SweepError", "SweepPlan", "SweepResult",

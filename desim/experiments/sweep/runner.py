@@ -6,7 +6,8 @@ workers write ``<study>/runs/sweeps/<sweep_id>/<run_id>.duckdb``, which the
 parent merges into ``<study>/runs/desim.duckdb`` and then deletes.
 
 A run that fails or whose worker dies is stored as ``failed`` and the sweep
-carries on. ``resume=<sweep_id>`` reruns only the planned runs that are
+carries on; a Python caller is then warned (:class:`RunsFailedWarning`) once
+the sweep has ended. ``resume=<sweep_id>`` reruns only the planned runs that are
 missing or not ``completed``, with their planned seeds, so no run is
 duplicated and a resumed sweep ends with the panels an uninterrupted one
 would have.
@@ -34,7 +35,7 @@ from desim.experiments.sweep.merge import (
     study_version,
 )
 from desim.experiments.sweep.plan import PlannedRun, SweepError, SweepPlan, make_plan
-from desim.experiments.sweep.summary import sweep_table
+from desim.experiments.sweep.summary import sweep_table, warn_runs_failed
 from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store
 from desim.store.health import pid_alive
@@ -123,10 +124,32 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     combination ``desim run`` would refuse, ``workers`` below 1, a metric the
     study does not record), so a recorded sweep is one ``--resume`` can finish.
     A Ctrl-C leaves as ``KeyboardInterrupt``, the completed runs kept.
+
+    A run that fails does not stop the others. When a planned run has not
+    completed, the call warns with a :class:`RunsFailedWarning` (how many, the
+    first error, the ``resume=`` call) once every run has ended and what
+    completed is stored, because ``table`` then summarises fewer replicates
+    than planned. A warning rather than an exception, as ``desim.effect``
+    does: the completed runs and the result (``failed``, ``errors``) are worth
+    having in hand, and a caller that must not go on makes it an error with
+    ``warnings.simplefilter("error", RunsFailedWarning)`` (raised at the end,
+    nothing lost, the result as its ``result``). ``desim sweep`` reports the
+    failed runs itself and exits 2.
     """
     with ctrl_c_stays_ctrl_c():
-        return _run_sweep(study_root, grid, replicates, workers, backend, address, metrics, steps, seed, resume,
-                          on_start, on_run, on_wait)
+        result = _run_sweep(study_root, grid, replicates, workers, backend, address, metrics, steps, seed, resume,
+                            on_start, on_run, on_wait)
+    failed = result.failed
+    if failed:      # everything that completed is stored by now
+        planned = len(result.plan.runs)
+        counted = (f"only {result.completed} of {planned} planned runs completed, and its table (sweep_table) "
+                   "summarises those alone" if result.completed else
+                   f"none of its {planned} planned runs completed: its table (sweep_table) has nothing to summarise")
+        warn_runs_failed(f"sweep {result.sweep_id}", len(failed), counted,
+                         {r: e for r, e in result.errors.items() if r in failed},
+                         f"run_sweep({str(study_root)!r}, resume={result.sweep_id!r}) "
+                         f"(desim sweep {study_root} --resume {result.sweep_id})", result)
+    return result
 
 
 def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics, steps, seed, resume, on_start,

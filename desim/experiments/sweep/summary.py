@@ -10,11 +10,16 @@ share of 0.99 and 1.0 from two replicates gives an upper end above 1). Given
 the quantity's bounds (``metric_bounds`` in study.json), :func:`describe` clips
 the interval to them and says so in the row (``ci_clipped``), so every table
 and figure can mark the clipped end.
+
+A sweep or an effect some of whose runs failed summarises fewer runs than it
+planned; :func:`warn_runs_failed` says so to a Python caller with a
+:class:`RunsFailedWarning` (the command line reports it itself and exits 2).
 """
 from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,45 @@ def t975(df: int) -> float:
 
 
 Bounds = tuple[float, float]
+
+
+class RunsFailedWarning(UserWarning):
+    """Runs of a sweep or an effect failed: its summaries count fewer runs (or pairs) than planned.
+
+    Issued by ``run_sweep`` and ``desim.effect`` once every run that completed is stored, so nothing is lost
+    whatever the caller's filter does with it. ``result`` is what the call would have returned (its
+    ``failed`` runs and their ``errors``, and the id ``resume=`` takes). A caller that must never go on with
+    a partial result makes it an error, raised at the end of the call with ``result`` attached::
+
+        warnings.simplefilter("error", RunsFailedWarning)
+    """
+
+    def __init__(self, message: str, result: Any):
+        super().__init__(message)
+        self.result = result
+
+
+# Shown every time, not once per line of the caller as Python's default does: a notebook cell that resumes
+# an effect until it completes would otherwise hear of the first failure only. Appended, so a filter the
+# caller sets ("error", "ignore") comes first and wins.
+warnings.filterwarnings("always", category=RunsFailedWarning, append=True)
+
+
+def warn_runs_failed(what: str, failed: int, incomplete: str, errors: dict[str, str], resume: str,
+                     result: Any) -> None:
+    """Warn the caller of ``run_sweep`` or ``run_effect`` (two frames up) that ``failed`` runs failed.
+
+    ``what`` names the sweep or effect, ``incomplete`` says what its summaries count now, ``errors`` maps a
+    run id to its error (the first by run id is quoted, on one line) and ``resume`` is the call that runs
+    the rest."""
+    first = ""
+    if errors:
+        run_id = min(errors)
+        lines = (errors[run_id] or "").strip().splitlines()
+        first = f"; first error, {run_id}: {lines[0] if lines else 'no message'}"
+    message = (f"{what}: {failed} run{'s' if failed != 1 else ''} did not complete, so {incomplete}{first}. "
+               f"The completed runs are stored; {resume} runs the rest")
+    warnings.warn(RunsFailedWarning(message, result), stacklevel=3)
 
 
 def describe(values: list[float], bounds: Bounds | None = None) -> dict[str, Any]:
