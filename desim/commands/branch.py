@@ -55,10 +55,15 @@ def cmd_compare(args) -> int:
                 [(m["name"], m["step"], m["control"], m["treatment"], m["diff"]) for m in data["metrics"]],
                 limit=10_000)
     if data["paired"]:
-        print("\nper-agent paired differences (treatment - control)\n")
-        print_table(["field", "step", "n", "mean_diff", "sd_diff", "min_diff", "max_diff"],
+        living = any("dead_both" in p for p in data["paired"])      # runs whose agents die: desim.store.states
+        extra = ["treatment_mean", "control_mean", "dead_treatment_only", "dead_control_only", "dead_both"] \
+            if living else []
+        print("\nper-agent paired differences (treatment - control)"
+              + (" over the agents alive in both runs; each run's mean over its own living agents" if living else "")
+              + "\n")
+        print_table(["field", "step", "n", "mean_diff", "sd_diff", "min_diff", "max_diff"] + extra,
                     [(p["field"], p["step"], p["n"], p["mean_diff"], p["sd_diff"], p["min_diff"], p["max_diff"])
-                     for p in data["paired"]], limit=10_000)
+                     + tuple(p.get(k) for k in extra) for p in data["paired"]], limit=10_000)
     for name in dict.fromkeys(c["field"] for c in data["categorical"]):
         rows = [c for c in data["categorical"] if c["field"] == name]
         categories = sorted({k for c in rows for k in c["shares"]})

@@ -59,9 +59,11 @@ def names(text: str | None) -> list[str] | None:
 
 
 def cmd_effect(args) -> int:
+    from warnings import catch_warnings, simplefilter     # by name: `warnings` below is the study's list
+
     from desim.commands import UserError
     from desim.commands.sweep import interrupted, sets_once
-    from desim.experiments.effects import EffectError, effect_table, held_pairs, run_effect
+    from desim.experiments.effects import EffectError, RunsFailedWarning, effect_table, held_pairs, run_effect
     from desim.experiments.sweep import SweepError
     treatment, control = sets_once(args.set), sets_once(args.control_set, "--control-set")
     if args.resume:
@@ -76,11 +78,13 @@ def cmd_effect(args) -> int:
     warnings = [] if args.resume else outside_the_run_of_effect(args.study, args.steps, control, treatment)
     progress = PairsProgress(args.study.rstrip("/").split("/")[-1], args.study, warnings, quiet=args.quiet)
     try:
-        result = run_effect(args.study, args.at_step, treatment or None, resume=args.resume,
-                            replicates=10 if args.replicates is None else args.replicates,
-                            control=control or None, steps=args.steps, seed=args.seed, workers=args.workers,
-                            backend=args.backend, address=args.address, note=args.note, metrics=metrics,
-                            states=states, on_start=progress.start, on_run=progress, on_wait=progress.waiting)
+        with catch_warnings():     # the failed runs are listed below, and the exit status is 2
+            simplefilter("ignore", RunsFailedWarning)
+            result = run_effect(args.study, args.at_step, treatment or None, resume=args.resume,
+                                replicates=10 if args.replicates is None else args.replicates,
+                                control=control or None, steps=args.steps, seed=args.seed, workers=args.workers,
+                                backend=args.backend, address=args.address, note=args.note, metrics=metrics,
+                                states=states, on_start=progress.start, on_run=progress, on_wait=progress.waiting)
         table = effect_table(args.study, result.effect_id, states)
     except (EffectError, SweepError) as e:
         raise UserError(str(e)) from None
@@ -112,6 +116,14 @@ def cmd_effect(args) -> int:
                       show(s["share_changed"], 3), s["n"]) for s in states_shown],
                     limit=10_000)
         note(states_shown)
+    living = [r for r in table.get("living", []) if r["step"] >= at_step]
+    if living:
+        print("\nmean over each arm's own living agents (alive = false left out): treatment mean - control mean, "
+              "then over pairs\n")
+        print_table(["field", "step", "mean diff", "95 % low", "95 % high", "sd", "treatment", "control", "n"],
+                    [(r["field"], r["step"], *cells(r), show(r["treatment_mean"], decimals(r["sd"])),
+                      show(r["control_mean"], decimals(r["sd"])), r["n"]) for r in living], limit=10_000)
+        note(living)
     shares = sorted((c for c in table["categories"] if c["step"] >= at_step),
                     key=lambda c: (c["field"], c["category"], c["step"]))
     if shares:
@@ -120,6 +132,8 @@ def cmd_effect(args) -> int:
         print_table(["field", "category", "step", "mean diff", "95 % low", "95 % high", "sd", "n"],
                     [(c["field"], c["category"], c["step"], *cells(c), c["n"]) for c in shares], limit=10_000)
         note(shares)
+    for text in table.get("notes", []):
+        print(f"  note: {text}")
     print("  (printed to the digits the 95 % interval supports; effect_table and the store keep every digit)")
     print(f"\neffect {result.effect_id}: {result.completed} of {len(result.pairs)} pairs completed ({result.reused} "
           f"control runs reused), fork at step {at_step}, wall time {result.wall_seconds:.1f} s")

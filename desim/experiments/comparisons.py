@@ -14,6 +14,11 @@ Both read the store's paired macros (``paired_metrics``, ``paired_panel``), so a
 run that ended with its process (``stop_when``, ``ctx.end_run``) holds its last
 state against the other run's later steps, as in ``desim effect``;
 :func:`held_notes` says so in words.
+
+Runs whose agents die (a boolean state field ``alive``, Sugarscape) are compared
+over living agents, the store's rule (``desim.store.states``): each run's mean
+and category shares over its own living agents, per-agent differences over the
+agents alive in both runs; :func:`dead_notes` says so, with the counts.
 """
 from __future__ import annotations
 
@@ -35,10 +40,17 @@ def compare(study_root: str | Path, control: str, treatment: str,
     "categorical": [{step, field, n, differ, shares: {category: {treatment, control, diff}}}],
     "held": [{run_id, role, last_step, end_reason, held_to}], "skipped": [{field, reason}],
     "fork_step": int | None, "population": {both, control_only, treatment_only}, "notes": [str]}``
-    (``notes``: :func:`population_notes`). ``states`` defaults to the study's ``display_states``; numeric fields
-    are paired by their difference, categorical ones (text, booleans) by the share of agents that differ
-    and the share of agents in each category under treatment and control. A run in ``held`` ended with
-    its process: its last values stand for it at the other run's later steps.
+    (``notes``: :func:`population_notes`, then :func:`dead_notes`). ``states`` defaults to the study's
+    ``display_states``; numeric fields are paired by their difference, categorical ones (text, booleans) by the
+    share of agents that differ and the share of agents in each category under treatment and control. A run in
+    ``held`` ended with its process: its last values stand for it at the other run's later steps.
+
+    When the runs' agents die (a boolean ``alive``), every field but ``alive`` is compared over living agents
+    (``desim.store.states``): ``n``, the differences and ``differ`` over the agents alive in both runs, each
+    category's ``treatment`` and ``control`` share over that run's own living agents (None when it has none);
+    such a field's rows (every step, ``n`` may be 0) also carry ``treatment_living``, ``control_living`` (living
+    agents), ``dead_treatment_only``, ``dead_control_only``, ``dead_both`` (the agents left out of the
+    differences), and a numeric field's ``treatment_mean`` and ``control_mean``, each over its run's living agents.
     """
     layout = StudyLayout(study_root)
     with open_store(layout) as con:
@@ -63,12 +75,11 @@ def compare(study_root: str | Path, control: str, treatment: str,
                 skipped.append({"field": name, "reason": f"'{name}' holds JSON (lists or dicts): it has no difference "
                                                          "and its values are not categories; compare it in SQL"})
             elif kind == "numeric":
-                paired += [{"step": step, "field": name, "n": n, "mean_diff": mean, "sd_diff": sd,
-                            "min_diff": lo, "max_diff": hi}
-                           for step, n, mean, sd, lo, hi in
-                           state_reads.paired_summary(con, treatment, control, name)]
+                paired += [{"step": r["step"], "field": name, **{k: v for k, v in r.items() if k != "step"}}
+                           for r in state_reads.paired_summary(con, treatment, control, name)]
             else:
                 categorical += _categories(con, treatment, control, name)
+        notes += dead_notes(paired, categorical)
     fork = runs[treatment]["fork_step"] if runs[treatment]["parent_run_id"] == control else None
     return {"control": control, "treatment": treatment, "fork_step": fork, "metrics": metrics, "paired": paired,
             "categorical": categorical, "held": held, "skipped": skipped, "population": population,
@@ -118,13 +129,50 @@ def held_runs(con, treatment: str, control: str) -> list[dict[str, Any]]:
 
 
 def _categories(con, treatment: str, control: str, name: str) -> list[dict[str, Any]]:
-    """Per step of a categorical field: the pairs, the share of agents that differ, each category's shares."""
+    """Per step of a categorical field: the pairs, the share of agents that differ, each category's shares
+    (and, for runs whose agents die, the living and dead counts: :func:`compare`)."""
     differ = state_reads.paired_changed_share(con, treatment, control, name)
     shares: dict[int, dict[str, dict[str, float]]] = {}
     for step, category, t, c in state_reads.paired_category_shares(con, treatment, control, name):
-        shares.setdefault(step, {})[category] = {"treatment": t, "control": c, "diff": t - c}
-    return [{"step": step, "field": name, "n": n, "differ": share, "shares": shares.get(step, {})}
+        shares.setdefault(step, {})[category] = {"treatment": t, "control": c,
+                                                 "diff": None if t is None or c is None else t - c}
+    rows = [{"step": step, "field": name, "n": n, "differ": share, "shares": shares.get(step, {})}
             for step, share, n in zip(differ["steps"], differ["changed_share"], differ["pairs"])]
+    if differ["leaves_out_dead"]:
+        counts = state_reads.DEAD_KEYS
+        for i, row in enumerate(rows):
+            both = row["n"]
+            row["treatment_living"] = both + differ["dead_control_only"][i]
+            row["control_living"] = both + differ["dead_treatment_only"][i]
+            row.update({k: differ[k][i] for k in counts})
+    return rows
+
+
+def dead_notes(paired: list[dict[str, Any]], categorical: list[dict[str, Any]]) -> list[str]:
+    """One sentence per field compared over living agents (rows of :func:`compare` that carry the dead counts):
+    the rule, and at the last step how many agents each part counts and each run's mean over its living."""
+    notes = []
+    for rows in (paired, categorical):
+        for name in dict.fromkeys(r["field"] for r in rows if "dead_both" in r):
+            last = [r for r in rows if r["field"] == name][-1]
+            means = ""
+            if "treatment_mean" in last:
+                means = (f"; mean over the living: treatment {_num(last['treatment_mean'])} "
+                         f"({last['treatment_living']} agents), control {_num(last['control_mean'])} "
+                         f"({last['control_living']})")
+            notes.append(
+                f"'{name}' is compared over living agents (alive = false left out, as in the report's "
+                f"distributions): each run's {'mean' if 'treatment_mean' in last else 'category shares'} over its "
+                f"own living agents, the per-agent differences ({'n, mean_diff' if means else 'n, differ'}) only "
+                f"over the agents alive in both runs. At step {last['step']}: {last['n']} alive in both, "
+                f"{last['dead_treatment_only']} dead in the treatment only, {last['dead_control_only']} in the "
+                f"control only, {last['dead_both']} in both{means}. Survival itself is 'alive', paired over "
+                "every agent.")
+    return notes
+
+
+def _num(x: float | None) -> str:
+    return "none (no living agent)" if x is None else f"{x:.6g}"
 
 
 def held_notes(held: list[dict[str, Any]]) -> list[str]:
@@ -142,7 +190,8 @@ def held_notes(held: list[dict[str, Any]]) -> list[str]:
 
 
 def agent_differences(study_root: str | Path, control: str, treatment: str, name: str) -> list[dict[str, Any]]:
-    """Per agent and step: the state field in both runs and the difference (for plots)."""
+    """Per agent and step: the state field in both runs and the difference (for plots); for runs whose agents
+    die, None in a run where the agent is dead (``desim.store.states.paired_values``)."""
     with open_store(StudyLayout(study_root)) as con:
         return [{"step": step, "agent_id": agent, "control": c, "treatment": t, "diff": d}
                 for step, agent, c, t, d in state_reads.paired_values(con, treatment, control, name)]

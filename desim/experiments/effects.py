@@ -33,7 +33,8 @@ from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, refuse_unrunnabl
 from desim.experiments.sweep.executors import check_workers, make_executor
 from desim.experiments.sweep.merge import WaitFn, merge_run, writing
 from desim.experiments.sweep.plan import seed_for
-from desim.experiments.sweep.summary import describe, metric_bounds
+from desim.experiments.sweep.summary import RunsFailedWarning  # noqa: F401 (what desim.effect warns with)
+from desim.experiments.sweep.summary import describe, metric_bounds, warn_runs_failed
 from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
@@ -328,6 +329,20 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
     settings, only the controls and branches that have not completed.
     ``on_start(effect_id, n_controls, n_branches)`` hears how many runs are to
     go; a Ctrl-C leaves as ``KeyboardInterrupt``, the completed runs kept.
+
+    A run that fails does not stop the others, and the call returns once
+    every run has ended and what completed is stored. If a pair did not
+    complete it also warns, with a :class:`RunsFailedWarning` naming how many
+    runs failed, the first error and the ``resume=`` call, because
+    ``effect_table`` would otherwise summarise fewer pairs without a word. A
+    warning, not an exception: the partial effect is stored and worth reading
+    (which pairs failed, and why), a failed replicate is often one to rerun
+    rather than a reason to lose the result in hand, and ``run_sweep`` does
+    the same. A caller that must not go on with fewer pairs makes it an error
+    (``warnings.simplefilter("error", RunsFailedWarning)``): it is then raised
+    at the end of the call, everything completed kept, with the result as
+    its ``result``. The ``desim effect`` command reports the failed runs
+    itself and exits 2.
     """
     with ctrl_c_stays_ctrl_c():
         started = time.perf_counter()
@@ -348,8 +363,17 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
         errors = _complete(root, effect, workers, backend, address, on_start, on_run, on_wait)
         with open_store(StudyLayout(root)) as con:
             pairs = Catalogue(con).effect_pairs(effect.effect_id)
-    return EffectResult(effect.effect_id, root, effect.at_step, pairs, sum(1 for p in pairs if p["reused"]), errors,
-                        time.perf_counter() - started)
+    result = EffectResult(effect.effect_id, root, effect.at_step, pairs, sum(1 for p in pairs if p["reused"]),
+                          errors, time.perf_counter() - started)
+    if result.completed < len(pairs):       # everything that completed is stored by now
+        summaries = "effect_table and effect_rows"
+        counted = (f"only {result.completed} of {len(pairs)} pairs completed, and {summaries} summarise those alone"
+                   if result.completed else f"none of its {len(pairs)} pairs completed: {summaries} have nothing "
+                   "to summarise")
+        warn_runs_failed(f"effect {result.effect_id}", len(errors) or len(pairs) - result.completed, counted, errors,
+                         f"desim.effect({str(study_root)!r}, resume={result.effect_id!r}) "
+                         f"(desim effect {study_root} --resume {result.effect_id})", result)
+    return result
 
 
 # --- reading an effect ---------------------------------------------------------------------
@@ -374,6 +398,16 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
     ``ci_high_clipped`` say so, as :func:`desim.experiments.sweep.summary.describe` does): [-1, 1] for a
     category's share and a boolean field's mean; [low - high, high - low] for a metric with
     ``metric_bounds`` [low, high] in study.json.
+
+    Runs whose agents die (a boolean state field ``alive``, Sugarscape) are read over living agents, the store's
+    rule (``desim.store.states``), for every field but ``alive`` (paired over everyone): a ``states`` row is over
+    the agents alive in both runs of a pair, and also has ``agents`` (those agents) and ``dead_treatment_only``,
+    ``dead_control_only``, ``dead_both`` (the agents left out), each the mean over the pairs; a category's share is
+    each arm's share of its own living agents. ``"living"`` then has, per numeric (or true/false) field and step,
+    the mean over pairs of (treatment mean over its living agents - control mean over its living agents) with its
+    interval, ``treatment_mean``, ``control_mean``, ``treatment_living`` and ``control_living`` (means over those
+    pairs); ``"notes"`` says all this in words, one sentence per field. Both are empty for runs whose agents do
+    not die.
     """
     layout = StudyLayout(study_root)
     if not layout.db.exists():
@@ -409,24 +443,63 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
             raise EffectError(f"metric '{n}' at step {s}: a pair's difference {e}, which values within its "
                               f"metric_bounds [{low:g}, {high:g}] in study.json cannot give; correct the "
                               "bounds") from None
-    state_rows = []
-    for f, got in per_agent.items():
-        by_step: dict[int, list[tuple]] = {}
-        for _, step, mean_diff, mean_abs, share, n_agents in got:
-            if n_agents:
-                by_step.setdefault(step, []).append((mean_diff, mean_abs, share))
-        within = SHARE_DIFFERENCE if kinds.get(f) == "bool" else None     # true is 1, false 0: a share's
-        for step, vals in sorted(by_step.items()):
-            state_rows.append({"field": f, "step": step, **describe([v[0] for v in vals], within),
-                               "mean_abs": sum(v[1] for v in vals) / len(vals),
-                               "share_changed": sum(v[2] for v in vals) / len(vals)})
+    state_rows, living_rows, notes = _state_summaries(per_agent, kinds)
     shares: dict[tuple[str, int, str], list[float]] = {}
     for f, got in per_category.items():
         for _, step, category, diff in got:
             shares.setdefault((f, step, category), []).append(diff)
     category_rows = [{"field": f, "step": step, "category": category, **describe(v, SHARE_DIFFERENCE)}
                      for (f, step, category), v in shares.items()]
-    return {"effect": row, "pairs": pairs, "metrics": metrics, "states": state_rows, "categories": category_rows}
+    return {"effect": row, "pairs": pairs, "metrics": metrics, "states": state_rows, "categories": category_rows,
+            "living": living_rows, "notes": notes}
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _state_summaries(per_agent: dict[str, list[dict[str, Any]]],
+                     kinds: dict[str, str]) -> tuple[list[dict], list[dict], list[str]]:
+    """``effect_table``'s ``states``, ``living`` and ``notes`` from each field's per-pair rows
+    (``desim.store.states.effect_agent_summaries``)."""
+    state_rows, living_rows, notes = [], [], []
+    for f, got in per_agent.items():
+        by_step: dict[int, list[dict]] = {}
+        for r in got:
+            by_step.setdefault(r["step"], []).append(r)
+        within = SHARE_DIFFERENCE if kinds.get(f) == "bool" else None     # true is 1, false 0: a share's
+        dead = any(r["leaves_out_dead"] for r in got)
+        for step, every in sorted(by_step.items()):
+            vals = [r for r in every if r["agents"]]
+            if vals:
+                row = {"field": f, "step": step, **describe([v["mean"] for v in vals], within),
+                       "mean_abs": _mean([v["mean_abs"] for v in vals]),
+                       "share_changed": _mean([v["share_changed"] for v in vals])}
+                if dead:        # the agents each pair's mean is over, and those it leaves out, over every pair
+                    row.update({k: _mean([r[k] for r in every]) for k in
+                                ("agents",) + state_reads.DEAD_KEYS})
+                state_rows.append(row)
+            arms = [r for r in every if r["treatment_mean"] is not None and r["control_mean"] is not None]
+            if dead and arms and kinds.get(f) != "str":
+                living_rows.append({"field": f, "step": step,
+                                    **describe([r["treatment_mean"] - r["control_mean"] for r in arms], within),
+                                    **{k: _mean([r[k] for r in arms]) for k in
+                                       ("treatment_mean", "control_mean", "treatment_living", "control_living")}})
+        if dead and by_step:
+            step, every = max(by_step.items())
+            counts = {k: _mean([r[k] for r in every]) for k in ("alive_both",) + state_reads.DEAD_KEYS}
+            arms = {"str": "category shares over its own living agents",
+                    "bool": "mean (its share true) and category shares over its own living agents ('living' rows)"}.get(
+                kinds.get(f), "mean over its own living agents ('living' rows: treatment mean - control mean)")
+            differences = ("" if kinds.get(f) == "str" else
+                           ", the per-agent differences only over the agents alive in both runs of a pair")
+            notes.append(f"'{f}' is read over living agents (alive = false left out, as in the report's "
+                         f"distributions): each arm's {arms}{differences}. "
+                         f"At step {step}, per pair on average: "
+                         f"{counts['alive_both']:g} alive in both, {counts['dead_treatment_only']:g} dead in the "
+                         f"treatment only, {counts['dead_control_only']:g} in the control only, "
+                         f"{counts['dead_both']:g} in both. Survival itself is 'alive', paired over every agent.")
+    return state_rows, living_rows, notes
 
 
 def _state_kinds(layout: StudyLayout, pairs: list[dict]) -> dict[str, str]:
@@ -446,7 +519,8 @@ def effect_rows(study_root: str | Path, effect_id: str, states: list[str] | None
     ``category`` (for ``share`` rows), ``step``, and the mean over pairs of treatment - control with ``sd``,
     ``ci_low``, ``ci_high`` (95 %, clipped to what the difference can take), ``n`` (pairs) and the
     ``ci_clipped``, ``ci_low_clipped`` and ``ci_high_clipped`` flags; a state row also has ``mean_abs`` and
-    ``share_changed``. Every value a number or text: no nested JSON."""
+    ``share_changed``. For runs whose agents die, ``living`` rows: ``effect_table``'s ``living`` (the difference
+    of each arm's mean over its own living agents). Every value a number or text: no nested JSON."""
     table = effect_table(study_root, effect_id, states)
     keys = ("mean", "sd", "ci_low", "ci_high", "n", "ci_clipped", "ci_low_clipped", "ci_high_clipped")
     empty = {"category": None, "mean_abs": None, "share_changed": None}
@@ -455,8 +529,10 @@ def effect_rows(study_root: str | Path, effect_id: str, states: list[str] | None
     rows += [{"effect_id": effect_id, "what": "state", "name": r["field"], **empty, "step": r["step"],
               **{k: r[k] for k in keys}, "mean_abs": r["mean_abs"], "share_changed": r["share_changed"]}
              for r in table["states"]]
+    rows += [{"effect_id": effect_id, "what": "living", "name": r["field"], **empty, "step": r["step"],
+              **{k: r[k] for k in keys}} for r in table["living"]]
     rows += [{"effect_id": effect_id, "what": "share", "name": r["field"], **empty, "category": r["category"],
               "step": r["step"], **{k: r[k] for k in keys}} for r in table["categories"]]
-    order = {"metric": 0, "state": 1, "share": 2}
+    order = {"metric": 0, "state": 1, "living": 2, "share": 3}
     rows.sort(key=lambda r: (order[r["what"]], r["name"], r["category"] or "", r["step"]))
     return rows

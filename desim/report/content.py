@@ -232,14 +232,19 @@ def comparison_section(con, treat: RunData, control: RunData,
         kind = data.field_kind(con, treat.run_id, name)
         pairs = data.paired_differences(con, treat.run_id, control.run_id, name, kind)
         png = figures.paired_differences(name, kind, pairs, fork, time_unit, held_spans(held))
+        dead = any(pairs.get("left_out") or ())     # the store's rule for runs whose agents die
+        caption = joined + (f" Agents dead (alive = false) in either run are left out: {pairs['left_out'][-1]:,} "
+                            "at the last step." if dead else "")
         section.figures.append(Figure(f"paired_{file_stem(name)}", f"Per-agent differences in {name}", png,
-                                      joined))
+                                      caption))
         if pairs["steps"]:
             last = len(pairs["steps"]) - 1
             summary = (f"mean per-agent difference {fmt(pairs['mean'][last])}" if kind == "numeric"
                        else f"{fmt(pairs['changed_share'][last])} of agents differ")
             section.paragraphs.append(f"'{name}' at step {pairs['steps'][last]}: {summary} "
-                                      f"({pairs['pairs'][last]} agent pairs).")
+                                      f"({pairs['pairs'][last]} agent pairs"
+                                      + (f" alive in both runs; {pairs['left_out'][last]:,} dead in either left out"
+                                         if dead else "") + ").")
     return section
 
 

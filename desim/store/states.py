@@ -9,9 +9,18 @@ those two, so the panel's layout can change in one place.
 
 **Dead agents.** A study whose agents die (Sugarscape) keeps one row per agent per step and marks the dead
 with a boolean state field ``alive`` (``alive: false``). The rule, here once for every reader (the report's
-bands and shares, the dashboard's charts and grid): a dead agent leaves the distribution of every other state
-field at the steps it is dead, and each read says how many it left out; the distribution of ``alive`` itself
-counts everyone. The grid (``grid_cells``) does not draw them either.
+bands and shares, the dashboard's charts and grid, ``desim compare``, ``desim effect``): a dead agent leaves the
+distribution of every other state field at the steps it is dead, and each read says how many it left out; the
+distribution of ``alive`` itself counts everyone. The grid (``grid_cells``) does not draw them either. Dead is
+:func:`dead_sql`: ``alive`` is false (null, or no ``alive`` field, is living).
+
+Two runs paired agent by agent (``paired_panel``) follow the same rule, arm by arm (:func:`pair_leaves_out_dead`):
+each arm's summary of a field (its mean, its category shares) is over that arm's own living agents, as the
+report's bands of each run are; a per-agent difference (treatment - control of one agent, and the share of
+agents whose value differs) is taken only over the agents alive in both arms, since a dead agent's last value is
+not a state it is in. An agent dead in one arm and alive in the other is left out of the per-agent differences
+and counted (``dead_treatment_only``, ``dead_control_only``; ``dead_both`` for the rest): what the treatment did
+to who lives is read from ``alive`` itself, paired over everyone.
 """
 from __future__ import annotations
 
@@ -34,7 +43,7 @@ def _rows(name: str, *, text: bool = False, where: str = "", dead: bool = False)
     v = field("state", name)
     if text:
         v = f"CAST({v} AS VARCHAR)"
-    flag = f", coalesce({field('state', ALIVE)} = false, false) AS dead" if dead else ""
+    flag = f", {dead_sql('state')} AS dead" if dead else ""
     return f"SELECT step, agent_id, {v} AS v{flag} FROM states WHERE run_id = $run {where}"
 
 
@@ -42,10 +51,21 @@ ALIVE = "alive"
 """The state field that marks dead agents (``alive: false``), see the module docstring."""
 
 
+def dead_sql(state: str) -> str:
+    """SQL: whether the agent whose state is the struct column ``state`` is dead in that row, its ``alive``
+    false (null is living). The one definition of a dead agent every read uses (module docstring)."""
+    return f"coalesce({field(state, ALIVE)} = false, false)"
+
+
 def leaves_out_dead(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> bool:
     """Whether reads of field ``name`` leave dead agents out: the run's state has a boolean ``alive`` field
     and ``name`` is another field."""
     return name != ALIVE and stored_type(con, run_id, ALIVE) == "BOOLEAN"
+
+
+def pair_leaves_out_dead(con: duckdb.DuckDBPyConnection, treatment: str, control: str, name: str) -> bool:
+    """Whether paired reads of field ``name`` leave dead agents out (module docstring): either run's reads do."""
+    return leaves_out_dead(con, treatment, name) or leaves_out_dead(con, control, name)
 
 
 def has_field(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -94,7 +114,7 @@ def grid_cells(con: duckdb.DuckDBPyConnection, run_id: str, name: str, step: int
     dead = stored_type(con, run_id, ALIVE) == "BOOLEAN"
     v = field("state", name)
     v = f"coalesce(CAST({v} AS VARCHAR), 'null')" if text else f"TRY_CAST({v} AS DOUBLE)"
-    flag = f"coalesce({field('state', ALIVE)} = false, false)" if dead else "false"
+    flag = dead_sql("state") if dead else "false"
     rows = con.execute(f"SELECT agent_id, CAST({field('state', X)} AS DOUBLE), CAST({field('state', Y)} AS DOUBLE), "
                        f"{v}, {flag} FROM states WHERE run_id = $run AND step = $step ORDER BY agent_id",
                        {"run": run_id, "step": step}).fetchall()
@@ -223,98 +243,149 @@ def display_kind(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str 
 
 
 # --- two runs, agent by agent -----------------------------------------------------------------------
-def _numbers(name: str) -> tuple[str, str]:
-    """Treatment and control values of a field of ``paired_panel`` rows, as numbers."""
-    return (f"TRY_CAST({field('treatment_state', name)} AS DOUBLE)",
-            f"TRY_CAST({field('control_state', name)} AS DOUBLE)")
+def _paired(name: str, dead: bool, *, text: bool = False, raw: bool = False, until: bool = False) -> str:
+    """``(step, agent_id, t, c, t_dead, c_dead)`` of ``paired_panel($t, $c)`` (with ``until := $until`` when
+    ``until``): field ``name`` of the same agent at the same step in the treatment and the control, as a number
+    (as text when ``text``, as stored when ``raw``). With ``dead`` (:func:`pair_leaves_out_dead`), ``t_dead`` and
+    ``c_dead`` say whether the agent is dead in that arm and a dead agent's value is null there, so that every
+    aggregate of ``t``, of ``c`` and of ``t - c`` is over the living (module docstring); without, both are false."""
+    cols = []
+    for arm, struct in (("t", "treatment_state"), ("c", "control_state")):
+        v = field(struct, name)
+        v = v if raw else f"CAST({v} AS VARCHAR)" if text else f"TRY_CAST({v} AS DOUBLE)"
+        if dead:
+            gone = dead_sql(struct)
+            cols.append(f"CASE WHEN {gone} THEN NULL ELSE {v} END AS {arm}, {gone} AS {arm}_dead")
+        else:
+            cols.append(f"{v} AS {arm}, false AS {arm}_dead")
+    return (f"SELECT step, agent_id, {', '.join(cols)} "
+            f"FROM paired_panel($t, $c{', until := $until' if until else ''})")
+
+
+BOTH_ALIVE = "FILTER (WHERE NOT t_dead AND NOT c_dead)"
+"""The aggregates of per-agent differences: over the agents alive in both arms (module docstring)."""
+LEFT_OUT = ("count(*) FILTER (WHERE t_dead AND NOT c_dead), count(*) FILTER (WHERE c_dead AND NOT t_dead), "
+            "count(*) FILTER (WHERE t_dead AND c_dead)")
+"""The agents left out of the per-agent differences: dead in the treatment only, in the control only, in both."""
+DEAD_KEYS = ("dead_treatment_only", "dead_control_only", "dead_both")
 
 
 def paired_quantiles(con: duckdb.DuckDBPyConnection, treatment: str, control: str, name: str) -> dict[str, list]:
-    """Per step: quantiles and mean of treatment minus control over agents, and the number of pairs."""
-    t, c = _numbers(name)
-    d = f"{t} - {c}"
-    rows = con.execute(f"SELECT step, quantile_cont({d}, {list(QUANTILES)}), avg({d}), count(*) "
-                       "FROM paired_panel($t, $c) GROUP BY step ORDER BY step",
-                       {"t": treatment, "c": control}).fetchall()
+    """Per step: quantiles and mean of treatment minus control over agents, and the number of pairs; the agents
+    dead in either run are left out of all three (``left_out``: how many, all 0 when the runs' agents do not
+    die; module docstring), and a step where no agent is alive in both runs is not listed."""
+    dead = pair_leaves_out_dead(con, treatment, control, name)
+    rows = con.execute(f"SELECT step, quantile_cont(t - c, {list(QUANTILES)}), avg(t - c), count(*) {BOTH_ALIVE}, "
+                       f"count(*) FILTER (WHERE t_dead OR c_dead) FROM ({_paired(name, dead)}) "
+                       "GROUP BY step ORDER BY step", {"t": treatment, "c": control}).fetchall()
+    rows = [r for r in rows if r[3]]
     return {"steps": [r[0] for r in rows], "quantiles": [r[1] for r in rows],
-            "mean": [r[2] for r in rows], "pairs": [r[3] for r in rows]}
+            "mean": [r[2] for r in rows], "pairs": [r[3] for r in rows], "left_out": [r[4] for r in rows]}
 
 
 def paired_changed_share(con: duckdb.DuckDBPyConnection, treatment: str, control: str, name: str) -> dict[str, list]:
-    """Per step: the share of agents whose value differs between the runs, and the number of pairs."""
-    tv, cv = field("treatment_state", name), field("control_state", name)
-    rows = con.execute(f"SELECT step, avg(CASE WHEN {tv} IS DISTINCT FROM {cv} THEN 1.0 ELSE 0.0 END), count(*) "
-                       "FROM paired_panel($t, $c) GROUP BY step ORDER BY step",
+    """Per step: the share of agents whose value differs between the runs, and the number of pairs, over the
+    agents alive in both runs (``left_out``: the agents dead in either; module docstring)."""
+    dead = pair_leaves_out_dead(con, treatment, control, name)
+    rows = con.execute(f"SELECT step, avg(CASE WHEN t IS DISTINCT FROM c THEN 1.0 ELSE 0.0 END) {BOTH_ALIVE}, "
+                       f"count(*) {BOTH_ALIVE}, count(*) FILTER (WHERE t_dead OR c_dead), {LEFT_OUT} "
+                       f"FROM ({_paired(name, dead, raw=True)}) GROUP BY step ORDER BY step",
                        {"t": treatment, "c": control}).fetchall()
-    return {"steps": [r[0] for r in rows], "changed_share": [r[1] for r in rows], "pairs": [r[2] for r in rows]}
+    return {"steps": [r[0] for r in rows], "changed_share": [r[1] for r in rows], "pairs": [r[2] for r in rows],
+            "left_out": [r[3] for r in rows], "leaves_out_dead": dead,
+            **{k: [r[4 + i] for r in rows] for i, k in enumerate(DEAD_KEYS)}}
 
 
-def paired_summary(con: duckdb.DuckDBPyConnection, treatment: str, control: str, name: str) -> list[tuple]:
-    """Per step: ``(step, n, mean, sd, min, max)`` of treatment minus control over agents with both values."""
-    t, c = _numbers(name)
-    return con.execute(f"""
-        SELECT step, count(*), avg(d), stddev_pop(d), min(d), max(d)
-        FROM (SELECT step, {t} - {c} AS d FROM paired_panel(?, ?)) WHERE d IS NOT NULL
-        GROUP BY step ORDER BY step""", [treatment, control]).fetchall()
+def paired_summary(con: duckdb.DuckDBPyConnection, treatment: str, control: str, name: str) -> list[dict[str, Any]]:
+    """Per step: ``{step, n, mean_diff, sd_diff, min_diff, max_diff}`` of treatment minus control over the agents
+    with both values (the steps where some agent has both).
+
+    When the runs' agents die (:func:`pair_leaves_out_dead`), the differences are over the agents alive in both,
+    every step is listed (``n`` may be 0), and each row also has each arm's mean over its own living agents
+    (``treatment_mean``, ``control_mean``; None when none lives), how many living agents each arm has
+    (``treatment_living``, ``control_living``) and the agents left out of the differences (``dead_treatment_only``,
+    ``dead_control_only``, ``dead_both``)."""
+    dead = pair_leaves_out_dead(con, treatment, control, name)
+    rows = con.execute(f"""
+        SELECT step, count(t - c), avg(t - c), stddev_pop(t - c), min(t - c), max(t - c),
+               avg(t), avg(c), count(*) FILTER (WHERE NOT t_dead), count(*) FILTER (WHERE NOT c_dead), {LEFT_OUT}
+        FROM ({_paired(name, dead)}) GROUP BY step ORDER BY step""", {"t": treatment, "c": control}).fetchall()
+    keys = ("step", "n", "mean_diff", "sd_diff", "min_diff", "max_diff")
+    if not dead:
+        return [dict(zip(keys, r[:6])) for r in rows if r[1]]
+    return [dict(zip(keys + ("treatment_mean", "control_mean", "treatment_living", "control_living") + DEAD_KEYS, r))
+            for r in rows]
 
 
 def paired_values(con: duckdb.DuckDBPyConnection, treatment: str, control: str, name: str) -> list[tuple]:
-    """``(step, agent_id, control, treatment, treatment - control)`` for every agent and step."""
-    t, c = _numbers(name)
-    return con.execute(f"SELECT step, agent_id, {c}, {t}, {t} - {c} FROM paired_panel(?, ?) "
-                       "ORDER BY step, agent_id", [treatment, control]).fetchall()
+    """``(step, agent_id, control, treatment, treatment - control)`` for every agent and step; an agent's value
+    is None in a run where it is dead (and so is the difference; module docstring)."""
+    dead = pair_leaves_out_dead(con, treatment, control, name)
+    return con.execute(f"SELECT step, agent_id, c, t, t - c FROM ({_paired(name, dead)}) ORDER BY step, agent_id",
+                       {"t": treatment, "c": control}).fetchall()
+
+
+def _shares(name: str, dead: bool, until: bool) -> str:
+    """Per step and category of a categorical field (as text): ``(step, category, share of the treatment's living
+    agents in it, the same in the control)``; a share is None where its arm has no living agent. Categories are
+    those some living agent of either arm has at some step (module docstring)."""
+    return f"""
+        WITH q AS ({_paired(name, dead, text=True, until=until)}),
+        categories AS (SELECT t AS category FROM q WHERE t IS NOT NULL UNION SELECT c FROM q WHERE c IS NOT NULL)
+        SELECT q.step, k.category, avg(CASE WHEN q.t = k.category THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT q.t_dead),
+               avg(CASE WHEN q.c = k.category THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT q.c_dead)
+        FROM q LEFT JOIN categories k ON true GROUP BY q.step, k.category"""
 
 
 def paired_category_shares(con: duckdb.DuckDBPyConnection, treatment: str, control: str,
                            name: str) -> list[tuple]:
     """Per step and category of a categorical field (as text): ``(step, category, share of agents in it under
-    treatment, the same under control)`` over the pairs of ``paired_panel``."""
-    t, c = field("treatment_state", name), field("control_state", name)
-    return con.execute(f"""
-        WITH q AS (SELECT step, CAST({t} AS VARCHAR) AS t, CAST({c} AS VARCHAR) AS c FROM paired_panel($t, $c)),
-        categories AS (SELECT t AS category FROM q WHERE t IS NOT NULL UNION SELECT c FROM q WHERE c IS NOT NULL)
-        SELECT q.step, k.category, avg(CASE WHEN q.t = k.category THEN 1.0 ELSE 0.0 END),
-               avg(CASE WHEN q.c = k.category THEN 1.0 ELSE 0.0 END)
-        FROM q, categories k GROUP BY q.step, k.category ORDER BY q.step, k.category""",
-                       {"t": treatment, "c": control}).fetchall()
+    treatment, the same under control)`` over the agents of ``paired_panel``, each arm's share over its own
+    living agents (None where it has none; module docstring)."""
+    dead = pair_leaves_out_dead(con, treatment, control, name)
+    return con.execute(f"SELECT * FROM ({_shares(name, dead, until=False)}) WHERE category IS NOT NULL "
+                       "ORDER BY step, category", {"t": treatment, "c": control}).fetchall()
 
 
-def effect_agent_summaries(con: duckdb.DuckDBPyConnection, effect_id: str, name: str) -> list[tuple]:
-    """Per completed pair of an effect and step: ``(replicate, step, mean of treatment - control over agents,
-    its mean absolute value, the share of agents that differ, agents with both values)``."""
-    t, c = _numbers(name)
-    d = f"{t} - {c}"
+def effect_agent_summaries(con: duckdb.DuckDBPyConnection, effect_id: str, name: str) -> list[dict[str, Any]]:
+    """Per completed pair of an effect and step: ``{replicate, step, mean, mean_abs, share_changed, agents}``: the
+    mean over agents of treatment - control, its mean absolute value, the share of agents that differ, and the
+    agents with both values; ``leaves_out_dead`` says whether the pair's agents die (:func:`pair_leaves_out_dead`).
+    Then the differences are over the agents alive in both runs (``alive_both``, with a value or not), and each row
+    also has each arm's mean over its own living agents (``treatment_mean``, ``control_mean``; None when none
+    lives), its living agents (``treatment_living``, ``control_living``) and the agents left out
+    (``dead_treatment_only``, ``dead_control_only``, ``dead_both``; module docstring)."""
     until, pairs = completed_effect_pairs(con, effect_id)
-    rows: list[tuple] = []
+    keys = ("replicate", "step", "mean", "mean_abs", "share_changed", "agents", "treatment_mean", "control_mean",
+            "treatment_living", "control_living") + DEAD_KEYS + ("alive_both",)
+    rows: list[dict[str, Any]] = []
     for replicate, treatment, control in pairs:
-        rows += con.execute(f"""
-            SELECT $replicate, step, avg({d}), avg(abs({d})), avg(CASE WHEN {d} <> 0 THEN 1.0 ELSE 0.0 END),
-                   count({d})
-            FROM paired_panel($t, $c, until := $until) GROUP BY step""",
-            {"replicate": replicate, "t": treatment, "c": control, "until": until}).fetchall()
-    return sorted(rows, key=lambda r: (r[1], r[0]))
+        dead = pair_leaves_out_dead(con, treatment, control, name)
+        rows += [{**dict(zip(keys, r)), "leaves_out_dead": dead} for r in con.execute(f"""
+            SELECT $replicate, step, avg(t - c), avg(abs(t - c)),
+                   avg(CASE WHEN t - c <> 0 THEN 1.0 ELSE 0.0 END) {BOTH_ALIVE}, count(t - c),
+                   avg(t), avg(c), count(*) FILTER (WHERE NOT t_dead), count(*) FILTER (WHERE NOT c_dead), {LEFT_OUT},
+                   count(*) {BOTH_ALIVE}
+            FROM ({_paired(name, dead, until=True)}) GROUP BY step""",
+            {"replicate": replicate, "t": treatment, "c": control, "until": until}).fetchall()]
+    return sorted(rows, key=lambda r: (r["step"], r["replicate"]))
 
 
 def effect_category_shares(con: duckdb.DuckDBPyConnection, effect_id: str, name: str) -> list[tuple]:
     """Per completed pair of an effect, step and category of a categorical state field: ``(replicate, step,
     category, share of agents in it under treatment - the same under control)``; categories as text, every
-    category any pair has at every step of every pair (0 where neither run of a pair has it)."""
-    t, c = field("treatment_state", name), field("control_state", name)
+    category any pair has at every step of every pair (0 where neither run of a pair has it). Each arm's share is
+    over its own living agents (module docstring); a pair's step where an arm has none is left out."""
     until, pairs = completed_effect_pairs(con, effect_id)
-    shares: dict[tuple[int, int], dict[str, float]] = {}
+    shares: dict[tuple[int, int], dict[str, float | None]] = {}
     for replicate, treatment, control in pairs:
-        for step, category, diff in con.execute(f"""
-                WITH q AS (SELECT step, CAST({t} AS VARCHAR) AS t, CAST({c} AS VARCHAR) AS c
-                           FROM paired_panel($t, $c, until := $until)),
-                categories AS (SELECT t AS category FROM q WHERE t IS NOT NULL
-                               UNION SELECT c FROM q WHERE c IS NOT NULL)
-                SELECT q.step, k.category, avg(CASE WHEN q.t = k.category THEN 1.0 ELSE 0.0 END)
-                       - avg(CASE WHEN q.c = k.category THEN 1.0 ELSE 0.0 END)
-                FROM q LEFT JOIN categories k ON true GROUP BY q.step, k.category""",
-                {"t": treatment, "c": control, "until": until}).fetchall():
+        dead = pair_leaves_out_dead(con, treatment, control, name)
+        for step, category, t, c in con.execute(_shares(name, dead, until=True),
+                                                {"t": treatment, "c": control, "until": until}).fetchall():
             cell = shares.setdefault((replicate, step), {})
             if category is not None:
-                cell[category] = diff
+                cell[category] = None if t is None or c is None else t - c
+    shares = {key: cell for key, cell in shares.items() if None not in cell.values()}
     every = sorted({k for cell in shares.values() for k in cell})
     return sorted(((replicate, step, k, cell.get(k, 0.0)) for (replicate, step), cell in shares.items()
                    for k in every), key=lambda r: (r[1], r[2], r[0]))
