@@ -187,7 +187,9 @@ ROSTER = f"{S}/population/people.csv"
     ("p0,a,1\np1,b\n", "line 3: 2 fields, but the header has 3 (agent_id, group, score)"),
     ("p0,a,1,9\n", "line 2: 4 fields, but the header has 3 (agent_id, group, score)"),
     ("p0,a,1\n,b,2\n", "line 3, column agent_id: empty agent_id"),
-    ("p0,a,1\np1,b,nan\n", "line 3, column score: 'nan' is not a finite number"),
+    ("p0,a,1\np1,b,nan\n", ("line 3, column score: 'nan' is not a finite number, in a column of numbers (1 of its 2 "
+                            "values, as line 2: 1); leave the cell empty for a missing value, or, to keep numbers "
+                            "and text in one column, give the roster as JSON (each value has its own type there)")),
     ("p0,a,1\np1,b,2\np0,c,3\n", "line 4, column agent_id: duplicate agent_id 'p0' (first at line 2)"),
     ("", "the roster has a header but no rows: a study needs at least one agent"),
 ], ids=["short", "long", "empty-id", "nan", "duplicate", "header-only"])

@@ -9,9 +9,15 @@
 * ``edgelist``: one edge per line, ``source target`` or ``source target weight`` separated by blanks
   (a number in the third place is the edge's ``weight``); ``#`` starts a comment;
 * ``csv``: a header line naming a ``source`` and a ``target`` column (``source_column`` and
-  ``target_column`` rename them); every other column is an edge attribute and holds numbers;
+  ``target_column`` rename them); every other column is an edge attribute and holds numbers, an empty
+  cell a missing value (NaN in the arrays, NULL in the ``edges`` table, no key in ``ctx.graph``'s data);
 * ``graphml``: one ``<graph>`` whose nodes are agent ids; numeric edge data (``attr.type`` int, long,
-  float or double) become edge attributes; its ``edgedefault`` must agree with the study's ``directed``.
+  float or double) become edge attributes, a key's ``<default>`` the value of the edges without data, and
+  numeric keys of one name (networkx writes a ``long`` and a ``double`` key for a weight holding 1 and
+  0.5) one attribute; text edge data is refused naming its key, node data is not read; its
+  ``edgedefault`` must agree with the study's ``directed``.
+
+Numbers are in plain decimal notation (``desim.study.files.NUMBER``), as a roster's are.
 
 Every end, and every node a GraphML file declares, must be an agent of the population. A file without
 edges, a self-loop, an edge given twice (either way round, on an undirected network), an unknown agent
@@ -33,11 +39,12 @@ from pathlib import Path
 import numpy as np
 
 from desim.errors import StudyConfigError
-from desim.study.files import read_text
+from desim.study.files import INTEGER, NUMBER, read_text
 
 FORMATS = ("edgelist", "csv", "graphml")
 RESERVED = {"source", "target", "run_id"}      # the edges table's own columns (compared ignoring case)
-GRAPHML_NUMBERS = {"int": int, "integer": int, "long": int, "float": float, "double": float}
+GRAPHML_NUMBERS = {"int": INTEGER, "integer": INTEGER, "long": INTEGER, "float": NUMBER, "double": NUMBER}
+NONFINITE = ("nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
 
 # (line or GraphML place, where, source id, target id, attributes): one edge as a reader found it
 Row = tuple[int, str, str, str, dict[str, float]]
@@ -110,11 +117,15 @@ def _unknown(end: str, ids: list[str]) -> str:
 
 
 def _number(text: str, path: Path, where: str, name: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise StudyConfigError(path, [(f"{where}, column {name}", f"'{text}' is not a number (edge attributes "
-                                       "are numbers)")]) from None
+    """A cell as a number in plain decimal notation, as a roster's numbers are read (``1_000`` and ``nan``,
+    which Python's ``float`` takes, are refused); an empty cell is a missing value, NaN in the arrays."""
+    text = text.strip()
+    if not text:
+        return math.nan
+    if not NUMBER.fullmatch(text):
+        what = "is not a finite number" if text.lower() in NONFINITE else "is not a number (edge attributes are numbers)"
+        raise StudyConfigError(path, [(f"{where}, column {name}", f"'{text}' {what}")])
+    x = float(text)
     if not math.isfinite(x):
         raise StudyConfigError(path, [(f"{where}, column {name}", f"'{text}' is not a finite number")])
     return x
@@ -224,7 +235,7 @@ def _csv(path: Path, source: str, target: str) -> list[Row]:
             continue
         if len(row) != len(header):
             raise StudyConfigError(path, [(where, f"{len(row)} fields, but the header has {len(header)}")])
-        attrs = {h: _number(row[i].strip(), path, where, h) for i, h in extra if row[i].strip() != ""}
+        attrs = {h: _number(row[i], path, where, h) for i, h in extra}
         rows.append((n, where, row[s].strip(), row[t].strip(), attrs))
     return rows
 
@@ -260,7 +271,9 @@ def _graphml(path: Path, ids: list[str], index: dict[str, int], directed: bool) 
     if default in ("directed", "undirected") and (default == "directed") != directed:
         raise StudyConfigError(path, [("graph", _direction(f'declares edgedefault="{default}"', directed))])
     keys = {k.get("id"): k for k in root if _local(k.tag) == "key"}
-    used: dict[str, None] = {}          # the key ids the edges use, in the order first used
+    defaults = _edge_defaults(path, keys)
+    used: dict[str, str] = {}           # attribute name -> the first key id giving it, in the order first used
+    used.update((name, key_id) for name, (key_id, _) in defaults.items())
     for n, node in enumerate((e for e in graph if _local(e.tag) == "node"), 1):
         if node.get("id") not in index:
             raise StudyConfigError(path, [(f"node {n}", _unknown(str(node.get("id")), ids))])
@@ -280,6 +293,7 @@ def _graphml(path: Path, ids: list[str], index: dict[str, int], directed: bool) 
         if own in ("true", "false") and (own == "true") != directed:
             raise StudyConfigError(path, [(where, _direction(f'has an edge with directed="{own}"', directed))])
         attrs: dict[str, float] = {}
+        given: dict[str, str] = {}      # attribute name -> the key id that gave it on this edge
         for d in element:
             if _local(d.tag) != "data" or len(d) or d.text is None or not d.text.strip():
                 continue            # drawing markup (yEd's), or no value: the edge has no such attribute
@@ -288,11 +302,44 @@ def _graphml(path: Path, ids: list[str], index: dict[str, int], directed: bool) 
                 raise StudyConfigError(path, [(where, f"<data key=\"{key_id}\"> names no <key> of the file")])
             key = keys[key_id]
             name, kind = key.get("attr.name") or key_id, key.get("attr.type", "string")
-            used[key_id] = None
-            attrs[name] = _graphml_number(d.text.strip(), kind, key_id, path, f"{where}, attribute {name}")
+            value = _graphml_number(d.text.strip(), kind, key_id, name, path, f"{where}, attribute {name}")
+            if name in given and given[name] == key_id:
+                raise StudyConfigError(path, [(f"{where}, attribute {name}", f"key '{key_id}' is given twice; "
+                                                                             "give it once")])
+            if name in given:       # keys of one name are one attribute: an edge has one value of it
+                raise StudyConfigError(path, [(f"key {key_id}", (
+                    f"keys '{given[name]}' and '{key_id}' both name the edge attribute '{name}', and {where} has "
+                    f"a value of each ({attrs[name]:g} and {value:g}); give each edge one"))])
+            given[name] = key_id
+            used.setdefault(name, key_id)
+            attrs[name] = value
+        for name, (_, value) in defaults.items():
+            attrs.setdefault(name, value)
         rows.append((n, where, a, b, attrs))
-    _check_keys(path, [(k, keys[k].get("attr.name") or k) for k in used])
+    _check_keys(path, [(key_id, name) for name, key_id in used.items()])
     return rows
+
+
+def _edge_defaults(path: Path, keys: dict[str | None, ET.Element]) -> dict[str, tuple[str, float]]:
+    """``{attribute name: (key id, value)}`` of the keys for edges (``for`` "edge" or "all", the GraphML
+    default) that declare a ``<default>``: as the GraphML specification says, the value of every edge
+    without a ``<data>`` of its own for that attribute. Keys that share a name (networkx writes one per
+    Python type) must not declare different defaults: which would an edge without data get?"""
+    out: dict[str, tuple[str, float]] = {}
+    for key_id, key in keys.items():
+        if key.get("for", "all") not in ("edge", "all"):
+            continue
+        found = next((d for d in key if _local(d.tag) == "default"), None)
+        if found is None or found.text is None or not found.text.strip():
+            continue
+        name, kind = key.get("attr.name") or str(key_id), key.get("attr.type", "string")
+        value = _graphml_number(found.text.strip(), kind, str(key_id), name, path, f"key {key_id}, <default>")
+        if name in out and out[name][1] != value:
+            raise StudyConfigError(path, [(f"key {key_id}", f"keys '{out[name][0]}' and '{key_id}' both name the edge "
+                                           f"attribute '{name}', with different defaults ({out[name][1]:g} and "
+                                           f"{value:g}); give one default")])
+        out.setdefault(name, (str(key_id), value))
+    return out
 
 
 def _direction(what: str, directed: bool) -> str:
@@ -305,31 +352,39 @@ def _direction(what: str, directed: bool) -> str:
             f"{'directed' if directed else 'undirected'}")
 
 
-def _graphml_number(text: str, kind: str, key_id: str, path: Path, where: str) -> float:
-    convert = GRAPHML_NUMBERS.get(kind)
-    if convert is None:
-        raise StudyConfigError(path, [(where, f"'{text}' is not a number: key '{key_id}' declares attr.type=\"{kind}\" "
-                                              "(edge attributes are numbers: declare it double)")])
-    try:
-        x = float(convert(text))
-    except ValueError:
+def _graphml_number(text: str, kind: str, key_id: str, name: str, path: Path, where: str) -> float:
+    """A ``<data>`` (or ``<default>``) value of key ``key_id`` as a number. Edge attributes are numbers
+    only: they are kept as float arrays (``ctx.network``) and float columns of the ``edges`` table, so a
+    key of another ``attr.type`` (string, boolean) given on an edge is refused, naming it, rather than
+    dropped while a model may read it; networkx's int and float keys of one name read as one attribute."""
+    pattern = GRAPHML_NUMBERS.get(kind)
+    if pattern is None:
+        raise StudyConfigError(path, [(where, (
+            f"'{text}' is not a number: key '{key_id}' declares attr.type=\"{kind}\", and edge attributes are "
+            "numbers (attr.type int, long, float or double; the edges table keeps no text); recode "
+            f"'{name}' as numbers, or remove the key's <data> from the edges"))])
+    if text.lower() in NONFINITE:
+        raise StudyConfigError(path, [(where, f"'{text}' is not a finite number")])
+    if not pattern.fullmatch(text):
         raise StudyConfigError(path, [(where, f"'{text}' cannot be read as {kind} (key '{key_id}' declares "
-                                              f"attr.type=\"{kind}\")")]) from None
+                                              f"attr.type=\"{kind}\")")])
+    x = float(text)
     if not math.isfinite(x):
         raise StudyConfigError(path, [(where, f"'{text}' is not a finite number")])
     return x
 
 
 def _check_keys(path: Path, named: list[tuple[str, str]]) -> None:
-    """The GraphML keys the edges use, as ``(key id, attribute name)``: each name once (ignoring case) and
-    none of the edges table's own columns, as a CSV header's."""
+    """The GraphML attributes the edges have, as ``(first key id giving it, attribute name)``: no two names
+    that differ only by case, and none of the edges table's own columns, as a CSV header's. Several keys
+    of one name are one attribute (networkx writes a ``long`` and a ``double`` key when a weight holds
+    both 1 and 0.5): every edge attribute is a float, so they do not conflict."""
     clash = _clash([name for _, name in named])
     if clash:
         (k1, a), (k2, b) = (named[i] for i in clash)
-        what = (f"keys '{k1}' and '{k2}' both name the edge attribute '{a}'" if a == b else
-                f"keys '{k1}' ('{a}') and '{k2}' ('{b}') name edge attributes that differ only by case (the edges "
-                "table's column names ignore case)")
-        raise StudyConfigError(path, [(f"key {k2}", f"{what}; name each once")])
+        raise StudyConfigError(path, [(f"key {k2}", f"keys '{k1}' ('{a}') and '{k2}' ('{b}') name edge attributes "
+                                                    "that differ only by case (the edges table's column names ignore "
+                                                    "case); name each once")])
     for key_id, name in named:
         if name.lower() in RESERVED:
             raise StudyConfigError(path, [(f"key {key_id}", f"'{name}' cannot be an edge attribute (the edges table "

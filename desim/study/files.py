@@ -600,7 +600,10 @@ def read_roster(root: Path, roster: str) -> list[Persona]:
 
 
 def _read_csv_roster(path: Path) -> list[Persona]:
-    """A CSV roster; every problem names the line (as an editor counts them) and the column."""
+    """A CSV roster; every problem names the line (as an editor counts them) and the column.
+
+    Each attribute column is typed as a whole (:func:`_csv_column`), so that every agent's attribute has
+    one type and a stray word in a column of numbers is caught here rather than in a model, mid-run."""
     rows = csv.reader(read_text(path, "roster file").splitlines(keepends=True))
     header = next(rows, None)
     if not header or not any(h.strip() for h in header):
@@ -612,7 +615,9 @@ def _read_csv_roster(path: Path) -> list[Persona]:
     if twice:
         raise StudyConfigError(path, [("line 1", f"column {twice[0]!r} appears twice")])
     key = header.index("agent_id")
-    personas: list[Persona] = []
+    ids: list[str] = []
+    lines: list[int] = []
+    cells: list[list[str]] = [[] for _ in header]
     first: dict[str, int] = {}
     for row in rows:
         line = rows.line_num
@@ -628,31 +633,76 @@ def _read_csv_roster(path: Path) -> list[Persona]:
             raise StudyConfigError(path, [(f"line {line}, column agent_id", f"duplicate agent_id "
                                            f"'{agent_id}' (first at line {first[agent_id]})")])
         first[agent_id] = line
-        attributes = {}
-        for name, cell in zip(header, row):
-            if name != "agent_id":
-                try:
-                    attributes[name] = _csv_value(cell)
-                except ValueError as e:
-                    raise StudyConfigError(path, [(f"line {line}, column {name}", str(e))]) from None
-        personas.append(Persona.model_construct(agent_id=agent_id, attributes=attributes, description=""))
-    if not personas:
+        ids.append(agent_id)
+        lines.append(line)
+        for column, cell in zip(cells, row):
+            column.append(cell)
+    if not ids:
         raise StudyConfigError(path, [("", "the roster has a header but no rows: a study needs at least one agent")])
-    return personas
+    names = [name for name in header if name != "agent_id"]
+    columns = [_csv_column(path, name, cells[header.index(name)], lines) for name in names]
+    return [Persona.model_construct(agent_id=agent_id, attributes=dict(zip(names, values)), description="")
+            for agent_id, values in zip(ids, zip(*columns) if columns else ([] for _ in ids))]
 
 
-def _csv_value(v: str) -> Any:
-    """A cell as an int, a float or text; a number that is not finite (nan, inf) is refused."""
-    text = v.strip()
-    for cast in (int, float):
-        try:
-            value = cast(text)
-        except ValueError:
-            continue
-        if cast is float and value - value != 0:
-            raise ValueError(f"'{v}' is not a finite number")
-        return value
-    return v
+# a number in plain decimal notation, with an optional exponent: 3, -0.25, .5, 1e-05 (what spreadsheets,
+# pandas and R write); not 1_000, 0x1f, nan or inf, which Python's int and float also take
+NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+INTEGER = re.compile(r"[+-]?[0-9]+")
+_CODE = re.compile(r"[+-]?0[0-9]")       # a leading zero: 02139 is a zip code, 007 an identifier, not numbers
+_NONFINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+def _csv_column(path: Path, name: str, cells: list[str], lines: list[int]) -> list[Any]:
+    """One roster column's values, typed as a whole.
+
+    * an empty cell (or one of blanks) is a missing value: ``None``;
+    * if every other cell is a number in plain decimal notation (:data:`NUMBER`), the column is numbers:
+      ``int`` if every one is an integer written without a point or an exponent, else ``float``
+      (so ``1`` in a column that also holds ``0.5`` is ``1.0``); but if one of them starts with a
+      zero followed by a digit (``02139``), the column is codes (zip codes, identifiers) and stays text;
+    * if every other cell is ``true`` or ``false`` (in any case), the column is booleans;
+    * if none is a number, the column is text, each cell kept as written (``Nan`` is a name);
+    * numbers mixed with words is refused, naming the line of the odd one out: a word in a column of
+      numbers (``high``, ``NA``, ``nan``) is nearly always a data error, and reading the column as text
+      would silently turn all its numbers into text.
+    """
+    present = [i for i, c in enumerate(cells) if c.strip()]
+    numbers = [i for i in present if NUMBER.fullmatch(cells[i].strip())]
+    if not present:
+        return [None] * len(cells)
+    if len(numbers) == len(present) and not any(_CODE.match(cells[i].strip()) for i in numbers):
+        integers = all(INTEGER.fullmatch(cells[i].strip()) for i in numbers)
+        out: list[Any] = [None] * len(cells)
+        for i in numbers:
+            text = cells[i].strip()
+            value = int(text) if integers else float(text)
+            if integers and not -INT64 - 1 <= value <= INT64:
+                raise StudyConfigError(path, [(f"line {lines[i]}, column {name}", f"'{text}' is outside the "
+                                               "64-bit integers the store can hold")])
+            if not integers and value - value != 0:
+                raise StudyConfigError(path, [(f"line {lines[i]}, column {name}", f"'{text}' is not a finite "
+                                               "number (too large for a float)")])
+            out[i] = value
+        return out
+    if numbers and len(numbers) < len(present):
+        words = [i for i in present if not NUMBER.fullmatch(cells[i].strip())]
+        numeric = len(numbers) >= len(words)
+        odd, other = (words[0], numbers[0]) if numeric else (numbers[0], words[0])
+        text, shown = cells[odd].strip(), cells[other].strip()
+        if numeric:
+            what = "is not a finite number" if _NONFINITE.fullmatch(text) else "is not a number"
+            among = f"a column of numbers ({len(numbers)} of its {len(present)} values, as line {lines[other]}: {shown})"
+            fix = "leave the cell empty for a missing value"
+        else:
+            what, fix = "is a number", "correct the cell"
+            among = f"a column of text ({len(words)} of its {len(present)} values, as line {lines[other]}: '{shown}')"
+        raise StudyConfigError(path, [(f"line {lines[odd]}, column {name}", (
+            f"'{text}' {what}, in {among}; {fix}, or, to keep numbers and text in one column, give the roster "
+            "as JSON (each value has its own type there)"))])
+    if all(cells[i].strip().lower() in ("true", "false") for i in present):
+        return [cells[i].strip().lower() == "true" if cells[i].strip() else None for i in range(len(cells))]
+    return [c if c.strip() else None for c in cells]
 
 
 def spec_from_config(root: str | Path, config: dict[str, Any], where: str = "stored run config") -> StudySpec:
