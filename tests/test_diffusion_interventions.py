@@ -60,3 +60,17 @@ def test_an_event_that_leaves_the_rate_out_of_range_fails_the_run_naming_agent_a
     # the steps before the event were stored
     steps = desim.open(root).sql("SELECT max(step) AS last FROM panel").to_pydict()["last"][0]
     assert steps == 1
+
+
+def test_an_agent_whose_attribute_is_missing_gets_the_declared_default(tmp_path):
+    """A null attribute (an empty roster cell) is missing: the parameter's "default" stands in, as it does
+    for an agent without the attribute. Everyone infectious, nobody infects; the agents with a rate of 0
+    never recover, the one whose rate is null recovers at step 1 by the default of 1."""
+    rates = [0.0] * N
+    rates[5] = None
+    pop = edges_population(N, [(i, i + 1) for i in range(N - 1)], attributes={"recovery_rate": rates})
+    root = write_study(tmp_path / "null_rate", "SIR",
+                       {"beta": 0.0, "gamma": {"attribute": "recovery_rate", "default": 1.0}},
+                       env={"seed_nodes": [f"n{i:02d}" for i in range(N)]}, n_steps=3, population=pop)
+    by_step = states(run(root))
+    assert by_step[1] == ["R" if i == 5 else "I" for i in range(N)]

@@ -178,7 +178,9 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
         iv = ctx.interventions
         changed = iv.attributes if iv.attribute_changes else None
         for i, persona in enumerate(ctx.personas):
-            v = (persona.attributes if changed is None else changed[persona.agent_id]).get(name, default)
+            v = (persona.attributes if changed is None else changed[persona.agent_id]).get(name)
+            if v is None:       # missing, or an empty roster cell: the default stands in for both
+                v = default
             if v is None or not _number(v):
                 what = "has no attribute" if v is None else f"has {name} = {v!r}, not a number:"
                 raise StudyConfigError(POPULATION, [(f"agent '{persona.agent_id}'", (
