@@ -137,6 +137,22 @@ def test_decision_model_raising_marks_run_failed_and_keeps_steps(tmp_path):
     assert query(db, "SELECT count(*) FROM panel WHERE run_id=?", [ok.run_id])[0][0] == 40
 
 
+@pytest.mark.parametrize("fail_at", [2, 4])
+def test_a_failure_after_a_step_closes_fails_the_run_at_the_last_step_too(tmp_path, fail_at):
+    """What runs once a step has closed (storing it, then ``on_step``) fails the run at any step: at the last
+    one SimPy stops with the step loop before the failure is raised, and the run was recorded completed."""
+    root = write_probe_study(tmp_path / "probe", n_steps=4)
+
+    def on_step(step, metrics):
+        if step == fail_at:
+            raise RuntimeError(f"the listener broke at step {step}")
+    with pytest.raises(desim.RunFailed) as info:
+        desim.run_study(desim.load_study(root), on_step=on_step)
+    assert f"the listener broke at step {fail_at}" in str(info.value)
+    status = query(store_path(root), "SELECT status FROM runs WHERE run_id=?", [info.value.run_id])
+    assert status == [("failed",)]
+
+
 @pytest.mark.parametrize("mode,needle", [
     ("unknown_agent", "unknown agent 'ghost'"),
     ("duplicate", "two actions for agent 'p0'"),

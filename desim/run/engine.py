@@ -103,11 +103,17 @@ class Engine:
                           checks.checked_messages(self._call(self.env.drain_messages, step=0), 0))
         if run.spec.simulation.agent_processes:
             self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
-        self.sim.process(self._collector())
+        collector = self.sim.process(self._collector())
         steps = self.sim.process(self._steps())
         if self.ready:
             self.ready()
         self.sim.run(until=steps)
+        # The collector stores the last step at the instant the step loop ends, and SimPy stops at the
+        # loop's end before it would raise the collector's failure: raise it here, or a run whose last step
+        # was not stored (or whose on_step failed) would be recorded as completed.
+        if collector.triggered and not collector.ok:
+            collector.defused = True
+            raise collector.value
 
     def _steps(self):
         for t in range(1, self.run_.n_steps + 1):
@@ -136,9 +142,13 @@ class Engine:
             if self.on_step:
                 self.on_step(record.step, record.metrics)
             stop = self.should_stop() if self.should_stop else None
-            if stop:
+            if stop and not self._last(record.step):     # after the last step there is nothing left to stop
                 raise StopRun(f"stopped by {stop} after step {record.step}; resume with: "
                               f"desim run {self.run_.root} --resume {self.run_.run_id}")
+
+    def _last(self, step: int) -> bool:
+        """Whether ``step`` is the run's last: its ``n_steps``, or the study said its process is over."""
+        return step >= self.run_.n_steps or self.ctx.end_reason is not None
 
     # --- agents, errands and the round gate -------------------------------------------------
     def occupy(self, agent_id: str, errand) -> None:
