@@ -31,7 +31,8 @@ def test_a_run_into_a_log_writes_timestamped_lines_as_it_goes(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if STAMPED.match(line)]
     assert [int(STAMPED.match(line).group(1)) for line in lines] == list(range(1, 13))
-    assert "left" in lines[0] and "left" not in lines[-1] and "(100 %)" in lines[-1]
+    assert ["left" in line for line in lines[:3]] == [False, False, True]    # once 2 steps after the first
+    assert "left" not in lines[-1] and "(100 %)" in lines[-1]
     assert "\r" not in done.stderr
     # the default interval writes the first and the last step at least, never nothing
     lines = [line for line in run(root).stderr.splitlines() if STAMPED.match(line)]

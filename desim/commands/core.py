@@ -316,11 +316,9 @@ def cmd_sql(args) -> int:
         print(f"note: {note}", file=sys.stderr)
     table = table.rename_columns(names)
     if args.csv:
-        import pyarrow.csv as pcsv
-
-        from desim.store.export import _plain_text, csv_options
+        from desim.commands.data import write_csv
         sys.stdout.flush()
-        pcsv.write_csv(_plain_text(table), sys.stdout.buffer, csv_options(table))
+        write_csv(table, sys.stdout.buffer)
     elif args.json:
         json.dump(table.to_pylist(), sys.stdout, default=str)
         print()

@@ -5,17 +5,26 @@ a SLURM or nohup log, a pipe), so a log never stays empty until the end; nothing
 ``DESIM_PROGRESS`` chooses for every command: ``auto`` (the default: a bar on a terminal, lines
 elsewhere), ``bar``, ``lines`` or ``off``; ``DESIM_PROGRESS_EVERY`` is the seconds between two lines
 (default 10; the first and the last are always written).
+
+The time left (:func:`time_left`) is the rate of the recent units, from the end of the first one on: the
+first step of a run also imports the study's code and builds its population and network, and the first
+runs of a sweep start their worker processes, so an estimate from it overstated a long run's time many
+times over. It is shown once a few units after the first are timed.
 """
 from __future__ import annotations
 
 import os
 import sys
 import time
+from collections import deque
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TextIO
 
 MODES = ("auto", "bar", "lines", "off")
 EVERY_S = 10.0
+MIN_UNITS = 2      # units timed after the first one before a time left is estimated
+RECENT = 20        # the estimate's rate is over the last RECENT reports (the first unit's end while fewer)
 
 
 def chosen_mode(quiet: bool = False, stream: TextIO | None = None) -> str:
@@ -50,21 +59,39 @@ def duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
+def time_left(marks: Sequence[tuple[int, float]], total: int) -> float | None:
+    """Seconds left for ``total`` units at the rate of the units between the first and the last of ``marks``
+    (``(units done, seconds)`` as reported, oldest first), or None while that says nothing yet.
+
+    ``marks`` start at the end of the first unit, never before it, so its set-up cost (imports, building
+    the population) is not taken for the pace of the rest; None until ``MIN_UNITS`` more are done, with
+    ``total`` unknown (0), or when every unit is done."""
+    if not total or len(marks) < 2:
+        return None
+    (done_then, then), (done_now, now) = marks[0], marks[-1]
+    if done_now >= total or done_now - done_then < MIN_UNITS or now <= then:
+        return None
+    return (now - then) / (done_now - done_then) * (total - done_now)
+
+
 class Progress:
     """Progress over ``total`` units (steps, runs): call it with the number done so far.
 
     Its call signature is the engine's ``on_step(step, metrics)``, so it is given to a run as it is;
-    ``total`` 0 means unknown (a resume or a branch): the count and elapsed time, no estimate."""
+    ``total`` 0 means unknown (a resume or a branch): the count and elapsed time, no estimate.
+    ``clock`` gives the seconds (a test gives invented timings)."""
 
     def __init__(self, total: int, label: str, unit: str = "step", quiet: bool = False,
-                 stream: TextIO | None = None):
+                 stream: TextIO | None = None, clock: Callable[[], float] = time.perf_counter):
         self.total, self.label, self.unit = total, label, unit
         self.stream = stream or sys.stderr
         self.mode = chosen_mode(quiet, self.stream)
         self.every = every_s()
-        self.t0 = time.perf_counter()
+        self.clock = clock
+        self.t0 = clock()
         self._last_line: float | None = None
         self._bar_open = False
+        self._marks: deque[tuple[int, float]] = deque(maxlen=RECENT + 1)   # (done, time) of the recent reports
 
     def __call__(self, done: int, *_) -> None:
         if self.mode == "off" or done < 1:
@@ -75,15 +102,16 @@ class Progress:
             self.mode = "off"
 
     def _report(self, done: int) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         elapsed = now - self.t0
+        self._marks.append((done, now))
         if self.mode == "bar":
             self._bar(done, elapsed)
         elif self._last_line is None or now - self._last_line >= self.every or done == self.total:
             self._last_line = now
             stamp = datetime.now().isoformat(timespec="seconds")
             self.stream.write(f"{stamp} {self.label}: {self._where(done)}, elapsed {duration(elapsed)}"
-                              f"{self._left(done, elapsed)}\n")
+                              f"{self._left()}\n")
             self.stream.flush()
 
     def note(self, text: str) -> None:
@@ -105,16 +133,15 @@ class Progress:
             return f"{self.unit} {done}"
         return f"{self.unit} {done}/{self.total} ({100 * done // self.total} %)"
 
-    def _left(self, done: int, elapsed: float) -> str:
-        if not self.total or done >= self.total:
-            return ""
-        return f", about {duration(elapsed / done * (self.total - done))} left"
+    def _left(self) -> str:
+        left = time_left(self._marks, self.total)
+        return "" if left is None else f", about {duration(left)} left"
 
     def _bar(self, done: int, elapsed: float) -> None:
         filled = int(30 * done / self.total) if self.total else 0
         bar = f"[{'#' * filled}{'.' * (30 - filled)}] " if self.total else ""
         self.stream.write(f"\r{self.label} {bar}{self._where(done)}, {duration(elapsed)}"
-                          f"{self._left(done, elapsed)}   ")
+                          f"{self._left()}   ")
         self._bar_open = True
         if self.total and done >= self.total:
             self.stream.write("\n")

@@ -22,10 +22,11 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.figure  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 from desim.experiments.sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
-from desim.report import data, figures  # noqa: E402
+from desim.report import bands, data, figures  # noqa: E402
 from desim.report.numbers import clipped_note, row_cells  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
@@ -71,6 +72,12 @@ def _label(combo: dict[str, Any], names: list[str]) -> str:
 
 def metric_figure(metric: str, rows: list[dict[str, Any]], x: str, x_values: list[Any],
                   lines: list[str]) -> bytes:
+    """:func:`draw_metric` as a PNG."""
+    return figures.png(draw_metric(metric, rows, x, x_values, lines))
+
+
+def draw_metric(metric: str, rows: list[dict[str, Any]], x: str, x_values: list[Any],
+                lines: list[str]) -> matplotlib.figure.Figure:
     """Final-step mean of ``metric`` against ``x``, 95 % intervals as error bars, one line per
     combination of ``lines`` (a line without intervals where fewer than two replicates completed).
 
@@ -110,7 +117,8 @@ def metric_figure(metric: str, rows: list[dict[str, Any]], x: str, x_values: lis
         ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(f"'{metric}' at the final step against {x} (mean and 95 % interval)", fontsize=11)
     fig.subplots_adjust(left=0.09, right=0.78 if lines else 0.97, top=0.88, bottom=0.14)
-    return figures.png(fig)
+    bands.fit_left_margin(fig, ax)      # long tick labels (-0.0245) would push the y label off the picture
+    return fig
 
 
 def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]], study: dict[str, Any]) -> Section:
@@ -174,7 +182,6 @@ def curves_section(study_root: str | Path, plan: SweepPlan, runs: list[dict[str,
                    metrics: list[str]) -> Section:
     """Each metric over time per combination: the mean over replicates with a band holding the middle 90 %
     of them, and the analytic final size where the model has one (``desim.report.bands``)."""
-    from desim.report import bands
     done = {r["run_id"] for r in runs if r["status"] == "completed"}
     groups: dict[str, list[str]] = {}
     for r in plan.runs:
