@@ -9,7 +9,7 @@ import io
 import pyarrow as pa
 
 from desim.cli import main
-from desim.commands.data import csv_field, write_csv
+from desim.commands.csv_text import csv_field, write_csv
 from desim.store import StudyLayout
 from desim.store.reader import user_query
 from walk_study import write_walk_study

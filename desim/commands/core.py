@@ -316,7 +316,7 @@ def cmd_sql(args) -> int:
         print(f"note: {note}", file=sys.stderr)
     table = table.rename_columns(names)
     if args.csv:
-        from desim.commands.data import write_csv
+        from desim.commands.csv_text import write_csv
         sys.stdout.flush()
         write_csv(table, sys.stdout.buffer)
     elif args.json:
