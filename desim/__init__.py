@@ -17,8 +17,9 @@ What a study author needs, from the top::
   ``StudyConfigError``.
 
 Experiments are one namespace down, in ``desim.experiments``: ``branch``, ``resume``, ``effect`` and
-``effect_table``, ``compare``, ``sweep``; ``desim.branch(...)`` and the other calls documented before
-still work.
+``effect_table``, ``compare``; ``desim.branch(...)`` and the other calls documented before still work.
+Sweeps are a module, imported by name (``desim.sweep`` is no attribute until then):
+``from desim.sweep import run_sweep``.
 """
 from desim.version import __version__  # noqa: F401
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from desim.errors import RunFailed, StudyConfigError
 from desim.experiments.recording import record
+from desim.experiments.runs import outside_the_run  # noqa: F401 - said once, there; desim sweep and effect import it here
 from desim.run.assemble import Run, assemble
 from desim.store.recorder import MemorySink
 from desim.study.failures import StudyCodeError, call
 from desim.study.files import FILES, StudySpec, load_study
-from desim.study.params import parameter_fields
 
 ENVIRONMENT, POPULATION, SIMULATION = (FILES[k][0] for k in ("environment", "population", "simulation"))
 
@@ -88,24 +88,6 @@ def static_warnings(spec: StudySpec) -> list[str]:
         out.append(f"{POPULATION}: interaction kind '{pop.interaction.kind}' does not read {', '.join(sorted(unused))}: "
                    "is the kind right?")
     out += outside_the_run(spec)
-    return out
-
-
-def outside_the_run(spec: StudySpec) -> list[str]:
-    """The interventions of ``spec`` (its parameters resolved, ``--set`` included) that fall after its
-    last step and so never fire: a run, a sweep or an effect over such values measures nothing of them.
-    Each line names the field, the step, and the parameter it came from when one did."""
-    sim, env = spec.simulation, spec.environment
-    uses = parameter_fields(spec.files.get("environment"))
-    out = []
-    for key, kind, items in (("scheduled_events", "scheduled event", env.scheduled_events),
-                             ("broadcasts", "broadcast", env.broadcasts)):
-        for i, item in enumerate(items):
-            if item.at_step > sim.n_steps:
-                field = f"{key}[{i}].at_step"
-                origin = f" (parameter '{uses[field]}')" if field in uses else ""
-                out.append(f"{ENVIRONMENT}: {field}: {kind} '{item.name}' is at step {item.at_step}{origin}, "
-                           f"after the last step ({sim.n_steps}): it never fires")
     return out
 
 

@@ -103,6 +103,7 @@ def cmd_run(args) -> int:
     from desim.study.files import load_study
     if desim_is_the_program():
         hold_signals_to_exit()      # a SIGTERM as the process exits after a completed run: 0, not 143
+    early: list[str] = []
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
             raise UserError("--resume continues a run with its stored configuration; drop the overrides")
@@ -114,13 +115,15 @@ def cmd_run(args) -> int:
         if spec.simulation.interaction_rounds < 1:
             print(f"warning: interaction_rounds {spec.simulation.interaction_rounds} is clamped to 1",
                   file=sys.stderr)
-        from desim.lint import outside_the_run
-        for warning in outside_the_run(spec):       # the values of this run, --set and --steps included
+        from desim.experiments.runs import outside_the_run
+        early = outside_the_run(spec)               # the values of this run, --set and --steps included
+        for warning in early:                       # said before a run that may be long; run_study returns them too
             print(f"warning: {warning}", file=sys.stderr)
         result = run_study(spec, on_step=Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet))   # a warm start: a branch
     db = result.store_path
     for warning in result.warnings:         # a warm start is a branch: its replay check speaks here too
-        print(f"warning: {warning}", file=sys.stderr)
+        if warning not in early:
+            print(f"warning: {warning}", file=sys.stderr)
     print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
     if result.end_reason:
         print(f"  ended after step {result.steps_done} of {spec.simulation.n_steps}: {result.end_reason}")

@@ -27,6 +27,7 @@ replies, so no paid call is repeated.
 from __future__ import annotations
 
 import json
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from desim.run.execute import gc_paused
 from desim.store import Catalogue, StoreError, StudyData, StudyLayout, open_store, queries
 from desim.store.files import RunFiles
 from desim.store.health import last_step
+from desim.store.reader import check_db_path, check_new_run_id
 from desim.study.files import (
     FILES,
     StudyConfigError,
@@ -281,6 +283,14 @@ def _columnar_replay(con, segments: list[tuple[dict, int, int]], until: int, rou
     return replay
 
 
+def _whole_number(name: str, value: Any) -> int:
+    """A step argument from Python as an int: an int or a numpy integer, not text, a float or a bool (whose
+    comparisons with steps would fail later with a bare TypeError, or count ``True`` as step 1)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise BranchRefused(f"{name} must be an int (a step), got {value!r} ({type(value).__name__})")
+    return int(value)
+
+
 def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[str, Any] | None = None,
            steps: int | None = None, note: str | None = None, spec: StudySpec | None = None,
            parent_db: str | Path | None = None, db_path: str | Path | None = None, run_id: str | None = None,
@@ -299,11 +309,16 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
     DuckDB file than the study's (a worker's extract); ``db_path`` keeps the branch in another.
     """
     root = Path(study_root)
+    at_step = _whole_number("at_step", at_step)
+    steps = None if steps is None else _whole_number("steps", steps)
     if at_step < 1:
         raise BranchRefused(f"--at-step must be 1 or more, got {at_step} (a branch at step 1 replays nothing: it runs "
                             "the parent's configuration from step 0 with the study's current interventions)")
     if steps is not None and steps < 1:
         raise BranchRefused(f"--steps must be 1 or more, got {steps}")
+    check_db_path(db_path)
+    if run_id is not None:
+        check_new_run_id(run_id, root, db_path)
     if spec is not None and (params or steps):
         raise ValueError("give either spec or params/steps, not both")
     layout = StudyLayout.at(parent_db) if parent_db else StudyLayout(root)

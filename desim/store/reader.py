@@ -34,10 +34,21 @@ class NoSuchRun(StoreMissing):
     """The store holds no run of that id (or no run at all)."""
 
 
+MEMORY = ":memory:"
+"""``run_study(db_path=":memory:")``: the run is kept nowhere (its steps reach only ``on_step``)."""
+
+
 class StudyData:
     """The store of one study (a folder under ``studies/``, or a path to its ``desim.duckdb``)."""
 
     def __init__(self, study: "str | Path | StudyLayout"):
+        if not isinstance(study, StudyLayout) and str(study) == MEMORY:
+            # a store is a folder of files: ":memory:" would be read as a folder of that name, and its
+            # missing database blamed on a run never made
+            raise NoSuchRun("':memory:' is no store: a run made with db_path=':memory:' keeps nothing (its steps "
+                            "reach only on_step), so it has no panel, metrics or events to read back. To read a "
+                            "run back, run it with db_path=None (the study's store, <study>/runs/) or a path to a "
+                            ".duckdb file (its data files go beside it, in <name>-data/)")
         self.layout = layout_of(study)
         self.db = self.layout.db
         if not self.db.exists():
@@ -185,9 +196,12 @@ class StudyData:
     def panel(self, run: str | Iterable[str] | None = None, columns: Iterable[str] | None = None,
               steps: int | Iterable[int] | None = None) -> pa.Table:
         """One row per agent per step; ``columns`` picks state fields (``opinion``), payload fields
-        (``payload_to_x``) or panel columns (``action_kind``); ``steps`` one step or several."""
+        (``payload_to_x``) or panel columns (``action_kind``), one (a string) or several; ``steps`` one
+        step or several."""
         runs = self.run_ids(run)
         types = self._types(runs)
+        if isinstance(columns, str):        # one column: not its letters
+            columns = [columns]
         if columns is None:
             select = (["run_id", "step", "agent_id"] + self._flat("state", runs) +
                       ["action_kind", "action_source"] + self._flat("payload", runs) +
@@ -267,6 +281,60 @@ class StudyData:
     def _table(self, view: str, run, order: str) -> pa.Table:
         runs = self.run_ids(run)
         return self.sql(f"SELECT * FROM {view} WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, {order}", [runs])
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+RUN_ID_FORM = ("1 to 100 letters (a-z, A-Z), digits, '-' or '_', starting with a letter or a digit (desim's own "
+               "ids are like r1a2b3c4d5e)")
+"""What a run id may be. It names the run's folder ``runs/data/run_id=<R>/``, which the views read back by
+DuckDB's hive partitioning: a ``/`` makes folders the views do not read (the run reads back empty), ``..``
+escapes the store, a ``=`` makes DuckDB refuse the whole folder ("Hive partition mismatch": every run
+unreadable) and ``%2F`` is read back decoded, as another id. It also names the run's live file
+``runs/live/<R>.json`` and a worker's ``<R>.duckdb``; ``_`` alone names the empty files every view starts
+from (``run_id=_``)."""
+
+
+class RunIdRefused(StoreError, ValueError):
+    """A run id given to ``run_study`` or ``branch`` that the store cannot keep, or already holds; nothing
+    was run or written."""
+
+
+def check_new_run_id(run_id: object, study_root: "str | Path", db_path: "str | Path | None" = None) -> None:
+    """Refuse, before anything is assembled or written, a ``run_id`` not of the form :data:`RUN_ID` or
+    already taken in the store the run would be kept in (``db_path``'s, or the study's when None; none
+    with ``":memory:"``), so that a run id can never write outside its folder, nor a second run take
+    the first one's catalogue row (DuckDB's raw primary-key error, after the study was assembled).
+    A run started at the same moment by another process with the same id is still refused by the
+    catalogue's key, as that raw error."""
+    if not isinstance(run_id, str) or RUN_ID.fullmatch(run_id) is None:
+        raise RunIdRefused(f"run_id {run_id!r} cannot name a run: a run id is {RUN_ID_FORM}, since it names the "
+                           "run's folder runs/data/run_id=<run_id>/")
+    if db_path is not None and str(db_path) == MEMORY:
+        return                          # kept nowhere: no id is taken
+    layout = StudyLayout.at(db_path) if db_path is not None else StudyLayout(study_root)
+    if not layout.db.exists():
+        return
+    rows = StudyData(layout).run_rows([run_id])
+    if rows:
+        row = rows[0]
+        raise RunIdRefused(f"run_id '{run_id}' is taken: {layout.db} already holds run {run_id} ({row['kind']}, "
+                           f"{row['status']}, started {row['started_at']:%Y-%m-%d %H:%M:%S}); give another run_id, "
+                           "or none for a new one (desim runs lists them)")
+
+
+class DbPathRefused(StoreError, ValueError):
+    """A ``db_path`` given to ``run_study`` or ``branch`` that names no DuckDB file; nothing was run or written."""
+
+
+def check_db_path(db_path: "str | Path | None") -> None:
+    """Refuse a ``db_path`` that is neither ``":memory:"`` nor a ``.duckdb`` file: the run would be kept in a
+    DuckDB file of that name, which ``desim.open`` and ``result.panel()`` then read as a study folder
+    (``<path>/runs/desim.duckdb``, "does not exist")."""
+    if db_path is None or str(db_path) == MEMORY or Path(db_path).suffix == ".duckdb":
+        return
+    raise DbPathRefused(f"db_path {str(db_path)!r} is no DuckDB file: give a path ending in .duckdb (its data files "
+                        "go beside it, in <name>-data/), ':memory:' to keep nothing, or None for the study's store "
+                        "(<study>/runs/)")
 
 
 class QueryError(StoreError):

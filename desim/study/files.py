@@ -32,7 +32,7 @@ from desim.errors import StudyConfigError
 from desim.records import INT32, Persona, Strict
 from desim.study.interventions import Broadcast, ScheduledEvent, selector_matches
 from desim.study.params import (parameter_fields, substitute_interaction, substitute_interventions,
-                                substitute_parameters)
+                                substitute_parameters, typed_value)
 
 INT64 = 2**63 - 1
 Int = Annotated[int, StrictType()]
@@ -437,7 +437,8 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
             try:
                 merged[k] = coerce_like(v, sim.parameters[k])
             except ValueError as e:
-                raise StudyConfigError(sim_path, [(f"parameters.{k}", f"--set value {e} (declared as "
+                given = "--set value" if isinstance(v, str) else "value"
+                raise StudyConfigError(sim_path, [(f"parameters.{k}", f"{given} {e} (declared as "
                                                    f"{json.dumps(sim.parameters[k])})")]) from None
         updates["parameters"] = merged
     raw_sim = files["simulation"]
@@ -556,27 +557,9 @@ def check_population(spec: StudySpec, personas: list[Persona]) -> None:
 
 
 def coerce_like(value: Any, like: Any) -> Any:
-    """Turn a command-line string into the type of the parameter's declared default."""
-    if not isinstance(value, str) or isinstance(like, str):
-        return value
-    kinds = {bool: "true or false", int: "an int", float: "a float"}
-    try:
-        if isinstance(like, bool):
-            if value.lower() in ("true", "1", "yes"):
-                return True
-            if value.lower() in ("false", "0", "no"):
-                return False
-            raise ValueError(value)
-        if isinstance(like, int):
-            return int(value)
-        if isinstance(like, float):
-            number = float(value)
-            if number != number or number in (float("inf"), float("-inf")):
-                raise ValueError(value)
-            return number
-    except ValueError:
-        raise ValueError(f"'{value}' is not {kinds[type(like)]}") from None
-    return value
+    """``value`` (``--set`` text, or a value from Python) as the type of the parameter's declared default
+    ``like``: the one rule, :func:`desim.study.params.typed_value`, for ``load_study``, sweeps and effects."""
+    return typed_value(value, like)
 
 
 def read_roster(root: Path, roster: str) -> list[Persona]:

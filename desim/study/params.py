@@ -6,9 +6,14 @@ The one place that reads ``"$name"``: :func:`substitute_parameters` replaces ref
 :func:`substitute_interventions` in the fields of ``environment.json``'s interventions that may hold
 them, :func:`substitute_interaction` in the network settings of ``population.json``, and :func:`parameter_uses` says where each parameter is referenced (a branch may change only
 those its interventions use).
+
+The one rule for a parameter's type, whatever the way in (``--set`` text, ``params=`` from Python, a
+sweep's grid, an effect's arms): :func:`typed_value`.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from pathlib import Path
 from typing import Any
@@ -105,3 +110,78 @@ def parameter_fields(raw: Any) -> dict[str, str]:
     "campaign_week"}``, fields named as the file's validation errors name them."""
     return {where.removeprefix("file."): name for name, wheres in parameter_uses({"file": raw}).items()
             for where in wheres}
+
+
+KINDS = {bool: "true or false", int: "an int", float: "a float", str: "text"}
+A_KIND = {bool: "a bool", int: "an int", float: "a float", str: "text"}
+
+
+def typed_value(value: Any, declared: Any) -> Any:
+    """``value`` as a value of the type of the parameter's declared default ``declared``: the one rule for
+    a parameter's type, for ``--set`` and for ``params=`` from Python alike, so that what ``runs.parameters``
+    records is what the model ran with.
+
+    Text is read as ``--set`` reads it (``"100"`` is 100, ``"yes"`` is True for a bool). Any other value
+    must be of the declared kind already; a numpy scalar becomes the Python value of that kind
+    (``np.int64(100)`` is 100, ``np.bool_(True)`` is True) and an int is taken for a float (3 is 3.0, as
+    ``--set x=3`` is). Refused, with a ``ValueError`` its caller prefixes with the parameter's name:
+
+    * a bool for a number and a number for a bool: Python's ``True == 1`` would run one agent;
+    * a float for an int, even an integral one (``100.0``): ``--set n=100.0`` and the study files' strict
+      types refuse it too, so the rule is one, and a float that reaches an int parameter is more often a
+      computed value that is off (``np.linspace``) than one meant; the message says which int to give;
+    * NaN or infinity for a float; anything but text for a text parameter.
+    """
+    want = _kind(declared)
+    if want is None:            # no kind a study file can declare: nothing to check against
+        return value
+    if isinstance(value, str) and want is not str:
+        return _from_text(value, want)
+    have = _kind(value)
+    if have is want or (have is int and want is float):
+        try:
+            typed = want(value)
+        except OverflowError:   # an int too large for a float
+            typed = math.inf
+        if want is float and not math.isfinite(typed):
+            raise ValueError(f"{value!r} is not a finite float")
+        return typed
+    if have is None:
+        raise ValueError(f"{value!r} ({type(value).__name__}) is not {KINDS[want]}")
+    hint = f": give {int(value)} if that is meant" if have is float and want is int and float(value).is_integer() else ""
+    raise ValueError(f"{value!r} is {A_KIND[have]}, not {KINDS[want]}{hint}")
+
+
+def _kind(value: Any) -> type | None:
+    """``bool``, ``int``, ``float`` or ``str`` for a Python or numpy scalar of that kind; None otherwise."""
+    if isinstance(value, bool):
+        return bool
+    if isinstance(value, str):
+        return str
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and getattr(value, "shape", None) == ():       # a numpy scalar
+        return {"b": bool, "i": int, "u": int, "f": float}.get(dtype.kind)
+    if isinstance(value, numbers.Integral):
+        return int
+    if isinstance(value, numbers.Real):
+        return float
+    return None
+
+
+def _from_text(text: str, want: type) -> Any:
+    """A ``--set`` value: text read as the declared kind (``bool``, ``int`` or ``float``)."""
+    try:
+        if want is bool:
+            if text.lower() in ("true", "1", "yes"):
+                return True
+            if text.lower() in ("false", "0", "no"):
+                return False
+            raise ValueError(text)
+        if want is int:
+            return int(text)
+        number = float(text)
+        if not math.isfinite(number):
+            raise ValueError(text)
+        return number
+    except ValueError:
+        raise ValueError(f"'{text}' is not {KINDS[want]}") from None
