@@ -10,6 +10,9 @@
 * :class:`StopRun` -- study code (or a spent LLM budget) ends a run cleanly at the step boundary: the
   run is ``interrupted`` and can be resumed.
 
+Outside the tree, :class:`RunInterrupted` is the ``KeyboardInterrupt`` a run from Python raises once Ctrl-C
+has stopped it cleanly (stored, resumable), so that a loop of runs stops with it.
+
 The command line turns any ``DesimError`` into one ``desim: error:`` line and exit status 2. The
 subclasses keep ``ValueError`` or ``RuntimeError`` as a second base where callers have caught those.
 This module imports nothing from desim, so any layer may raise these.
@@ -17,6 +20,7 @@ This module imports nothing from desim, so any layer may raise these.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class DesimError(Exception):
@@ -61,10 +65,23 @@ class RunFailed(DesimError, RuntimeError):
         super().__init__(f"run {run_id} failed: {error}")
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (a notebook's "interrupt kernel") stopped a run from Python at a step boundary: the run is
+    stored ``interrupted`` and resumable, and the caller's loop stops too, as after any Ctrl-C. A
+    ``KeyboardInterrupt``, not a ``DesimError``: an ``except Exception`` around a run must not swallow it.
+    ``result`` is the run's :class:`~desim.experiments.recording.RunResult`."""
+
+    def __init__(self, result: Any, root: Path):
+        self.result = result
+        super().__init__(f"run {result.run_id} interrupted by Ctrl-C after step {result.steps_done}; its steps "
+                         f"are kept: desim.resume({str(root)!r}, {result.run_id!r}) continues it "
+                         f"(desim run {root} --resume {result.run_id})")
+
+
 class StopRun(DesimError):
     """Raised by study code to end a run cleanly at the step boundary (for example an LLM budget
     is spent). The step in flight is not written; the run is marked ``interrupted`` and can be
     resumed with ``desim run --resume RUN``."""
 
 
-__all__ = ["DesimError", "FieldError", "RunFailed", "StopRun", "StoreError", "StudyConfigError", "StudyError"]
+__all__ = ["DesimError", "FieldError", "RunFailed", "RunInterrupted", "StopRun", "StoreError", "StudyConfigError", "StudyError"]

@@ -5,7 +5,8 @@ import json
 import sys
 from pathlib import Path
 
-from desim.commands.core import Progress, add_quiet_arg, add_study_arg, exit_status, parse_sets, print_table
+from desim.commands.core import (Progress, add_quiet_arg, add_study_arg, exit_status, kept, parse_sets,
+                                 print_table)
 
 
 def cmd_branch(args) -> int:
@@ -13,8 +14,8 @@ def cmd_branch(args) -> int:
     from desim.experiments.branches import branch
     progress = Progress(0, f"branch of {args.from_run}", quiet=args.quiet)
     try:
-        result = branch(args.study, args.from_run, args.at_step, params=parse_sets(args.set), steps=args.steps,
-                        note=args.note, on_step=progress)
+        result = kept(branch, args.study, args.from_run, args.at_step, params=parse_sets(args.set), steps=args.steps,
+                      note=args.note, on_step=progress)
     except ValueError as e:
         raise UserError(str(e)) from None
     print(f"branch {result.run_id} of {args.from_run} at step {args.at_step}: {result.status}"

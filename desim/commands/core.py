@@ -107,7 +107,7 @@ def cmd_run(args) -> int:
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
             raise UserError("--resume continues a run with its stored configuration; drop the overrides")
-        result = resume(args.study, args.resume, on_step=Progress(0, f"resume {args.resume}", quiet=args.quiet))
+        result = kept(resume, args.study, args.resume, on_step=Progress(0, f"resume {args.resume}", quiet=args.quiet))
         spec = load_study(args.study)
     else:
         params = parse_sets(args.set)
@@ -119,7 +119,7 @@ def cmd_run(args) -> int:
         early = outside_the_run(spec)               # the values of this run, --set and --steps included
         for warning in early:                       # said before a run that may be long; run_study returns them too
             print(f"warning: {warning}", file=sys.stderr)
-        result = run_study(spec, on_step=Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet))   # a warm start: a branch
+        result = kept(run_study, spec, on_step=Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet))  # a warm start: a branch
     db = result.store_path
     for warning in result.warnings:         # a warm start is a branch: its replay check speaks here too
         if warning not in early:
@@ -138,6 +138,17 @@ def cmd_run(args) -> int:
     from desim.store.queries import example_for_run
     print(f"  try:   desim sql {spec.root} \"{example_for_run(result.run_id)}\"")
     return exit_status(result)
+
+
+def kept(run, *args, **kwargs):
+    """``run(*args, **kwargs)`` (``run_study``, ``branch``, ``resume``), its result also when Ctrl-C stopped it:
+    from Python that is a ``RunInterrupted`` to stop the caller's loop; here the summary says how to resume
+    and the exit status is 130."""
+    from desim.errors import RunInterrupted
+    try:
+        return run(*args, **kwargs)
+    except RunInterrupted as e:
+        return e.result
 
 
 INTERRUPTED = 3

@@ -5,10 +5,12 @@ all three end here.
 """
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from desim.errors import RunInterrupted
 from desim.run.assemble import Run
 from desim.run.execute import execute
 from desim.run.sources import Decide, Replay
@@ -99,5 +101,8 @@ def record(run: Run, sink, replay: dict[int, list] | None = None, *, on_step=Non
     where = sink.layout.db if isinstance(sink, Recorder) else Path(MEMORY)
     o = execute(run, source, sink, store_path=where, on_step=on_step, manage_gc=manage_gc,
                 handle_signals=handle_signals)
-    return RunResult(o.run_id, o.status, where, o.steps_done, o.rows_written, o.wall_seconds, o.error, o.counters,
-                     o.end_reason, o.stopped_by)
+    result = RunResult(o.run_id, o.status, where, o.steps_done, o.rows_written, o.wall_seconds, o.error, o.counters,
+                       o.end_reason, o.stopped_by)
+    if o.stopped_by == signal.SIGINT:   # the caller's Ctrl-C: the run is kept, and the caller stops too
+        raise RunInterrupted(result, run.root)
+    return result

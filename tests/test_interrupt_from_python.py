@@ -1,0 +1,51 @@
+"""Ctrl-C during a run started from Python (a notebook's "interrupt kernel") stops the run cleanly at a step
+boundary, keeps it resumable, and stops the caller too: ``run_study`` raises ``RunInterrupted``, a
+``KeyboardInterrupt``, instead of returning, so a loop of replicates does not carry on with the next run."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+import desim
+from desim.errors import RunInterrupted
+from storeq import sql
+from walk_study import write_walk_study
+
+
+def ctrl_c_at(step: int):
+    """An ``on_step`` that presses Ctrl-C (SIGINT to this process) once step ``step`` is kept."""
+    def on_step(t, metrics):
+        if t == step:
+            os.kill(os.getpid(), signal.SIGINT)
+    return on_step
+
+
+def test_ctrl_c_stops_the_run_and_the_callers_loop(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=6)
+    finished = []
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        for seed in (1, 2):
+            finished.append(desim.run_study(desim.load_study(root, seed=seed), on_step=ctrl_c_at(2)))
+    assert finished == []                       # the loop stopped at its first run
+    assert isinstance(stopped.value, RunInterrupted) and not isinstance(stopped.value, Exception)
+    result = stopped.value.result
+    assert (result.status, result.steps_done, result.stopped_by) == ("interrupted", 2, signal.SIGINT)
+    assert f"desim.resume({str(root)!r}, {result.run_id!r})" in str(stopped.value)
+    assert sql(root, "SELECT run_id, status, last_step FROM runs") == [(result.run_id, "interrupted", 2)]
+    # the handler is the caller's again, and the run resumes to the panel of a run never stopped
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    resumed = desim.resume(root, result.run_id)
+    assert (resumed.status, resumed.steps_done) == ("completed", 6)
+    whole = desim.run_study(desim.load_study(root, seed=1))
+    panel = "SELECT step, agent_id, state::VARCHAR FROM panel WHERE run_id = ? ORDER BY step, agent_id"
+    assert sql(root, panel, [result.run_id]) == sql(root, panel, [whole.run_id])
+
+
+def test_a_branch_from_python_stops_the_same_way(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=6)
+    parent = desim.run_study(desim.load_study(root))
+    with pytest.raises(RunInterrupted) as stopped:
+        desim.branch(root, parent.run_id, 2, on_step=ctrl_c_at(4))
+    assert (stopped.value.result.status, stopped.value.result.steps_done) == ("interrupted", 4)
