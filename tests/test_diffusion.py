@@ -356,3 +356,11 @@ def test_player_runs_in_a_browser_with_the_overlay_off(rumor):
             browser.close()
     assert errors == []
     assert all(u.startswith("file:") for u in fetched)      # nothing from the network
+
+
+def test_a_misspelt_state_names_the_fields_the_run_has(rumor, capsys):
+    root, run_id = rumor
+    assert main(["viz", "diffusion", str(root), "--state", "rumour_state", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"desim: error: run {run_id}: the panel state has no field 'rumour_state' (its fields: "
+                   "rumor_state, heard); did you mean 'rumor_state'?\n")

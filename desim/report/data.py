@@ -122,11 +122,21 @@ def load_run(con, run: dict[str, Any]) -> RunData:
                    llm=queries.llm_summary(con, run_id), n_edges=queries.edge_count(con, run_id))
 
 
+def no_field(con, run_id: str, name: str) -> str:
+    """The message for a state field the run does not have, naming the ones it has (and the nearest)."""
+    import difflib
+    names = states.field_names(con, run_id)
+    near = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean '{near[0]}'?" if near else ""
+    have = f" (its fields: {', '.join(names)})" if names else ""
+    return f"run {run_id}: the panel state has no field '{name}'{have}{hint}"
+
+
 def field_kind(con, run_id: str, name: str) -> str:
     """``numeric`` or ``categorical`` (text and booleans), from the field's stored type."""
     kind = states.field_kind(con, run_id, name)
     if kind is None:
-        raise ReportError(f"run {run_id}: the panel state has no field '{name}'")
+        raise ReportError(no_field(con, run_id, name))
     return kind
 
 
@@ -136,7 +146,7 @@ def display_kind(con, run_id: str, name: str) -> str:
     (quantile bands). A binary state as a 0-1 band says nothing; its share says everything."""
     kind = states.display_kind(con, run_id, name)
     if kind is None:
-        raise ReportError(f"run {run_id}: the panel state has no field '{name}'")
+        raise ReportError(no_field(con, run_id, name))
     return "categorical" if kind == "boolean" else kind
 
 

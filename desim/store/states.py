@@ -158,6 +158,19 @@ def typed_frames(con: duckdb.DuckDBPyConnection, run_id: str, name: str,
     return [r[0] for r in rows], [r[1] for r in rows]
 
 
+def field_names(con: duckdb.DuckDBPyConnection, run_id: str) -> list[str]:
+    """The state fields the run stored a value for, in the panel's order: what a misspelt field is told."""
+    try:
+        names = [d[0] for d in con.execute("SELECT state.* FROM panel LIMIT 0").description]
+    except duckdb.Error:          # no panel yet, or a state that is not a struct
+        return []
+    if not names:
+        return []
+    counts = con.execute("SELECT " + ", ".join(f"count({field('state', n)})" for n in names)
+                         + " FROM panel WHERE run_id = ?", [run_id]).fetchone()
+    return [n for n, c in zip(names, counts) if c]
+
+
 def stored_type(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> str | None:
     """The DuckDB type of the field's first non-null value in the run's panel (None: no such field)."""
     try:
