@@ -11,7 +11,11 @@ from desim.commands.core import (Progress, add_quiet_arg, add_study_arg, exit_st
 
 def cmd_branch(args) -> int:
     from desim.commands import UserError
+    from desim.commands.core import desim_is_the_program
     from desim.experiments.branches import branch
+    from desim.run.execute import hold_signals_to_exit
+    if desim_is_the_program():
+        hold_signals_to_exit()      # as desim run: a SIGTERM as the process exits after a completed branch is 0
     progress = Progress(0, f"branch of {args.from_run}", quiet=args.quiet)
     try:
         result = kept(branch, args.study, args.from_run, args.at_step, params=parse_sets(args.set), steps=args.steps,
