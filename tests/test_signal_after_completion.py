@@ -5,6 +5,7 @@ exits 0 without a word of interruption; a signal during an earlier step still in
 (test_run_status.py)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -93,9 +94,9 @@ def test_a_signal_during_the_merge_lets_it_finish(tmp_path, monkeypatch):
 # desim's command line as its console script runs it, then a SIGTERM once main() has returned and a SIGHUP
 # as the interpreter exits: where a scheduler's time limit races the end of a completed run
 AFTER_MAIN = """
-import atexit, os, signal, sys
+import atexit, json, os, signal, sys
 from desim.cli import main
-code = main(["run", sys.argv[1], "--quiet"])
+code = main(json.loads(sys.argv[1]))
 os.kill(os.getpid(), signal.SIGTERM)
 print("exiting with", code, flush=True)
 atexit.register(os.kill, os.getpid(), signal.SIGHUP)
@@ -105,11 +106,21 @@ sys.exit(code)
 
 def test_sigterm_as_the_command_exits_after_a_completed_run_exits_0(tmp_path):
     root = write_walk_study(tmp_path / "walk", n_steps=N_STEPS, lockdown_day=2)
-    done = subprocess.run([sys.executable, "-c", AFTER_MAIN, str(root)], capture_output=True, text=True,
-                          timeout=HANG_S)
+    done = subprocess.run([sys.executable, "-c", AFTER_MAIN, json.dumps(["run", str(root), "--quiet"])],
+                          capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "exiting with 0" in done.stdout and "interrupted" not in done.stdout + done.stderr
     assert sql(root, "SELECT status, last_step FROM runs") == [("completed", N_STEPS)]
+
+
+def test_sigterm_as_the_command_exits_after_a_completed_branch_exits_0(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=N_STEPS, lockdown_day=2)
+    parent = desim.run_study(desim.load_study(root)).run_id
+    done = subprocess.run([sys.executable, "-c", AFTER_MAIN, json.dumps(["branch", str(root), "--from-run", parent, "--at-step", "2", "-q"])],
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "exiting with 0" in done.stdout and "interrupted" not in done.stdout + done.stderr
+    assert sql(root, "SELECT status FROM runs WHERE run_id <> ?", [parent]) == [("completed",)]
 
 
 def test_the_command_called_in_process_gives_the_handlers_back(tmp_path):
