@@ -3,7 +3,8 @@
 A study's files (as on disk, before run-time overrides such as ``--seed``,
 ``--steps`` or ``--set``, which are recorded on the run itself) and its code and data
 (every other file in its folder: its Python, the data files its code reads, its roster and
-network files; documentation, notebooks and figures excepted) are hashed. The first run of
+network files; documentation, notebooks, figures, logs, ``desim export`` output and what
+``.desimignore`` lists excepted: :func:`code_files`) are hashed. The first run of
 a new hash creates a version whose parent is the study's previous version (branches
 excepted), and the version keeps a diff of the two, so "what changed?" has an answer in
 the store; an edited ``model.py`` shows as ``code.model.py`` (its hashes, not its text).
@@ -16,6 +17,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,33 +45,154 @@ def population_files(population: Any) -> list[str]:
     return [str(f) for f in files if f]
 
 
-def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
-    """``{relative path: sha256 prefix}`` of the study's code and data: every file under its folder
-    (``runs/``, caches and hidden files excepted) but its four configuration files (compared field by
-    field instead) and documentation, notebooks and figures (:data:`NOT_INPUT`). So modules ``model.py``
-    imports count, and so do the files its code reads (Sugarscape's ``sugar-map.txt``, a price series, a
-    prompt template) besides the data files beside ``population.json`` that ``data`` names
-    (:func:`population_files`: roster, network file): an edited map changes a run as surely as edited code.
+LOG = re.compile(r".*\.(log|out|err)|.*\.p?[oe][0-9]+", re.IGNORECASE)
+"""What a run's output leaves in a study folder, never read by a run: logs (``desim run . > run.log``,
+``nohup.out``, SLURM's ``slurm-123.out``, ``*.err``) and PBS/SGE job files (``job.o123``, ``job.e123``,
+``job.po123``)."""
+IGNORE_FILE = ".desimignore"
+"""A study's own list of files that are not its inputs: gitignore-like patterns (:func:`ignore_rules`)."""
+EXPORT_MARKER = ".desim-export"
+"""Written by ``desim export`` beside the files it wrote (their names, as JSON), so they are not inputs."""
 
-    Hashing every such file is a superset of what a run reads: a helper script or a note
-    edited in the folder also makes a new version, which errs on the safe side.
+
+def file_hash(data: bytes) -> str:
+    """A file's hash in a version (its ``code``): the first 16 hex digits of the SHA-256 of its bytes. The one
+    rule: whatever compares a file with a version's record of it hashes it here."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def hash_file(path: str | Path) -> str:
+    """:func:`file_hash` of the file at ``path``, read in chunks (a network file may be hundreds of MB)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()[:16]
+
+
+def ignore_rules(root: str | Path) -> list[tuple[bool, bool, re.Pattern]]:
+    """The patterns of ``<root>/.desimignore``, as ``(negated, directories only, regex)``, in file order.
+
+    A subset of gitignore's rules: one pattern a line; blank lines and lines starting with ``#`` are
+    skipped; ``*`` and ``?`` match within a name, ``[abc]`` a character of the set, ``**`` any number of
+    folders; a pattern without a ``/`` (but a trailing one) matches a file or folder of that name at any
+    depth, one with a ``/`` is a path from the study folder; a trailing ``/`` matches folders only; a
+    leading ``!`` counts again what an earlier pattern (or the built-in rules: logs, documentation,
+    figures) left out, except inside a folder left out. The last pattern that matches decides."""
+    try:
+        text = (Path(root) / IGNORE_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    rules = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = line[1:] if negated else line
+        folders = pattern.endswith("/")
+        pattern = pattern.rstrip("/")
+        if not pattern:
+            continue
+        anchored = "/" in pattern
+        body = _pattern_regex(pattern.lstrip("/"))
+        rules.append((negated, folders, re.compile(body if anchored else "(?:.*/)?" + body)))
+    return rules
+
+
+def _pattern_regex(pattern: str) -> str:
+    """One ``.desimignore`` pattern as a regular expression over a path relative to the study folder."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):            # any number of folders, none included
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2:]:   # a set; ']' first in it is one of its characters
+            end = pattern.index("]", i + 2)
+            chars = pattern[i + 1:end]
+            negated = chars[:1] in ("!", "^")
+            chars = (chars[1:] if negated else chars).replace("\\", "\\\\").replace("[", "\\[")
+            out.append("[" + ("^" if negated else "") + chars + "]")
+            i = end + 1
+        elif pattern[i] == "\\" and i + 1 < len(pattern):    # an escaped character stands for itself
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return "".join(out)
+
+
+def _left_out(rel: str, folder: bool, rules: list[tuple[bool, bool, re.Pattern]], default: bool) -> bool:
+    """Whether ``rel`` is not an input: ``default`` (the built-in rules' answer), then each matching rule."""
+    for negated, folders_only, regex in rules:
+        if (folder or not folders_only) and regex.fullmatch(rel):
+            default = not negated
+    return default
+
+
+def exported_files(folder: str | Path) -> set[str]:
+    """The names of the files ``desim export`` wrote in ``folder`` (its :data:`EXPORT_MARKER`), else none."""
+    try:
+        names = json.loads((Path(folder) / EXPORT_MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def mark_exported(folder: str | Path, names: list[str]) -> Path:
+    """Name ``names`` (files in ``folder``) as ``desim export``'s output in ``folder``'s :data:`EXPORT_MARKER`,
+    beside those an earlier export named there: a study's version then leaves them out (an export inside the
+    study folder is not an input of its next run). Returns the marker's path."""
+    path = Path(folder) / EXPORT_MARKER
+    files = sorted(exported_files(folder) | set(names))
+    path.write_text(json.dumps({"written_by": "desim export", "files": files}, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """``{relative path: hash}`` (:func:`file_hash`) of the study's code and data: every file under its folder
+    but its four configuration files (compared field by field instead) and what a run does not read. So modules
+    ``model.py`` imports count, and so do the files its code reads (Sugarscape's ``sugar-map.txt``, a price
+    series, a prompt template) besides the data files beside ``population.json`` that ``data`` names
+    (:func:`population_files`: roster, network file, which always count): an edited map changes a run as
+    surely as edited code.
+
+    Left out: ``runs/``, caches and hidden files and folders; documentation, notebooks and figures
+    (:data:`NOT_INPUT`); logs (:data:`LOG`: ``desim run . > run.log`` makes the log before the run hashes the
+    folder, and a resumed run would find it edited); the files ``desim export`` wrote (:data:`EXPORT_MARKER`);
+    and what the study's ``.desimignore`` lists (:func:`ignore_rules`, which may also count a left-out file
+    again). Hashing every other file is a superset of what a run reads: a helper script edited in the folder
+    also makes a new version, which errs on the safe side.
     """
     root = Path(root)
     out: dict[str, str] = {}
     if not root.is_dir():
         return out
+    rules = ignore_rules(root)
     paths = []
     # os.walk, pruned: never descend into runs/ (thousands of step folders, which runs and sweeps
     # running beside this one create and remove while we look)
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
-        paths += [Path(folder) / f for f in files if not f.startswith(".") and Path(f).suffix.lower() not in NOT_INPUT]
+        here = Path(folder)
+        at = "" if here == root else here.relative_to(root).as_posix() + "/"
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
+                   and not _left_out(at + d, True, rules, False)]
+        exported = exported_files(here) if EXPORT_MARKER in files else set()
+        paths += [here / f for f in files if not f.startswith(".") and not _left_out(
+            at + f, False, rules, Path(f).suffix.lower() in NOT_INPUT or LOG.fullmatch(f) is not None or f in exported)]
     paths += [root / "population" / name for name in data]
     for path in sorted(set(paths)):
         if path.is_file():
             rel = path.relative_to(root).as_posix()
             if rel not in CONFIG_FILES:
-                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+                out[rel] = hash_file(path)
     return out
 
 
@@ -91,7 +214,7 @@ def code_texts(root: str | Path, code: dict[str, str]) -> dict[str, str]:
             data = path.read_bytes()
         except OSError:
             continue
-        if hashlib.sha256(data).hexdigest()[:16] != h:
+        if file_hash(data) != h:
             continue
         try:
             out[h] = data.decode("utf-8")
@@ -133,7 +256,8 @@ def code_changes(old: dict[str, str] | None, new: dict[str, str]) -> list[str]:
 
     A file other than Python added since ``old`` is not a change: a run made before it existed did not
     read it (a study that leaves a file in its folder as it runs, a marker or a cache, has added it
-    itself), while an added module may be imported by code that was there."""
+    itself), while an added module may be imported by code that was there. Nor is a log gone from ``new``
+    (:data:`LOG`): a run recorded before logs were left out counted its own ``run.log``, which no run reads."""
     old = old or {}
     out = []
     for rel in sorted(set(old) | set(new)):
@@ -141,7 +265,8 @@ def code_changes(old: dict[str, str] | None, new: dict[str, str]) -> list[str]:
             if rel.endswith(".py"):
                 out.append(f"{rel} (added)")
         elif rel not in new:
-            out.append(f"{rel} (removed)")
+            if not LOG.fullmatch(rel.rpartition("/")[2]):
+                out.append(f"{rel} (removed)")
         elif old[rel] != new[rel]:
             out.append(f"{rel} (edited)")
     return out

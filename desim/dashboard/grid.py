@@ -18,29 +18,26 @@ The layer is study code, so each run's is drawn with the code and data its own v
 the study's files as they are now nor with a ``model.py`` this process imported earlier (a study edited while
 the dashboard is up, or a run of an older version): the run's ``code`` (``{path: hash}``, as
 ``desim.versions.code_files`` hashed the folder when it started) is written out of the store's ``code_texts``
-into a private folder per version (:func:`version_folder`), and the hook is imported from there. A file whose
-text the store did not keep (binary, over ``TEXT_LIMIT``) is taken from the study folder only while it still
-has its hash; when the ref's own module cannot be had so, the layer is left out with a note.
+into a private folder per version (``desim.store.version_files.version_folder``), and the hook is imported from
+there (``desim.report.grid.layer_hook``, which ``desim viz grid`` and reports use too). A file whose text the
+store did not keep (binary, over ``TEXT_LIMIT``) is taken from the study folder only while it still has its
+hash; when the ref's own module cannot be had so, the layer is left out with a note.
 """
 from __future__ import annotations
 
-import atexit
-import hashlib
 import json
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from desim.dashboard.safety import NotFound
+from desim.report.grid import layer_hook
 from desim.report.palette import category_colors, declared_colors
 from desim.store import Catalogue, StudyLayout, queries, states
 from desim.store.health import last_step
-from desim.versions import code_hash
 
 LAYER_MAX_VALUES = 3_000_000     # agent-steps read to replay a layer (Sugarscape, 500 steps: 200,000)
 RAMP_STEPS = 32                  # colours of the numeric ramp (the report's grid uses as many bins)
@@ -52,9 +49,6 @@ LAYERS_KEPT = 4
 _facts: "OrderedDict[tuple, tuple]" = OrderedDict()      # a finished run's colouring, extent and size, per state
 _facts_lock = threading.Lock()
 FACTS_KEPT = 64
-_versions: dict[str, tuple[Path, list[str]]] = {}    # a study's version (its code's hash): its files, files not had
-_versions_lock = threading.Lock()                     # also held while a version's module is imported
-_versions_base: list[Path] = []                       # this process's private folder of versions' files
 
 
 def _json(value: Any) -> Any:
@@ -159,8 +153,9 @@ def _facts_of(con, run_id: str, state: str, study: dict[str, Any]) -> tuple[str,
 
 def _layer(root: Path, con, run: dict[str, Any], last: int, n_agents: int) -> tuple[tuple | None, str]:
     """The environment's ``grid_layer`` of a finished run, ``(name, steps, values[step, y, x], version)``, drawn
-    with the run's own version's code (:func:`_hook`), computed once and kept, with a note when there is one;
-    ``(None, note)`` when the study draws none, the run is too long, its code cannot be had, or the hook fails."""
+    with the run's own version's code (``desim.report.grid.layer_hook``), computed once and kept, with a note
+    when there is one; ``(None, note)`` when the study draws none, the run is too long, its code cannot be had,
+    or the hook fails."""
     config = _json(run.get("config"))
     ref = ((config.get("environment") or {}).get("provider") or {}).get("ref")
     if not ref:
@@ -170,7 +165,7 @@ def _layer(root: Path, con, run: dict[str, Any], last: int, n_agents: int) -> tu
         if key in _layers:
             _layers.move_to_end(key)
             return _layers[key]
-    hook, version, shown_as, note = _hook(root, con, run, ref)
+    hook, version, shown_as, note = layer_hook(root, con, run, ref)
     if hook is None:
         return None, note
     if n_agents * (last + 1) > LAYER_MAX_VALUES:
@@ -196,103 +191,6 @@ def _layer(root: Path, con, run: dict[str, Any], last: int, n_agents: int) -> tu
         while len(_layers) > LAYERS_KEPT:
             _layers.popitem(last=False)
     return layer, note
-
-
-def _hook(root: Path, con, run: dict[str, Any], ref: str) -> tuple[Callable | None, str | None, Callable, str]:
-    """``(grid_layer, version, shown_as, note)`` for ``ref`` as the run's version had it. A ref into the
-    study's own files (``model:Landscape``) is imported from :func:`version_folder`, so a study edited since,
-    or a run of an older version, is drawn with the run's own code and data (``version`` is then the run's
-    version id); a ref into an installed package (no study file of that name in the run's code) is imported as
-    installed. ``shown_as`` writes the private folder in a message as the study's name. ``grid_layer`` is None
-    when the class draws no layer, or (with a note) when its code cannot be had or imported."""
-    from desim.study.refs import resolve
-    module = ref.partition(":")[0]
-    code = _code_of(con, run)
-    version = run.get("version_id")
-    if not code:        # a run recorded before desim kept its code: the study's files as they are now
-        where, version, note = Path(root), None, "layer drawn with the study's code as it is now: the run recorded none"
-    elif "." in module or f"{module}.py" not in code:
-        where, version, note = Path(root), None, ""
-    else:
-        where, missing = version_folder(con, Path(root), code)
-        if f"{module}.py" in missing:
-            return None, version, str, (
-                f"the layer of {ref} is not drawn: {module}.py as this run's version ({version}) had it was not "
-                f"kept in the store, and the study's {module}.py has changed since (other code would draw "
-                f"another layer)")
-        note = (f"drawn without {', '.join(missing)}: this run's version of {'them' if len(missing) > 1 else 'it'} "
-                f"was not kept in the store, and the study's copy has changed since" if missing else "")
-    label = f"{Path(root).name} (version {version})" if version else Path(root).name
-
-    def shown_as(text: str) -> str:
-        return text.replace(str(where), label) if where != Path(root) else text
-    try:
-        with _versions_lock:            # one import at a time: a version's module goes into sys.modules once
-            hook = getattr(resolve(ref, where), "grid_layer", None)
-    except Exception as e:  # noqa: BLE001 - a study that cannot be imported costs the layer, not the grid
-        return None, version, shown_as, shown_as(f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}")
-    return hook, version, shown_as, (note if hook is not None else "")
-
-
-def _code_of(con, run: dict[str, Any]) -> dict[str, str]:
-    """The run's code and data files, ``{path: hash}``: as the run recorded them, else as its version did."""
-    code = _json(run.get("code"))
-    if not code and run.get("version_id"):
-        version = Catalogue(con).version(run["version_id"])
-        code = _json(version.get("code")) if version else {}
-    return {str(k): str(v) for k, v in code.items()}
-
-
-def version_folder(con, root: Path, code: dict[str, str]) -> tuple[Path, list[str]]:
-    """A folder holding the study's files as a version had them, ``code`` (``{path: hash}``), and the paths it
-    could not hold. Each file is its text the store kept (``code_texts``) or, when the store kept none (a binary
-    or large file), the study's own file while it still has that hash. Written once per version and process,
-    in a private temporary folder removed when the process exits; a folder per version, so each version's
-    module is imported once, under its own name (``desim.study.refs.study_module`` keys modules by path)."""
-    key = f"{root.resolve()}:{code_hash(code)}"
-    with _versions_lock:
-        if key in _versions and _versions[key][0].is_dir():
-            return _versions[key]
-        if not _versions_base:
-            base = Path(tempfile.mkdtemp(prefix="desim-dashboard-code-"))
-            atexit.register(shutil.rmtree, base, True)
-            _versions_base.append(base)
-        texts = Catalogue(con).code_texts(sorted(set(code.values())))
-        folder = Path(tempfile.mkdtemp(dir=_versions_base[0], prefix=f"{code_hash(code)}-")) / root.name
-        missing = []
-        for rel, digest in sorted(code.items()):
-            data = _file_bytes(root, rel, digest, texts.get(digest))
-            if data is None:
-                missing.append(rel)
-                continue
-            dest = folder.joinpath(*PurePosixPath(rel).parts)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
-        folder.mkdir(parents=True, exist_ok=True)
-        _versions[key] = (folder, missing)
-        return folder, missing
-
-
-def _file_bytes(root: Path, rel: str, digest: str, text: str | None) -> bytes | None:
-    """The bytes of ``rel`` with hash ``digest``: its kept text, else the study's file if it still has that
-    hash; None when neither (or ``rel`` is not a plain relative path: the store's paths never leave the folder)."""
-    path = PurePosixPath(rel)
-    if path.is_absolute() or not path.parts or ".." in path.parts or "\\" in rel:
-        return None
-    if text is not None:
-        data = text.encode("utf-8")
-        if _digest(data) == digest:
-            return data
-    try:
-        data = Path(root).joinpath(*path.parts).read_bytes()
-    except OSError:
-        return None
-    return data if _digest(data) == digest else None
-
-
-def _digest(data: bytes) -> str:
-    """A file's hash as ``desim.versions.code_files`` gives it."""
-    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def _typed(rows: list[list[Any]]) -> np.ndarray:

@@ -14,7 +14,11 @@ its environment class defines ``grid_layer(read, parameters)``, where
 ``read(field)`` returns ``(steps, values[step, agent])`` from the panel (agents in
 id order; booleans as ``bool``, numbers as ``float``, else text) and the
 result is ``(name, steps, values[step, y, x])``. The layer is derived from the
-stored panel, so it needs nothing the store does not hold.
+stored panel, so it needs nothing the store does not hold. It is drawn with the
+code and data files the run's own version ran with (:func:`layer_hook`, from
+``desim.store.version_files``), not the study's as they are now: an older
+version's run, or a run before ``model.py`` or a data file was edited, is drawn
+as it ran. The dashboard's grid draws its layer the same way.
 
 Three plain functions: :func:`grid_payload` (the frames as plain data, for a
 notebook or the dashboard), :func:`grid_player` (``grid_<state>.html``, an
@@ -42,6 +46,7 @@ from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import PALETTE, file_stem, png, state_key  # noqa: E402
 from desim.report.player import page, panel_steps  # noqa: E402
 from desim.store import StudyLayout, states  # noqa: E402
+from desim.store.version_files import code_of, version_folder  # noqa: E402
 
 MAX_CATEGORIES = 12
 NUMERIC_BINS = 32
@@ -79,23 +84,61 @@ def is_positioned(con, run_id: str) -> bool:
     return states.positioned(con, run_id)
 
 
-def _layer(study_root: Path, run: dict, read: Callable) -> tuple[tuple | None, str]:
-    """The environment's ``grid_layer``, if it has one; a note when it could not be drawn."""
+def layer_hook(root: Path, con, run: dict[str, Any], ref: str) -> tuple[Callable | None, str | None, Callable, str]:
+    """``(grid_layer, version, shown_as, note)`` for ``ref`` as the run's version had it. A ref into the
+    study's own files (``model:Landscape``) is imported from ``desim.store.version_files.version_folder``, so a
+    study edited since, or a run of an older version, is drawn with the run's own code and data (``version`` is
+    then the run's version id); a ref into an installed package (no study file of that name in the run's code)
+    is imported as installed. ``shown_as`` writes the private folder in a message as the study's name.
+    ``grid_layer`` is None when the class draws no layer, or (with a note) when its code cannot be had or
+    imported. The report's grid and the dashboard's both draw their layer with it."""
     from desim.study.refs import resolve
+    module = ref.partition(":")[0]
+    code = code_of(con, run)
+    version = run.get("version_id")
+    if not code:        # a run recorded before desim kept its code: the study's files as they are now
+        where, version, note = Path(root), None, "layer drawn with the study's code as it is now: the run recorded none"
+    elif "." in module or f"{module}.py" not in code:
+        where, version, note = Path(root), None, ""
+    else:
+        where, missing = version_folder(con, Path(root), code)
+        if f"{module}.py" in missing:
+            return None, version, str, (
+                f"the layer of {ref} is not drawn: {module}.py as this run's version ({version}) had it was not "
+                f"kept in the store, and the study's {module}.py has changed since (other code would draw "
+                f"another layer)")
+        note = (f"drawn without {', '.join(missing)}: this run's version of {'them' if len(missing) > 1 else 'it'} "
+                f"was not kept in the store, and the study's copy has changed since" if missing else "")
+    label = f"{Path(root).name} (version {version})" if version else Path(root).name
+
+    def shown_as(text: str) -> str:
+        return text.replace(str(where), label) if where != Path(root) else text
+    try:
+        hook = getattr(resolve(ref, where), "grid_layer", None)
+    except Exception as e:  # noqa: BLE001 - a study that cannot be imported costs the layer, not the grid
+        return None, version, shown_as, shown_as(f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}")
+    return hook, version, shown_as, (note if hook is not None else "")
+
+
+def _layer(study_root: Path, con, run: dict, read: Callable) -> tuple[tuple | None, str]:
+    """The environment's ``grid_layer``, if it has one, drawn with the run's own version's code
+    (:func:`layer_hook`): ``((name, steps, values, version), note)``; a note when it could not be drawn or
+    was drawn without a file."""
     config = json.loads(run["config"]) if isinstance(run["config"], str) else (run["config"] or {})
     ref = config.get("environment", {}).get("provider", {}).get("ref")
     if not ref:
         return None, ""
+    hook, version, shown_as, note = layer_hook(Path(study_root), con, run, ref)
+    if hook is None:
+        return None, note
     try:
-        hook = getattr(resolve(ref, Path(study_root)), "grid_layer", None)
-        if hook is None:
-            return None, ""
         params = run.get("parameters") or {}
         params = json.loads(params) if isinstance(params, str) else params
         name, steps, values = hook(read, params)
-        return (str(name), [int(s) for s in steps], np.asarray(values, dtype=float)), ""
+        return (str(name), [int(s) for s in steps], np.asarray(values, dtype=float), version), note
     except Exception as e:  # a study's hook failing costs the layer, not the picture
-        return None, f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}"
+        failed = shown_as(f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}")
+        return None, f"{failed}; {note}" if note else failed
 
 
 def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) -> dict[str, Any]:
@@ -122,7 +165,7 @@ def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) 
             colour = np.where(colour, "true", "false").astype(object)
         # the store's rule (desim.store.states): an agent is dead where its alive is false; null is not dead
         hidden = np.array([[v == "false" for v in row] for row in read_states(con, rid, states.ALIVE)[2]], bool)
-        layer, note = _layer(Path(study_root), run, read)
+        layer, note = _layer(Path(study_root), con, run, read)
     params = run.get("parameters") or {}
     params = json.loads(params) if isinstance(params, str) else params
     if layer is not None:
@@ -166,8 +209,8 @@ def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) 
     payload = {"study": run["study_id"], "run_id": rid, "field": state, "time_unit": run["time_unit"],
                "width": width, "height": height, "n_agents": len(ids), "note": note, **colouring,
                "frames": frames, "layer": None}
-    if layer is not None:
-        payload["layer"] = _encode_layer(*layer, steps)
+    if layer is not None:       # with whose code drew it: the run's version (None: the study's as it is)
+        payload["layer"] = {**_encode_layer(*layer[:3], steps), "version": layer[3]}
     return payload
 
 

@@ -9,6 +9,10 @@ messages, the edges, every round's actions and the LLM calls when the runs have 
 the panel on ``run_id``) and ``runs.json`` with each run's seed, parameters and
 resolved configuration. Without ``--run`` every run of the study is exported,
 each row carrying its ``run_id``.
+
+Beside them a hidden ``.desim-export`` names the files written (``desim.versions.mark_exported``): an
+export into the study folder (``--out analysis``) is then not part of the study's next version, as a
+file the study's code reads would be.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from desim.store import StudyData
+from desim.versions import mark_exported
 
 FORMATS = ("parquet", "csv")
 
@@ -77,4 +82,5 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     path = out / "runs.json"
     path.write_text(json.dumps(rows, indent=2, default=str) + "\n", encoding="utf-8")
     written.append(path)
+    mark_exported(out, [p.name for p in written])
     return written

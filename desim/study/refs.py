@@ -4,6 +4,11 @@
 ``name.py`` in the study folder works the same way); anything else is
 imported by its dotted module path, so built-in components (``desim.llm:...``) and a
 user's installed packages work the same way.
+
+A study's own module is imported again when its file's content has changed since it was imported (or the
+content of a study module it imported, through :func:`study_module` or a plain ``import`` of a file in its
+folder): in a notebook, ``desim.run_study(desim.load_study(S))`` after an edit of ``model.py`` runs the edited
+code, which is the code its new version records (``desim.versions.code_files``).
 """
 from __future__ import annotations
 
@@ -12,13 +17,18 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from desim.errors import StudyError
 from desim.study.failures import describe, load_failure, place, shown
 from desim.study.files import Ref, StudyConfigError
+from desim.versions import SKIP_DIRS, file_hash
 
 
 class RefError(StudyError, ValueError):
@@ -29,23 +39,108 @@ class RefError(StudyError, ValueError):
         self.problem = problem
 
 
+@dataclass
+class _Imported:
+    """What a study module was made from: its file's hash (:func:`desim.versions.file_hash`, the rule its
+    version records it by), the study modules its import asked :func:`study_module` for (their keys), and the
+    modules of its own folder it imported the plain way (``import helpers``: ``{name: (file, hash)}``)."""
+
+    module: ModuleType
+    path: Path
+    digest: str
+    uses: set[str] = field(default_factory=set)
+    plain: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+_imported: dict[str, _Imported] = {}
+_importing: list[str] = []          # the keys being imported, innermost last (an import imports others)
+_lock = threading.RLock()           # one import at a time (a dashboard's threads import versions' code)
+
+
+def _hash_of(path: str | Path) -> str | None:
+    try:
+        return file_hash(Path(path).read_bytes())
+    except OSError:
+        return None
+
+
+def _current(key: str, seen: set[str]) -> bool:
+    """The module imported under ``key`` is still what its files hold now, and so is every study module it
+    imported (a module being imported, or met again on a circle of imports, counts as current)."""
+    if key in seen or key in _importing:
+        return True
+    seen.add(key)
+    record = _imported.get(key)
+    if record is None or sys.modules.get(key) is not record.module or _hash_of(record.path) != record.digest:
+        return False
+    if any(_hash_of(file) != digest for file, digest in record.plain.values()):
+        return False
+    return all(_current(used, seen) for used in record.uses)
+
+
+def _plain_imports(folder: Path, given: Path) -> dict[str, tuple[str, str]]:
+    """The modules in ``sys.modules`` (study modules aside) whose file is in the study's ``folder`` (``given``:
+    as the caller spelled it), where a study's own Python counts (``desim.versions.code_files``: not under a
+    hidden folder, ``runs/`` or an installed package's ``site-packages``): its modules imported the plain way,
+    with the folder on ``sys.path`` (a notebook beside the study). Only these are imported again with it."""
+    out = {}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if name.startswith("desim_study_") or not isinstance(file, str) or not file.endswith(".py"):
+            continue
+        file = os.path.abspath(file)
+        for base in (str(folder), str(given)):
+            if file.startswith(base + os.sep):
+                parts = Path(file[len(base) + 1:]).parts[:-1]
+                if not any(p.startswith(".") or p in SKIP_DIRS or p in ("site-packages", "dist-packages")
+                           for p in parts):
+                    out[name] = (file, _hash_of(file) or "")
+                break
+    return out
+
+
 def study_module(root: Path, name: str = "model"):
-    """Import ``<root>/<name>.py`` once per process under a name unique to its path."""
+    """Import ``<root>/<name>.py`` under a name unique to its path, again whenever its content has changed
+    (or a study module it imported has): the code that runs is the code on disk, which the run's version
+    hashes. The bytes hashed are the bytes executed (not a ``__pycache__`` file, which Python trusts by size
+    and modification time). Another folder is another module, so each version's folder that the dashboard or
+    a report writes (``desim.store.version_files``) is imported once, under its own name."""
     path = (Path(root) / f"{name}.py").resolve()
     key = "desim_study_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    if key in sys.modules:
-        return sys.modules[key]
-    if not path.exists():
-        problem = f"{shown(path)} not found (refs starting with '{name}:' need the study's {name}.py)"
-        raise RefError(problem, problem)
-    spec = importlib.util.spec_from_file_location(key, path)
-    module = importlib.util.module_from_spec(spec)
+    with _lock:
+        if key in sys.modules and _current(key, set()):
+            module = sys.modules[key]
+        else:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                problem = f"{shown(path)} not found (refs starting with '{name}:' need the study's {name}.py)"
+                raise RefError(problem, problem) from None
+            module = _import(path, key, data, Path(root))
+        if _importing:                  # imported by a study module being imported: that one uses this one
+            _imported[_importing[-1]].uses.add(key)
+        return module
+
+
+def _import(path: Path, key: str, data: bytes, root: Path) -> ModuleType:
+    """A new module under ``key``, executed from ``data`` (the bytes of ``path`` read now). The modules an
+    earlier import of it imported the plain way are imported again too, as they are now."""
+    earlier = _imported.pop(key, None)
+    for plain in (earlier.plain if earlier else {}):
+        sys.modules.pop(plain, None)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(key, path))
     sys.modules[key] = module
+    _imported[key] = _Imported(module, path, file_hash(data))
+    _importing.append(key)
     try:
-        spec.loader.exec_module(module)
+        exec(compile(data, str(path), "exec", dont_inherit=True), module.__dict__)
     except Exception as e:   # a syntax error, a failing import, an exception at import: name the line
         del sys.modules[key]
-        raise RefError(load_failure(e, path, Path(root))) from e
+        del _imported[key]
+        raise RefError(load_failure(e, path, root)) from e
+    finally:
+        _importing.pop()
+    _imported[key].plain = _plain_imports(path.parent, root.absolute())
     return module
 
 

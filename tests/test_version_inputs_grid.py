@@ -1,0 +1,148 @@
+"""``desim viz grid`` draws a run's layer with its own version's code and data, as the dashboard does.
+
+A tiny positioned study whose environment draws a layer (``grid_layer``) from a data file beside ``model.py``,
+run three times, each run a new version: as written, after ``model.py`` was edited (the layer renamed, mirrored
+left to right and doubled), after the data file was edited. ``desim viz grid`` is then run for each run, in its
+own process, with the third version's files on disk. Before the fix the report's grid fetched the hook with the
+study's current code, so the first two runs were drawn as the third version draws them.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import duckdb
+
+from desim.report.grid import CODES
+from storeq import sql, store_path
+from tiny_study import write_tiny_study
+from waits import HANG_S
+
+WIDTH, HEIGHT, STEPS = 8, 6, 3
+FIRST = 'LAYER = ("weight v1", False, 1)'
+SECOND = 'LAYER = ("weight v2", True, 2)'
+
+MODEL = '''
+from pathlib import Path
+
+import numpy as np
+
+from desim import Action, DecisionModel, EnvironmentProvider, Observation
+
+''' + FIRST + '''      # the layer's name, whether it is mirrored left to right, its scale
+
+
+class Env(EnvironmentProvider):
+    """Agent i starts on cell (i, i) and walks one cell to the right each step, on a grid 8 cells wide."""
+
+    def reset(self, seed):
+        self.cell = {a: (i, i) for i, a in enumerate(self.ctx.agent_ids)}
+
+    def observe_batch(self, ids, t, round_idx):
+        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
+
+    def apply(self, actions):
+        for a in actions:
+            x, y = self.cell[a.agent_id]
+            self.cell[a.agent_id] = ((x + 1) % 8, y)
+
+    def agent_state(self, agent_id):
+        x, y = self.cell[agent_id]
+        return {"x": x, "y": y, "kind": "walker"}
+
+    @staticmethod
+    def grid_layer(read, parameters):
+        """weights.txt (rows are y, columns x), mirrored and scaled as LAYER says, plus the step."""
+        name, mirrored, scale = LAYER
+        steps, _ = read("x")
+        base = np.loadtxt(Path(__file__).with_name("weights.txt"))
+        if mirrored:
+            base = base[:, ::-1]
+        return name, steps, np.array([scale * base + step for step in steps])
+
+
+class Decide(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]
+'''
+
+
+def weights(of) -> list[list[int]]:
+    return [[of(x, y) for x in range(WIDTH)] for y in range(HEIGHT)]
+
+
+ACROSS = weights(lambda x, y: x)       # the first two versions' weights.txt
+DOWN = weights(lambda x, y: y)         # the third's
+VERSIONS = [("weight v1", False, 1, ACROSS), ("weight v2", True, 2, ACROSS), ("weight v2", True, 2, DOWN)]
+
+
+def write_weights(study, rows: list[list[int]]) -> None:
+    (study / "weights.txt").write_text("\n".join(" ".join(map(str, r)) for r in rows) + "\n")
+
+
+def expected_cells(mirrored: bool, scale: int, rows: list[list[int]], step: int) -> str:
+    """The report's encoding of a whole-numbered layer below 62: each cell's value as one of CODES, row by row."""
+    base = [r[::-1] if mirrored else r for r in rows]
+    return "".join(CODES[scale * v + step] for r in base for v in r)
+
+
+def desim(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "desim.cli", *args], capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def viz_grid(study, run: str, out) -> dict:
+    """``desim viz grid`` of ``run`` in its own process: the payload embedded in the player it writes."""
+    printed = desim("viz", "grid", str(study), "--state", "kind", "--run", run, "--out", str(out))
+    html = open(re.search(r"player: (\S+)", printed).group(1), encoding="utf-8").read()
+    return json.loads(re.search(r'<script type="application/json" id="desim-grid-data">(.*?)</script>', html,
+                                re.S).group(1))
+
+
+def history(tmp_path):
+    study = write_tiny_study(tmp_path / "walkers", MODEL, {"n_steps": STEPS, "decision": {"ref": "model:Decide"}},
+                             agents=4)
+    write_weights(study, ACROSS)
+    runs = []
+    desim("run", str(study), "-q")
+    runs.append(sql(study, "SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")[0][0])
+    model = study / "model.py"
+    model.write_text(model.read_text().replace(FIRST, SECOND))
+    desim("run", str(study), "-q")
+    runs.append(sql(study, "SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")[0][0])
+    write_weights(study, DOWN)
+    desim("run", str(study), "-q")
+    runs.append(sql(study, "SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")[0][0])
+    versions = [sql(study, "SELECT version_id FROM runs WHERE run_id = ?", [r])[0][0] for r in runs]
+    assert len(set(versions)) == 3
+    return study, runs, versions
+
+
+def test_viz_grid_draws_each_run_with_its_own_versions_code_and_data(tmp_path):
+    study, runs, versions = history(tmp_path)
+    for k, (run, version, (name, mirrored, scale, rows)) in enumerate(zip(runs, versions, VERSIONS)):
+        payload = viz_grid(study, run, tmp_path / f"out{k}")
+        layer = payload["layer"]
+        assert payload["note"] == "" and (payload["width"], payload["height"]) == (WIDTH, HEIGHT)
+        assert layer["name"] == name
+        assert [f["cells"] for f in layer["frames"]] == [expected_cells(mirrored, scale, rows, s)
+                                                         for s in range(STEPS + 1)]
+        assert layer.get("version") == version              # and the payload says whose code drew it
+
+    # a version whose model.py the store did not keep, changed on disk since: no layer, and a note saying why
+    # (never drawn with the code on disk)
+    copy = tmp_path / "copy" / "walkers"
+    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    con = duckdb.connect(str(store_path(copy)))
+    try:
+        code = con.execute("SELECT code->>'$.\"model.py\"' FROM runs WHERE run_id = ?", [runs[0]]).fetchone()[0]
+        con.execute("DELETE FROM code_texts WHERE hash = ?", [code])
+    finally:
+        con.close()
+    payload = viz_grid(copy, runs[0], tmp_path / "out_missing")
+    assert payload["layer"] is None and "model.py" in payload["note"] and "not kept" in payload["note"]
+    assert len(payload["frames"]) == STEPS + 1          # the agents are drawn all the same
