@@ -177,7 +177,9 @@ def _study_config(root: Path) -> dict[str, Any]:
 
 
 def distributions(states: list[dict[str, Any]], bins: int = 12) -> list[dict[str, Any]]:
-    """Per attribute: a histogram (numbers) or the most frequent values (anything else)."""
+    """Per attribute: a histogram (numbers) or the most frequent values (anything else), and ``missing``:
+    how many of ``states`` have no value for it (null, as a roster's empty cell is stored, or no such key),
+    which the histogram leaves out and the card says beside it."""
     keys: list[str] = []
     for s in states:
         for k in s:
@@ -186,17 +188,18 @@ def distributions(states: list[dict[str, Any]], bins: int = 12) -> list[dict[str
     out = []
     for key in keys[:12]:
         values = [s.get(key) for s in states if s.get(key) is not None]
+        missing = len(states) - len(values)
         numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and math.isfinite(v)]
         if not values:
-            out.append({"name": key, "kind": "empty", "n": 0})
+            out.append({"name": key, "kind": "empty", "n": 0, "missing": missing})
         elif len(numbers) == len(values):
             lo, hi = min(numbers), max(numbers)
             width = (hi - lo) / bins or 1.0
             counts = [0] * bins
             for v in numbers:
                 counts[min(bins - 1, int((v - lo) / width))] += 1
-            out.append({"name": key, "kind": "numeric", "n": len(numbers), "min": lo, "max": hi,
+            out.append({"name": key, "kind": "numeric", "n": len(numbers), "missing": missing, "min": lo, "max": hi,
                         "mean": sum(numbers) / len(numbers), "counts": counts})
         else:
             freq: dict[str, int] = {}
@@ -204,7 +207,7 @@ def distributions(states: list[dict[str, Any]], bins: int = 12) -> list[dict[str
                 label = json.dumps(v) if not isinstance(v, str) else v
                 freq[label] = freq.get(label, 0) + 1
             top = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
-            out.append({"name": key, "kind": "categorical", "n": len(values),
+            out.append({"name": key, "kind": "categorical", "n": len(values), "missing": missing,
                         "values": [{"value": k, "count": c} for k, c in top], "distinct": len(freq)})
     return out
 

@@ -76,6 +76,13 @@ function histogram(dist, width = 260) {
   const height = dist.kind === "categorical" ? 26 + 15 * dist.values.length : dist.kind === "empty" ? 34 : 110;
   const svg = s("svg", {class: "dist", "data-attr": dist.name, viewBox: `0 0 ${width} ${height}`, width, height});
   svg.append(s("text", {x: 0, y: 11, class: "chart-title"}, dist.name));
+  // the agents with no value (a roster's empty cell) are not in the bars: said beside the name
+  if (dist.missing && dist.kind !== "empty") {
+    svg.dataset.missing = dist.missing;
+    svg.append(s("text", {x: width, y: 11, "text-anchor": "end", class: "dist-missing"},
+      s("title", {}, `${dist.missing.toLocaleString("en")} of ${(dist.n + dist.missing).toLocaleString("en")} agents have no ${dist.name}`),
+      `${dist.missing.toLocaleString("en")} missing`));
+  }
   const m = {l: 4, t: 16, b: 16}, H = height - m.t - m.b, W = width - m.l * 2;
   if (dist.kind === "numeric") {
     const max = Math.max(1, ...dist.counts), bw = W / dist.counts.length;
@@ -451,10 +458,14 @@ function renderRuns(S) {
   }
   const versions = {};
   for (const v of S.st.store.versions || []) versions[v.version_id] = v;
+  // a version's changes are said once, under its first run (S.runs is in the order the runs started), not
+  // repeated under each of its runs: a sweep made after an edit is many runs of one version
+  const firstOfVersion = {};
+  for (const r of S.runs) if (r.version_id && !(r.version_id in firstOfVersion)) firstOfVersion[r.version_id] = r.run_id;
   const tree = (parent, depth) => h("ul", {class: "runs" + (depth ? "" : " root")}, (children[parent] || []).map(r => {
     const box = h("input", {type: "checkbox", class: "overlay", "data-run": r.run_id, checked: S.selected.has(r.run_id),
       onchange: async ev => { S.touched = true; if (ev.target.checked) S.selected.add(r.run_id); else S.selected.delete(r.run_id); await loadMetrics(S); }});
-    const v = r.version_id && versions[r.version_id];
+    const v = r.version_id && firstOfVersion[r.version_id] === r.run_id && versions[r.version_id];
     const progress = r.n_steps ? ` step ${Math.max(0, r.last_step ?? 0)}/${r.n_steps}` : "";
     return h("li", {"data-run": r.run_id},
       h("label", {}, box, h("span", {class: "swatch", style: `background:${runColor(S, r.run_id)}`}),
