@@ -24,6 +24,7 @@ def ctrl_c_at(step: int):
 
 def test_ctrl_c_stops_the_run_and_the_callers_loop(tmp_path):
     root = write_walk_study(tmp_path / "walk", n_steps=6)
+    before = signal.getsignal(signal.SIGINT)        # the caller's (ignored when pytest runs in the background)
     finished = []
     with pytest.raises(KeyboardInterrupt) as stopped:
         for seed in (1, 2):
@@ -35,7 +36,7 @@ def test_ctrl_c_stops_the_run_and_the_callers_loop(tmp_path):
     assert f"desim.resume({str(root)!r}, {result.run_id!r})" in str(stopped.value)
     assert sql(root, "SELECT run_id, status, last_step FROM runs") == [(result.run_id, "interrupted", 2)]
     # the handler is the caller's again, and the run resumes to the panel of a run never stopped
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) == before
     resumed = desim.resume(root, result.run_id)
     assert (resumed.status, resumed.steps_done) == ("completed", 6)
     whole = desim.run_study(desim.load_study(root, seed=1))
