@@ -30,15 +30,17 @@ from typing import Any, Callable
 from desim.errors import StudyError
 from desim.experiments.branches import check_branch_changes
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, refuse_unrunnable, unknown_names
-from desim.experiments.sweep.executors import check_workers, make_executor
+from desim.experiments.sweep.executors import RunsInProcessWarning  # noqa: F401 (what desim.effect may warn with)
+from desim.experiments.sweep.executors import check_executor, check_workers, make_executor
 from desim.experiments.sweep.merge import WaitFn, merge_run, writing
-from desim.experiments.sweep.plan import seed_for
+from desim.experiments.sweep.plan import plain, seed_for
 from desim.experiments.sweep.summary import RunsFailedWarning  # noqa: F401 (what desim.effect warns with)
 from desim.experiments.sweep.summary import describe, metric_bounds, warn_runs_failed
 from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
-from desim.study.files import StudySpec, coerce_like, load_study, read_json
+from desim.study.files import StudySpec, load_study, read_json
+from desim.study.params import typed_value
 from desim.versions import code_files, code_hash, population_files
 
 
@@ -76,6 +78,9 @@ StartFn = Callable[[str, int, int], None]
 # --- planning --------------------------------------------------------------------------
 
 def _typed(spec, values: dict[str, Any], what: str) -> dict[str, Any]:
+    """The treatment's or the controls' values as the study's parameters take them: a numpy scalar as the
+    Python value of its kind, then :func:`desim.study.params.typed_value` (the one rule for a parameter's
+    type), so what the runs record and derive their seeds from is what the model runs with."""
     declared = spec.simulation.parameters
     out = {}
     for name, value in (values or {}).items():
@@ -83,7 +88,7 @@ def _typed(spec, values: dict[str, Any], what: str) -> dict[str, Any]:
             raise EffectError(f"{what} {name}: {spec.root / 'simulation' / 'simulation.json'} declares no "
                               f"parameter '{name}' (declared: {', '.join(sorted(declared)) or 'none'})")
         try:
-            out[name] = coerce_like(value, declared[name])
+            out[name] = typed_value(plain(value), declared[name])
         except ValueError as e:
             raise EffectError(f"{what} {name}: {e}") from None
     return out
@@ -119,9 +124,11 @@ class _Effect:
 
 def _new(root: Path, at_step: int | None, treatment: dict[str, Any] | None, replicates: int,
          control: dict[str, Any] | None, steps: int | None, seed: int | None, note: str | None,
-         metrics: list[str] | None, states: list[str] | None, on_wait: WaitFn | None) -> _Effect:
-    """Check everything, then record the effect and its pairs (controls already in the store reused), so an
-    interrupted effect can be resumed by its id."""
+         metrics: list[str] | None, states: list[str] | None, on_wait: WaitFn | None,
+         executor: tuple[str, int | None, str | None]) -> _Effect:
+    """Check everything (``executor``: the backend, workers and address the runs will use), then record the
+    effect and its pairs (controls already in the store reused), so an interrupted effect can be resumed by
+    its id."""
     if replicates < 2:
         raise EffectError(f"replicates must be at least 2 for an interval, got {replicates}")
     if at_step is None or at_step < 1:
@@ -151,6 +158,8 @@ def _new(root: Path, at_step: int | None, treatment: dict[str, Any] | None, repl
     wrong = unknown_names(root, control_p, metrics, states, seed=seeds[0])
     if wrong:
         raise EffectError(wrong)
+    backend, workers, address = executor
+    check_executor(backend, root, workers, address, "desim.effect", EffectError, stacklevel=3)
     code = code_files(root, population_files(base.population))
     effect_id = f"ef{uuid.uuid4().hex[:8]}"
     label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items()))
@@ -320,10 +329,18 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
     Control seeds are :func:`desim.experiments.sweep.seed_for` of the study seed, the
     control's parameters and the replicate, so a sweep's runs are reused.
 
+    ``treatment`` and ``control`` values are of their parameters' types (text is
+    read as ``--set`` reads it; a numpy scalar is the Python value of its kind).
+
     Everything is checked before anything is recorded: the settings, that
     ``desim run`` would take the controls and the treatment, that the effect
-    is not zero by construction, and the ``metrics`` and ``states`` the caller
-    will read (learnt from step 1 of the study run in memory). The effect and
+    is not zero by construction, the ``metrics`` and ``states`` the caller
+    will read (learnt from step 1 of the study run in memory), and the
+    ``backend`` (a study whose classes a notebook defined, ``__main__:Env``, is
+    refused on Ray, whose workers cannot import them). On the local backend
+    such a study, or a program read from standard input, has its runs run one
+    at a time in this process, the same code and the same panels; with
+    ``workers`` other than 1 a :class:`RunsInProcessWarning` says so and why. The effect and
     its pairs are then recorded before any run, so an interrupted or failed
     effect is finished by ``resume=effect_id``: it runs, with the recorded
     settings, only the controls and branches that have not completed.
@@ -358,8 +375,10 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
             wrong = unknown_names(root, effect.control, metrics, states)
             if wrong:
                 raise EffectError(wrong)
+            check_executor(backend, root, workers, address, "desim.effect", EffectError, stacklevel=2)
         else:
-            effect = _new(root, at_step, treatment, replicates, control, steps, seed, note, metrics, states, on_wait)
+            effect = _new(root, at_step, treatment, replicates, control, steps, seed, note, metrics, states, on_wait,
+                          (backend, workers, address))
         errors = _complete(root, effect, workers, backend, address, on_start, on_run, on_wait)
         with open_store(StudyLayout(root)) as con:
             pairs = Catalogue(con).effect_pairs(effect.effect_id)

@@ -7,13 +7,21 @@ study's database.
   warning with :class:`RunsFailedWarning` when some of its runs failed;
 * :func:`sweep_table` summarises a recorded sweep (mean, sd, 95 % interval per
   combination and metric) for the CLI and reports;
-* :func:`make_plan`, :class:`LocalExecutor`, :class:`RayExecutor` and
-  :func:`merge_run` are the parts, for callers that need them alone.
+* :func:`make_plan`, :class:`LocalExecutor`, :class:`RayExecutor`,
+  :class:`InProcessExecutor` and :func:`merge_run` are the parts, for callers
+  that need them alone.
+
+A study whose classes a notebook defined (``__main__:Env``), or a program
+Python read from standard input, cannot be run by worker processes: the local
+back-end runs its runs in this process, warning with
+:class:`RunsInProcessWarning` when workers were asked for.
 """
 from desim.experiments.sweep.executors import (
     Executor,
+    InProcessExecutor,
     LocalExecutor,
     RayExecutor,
+    RunsInProcessWarning,
     make_executor,
 )
 from desim.experiments.sweep.merge import merge_run
@@ -31,7 +39,8 @@ from desim.experiments.sweep.summary import RunsFailedWarning, describe, sweep_t
 # and would have to import it too
 
 __all__ = [
-    "Executor", "LocalExecutor", "PlannedRun", "RayExecutor", "SweepError", "SweepPlan", "SweepResult",
+    "Executor", "InProcessExecutor", "LocalExecutor", "PlannedRun", "RayExecutor", "RunsInProcessWarning",
+    "SweepError", "SweepPlan", "SweepResult",
     "describe", "make_executor", "make_plan", "merge_run", "parse_grid", "run_sweep", "seed_for",
     "sweep_table",
 ]

@@ -17,11 +17,19 @@ its run only; the others carry on.
 * :class:`RayExecutor`: Ray tasks on an existing cluster (``address``) or on
   a Ray instance started here. Tasks are not retried by Ray, so a dead
   worker or node makes its run ``failed`` and ``--resume`` reruns it.
+* :class:`InProcessExecutor`: the runs one after another in this process,
+  what the local back-end does when no worker process could run them (see
+  :func:`worker_obstacle`): a study whose classes a notebook defined, or a
+  program Python read from standard input.
 """
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import os
+import re
+import sys
+import warnings
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -36,9 +44,11 @@ from desim.experiments.sweep.worker import (
     execute_bundled,
     execute_run,
     process_start,
+    remove_db,
     unpack_run,
     worker_init,
 )
+from desim.study.files import FILES, read_json
 
 BACKENDS = ("local", "ray")
 
@@ -197,6 +207,170 @@ class RayExecutor(Executor):
             self.started_here = False
 
 
+class InProcessExecutor(Executor):
+    """The runs one after another in this process, each written to its own file as a worker's would be
+    (the same code, :func:`execute_run`, so the same panels): for a study no worker process can run
+    (:func:`worker_obstacle`). A run that is interrupted leaves no file behind; ``--resume`` reruns it."""
+
+    name = "in-process"
+
+    def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
+        for task in tasks:
+            try:
+                outcome = execute_run(task)
+            except BaseException:       # Ctrl-C: nobody will merge this run's partial file
+                remove_db(task.db_path, task.run_id)
+                raise
+            yield outcome
+
+
+class RunsInProcessWarning(UserWarning):
+    """A sweep or an effect asked for worker processes runs its runs one at a time in this process, because
+    no worker process could run them; the message says why and how to get the workers back."""
+
+
+MAIN_REF = re.compile(r"^__main__:([A-Za-z_]\w*)$")
+
+
+def _main_refs(data, where: str) -> Iterator[tuple[str, str]]:
+    """Every ``"__main__:Name"`` in a study file's data, with the field it is in (``provider.ref``)."""
+    if isinstance(data, str) and MAIN_REF.match(data):
+        yield where, data
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _main_refs(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            yield from _main_refs(value, f"{where}[{i}]")
+
+
+def main_refs(study_root: str | Path) -> list[tuple[str, str]]:
+    """The refs into ``__main__`` the study's files hold, as ``("environment/environment.json: provider.ref",
+    "__main__:Env")``: the classes of a ``desim.Study`` made in a notebook or a script."""
+    out = []
+    for rel, _ in FILES.values():
+        path = Path(study_root) / rel
+        if path.is_file():
+            out += [(f"{rel}: {field}", ref) for field, ref in _main_refs(read_json(path), "")]
+    return out
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either way round)."""
+    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
+            and isinstance(node.test.ops[0], ast.Eq)):
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def _names_a_worker_defines(body: list[ast.stmt]) -> set[str]:
+    """The names a script binds at its top level outside ``if __name__ == "__main__":``, the names a worker
+    process has: it runs the script again as ``__mp_main__``, where that block does not run."""
+    names: set[str] = set()
+    for node in body:
+        if _is_main_guard(node):
+            names |= _names_a_worker_defines(node.orelse)
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        else:                           # if / try / with / for at the top level: what their blocks bind
+            inner = [*getattr(node, "body", []), *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                     *(x for h in getattr(node, "handlers", []) for x in h.body)]
+            names |= _names_a_worker_defines([x for x in inner if isinstance(x, ast.stmt)])
+    return names
+
+
+def _main_file() -> tuple[str | None, bool]:
+    """The file a worker process runs again to make its ``__main__`` (as multiprocessing finds it), and
+    whether it can: none for a notebook, ``python -c`` or the REPL; ``<stdin>`` for ``python -``, which a
+    worker cannot run (it dies at its start)."""
+    main = sys.modules.get("__main__")
+    file = getattr(main, "__file__", None)
+    if file is None:
+        return None, False
+    if getattr(getattr(main, "__spec__", None), "name", None):         # python -m package.module
+        return file, True
+    path = file if os.path.isabs(file) else os.path.join(multiprocessing.process.ORIGINAL_DIR or "", file)
+    return file, os.path.isfile(path)
+
+
+def worker_obstacle(study_root: str | Path, backend: str = "local") -> tuple[str, str] | None:
+    """Why no worker process of ``backend`` can run the study's runs, and the fix, in words naming what is at
+    fault (None: workers can run them).
+
+    A worker builds the study from its files, so a class they name as ``__main__:Env`` (a ``desim.Study`` made
+    from the classes of a notebook or a script) must exist in the worker's ``__main__``. A local worker makes
+    its ``__main__`` by running the main script again, without its ``if __name__ == "__main__":`` block, so a
+    class a notebook, ``python -c`` or the REPL defined is not there, nor one defined inside that block; a Ray
+    worker never has the driver's. And a program Python read from standard input (``python - < file``) has no
+    file a local worker could run again, so no local worker can start at all. A ref this process cannot
+    resolve either is left to the study's checks, which refuse it by name."""
+    main = sys.modules.get("__main__")
+    file, runnable = _main_file()
+    if backend == "local" and file is not None and not runnable:
+        return (f"Python read this program from standard input ({file}), and a worker process starts by running "
+                "the program's file again: there is none, so no worker could start",
+                "run the program from a file (python script.py)")
+    refs = [(where, ref) for where, ref in main_refs(study_root) if hasattr(main, ref.split(":", 1)[1])]
+    if refs and backend == "local" and file is not None:
+        try:
+            defined = _names_a_worker_defines(ast.parse(Path(file).read_bytes(), file).body)
+        except (OSError, SyntaxError, ValueError):
+            defined = set()
+        refs = [(where, ref) for where, ref in refs if ref.split(":", 1)[1] not in defined]
+    if not refs:
+        return None
+    names = list(dict.fromkeys(ref.split(":", 1)[1] for _, ref in refs))
+    said = " and ".join(f"{where} is {ref}" for where, ref in refs)
+    one = len(names) == 1
+    classes, them = ("the class", "it") if one else ("the classes", "them")
+    if backend != "local":
+        return (f"{said}, which a {backend} worker cannot import (its __main__ is another program)",
+                f"move {classes} into the study folder's model.py (the study refers to {them} as "
+                f"{', '.join(f'model:{n}' for n in names)}), whose files travel with the runs, or use "
+                "backend='local', which runs such a study in this process")
+    # not model.py: a ref "model:Name" is the study folder's model.py, which a folder elsewhere does not have
+    move = (f"move {classes} into a module file beside the notebook or script (e.g. my_classes.py, then "
+            f"from my_classes import {', '.join(names)}) and make the study from there")
+    if file is None:
+        return (f"{said}, {'a class' if one else 'classes'} defined in this notebook (or interactive session), "
+                "which a worker process cannot import", move)
+    return (f"{said}, defined in {file} inside if __name__ == \"__main__\": (or not at its top level), which a "
+            "worker process does not run", move)
+
+
+def check_executor(backend: str, study_root: str | Path, workers: int | None, address: str | None,
+                   what: str, error: type[Exception] = SweepError, stacklevel: int = 3) -> bool:
+    """Refuse, before anything is recorded, what :func:`make_executor` would refuse only later (an unknown
+    backend, ``address`` for the local one, ``workers`` below 1) and a study no Ray worker can build. Returns
+    whether the local back-end will run the runs in this process (:func:`worker_obstacle`), and says so with
+    a :class:`RunsInProcessWarning` naming ``what`` (``"desim.effect"``) when ``workers`` asked for workers
+    (``workers=1`` asks for one run at a time, which this is: no warning). ``stacklevel`` is
+    ``warnings.warn``'s, counted from the caller of this function: the user's line that called ``what``."""
+    check_workers(workers)
+    if backend not in BACKENDS:
+        raise error(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    if backend == "local" and address:
+        raise error("--address is for the ray backend")
+    obstacle = worker_obstacle(study_root, backend)
+    if obstacle is None:
+        return False
+    why, fix = obstacle
+    if backend != "local":
+        raise error(f"{why}: {fix}")
+    if workers != 1:
+        warnings.warn(RunsInProcessWarning(
+            f"{what}: {why}; so its runs run one at a time in this process. To run them on several workers, "
+            f"{fix}; pass workers=1 to run them here without this warning"), stacklevel=stacklevel + 1)
+    return True
+
+
 def check_workers(workers: int | None) -> None:
     """Refuse a worker count below 1 before anything is recorded: ``LocalExecutor`` would read 0 as "the
     CPUs" and -1 as one worker, running something else than what was asked."""
@@ -210,6 +384,8 @@ def make_executor(backend: str, study_root: str | Path, workers: int | None = No
     if backend == "local":
         if address:
             raise SweepError("--address is for the ray backend")
+        if worker_obstacle(study_root):
+            return InProcessExecutor()
         return LocalExecutor(workers)
     if backend == "ray":
         return RayExecutor(study_root, workers, address)

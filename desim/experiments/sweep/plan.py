@@ -13,13 +13,15 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from desim.errors import StudyError
 from desim.experiments.sweep.checks import refuse_unrunnable
-from desim.study.files import coerce_like, load_study
+from desim.study.files import load_study
+from desim.study.params import typed_value
 from desim.study.rng import derive_seed
 
 
@@ -81,6 +83,48 @@ def parse_grid(sets: dict[str, str]) -> dict[str, list[str]]:
     return grid
 
 
+def plain(value: Any) -> Any:
+    """A numpy scalar (or 0-d array) as the Python value of the same kind (``np.int64(3)`` is 3,
+    ``np.float64`` a float, ``np.bool_`` a bool, ``np.str_`` a str); any other value as it is. JSON, which
+    records a run's parameters and derives its seed, knows only the Python ones."""
+    if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):
+        return value.item()
+    return value
+
+
+def param_value(name: str, value: Any, declared: Any) -> Any:
+    """``value`` as parameter ``name`` takes it (:func:`desim.study.params.typed_value`, the one rule for a
+    parameter's type); a ``ValueError`` names the parameter."""
+    try:
+        return typed_value(plain(value), declared)
+    except ValueError as e:
+        raise ValueError(f"--set {name}: {e}") from None
+
+
+def grid_values(name: str, values: Any) -> list[Any]:
+    """The values a grid gives parameter ``name``: a list, a tuple, a 1-D numpy array (``np.linspace``) or
+    any other ordered collection of values. A single value is refused, as scikit-learn's grids refuse it: a
+    grid lists the values to run, and one value would be a grid of one only by a guess (``"0.2,0.3"``, the
+    command line's text, would be another); so are a 2-D array, nested lists, a set (it has no order, and
+    the plan's order is the runs' ids) and a dict."""
+    ndim = getattr(values, "ndim", None)
+    if isinstance(values, (str, bytes, Mapping)) or ndim == 0 or not isinstance(values, Iterable):
+        shown = repr(plain(values))
+        raise SweepError(f"grid[{name!r}]: {shown} is one value, not a list of values: give a list, "
+                         f"e.g. [{shown}] for a grid of one value")
+    if isinstance(values, (set, frozenset)):
+        raise SweepError(f"grid[{name!r}]: a set has no order, and the plan's order names the runs: give a "
+                         "list, e.g. sorted(values)")
+    if ndim is not None and ndim > 1:
+        raise SweepError(f"grid[{name!r}]: a {ndim}-D array of shape {tuple(values.shape)}: give a 1-D list "
+                         "of values")
+    out = list(values.tolist() if callable(getattr(values, "tolist", None)) else values)
+    for v in out:
+        if isinstance(v, (list, tuple, set, Mapping)) or getattr(v, "ndim", 0):
+            raise SweepError(f"grid[{name!r}]: the value {v!r} is itself a list: give a 1-D list of values")
+    return out
+
+
 def seed_for(base_seed: int, parameters: dict[str, Any], replicate: int) -> int:
     """The seed of one replicate of one parameter setting (see the module docstring)."""
     return derive_seed(base_seed, json.dumps(parameters, sort_keys=True), replicate)
@@ -92,6 +136,9 @@ def make_plan(study_root: str | Path, grid: dict[str, list[Any]], replicates: in
     combination (a value only the study's code refuses fails here, not as a run), and lay out every run."""
     if replicates < 1:
         raise SweepError(f"replicates must be at least 1, got {replicates}")
+    if not isinstance(grid, Mapping):
+        raise SweepError(f"the grid is a {type(grid).__name__}: give a dict of parameter name to a list of values, "
+                         "e.g. {'epsilon': [0.2, 0.3]}")
     if not grid:
         raise SweepError("the grid is empty: give at least one --set name=v1,v2,...")
     spec = load_study(study_root, steps=steps, seed=seed)
@@ -102,12 +149,13 @@ def make_plan(study_root: str | Path, grid: dict[str, list[Any]], replicates: in
         if name not in declared:
             raise SweepError(f"--set {name}: {sim_file} declares no parameter '{name}' "
                              f"(declared: {', '.join(sorted(declared)) or 'none'})")
+        values = grid_values(name, values)
         if not values:
             raise SweepError(f"--set {name}: no values")
         try:
-            typed[name] = [coerce_like(v, declared[name]) for v in values]
+            typed[name] = [param_value(name, v, declared[name]) for v in values]
         except ValueError as e:
-            raise SweepError(f"--set {name}: {e}") from None
+            raise SweepError(str(e)) from None
         if len(set(map(repr, typed[name]))) != len(typed[name]):
             raise SweepError(f"--set {name}: a value is repeated in {values}")
     names = list(typed)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, unknown_names
-from desim.experiments.sweep.executors import check_workers, make_executor
+from desim.experiments.sweep.executors import check_executor, check_workers, make_executor
 from desim.experiments.sweep.merge import (
     WaitFn,
     load_plan,
@@ -112,8 +112,11 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     """Run every combination of ``grid`` x ``replicates`` (or the unfinished runs of sweep
     ``resume``) on ``backend`` with ``workers`` processes, merging each run as it ends.
 
-    ``grid`` maps a declared study parameter to its values (strings are coerced
-    to the parameter's type). ``on_start(plan, n_to_run)`` is called once the
+    ``grid`` maps a declared study parameter to its values: a list, a tuple or a
+    1-D numpy array (``np.linspace(0.1, 0.3, 3)``), each value of the parameter's
+    type (text is read as ``--set`` reads it; a numpy scalar is the Python value
+    of its kind); a single value is refused (give ``[0.2]``), as are a 2-D array
+    and a set. ``on_start(plan, n_to_run)`` is called once the
     plan is recorded (from then on the sweep can be resumed by its id), and
     ``on_run(outcome, done, n_to_run)`` after each run is merged, and
     ``on_wait(message)`` when a merge has to wait for another process that
@@ -121,9 +124,16 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     the runs' statuses and :func:`sweep_table` of ``metrics``.
 
     Everything that can be refused is refused before the plan is recorded (a
-    combination ``desim run`` would refuse, ``workers`` below 1, a metric the
-    study does not record), so a recorded sweep is one ``--resume`` can finish.
-    A Ctrl-C leaves as ``KeyboardInterrupt``, the completed runs kept.
+    combination ``desim run`` would refuse, ``workers`` below 1, an unknown
+    ``backend``, a metric the study does not record, a study Ray workers cannot
+    import), so a recorded sweep is one ``--resume`` can finish. A Ctrl-C leaves
+    as ``KeyboardInterrupt``, the completed runs kept.
+
+    A study no local worker process can run (its classes defined in a notebook,
+    ``__main__:Env``; a program read from standard input) has its runs run one
+    at a time in this process, the same code and the same panels; with
+    ``workers`` other than 1 a :class:`RunsInProcessWarning` says so, why, and
+    how to get the workers back (:func:`~desim.experiments.sweep.executors.worker_obstacle`).
 
     A run that fails does not stop the others. When a planned run has not
     completed, the call warns with a :class:`RunsFailedWarning` (how many, the
@@ -169,6 +179,8 @@ def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics,
     wrong = unknown_names(root, plan.runs[0].parameters, metrics, seed=plan.base_seed) if todo else None
     if wrong:       # before the runs, not after them: a misspelt metric must not cost the whole sweep
         raise SweepError(wrong)
+    if todo:        # a backend or a study the workers cannot take, said now; the warning at the caller's line
+        check_executor(backend, root, workers, address, "run_sweep", SweepError, stacklevel=3)
     if not resume:
         record_plan(db, plan, on_wait)
     version_id = study_version(db, load_study(root), on_wait)

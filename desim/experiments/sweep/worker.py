@@ -70,7 +70,8 @@ class RunOutcome:
 
 
 def remove_db(path: str | Path, run_id: str | None = None) -> None:
-    """Delete a worker's DuckDB file, its write-ahead log and the run's data folder, if present."""
+    """Delete a worker's DuckDB file, its write-ahead log, the run's data folder and its progress file (one
+    nobody reads: the worker's, beside its file; an interrupted run leaves one), if present."""
     for p in (Path(path), Path(f"{path}.wal")):
         p.unlink(missing_ok=True)
     if run_id:
@@ -78,6 +79,7 @@ def remove_db(path: str | Path, run_id: str | None = None) -> None:
         shutil.rmtree(layout.run_dir(run_id), ignore_errors=True)
         if layout.data.name != "data":            # a worker's own data folder: nothing else in it
             shutil.rmtree(layout.data, ignore_errors=True)
+            layout.live_file(run_id).unlink(missing_ok=True)    # not its folder: other workers write there
 
 
 def pack_run(db_path: str | Path, run_id: str) -> bytes:
