@@ -9,6 +9,7 @@ import pytest
 
 import desim
 from desim import Action, DecisionModel, EnvironmentProvider, MetricCollector, Observation
+from desim.errors import StudyArgumentError
 
 
 class Line(EnvironmentProvider):
@@ -99,3 +100,48 @@ def test_a_duck_typed_model_and_a_declared_missing_method_are_accepted_and_run()
 def test_an_integer_like_population_is_a_number_of_agents():
     result = desim.run_study(made(population=np.int64(3)))
     assert sorted({r["agent_id"] for r in result.panel().to_pylist()}) == ["a0", "a1", "a2"]
+
+
+MODEL_ELSEWHERE = '''
+from desim import Action, DecisionModel, EnvironmentProvider, Observation
+
+
+class Env(EnvironmentProvider):
+    def reset(self, seed):
+        self.x = {a: 0 for a in self.ctx.agent_ids}
+
+    def observe_batch(self, ids, t, round_idx):
+        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
+
+    def apply(self, actions):
+        for a in actions:
+            self.x[a.agent_id] += 1
+
+    def agent_state(self, agent_id):
+        return {"x": self.x[agent_id]}
+
+
+class Rule(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step, kind="step") for o in observations]
+'''
+
+
+def test_a_class_from_a_model_py_outside_the_study_folder_is_refused(tmp_path, monkeypatch):
+    """``model:Env`` means the study folder's own model.py: a notebook's model.py beside it would not be
+    found by the run (or another Env would). Refused by name; the same class with folder= its folder runs."""
+    notebook = tmp_path / "notebook"
+    notebook.mkdir()
+    (notebook / "model.py").write_text(MODEL_ELSEWHERE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(notebook))
+    monkeypatch.delitem(__import__("sys").modules, "model", raising=False)
+    from model import Env, Rule
+    with pytest.raises(StudyArgumentError) as refused:
+        desim.Study(environment=Env, decision=Rule, population=3, steps=2)
+    assert str(refused.value).startswith(f"desim.Study: environment: Env comes from {notebook / 'model.py'}, "
+                                         "a module named 'model'")
+    with pytest.raises(StudyArgumentError):
+        desim.Study(environment=Env, decision=Rule, population=3, steps=2, folder=tmp_path / "elsewhere")
+    result = desim.run_study(desim.Study(environment=Env, decision=Rule, population=3, steps=2, folder=notebook))
+    assert result.status == "completed"
+    assert result.panel(columns="x").column("x").to_pylist() == [1, 1, 1, 2, 2, 2]

@@ -94,7 +94,9 @@ class Study:
         for name, part in self.parts.items():
             if part is not None or name != "collector":     # a study may do without a collector
                 _ref(part, name)
+                _not_another_model(part, name, self.folder)
         _check_population(population)
+        _not_another_model(population, "population", self.folder)
         if self.folder is not None and not overwrite:
             self._refuse_to_replace(self.folder)
 
@@ -274,6 +276,24 @@ def _ref(part: Any, name: str) -> dict[str, Any]:
     if not isinstance(part, type):
         ref["args"] = _arguments(part, name)
     return ref
+
+
+def _not_another_model(part: Any, name: str, folder: Path | None) -> None:
+    """A class from a module named ``model`` is recorded as ``model:Class``, which a study reads as its own
+    folder's ``model.py``: one from a ``model.py`` elsewhere (beside a notebook) would not be found by the
+    run, or another class would be. Refused, saying how to name it."""
+    cls = part if isinstance(part, type) else type(part)
+    if cls.__module__ != "model" or isinstance(part, (str, Mapping, numbers.Number, list, tuple)):
+        return
+    source = getattr(inspect.getmodule(cls), "__file__", None)
+    if source is None or (folder is not None and Path(source).resolve() == (Path(folder) / "model.py").resolve()):
+        return
+    where = f"the study's folder ({folder})" if folder is not None else "the study's (temporary) folder"
+    raise StudyArgumentError(
+        f"desim.Study: {name}: {cls.__qualname__} comes from {source}, a module named 'model'; a study records "
+        f"it as 'model:{cls.__qualname__}', which means the model.py of {where}, not that file. Rename the "
+        f"module (e.g. my_model.py, then 'from my_model import {cls.__qualname__}'), or give folder= the "
+        "folder that holds that model.py")
 
 
 def _named(cls: type, name: str) -> str:
