@@ -69,13 +69,19 @@ class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (a notebook's "interrupt kernel") stopped a run from Python at a step boundary: the run is
     stored ``interrupted`` and resumable, and the caller's loop stops too, as after any Ctrl-C. A
     ``KeyboardInterrupt``, not a ``DesimError``: an ``except Exception`` around a run must not swallow it.
+    A Ctrl-C too late to stop a step (during the last one, or the end-of-run merge) leaves the run
+    ``completed`` and still stops the caller.
     ``result`` is the run's :class:`~desim.experiments.recording.RunResult`."""
 
     def __init__(self, result: Any, root: Path):
         self.result = result
-        super().__init__(f"run {result.run_id} interrupted by Ctrl-C after step {result.steps_done}; its steps "
-                         f"are kept: desim.resume({str(root)!r}, {result.run_id!r}) continues it "
-                         f"(desim run {root} --resume {result.run_id})")
+        if result.status == "completed":        # the Ctrl-C came during the last step or the end-of-run merge
+            super().__init__(f"Ctrl-C as run {result.run_id} ended: it completed its {result.steps_done} steps "
+                             "and is stored")
+        else:
+            super().__init__(f"run {result.run_id} interrupted by Ctrl-C after step {result.steps_done}; its "
+                             f"steps are kept: desim.resume({str(root)!r}, {result.run_id!r}) continues it "
+                             f"(desim run {root} --resume {result.run_id})")
 
 
 class StopRun(DesimError):

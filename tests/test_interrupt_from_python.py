@@ -50,3 +50,33 @@ def test_a_branch_from_python_stops_the_same_way(tmp_path):
     with pytest.raises(RunInterrupted) as stopped:
         desim.branch(root, parent.run_id, 2, on_step=ctrl_c_at(4))
     assert (stopped.value.result.status, stopped.value.result.steps_done) == ("interrupted", 4)
+
+
+def test_ctrl_c_during_the_last_step_leaves_the_run_completed_and_still_stops_the_caller(tmp_path):
+    """Too late to stop a step: the run completes, stored whole, and the loop stops all the same."""
+    root = write_walk_study(tmp_path / "walk", n_steps=3)
+    finished = []
+    with pytest.raises(RunInterrupted) as stopped:
+        for seed in (1, 2):
+            finished.append(desim.run_study(desim.load_study(root, seed=seed), on_step=ctrl_c_at(3)))
+    assert finished == []
+    result = stopped.value.result
+    assert (result.status, result.steps_done, result.stopped_by) == ("completed", 3, None)
+    assert str(stopped.value) == f"Ctrl-C as run {result.run_id} ended: it completed its 3 steps and is stored"
+    assert sql(root, "SELECT status, last_step FROM runs") == [("completed", 3)]
+
+
+def test_ctrl_c_during_the_end_of_run_merge_lets_it_finish_and_stops_the_caller(tmp_path, monkeypatch):
+    from desim.store import files
+    root = write_walk_study(tmp_path / "walk", n_steps=3)
+    merge = files.RunFiles.merge
+
+    def merge_under_ctrl_c(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        return merge(self)
+    monkeypatch.setattr(files.RunFiles, "merge", merge_under_ctrl_c)
+    with pytest.raises(RunInterrupted) as stopped:
+        desim.run_study(desim.load_study(root))
+    assert stopped.value.result.status == "completed"
+    assert sql(root, "SELECT status, count(DISTINCT step) FROM panel JOIN runs USING (run_id) GROUP BY status") \
+        == [("completed", 3)]

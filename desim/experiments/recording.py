@@ -5,7 +5,6 @@ all three end here.
 """
 from __future__ import annotations
 
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +102,6 @@ def record(run: Run, sink, replay: dict[int, list] | None = None, *, on_step=Non
                 handle_signals=handle_signals)
     result = RunResult(o.run_id, o.status, where, o.steps_done, o.rows_written, o.wall_seconds, o.error, o.counters,
                        o.end_reason, o.stopped_by)
-    if o.stopped_by == signal.SIGINT:   # the caller's Ctrl-C: the run is kept, and the caller stops too
-        raise RunInterrupted(result, run.root)
+    if o.ctrl_c:        # the caller's Ctrl-C: the run is kept (interrupted, or completed if it came too late
+        raise RunInterrupted(result, run.root)      # to stop a step), and the caller stops too
     return result

@@ -43,6 +43,7 @@ class Outcome:
     counters: dict[str, Any] = field(default_factory=dict)
     end_reason: str | None = None       # a run the study ended before n_steps (stop_when, ctx.end_run)
     stopped_by: int | None = None       # the signal that interrupted the run (its number), if one did
+    ctrl_c: bool = False                # a Ctrl-C arrived, whether or not it stopped a step (the last, the merge)
 
 
 def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
@@ -82,7 +83,7 @@ def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
     done = max(sink.last_written, 0) if status != "completed" else run.ctx.step if ended else run.n_steps
     stopped_by = signals.received if signals is not None and status == "interrupted" else None
     return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters, ended,
-                   stopped_by)
+                   stopped_by, signals is not None and signals.ctrl_c)
 
 
 def _ended(e: BaseException, run: Run) -> tuple[str, str, str | None, Exception | None]:
@@ -163,6 +164,7 @@ class Signals:
     def __init__(self, ctx):
         self.ctx = ctx
         self.received: int | None = None
+        self.ctrl_c = False         # a SIGINT came, even one too late to stop anything: the caller hears of it
         self._previous: dict[int, Any] = {}
         self._finishing = False
 
@@ -184,6 +186,7 @@ class Signals:
             signal.signal(sig, signal.SIG_IGN if _held_to_exit and sig in _HELD_SIGNALS else handler)
 
     def _on_signal(self, signum: int, frame) -> None:
+        self.ctrl_c = self.ctrl_c or signum == signal.SIGINT
         if self._finishing:         # nothing left to stop, and the merge must not be cut short
             return
         if self.received is not None:            # asked twice: stop now
