@@ -45,10 +45,11 @@ def population_files(population: Any) -> list[str]:
     return [str(f) for f in files if f]
 
 
-LOG = re.compile(r".*\.(log|out|err)|.*\.p?[oe][0-9]+", re.IGNORECASE)
+LOG = re.compile(r".*\.log|nohup\.out|slurm-[0-9]+(_[0-9]+)?\.out|.*\.p?[oe][0-9]{3,}", re.IGNORECASE)
 """What a run's output leaves in a study folder, never read by a run: logs (``desim run . > run.log``,
-``nohup.out``, SLURM's ``slurm-123.out``, ``*.err``) and PBS/SGE job files (``job.o123``, ``job.e123``,
-``job.po123``)."""
+``nohup.out``, SLURM's ``slurm-123.out``) and PBS/SGE job files (``job.o1234``, ``job.e1234``,
+``job.po1234``: a job id of three digits or more). Narrow on purpose: ``flows.out`` or an ArcInfo
+``terrain.e00`` may be a study's input; ``.desimignore`` leaves out any other output."""
 IGNORE_FILE = ".desimignore"
 """A study's own list of files that are not its inputs: gitignore-like patterns (:func:`ignore_rules`)."""
 EXPORT_MARKER = ".desim-export"

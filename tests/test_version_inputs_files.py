@@ -128,8 +128,9 @@ def test_what_counts_logs_exports_and_desimignore(tmp_path):
     """Each file's fate worked out by hand from the rules the docs give."""
     root = tmp_path / "s"
     counted = ["model.py", "sugar.txt", "data/clean.csv", "sub/top.csv", "cd.dat", "special.log", "prompt.md",
-               "analysis/fit.R", "population/roster.csv", "deep/er/keep.txt"]
-    left_out = ["run.log", "nohup.out", "slurm-42.out", "job.e123", "job.o123", "job.po9", "errors.err", "RUN.LOG",
+               "analysis/fit.R", "population/roster.csv", "deep/er/keep.txt", "flows.out", "terrain.e00",
+               "errors.err"]
+    left_out = ["run.log", "nohup.out", "slurm-42.out", "slurm-42_3.out", "job.e123", "job.o123", "job.po912", "RUN.LOG",
                 "notes.md", "figure.png", "analysis/panel.parquet", "scratch/tmp.csv", "data/raw/a.csv",
                 "data/x/raw2/b.csv", "top.csv", "x.tmp", "sub/y.tmp", "ab.dat", "population/extra.csv",
                 "deep/er/cache.bin", ".hidden/model2.py", "__pycache__/m.pyc"]
