@@ -146,3 +146,19 @@ def test_viz_grid_draws_each_run_with_its_own_versions_code_and_data(tmp_path):
     payload = viz_grid(copy, runs[0], tmp_path / "out_missing")
     assert payload["layer"] is None and "model.py" in payload["note"] and "not kept" in payload["note"]
     assert len(payload["frames"]) == STEPS + 1          # the agents are drawn all the same
+
+
+def test_a_layer_reads_the_files_no_version_records_as_they_are(tmp_path):
+    """A file a version does not record (an image: docs and figures are not inputs) is there for the layer's
+    code to read, as it is now: the run's version folder links it in."""
+    model = MODEL.replace('np.loadtxt(Path(__file__).with_name("weights.txt"))',
+                          'np.full((6, 8), float(len(Path(__file__).with_name("terrain.png").read_bytes())))')
+    study = write_tiny_study(tmp_path / "walkers", model, {"n_steps": STEPS, "decision": {"ref": "model:Decide"}},
+                             agents=4)
+    (study / "terrain.png").write_bytes(b"\x89PNG twelve!")           # 12 bytes
+    desim("run", str(study), "-q")
+    run, = sql(study, "SELECT run_id FROM runs")[0]
+    assert "terrain.png" not in json.loads(sql(study, "SELECT code FROM runs")[0][0])
+    layer = viz_grid(study, run, tmp_path / "out")["layer"]
+    assert layer is not None and layer["name"] == "weight v1"
+    assert layer["range"] == [12.0, 12.0 + STEPS]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -21,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from desim.store.catalogue import Catalogue
-from desim.versions import code_hash, file_hash
+from desim.versions import SKIP_DIRS, code_hash, file_hash
 
 _folders: dict[str, tuple[Path, list[str]]] = {}    # a study's version (its code's hash): its folder, files not had
 _lock = threading.Lock()
@@ -43,7 +44,8 @@ def version_folder(con, root: Path, code: dict[str, str]) -> tuple[Path, list[st
     could not hold. Each file is its text the store kept (``code_texts``) or, when the store kept none (a binary
     or large file), the study's own file while it still has that hash. Written once per version and process, in
     a private temporary folder removed when the process exits; the folder is named as the study's (a message
-    or a path in the code reads the same)."""
+    or a path in the code reads the same). The study's files that no version records (an image, its JSON files) are
+    linked in as they are now."""
     root = Path(root)
     key = f"{root.resolve()}:{code_hash(code)}"
     with _lock:
@@ -65,8 +67,24 @@ def version_folder(con, root: Path, code: dict[str, str]) -> tuple[Path, list[st
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
         folder.mkdir(parents=True, exist_ok=True)
+        _link_the_rest(root, folder, code)
         _folders[key] = (folder, missing)
         return folder, missing
+
+
+def _link_the_rest(root: Path, folder: Path, code: dict[str, str]) -> None:
+    """Link into ``folder`` the study's files that are not part of a version (an image the layer reads, the
+    study's JSON files, a log): no version records them, so today's copy is the one there is."""
+    for here, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS]
+        at = Path(here).relative_to(root)
+        for name in files:
+            rel = (at / name).as_posix()
+            dest = folder / at / name
+            if rel in code or dest.exists() or dest.is_symlink():
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(Path(here, name).resolve(), dest)
 
 
 def file_bytes(root: Path, rel: str, digest: str, text: str | None) -> bytes | None:
