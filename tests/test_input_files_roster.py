@@ -138,3 +138,27 @@ def test_a_missing_value_reaches_the_store_as_null(tmp_path, capsys):
     assert main(["run", str(root)]) == 0
     rows = sql(root, "SELECT agent_id, state.age, state.region FROM panel WHERE step = 1 ORDER BY agent_id")
     assert rows == [("a1", 30, "North"), ("a2", None, "South"), ("a3", 50, None)]
+
+
+def test_a_run_whose_csv_roster_an_older_desim_typed_is_not_resumed_or_branched(tmp_path, capsys):
+    """desim before 0.2 typed a CSV roster cell by cell: the same files (the same version of the study) gave
+    other attributes, so its runs are neither resumed nor branched, each refusal saying why."""
+    import duckdb
+
+    import desim
+    from desim.experiments.branches import BranchRefused
+    from storeq import store_path
+    root = study(tmp_path, "agent_id,zip\na1,02139\na2,10001\n")
+    sim = root / "simulation" / "simulation.json"
+    sim.write_text(json.dumps({"n_steps": 3, "decision": {"ref": "model:Stay"}}))
+    old = desim.run_study(desim.load_study(root)).run_id
+    new = desim.run_study(desim.load_study(root)).run_id
+    with duckdb.connect(str(store_path(root))) as con:    # as desim 0.1.0 recorded it, interrupted at step 2
+        con.execute("UPDATE runs SET desim_version = '0.1.0', status = 'interrupted', last_step = 2 "
+                    "WHERE run_id = ?", [old])
+    for attempt in (lambda: desim.branch(root, old, 2), lambda: desim.resume(root, old)):
+        with pytest.raises(BranchRefused) as refused:
+            attempt()
+        assert (f"run {old} was recorded by desim 0.1.0, which typed its CSV roster (people.csv) cell by cell"
+                in str(refused.value))
+    assert desim.branch(root, new, 2).status == "completed"         # a run of this desim branches as before

@@ -71,12 +71,34 @@ def check_code(parent: dict, root: Path) -> list[str]:
     if not parent.get("code"):
         return [f"run {parent['run_id']} recorded no code fingerprint (made by an older desim), so its code "
                 "cannot be checked against the study's"]
-    now = code_files(root, population_files(json.loads(parent["config"]).get("population")))
+    population = json.loads(parent["config"]).get("population") or {}
+    problems = _roster_rule(parent, population)
+    now = code_files(root, population_files(population))
     changed = code_changes(json.loads(parent["code"]), now)
-    if not changed:
+    if changed:
+        problems.append(f"the study's code changed since run {parent['run_id']}: {', '.join(changed)}; the "
+                        "replayed steps would come from one model and the rest from another")
+    return problems
+
+
+CSV_COLUMNS_TYPED = (0, 2)
+"""The desim version from which a CSV roster's columns are typed as a whole (before: cell by cell)."""
+
+
+def _roster_rule(parent: dict, population: dict) -> list[str]:
+    """A run whose CSV roster an older desim read by another rule: its agents' attributes may differ now, in
+    the same version of the study (same files), so it is neither branched nor resumed."""
+    roster = population.get("roster") or ""
+    made_by = str(parent.get("desim_version") or "0")
+    try:
+        older = tuple(int(p) for p in made_by.split(".")[:2]) < CSV_COLUMNS_TYPED
+    except ValueError:
+        older = False
+    if not (roster.lower().endswith(".csv") and older):
         return []
-    return [f"the study's code changed since run {parent['run_id']}: {', '.join(changed)}; the replayed steps "
-            "would come from one model and the rest from another"]
+    return [f"run {parent['run_id']} was recorded by desim {made_by}, which typed its CSV roster ({roster}) cell "
+            "by cell; this desim types each column as a whole (docs/network.md), so its agents' attributes may "
+            "differ: run the study again"]
 
 
 def _mentioned_in_code(root: Path, name: str) -> list[str]:
