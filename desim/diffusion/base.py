@@ -21,6 +21,7 @@ works on ``obs["opinion"]`` instead.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -51,11 +52,18 @@ class DiffusionModel(DecisionModel):
     record_infector = True            # NetworkState's record_infector: false turns it off
 
     def __init__(self, **args: Any):
+        self.given_args = copy.deepcopy(args)       # as given: ``self.args`` has the defaults filled in
         self.args = check_args(f"desim.diffusion:{type(self).__name__}", self.PARAMS, args)
         self.code = {s: i for i, s in enumerate(self.STATES)}
         self.labels = np.array(list(self.STATES), dtype=object)
         self.kind_labels = np.array([self.KINDS.get(s, f"to_{s}") for s in self.STATES], dtype=object)
         self.kind_code = {k: i for i, k in enumerate(self.kind_labels.tolist())}
+
+    def recorded_args(self) -> dict[str, Any]:
+        """The arguments this model was built with, for ``desim.Study`` to record (``**args`` cannot be read
+        back from a signature): the ones given, not ``self.args``, which a subclass may transform
+        (``LinearThreshold``'s ``"uniform"``) and whose filled-in defaults are not all JSON."""
+        return copy.deepcopy(self.given_args)
 
     # --- set-up ------------------------------------------------------------------
     def reset(self, seed: int) -> None:

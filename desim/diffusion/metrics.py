@@ -29,6 +29,10 @@ class Prevalence(MetricCollector):
             problems.add(name, "unknown parameter of desim.diffusion:Prevalence (it takes none)")
         problems.raise_any()
 
+    def recorded_args(self) -> dict:
+        """No arguments (it takes none), for ``desim.Study`` to record."""
+        return {}
+
     def collect(self, t, environment, actions):
         if not hasattr(environment, "_ready"):
             raise TypeError("desim.diffusion:Prevalence reads desim.diffusion:NetworkState "

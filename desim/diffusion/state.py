@@ -26,6 +26,7 @@ stores ``opinion`` (float) instead.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -76,9 +77,15 @@ class NetworkState(EnvironmentProvider):
         if len(given) > 1:
             problems.add(given[1], f"give one of seeds, seed_fraction, seed_nodes, initial (got {', '.join(given)})")
         problems.raise_any()
+        self.given_args = copy.deepcopy(args)   # what recorded_args gives back (self.args has the defaults)
         self.args = {**{k: p.default for k, p in PARAMS.items()}, **args}
         self.record_infector = bool(self.args["record_infector"])
         self.model = None
+
+    def recorded_args(self) -> dict[str, Any]:
+        """The arguments given, for ``desim.Study`` to record: ``self.args`` has every default filled in,
+        which the constructor refuses back (more than one of seeds, seed_fraction, seed_nodes, initial)."""
+        return copy.deepcopy(self.given_args)
 
     # --- set-up -------------------------------------------------------------------
     def reset(self, seed: int) -> None:

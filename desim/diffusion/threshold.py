@@ -24,6 +24,8 @@ Deterministic once thresholds and seeds are fixed: no random draw is made after 
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from desim.diffusion.base import DiffusionModel
@@ -42,6 +44,7 @@ class LinearThreshold(DiffusionModel):
     }
 
     def __init__(self, **args):
+        given = copy.deepcopy(args)
         uniform = args.get("threshold") == "uniform"
         if uniform:
             args = {**args, "threshold": 0.1}
@@ -49,6 +52,7 @@ class LinearThreshold(DiffusionModel):
         if weight == {}:
             args = {k: v for k, v in args.items() if k != "weight"}
         super().__init__(**args)
+        self.given_args = given         # what recorded_args gives back: "uniform", not the 0.1 passed on
         self.uniform = uniform
         if uniform:
             self.args["threshold"] = "uniform"

@@ -5,7 +5,9 @@ network, the SimPy environment and clock, the interventions, the study's compone
 behaviour model, metric collector) each given ``ctx``, and which path the run takes (per-agent or
 columnar). Study code runs here only where the study asked for it (a population provider, the
 components' constructors, the behaviour model's ``reset``), and a failure stops before anything is
-recorded. ``desim validate`` inspects this object; ``Engine`` runs it.
+recorded. Each component built from a ref is checked for the methods of its role first
+(``desim.study.contract.ROLES``, the rule ``desim.Study`` applies), naming the file and field of one in
+the wrong place. ``desim validate`` inspects this object; ``Engine`` runs it.
 """
 from __future__ import annotations
 
@@ -110,10 +112,11 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
                      llm=sim_cfg.llm)
     given = spec.objects      # instances a desim.Study was built from, used as they are
     environment = given.get("environment") or build(spec.environment.provider, root,
-                                                    "environment/environment.json: provider")
-    decision = given.get("decision") or build(sim_cfg.decision, root, "simulation/simulation.json: decision")
-    collector = given.get("collector") or (build(sim_cfg.collector, root, "simulation/simulation.json: collector")
-                                           if sim_cfg.collector else MetricCollector())
+                                                    "environment/environment.json: provider", "environment")
+    decision = given.get("decision") or build(sim_cfg.decision, root, "simulation/simulation.json: decision",
+                                              "decision")
+    collector = given.get("collector") or (build(sim_cfg.collector, root, "simulation/simulation.json: collector",
+                                                 "collector") if sim_cfg.collector else MetricCollector())
     for part in (environment, decision, collector):
         part.ctx = ctx
     ctx.decision = decision
@@ -133,7 +136,8 @@ def _population(spec: StudySpec, streams: Streams) -> list[Persona]:
         return list(pop.personas)
     if pop.roster is not None:
         return read_roster(root, pop.roster)
-    provider = spec.objects.get("population") or build(pop.provider, root, "population/population.json: provider")
+    provider = spec.objects.get("population") or build(pop.provider, root, "population/population.json: provider",
+                                                       "population")
     personas = partial(call, root=root, step="population")(provider.personas, streams.numpy("population"))
     if not isinstance(personas, list):
         raise RunError(f"population provider {pop.provider.ref}: returned {type(personas).__name__}, "

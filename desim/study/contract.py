@@ -294,6 +294,58 @@ class MetricCollector(Component):
         return {}
 
 
+# --- what each role must give the engine ---------------------------------------------------------
+@dataclass(frozen=True)
+class Role:
+    """What a component in one role gives the engine: ``always`` the methods it calls on every run, and
+    ``ways`` the methods of each path a component may take (one complete way is enough: a columnar
+    environment needs no ``observe_batch``). A subclass of ``base`` inherits all of them (the base's
+    raise ``NotImplementedError`` naming what to write), so the rule refuses only a component of another
+    kind, or a duck-typed one without what the engine calls. ``implements`` says it in a message."""
+
+    base: type
+    noun: str                           # what the role is called in a message: "a collector implements ..."
+    always: tuple[str, ...]
+    ways: tuple[tuple[str, ...], ...]
+    implements: str
+
+
+ROLES: dict[str, Role] = {
+    "environment": Role(EnvironmentProvider, "an environment provider",
+                        ("reset", "advance_to", "end_step", "drain_messages"),
+                        (("observe_batch", "apply", "agent_state"), ("observe_batch", "apply", "state_columns"),
+                         ("observe_columns", "apply_columns", "state_columns")),
+                        "observe_batch, apply, agent_state, or observe_columns, apply_columns, state_columns "
+                        "on the columnar path"),
+    "decision": Role(DecisionModel, "a behaviour model", ("reset", "close"), (("decide_batch",), ("decide_columns",)),
+                     "decide_batch, or decide_columns on the columnar path"),
+    "collector": Role(MetricCollector, "a collector", (), (("collect",),), "collect"),
+    "population": Role(PopulationProvider, "a population provider", (), (("personas",),), "personas"),
+}
+
+
+def missing_methods(cls: type, role: str) -> list[str]:
+    """What ``cls`` lacks to fill ``role`` (see :class:`Role`): nothing when it has every ``always`` method
+    and one way complete; else the methods of the nearest way (the first one missing fewest), then the
+    ``always`` ones. A method set to ``None`` (``state_columns = None``) is one the class declares it has not."""
+    spec = ROLES[role]
+
+    def lacks(names):
+        return sorted(n for n in names if not callable(getattr(cls, n, None)))
+    nearest = min((lacks(way) for way in spec.ways), key=len)
+    return nearest + lacks(spec.always)
+
+
+def kind_of(cls: type) -> str:
+    """What ``cls`` is, for a message about a component in the wrong role: ``a DecisionModel-like class``
+    (the first role it fills) or ``a class``."""
+    for name, role in ROLES.items():
+        if not missing_methods(cls, name):
+            base = role.base.__name__
+            return f"{'an' if base[0] in 'AEIOU' else 'a'} {base}-like class"
+    return "a class"
+
+
 def _defined_at(cls: type, name: str) -> int:
     """How far up ``cls``'s method resolution order ``name`` is defined (0: by ``cls`` itself)."""
     return next(i for i, k in enumerate(cls.__mro__) if name in vars(k))
@@ -301,7 +353,7 @@ def _defined_at(cls: type, name: str) -> int:
 
 def _overrides(cls: type, base: type, name: str) -> bool:
     """Whether ``cls`` gives its own ``name``; ``name = None`` in a subclass declares it has none."""
-    got = getattr(cls, name)
+    got = getattr(cls, name, None)      # a duck-typed component may not have it at all
     return got is not None and got is not getattr(base, name)
 
 

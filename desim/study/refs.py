@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from desim.errors import StudyError
+from desim.study.contract import ROLES, kind_of, missing_methods
 from desim.study.failures import describe, load_failure, place, shown
 from desim.study.files import Ref, StudyConfigError
 from desim.versions import SKIP_DIRS, file_hash
@@ -203,10 +204,14 @@ def _arguments(cls: Any, args: dict[str, Any]) -> tuple[list[str], list[str], li
     return [a for a in args if a not in takes], missing, takes
 
 
-def build(ref: Ref, root: Path, where: str) -> Any:
+def build(ref: Ref, root: Path, where: str, role: str | None = None) -> Any:
     """Instantiate ``ref`` with its ``args``; an error names the study file and field.
 
     ``where`` is ``"<file inside the study>: <field>"``, e.g. ``"simulation/simulation.json: decision"``.
+    ``role`` (``"environment"``, ``"decision"``, ``"collector"``, ``"population"``) checks that what the ref
+    names has the methods of that role (``desim.study.contract.ROLES``, the rule ``desim.Study`` applies), so
+    a component in the wrong field is named here rather than failing inside the run with an AttributeError.
+    A class is checked before it is built; what a factory function returns, once it has.
     """
     file, _, name = where.partition(": ")
     at = f"{shown(Path(root) / file)}: {name}"
@@ -216,6 +221,26 @@ def build(ref: Ref, root: Path, where: str) -> Any:
         if e.problem is None:           # model.py itself failed to load: its own file and line
             raise
         raise RefError(f"{at}.ref: cannot resolve '{ref.ref}': {e.problem}") from None
+    if role is not None and isinstance(cls, type):
+        _check_role(cls, role, at, ref.ref)
+    built = _construct(cls, ref, root, at)
+    if role is not None and not isinstance(cls, type):
+        _check_role(type(built), role, at, ref.ref, made=True)
+    return built
+
+
+def _check_role(cls: type, role: str, at: str, ref: str, made: bool = False) -> None:
+    """A ``RefError`` naming the field when ``cls`` lacks what ``role`` needs (see :func:`build`)."""
+    missing = missing_methods(cls, role)
+    if missing:
+        spec = ROLES[role]
+        what = f"returns an instance of {cls.__qualname__}, {kind_of(cls)}" if made else f"is {kind_of(cls)}"
+        raise RefError(f"{at}.ref: {ref} {what} without {', '.join(m + '()' for m in missing)}; "
+                       f"{spec.noun} implements {spec.base.__name__} ({spec.implements})")
+
+
+def _construct(cls: Any, ref: Ref, root: Path, at: str) -> Any:
+    """``cls(**ref.args)``; a failure names the field of the argument at fault when it can."""
     try:
         return cls(**ref.args)
     except StudyConfigError:

@@ -20,11 +20,15 @@ Components are resolved by their module path: a class defined in a notebook or s
 cannot, and says so. A component is a class, an instance, a ``"module:Class"`` ref or
 ``{"ref": Class or "module:Class", "args": {...}}``; each is checked for the methods of its role
 (``EnvironmentProvider``, ``DecisionModel``, ``MetricCollector``, ``PopulationProvider``) when the
-study is made, so a wrong one is named there rather than failing inside a run.
+study is made, so a wrong one is named there rather than failing inside a run (a run from files checks
+its refs by the same rule, ``desim.study.contract.ROLES``: one way of either path is enough, so a
+columnar environment needs no ``observe_batch``, and a class need not subclass the base).
 
 An instance is used as it is for the run it is passed to; a branch or a resume rebuilds it from the
-files, so its constructor arguments are recorded from its attributes of the same names (a dataclass
-keeps them so). An argument that cannot be read back that way (kept under another name, taken by
+files, so its constructor arguments are recorded: from its ``recorded_args()`` when it defines one (a
+dict of the arguments that rebuild it, as ``type(instance)(**args)``; desim's diffusion components
+do, since they take ``**args``), else from its attributes of the same names (a dataclass keeps them
+so). An argument that cannot be read back that way (kept under another name, taken by
 ``*args``/``**kwargs``, or a value JSON cannot hold as it is) is refused when the study is made: a
 default standing in for it would give a branch another model than its parent's, without a word.
 """
@@ -43,7 +47,7 @@ from typing import Any
 
 from desim.errors import StudyArgumentError
 from desim.records import Persona
-from desim.study.contract import DecisionModel, EnvironmentProvider, MetricCollector, PopulationProvider
+from desim.study.contract import ROLES, missing_methods
 
 _TEMPORARY: list[Path] = []
 
@@ -52,15 +56,6 @@ _TEMPORARY: list[Path] = []
 def _remove_temporary() -> None:
     for folder in _TEMPORARY:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-# Each role: its base class and the methods a study implements in it (the base gives the others).
-ROLES: dict[str, tuple[type, tuple[str, ...]]] = {
-    "environment": (EnvironmentProvider, ("observe_batch", "apply", "agent_state")),
-    "decision": (DecisionModel, ("decide_batch",)),
-    "collector": (MetricCollector, ("collect",)),
-    "population": (PopulationProvider, ("personas",)),
-}
 
 
 class Study:
@@ -219,26 +214,18 @@ def _value(value: Any) -> str:
 
 
 def _check_kind(part: Any, name: str) -> type:
-    """The class of ``part``, once it has the methods of ``name``'s role (else a desim error naming them)."""
-    base, implement = ROLES[name]
+    """The class of ``part``, once it has the methods of ``name``'s role (else a desim error naming them).
+    The rule is the one a run from files applies (``desim.study.contract.ROLES``)."""
+    role = ROLES[name]
     cls = part if isinstance(part, type) else type(part)
-    needed = [m for m in dir(base) if not m.startswith("_") and callable(getattr(base, m))]
-    missing = [m for m in sorted(needed, key=lambda m: (m not in implement, m)) if not _has(cls, m)]
+    missing = missing_methods(cls, name)
     if missing:
+        base = role.base.__name__
         raise StudyArgumentError(
-            f"desim.Study: {name}= is {_shown(part)}, which is not {_article(base.__name__)} {base.__name__} "
-            f"(it has no {', '.join(missing)}); expected a subclass of desim.{base.__name__} implementing "
-            f"{', '.join(implement)} (the class, an instance, or a 'module:Class' ref)")
+            f"desim.Study: {name}= is {_shown(part)}, which is not {_article(base)} {base} "
+            f"(it has no {', '.join(missing)}); expected a subclass of desim.{base} implementing "
+            f"{role.implements} (the class, an instance, or a 'module:Class' ref)")
     return cls
-
-
-def _has(cls: type, method: str) -> bool:
-    """Whether ``cls`` gives ``method``, or declares it has none by setting it to None (``state_columns = None``)."""
-    got = getattr(cls, method, _ABSENT)
-    return got is None or (got is not _ABSENT and callable(got))
-
-
-_ABSENT = object()
 
 
 def _article(word: str) -> str:
@@ -326,9 +313,12 @@ def _ref_dict(part: Mapping, name: str) -> dict[str, Any]:
 
 
 def _arguments(instance: Any, name: str) -> dict[str, Any]:
-    """The constructor arguments of ``instance``, read from its attributes of the same names (how a
-    branch or a resume rebuilds it from the files), or a desim error naming the one that cannot be."""
+    """The constructor arguments of ``instance`` (how a branch or a resume rebuilds it from the files):
+    what its ``recorded_args()`` returns when it defines one, else its attributes of the same names as
+    its constructor's parameters; or a desim error naming the argument that cannot be recorded."""
     cls = type(instance)
+    if callable(getattr(instance, "recorded_args", None)):
+        return _recorded(instance, name)
     try:
         params = inspect.signature(cls).parameters
     except (TypeError, ValueError):
@@ -348,7 +338,8 @@ def _arguments(instance: Any, name: str) -> dict[str, Any]:
             raise StudyArgumentError(
                 f"{at}, whose constructor takes {star}{p.name}: what it was given cannot be read back from the "
                 f"instance, so a branch or resume could not rebuild it the same; name each argument in "
-                f"{cls.__qualname__}.__init__ and keep it as self.<name>, {fix}")
+                f"{cls.__qualname__}.__init__ and keep it as self.<name>, or give {cls.__qualname__} a "
+                f"recorded_args() method returning the dict of arguments that rebuilds it, {fix}")
         if p.kind is p.POSITIONAL_ONLY:
             raise StudyArgumentError(f"{at}, whose constructor takes '{p.name}' only by position, which a study "
                                      f"file cannot pass; make it a keyword parameter, {fix}")
@@ -367,6 +358,26 @@ def _arguments(instance: Any, name: str) -> dict[str, Any]:
                 f"resume could not rebuild it; keep a JSON value in self.{p.name}, {fix}")
         out[p.name] = value
     return out
+
+
+def _recorded(instance: Any, name: str) -> dict[str, Any]:
+    """``instance.recorded_args()``: the constructor arguments a component that takes ``**kwargs`` (desim's
+    diffusion models, ``NetworkState``) says rebuild it, checked to be JSON a study file holds as it is."""
+    cls, at = type(instance), f"desim.Study: {name}= is {_shown(instance)}"
+    args = instance.recorded_args()
+    if not isinstance(args, Mapping):
+        raise StudyArgumentError(f"{at}, whose recorded_args() returned {_value(args)}; it must return a dict of "
+                                 f"the arguments that rebuild it, as {cls.__qualname__}(**args)")
+    for key, value in args.items():
+        if not isinstance(key, str):
+            raise StudyArgumentError(f"{at}, whose recorded_args() names an argument {_value(key)}; argument "
+                                     "names are text")
+        if not _round_trips(value):
+            raise StudyArgumentError(
+                f"{at}, whose recorded_args() gives argument '{key}' as {_value(value)}, which a study file cannot "
+                "hold as it is (JSON: text, finite numbers, booleans, null, lists, dicts with text keys), so a "
+                f"branch or resume could not rebuild it; return a JSON value for '{key}'")
+    return dict(args)
 
 
 def _stored(instance: Any, name: str) -> tuple[bool, Any]:
