@@ -24,68 +24,13 @@ import httpx
 import pytest
 
 from dashboard_helpers import ARTIFACTS, server_process, sql, watched_page
-from tiny_study import write_tiny_study
+from grid_walkers import ACROSS, DOWN, HEIGHT, WIDTH, walkers_model, write_walkers, write_weights
 from waits import HANG_S
 
-WIDTH, HEIGHT, STEPS = 8, 6, 3
+STEPS = 3
 FIRST = 'LAYER = ("weight v1", False, 1.0)'
 SECOND = 'LAYER = ("weight v2", True, 10.0)'
-
-MODEL = '''
-from pathlib import Path
-
-import numpy as np
-
-from desim import Action, DecisionModel, EnvironmentProvider, Observation
-
-''' + FIRST + '''      # the layer's name, whether it is mirrored left to right, its scale
-
-
-class Env(EnvironmentProvider):
-    """Agent i starts on cell (i, i) and walks one cell to the right each step, on a grid 8 cells wide."""
-
-    def reset(self, seed):
-        self.cell = {a: (i, i) for i, a in enumerate(self.ctx.agent_ids)}
-
-    def observe_batch(self, ids, t, round_idx):
-        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
-
-    def apply(self, actions):
-        for a in actions:
-            x, y = self.cell[a.agent_id]
-            self.cell[a.agent_id] = ((x + 1) % 8, y)
-
-    def agent_state(self, agent_id):
-        x, y = self.cell[agent_id]
-        return {"x": x, "y": y, "kind": "walker"}
-
-    @staticmethod
-    def grid_layer(read, parameters):
-        """weights.txt (rows are y, columns x), mirrored and scaled as LAYER says, plus the step."""
-        name, mirrored, scale = LAYER
-        steps, _ = read("x")
-        base = np.loadtxt(Path(__file__).with_name("weights.txt"))
-        if mirrored:
-            base = base[:, ::-1]
-        return name, steps, np.array([scale * base + step for step in steps])
-
-
-class Decide(DecisionModel):
-    def decide_batch(self, observations, memories):
-        return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]
-'''
-
-
-def weights(of) -> list[list[int]]:
-    return [[of(x, y) for x in range(WIDTH)] for y in range(HEIGHT)]
-
-
-ACROSS = weights(lambda x, y: x)       # the first two versions' weights.txt: growing to the right
-DOWN = weights(lambda x, y: y)         # the third's: growing downwards
-
-
-def write_weights(study, rows: list[list[int]]) -> None:
-    (study / "weights.txt").write_text("\n".join(" ".join(map(str, r)) for r in rows) + "\n")
+MODEL = walkers_model(FIRST)
 
 
 def expected(name: str, mirrored: bool, scale: float, rows: list[list[int]], step: int) -> dict:
@@ -129,8 +74,7 @@ def history(tmp_path_factory):
     """The study's three runs, made while one dashboard is up (it drew the first run's layer before any edit);
     yields that dashboard's client beside the runs, their versions and what it answered before the edits."""
     studies_dir = tmp_path_factory.mktemp("gridv") / "studies"
-    study = write_tiny_study(studies_dir / "walkers", MODEL, {"n_steps": STEPS, "decision": {"ref": "model:Decide"}},
-                             agents=4, study={"display_states": ["kind"]})
+    study = write_walkers(studies_dir / "walkers", MODEL, STEPS, study={"display_states": ["kind"]})
     write_weights(study, ACROSS)
     with ExitStack() as stack:
         runs = [desim_run(study)]

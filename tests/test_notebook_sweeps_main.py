@@ -26,35 +26,10 @@ from desim.experiments.sweep.executors import (
     RunsInProcessWarning,
     make_executor,
 )
+from tiny_models import BIAS_COPY
 from tiny_study import write_tiny_study
 
-CLASSES = '''
-from desim import Action, DecisionModel, EnvironmentProvider, Observation
-
-
-class Env(EnvironmentProvider):
-    def reset(self, seed):
-        self.x = {a: 0.0 for a in self.ctx.agent_ids}
-
-    def observe_batch(self, ids, t, r):
-        return [Observation(agent_id=a, step=t, round_idx=r,
-                            local_physical={"b": self.ctx.interventions.value("bias")}) for a in ids]
-
-    def apply(self, actions):
-        for a in actions:
-            self.x[a.agent_id] = a.payload["x"]
-
-    def agent_state(self, a):
-        return {"x": self.x[a]}
-
-
-class Copy(DecisionModel):
-    """Every agent takes the value of the layer 'bias': no randomness, so every value is worked out by hand."""
-
-    def decide_batch(self, obs, mem):
-        return [Action(agent_id=o.agent_id, step=o.step, kind="set", payload={"x": o.local_physical["b"]})
-                for o in obs]
-'''
+CLASSES = BIAS_COPY
 
 SETTINGS = dict(population=3, steps=3, seed=1, parameters={"week": 2}, layers={"bias": 0.0},
                 scheduled_events=[{"at_step": "$week", "name": "e", "target": "bias", "op": "set", "value": 1.0}])

@@ -12,35 +12,10 @@ import pytest
 import desim
 from desim.experiments.effects import EffectError
 from desim.experiments.sweep import SweepError, make_plan, run_sweep, seed_for
+from tiny_models import BIAS_COPY
 from tiny_study import write_tiny_study
 
-MODEL = '''
-from desim import Action, DecisionModel, EnvironmentProvider, Observation
-
-
-class Env(EnvironmentProvider):
-    def reset(self, seed):
-        self.x = {a: 0.0 for a in self.ctx.agent_ids}
-
-    def observe_batch(self, ids, t, r):
-        return [Observation(agent_id=a, step=t, round_idx=r,
-                            local_physical={"b": self.ctx.interventions.value("bias")}) for a in ids]
-
-    def apply(self, actions):
-        for a in actions:
-            self.x[a.agent_id] = a.payload["x"]
-
-    def agent_state(self, a):
-        return {"x": self.x[a]}
-
-
-class Copy(DecisionModel):
-    """Every agent takes the value of the layer 'bias': no randomness, so a difference is the intervention's."""
-
-    def decide_batch(self, obs, mem):
-        return [Action(agent_id=o.agent_id, step=o.step, kind="set", payload={"x": o.local_physical["b"]})
-                for o in obs]
-'''
+MODEL = BIAS_COPY
 
 PARAMETERS = {"n": 3, "eps": 0.5, "flag": False, "rule": "a", "week": 2}
 

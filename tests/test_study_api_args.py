@@ -10,24 +10,8 @@ import numpy as np
 import pytest
 
 import desim
-from desim import Action, DecisionModel, EnvironmentProvider, Observation
-
-
-class Line(EnvironmentProvider):
-    """Agent i starts at i; each step every agent moves to what its decision says."""
-
-    def reset(self, seed):
-        self.x = {a: float(i) for i, a in enumerate(self.ctx.agent_ids)}
-
-    def observe_batch(self, ids, t, round_idx):
-        return [Observation(agent_id=a, step=t, local_physical={"x": self.x[a]}) for a in ids]
-
-    def apply(self, actions):
-        for a in actions:
-            self.x[a.agent_id] = a.payload["x"]
-
-    def agent_state(self, agent_id):
-        return {"x": self.x[agent_id]}
+from desim import Action, DecisionModel
+from line_env import Line
 
 
 class Pull(DecisionModel):

@@ -11,25 +11,18 @@ from pathlib import Path
 import pytest
 
 import desim
-from desim import Action, DecisionModel, EnvironmentProvider, Observation
+from desim import Action, DecisionModel
+from line_env import Line
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ["study.json", "simulation/simulation.json", "population/population.json", "environment/environment.json"]
 
 
-class Still(EnvironmentProvider):
+class Still(Line):
+    """Every agent starts at 1 (so doubling gives 2, 4, ...)."""
+
     def reset(self, seed):
         self.x = {a: 1.0 for a in self.ctx.agent_ids}
-
-    def observe_batch(self, ids, t, round_idx):
-        return [Observation(agent_id=a, step=t, local_physical={"x": self.x[a]}) for a in ids]
-
-    def apply(self, actions):
-        for a in actions:
-            self.x[a.agent_id] = a.payload["x"]
-
-    def agent_state(self, agent_id):
-        return {"x": self.x[agent_id]}
 
 
 class Double(DecisionModel):

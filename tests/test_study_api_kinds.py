@@ -8,23 +8,9 @@ import numpy as np
 import pytest
 
 import desim
-from desim import Action, DecisionModel, EnvironmentProvider, MetricCollector, Observation
+from desim import Action, DecisionModel, MetricCollector
 from desim.errors import StudyArgumentError
-
-
-class Line(EnvironmentProvider):
-    def reset(self, seed):
-        self.x = {a: float(i) for i, a in enumerate(self.ctx.agent_ids)}
-
-    def observe_batch(self, ids, t, round_idx):
-        return [Observation(agent_id=a, step=t, local_physical={"x": self.x[a]}) for a in ids]
-
-    def apply(self, actions):
-        for a in actions:
-            self.x[a.agent_id] = a.payload["x"]
-
-    def agent_state(self, agent_id):
-        return {"x": self.x[agent_id]}
+from line_env import Line
 
 
 class Up(DecisionModel):

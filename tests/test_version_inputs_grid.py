@@ -17,70 +17,15 @@ import sys
 import duckdb
 
 from desim.report.grid import CODES
+from grid_walkers import ACROSS, DOWN, HEIGHT, WIDTH, walkers_model, write_walkers, write_weights
 from storeq import sql, store_path
-from tiny_study import write_tiny_study
 from waits import HANG_S
 
-WIDTH, HEIGHT, STEPS = 8, 6, 3
+STEPS = 3
 FIRST = 'LAYER = ("weight v1", False, 1)'
 SECOND = 'LAYER = ("weight v2", True, 2)'
-
-MODEL = '''
-from pathlib import Path
-
-import numpy as np
-
-from desim import Action, DecisionModel, EnvironmentProvider, Observation
-
-''' + FIRST + '''      # the layer's name, whether it is mirrored left to right, its scale
-
-
-class Env(EnvironmentProvider):
-    """Agent i starts on cell (i, i) and walks one cell to the right each step, on a grid 8 cells wide."""
-
-    def reset(self, seed):
-        self.cell = {a: (i, i) for i, a in enumerate(self.ctx.agent_ids)}
-
-    def observe_batch(self, ids, t, round_idx):
-        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
-
-    def apply(self, actions):
-        for a in actions:
-            x, y = self.cell[a.agent_id]
-            self.cell[a.agent_id] = ((x + 1) % 8, y)
-
-    def agent_state(self, agent_id):
-        x, y = self.cell[agent_id]
-        return {"x": x, "y": y, "kind": "walker"}
-
-    @staticmethod
-    def grid_layer(read, parameters):
-        """weights.txt (rows are y, columns x), mirrored and scaled as LAYER says, plus the step."""
-        name, mirrored, scale = LAYER
-        steps, _ = read("x")
-        base = np.loadtxt(Path(__file__).with_name("weights.txt"))
-        if mirrored:
-            base = base[:, ::-1]
-        return name, steps, np.array([scale * base + step for step in steps])
-
-
-class Decide(DecisionModel):
-    def decide_batch(self, observations, memories):
-        return [Action(agent_id=o.agent_id, step=o.step, kind="move") for o in observations]
-'''
-
-
-def weights(of) -> list[list[int]]:
-    return [[of(x, y) for x in range(WIDTH)] for y in range(HEIGHT)]
-
-
-ACROSS = weights(lambda x, y: x)       # the first two versions' weights.txt
-DOWN = weights(lambda x, y: y)         # the third's
+MODEL = walkers_model(FIRST)
 VERSIONS = [("weight v1", False, 1, ACROSS), ("weight v2", True, 2, ACROSS), ("weight v2", True, 2, DOWN)]
-
-
-def write_weights(study, rows: list[list[int]]) -> None:
-    (study / "weights.txt").write_text("\n".join(" ".join(map(str, r)) for r in rows) + "\n")
 
 
 def expected_cells(mirrored: bool, scale: int, rows: list[list[int]], step: int) -> str:
@@ -104,8 +49,7 @@ def viz_grid(study, run: str, out) -> dict:
 
 
 def history(tmp_path):
-    study = write_tiny_study(tmp_path / "walkers", MODEL, {"n_steps": STEPS, "decision": {"ref": "model:Decide"}},
-                             agents=4)
+    study = write_walkers(tmp_path / "walkers", MODEL, STEPS)
     write_weights(study, ACROSS)
     runs = []
     desim("run", str(study), "-q")
@@ -153,8 +97,7 @@ def test_a_layer_reads_the_files_no_version_records_as_they_are(tmp_path):
     code to read, as it is now: the run's version folder links it in."""
     model = MODEL.replace('np.loadtxt(Path(__file__).with_name("weights.txt"))',
                           'np.full((6, 8), float(len(Path(__file__).with_name("terrain.png").read_bytes())))')
-    study = write_tiny_study(tmp_path / "walkers", model, {"n_steps": STEPS, "decision": {"ref": "model:Decide"}},
-                             agents=4)
+    study = write_walkers(tmp_path / "walkers", model, STEPS)
     (study / "terrain.png").write_bytes(b"\x89PNG twelve!")           # 12 bytes
     desim("run", str(study), "-q")
     run, = sql(study, "SELECT run_id FROM runs")[0]

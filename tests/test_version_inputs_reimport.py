@@ -18,30 +18,10 @@ import pytest
 
 import desim
 from desim.study.refs import RefError, study_module
+from tiny_models import stay_model
 from tiny_study import write_tiny_study
 
-ENV = '''
-from desim import Action, DecisionModel, EnvironmentProvider, Observation
-
-
-class Env(EnvironmentProvider):
-    def reset(self, seed):
-        pass
-
-    def observe_batch(self, ids, t, round_idx):
-        return [Observation(agent_id=a, step=t, round_idx=round_idx) for a in ids]
-
-    def apply(self, actions):
-        pass
-
-    def agent_state(self, agent_id):
-        return {"level": LEVEL}
-
-
-class Decide(DecisionModel):
-    def decide_batch(self, observations, memories):
-        return [Action(agent_id=o.agent_id, step=o.step, kind="stay") for o in observations]
-'''
+ENV = stay_model('{"level": LEVEL}')
 
 
 def study(tmp_path: Path, model: str) -> Path:
