@@ -189,7 +189,9 @@ def test_branch_report_marks_the_fork(opinion):
     page = parse(paths["html"])
     text = " ".join(page.text)
     assert f"{child} is a branch of {parent} forked at step 2" in text
-    assert "step 6: campaign_starts, tv_campaign" in text
+    # each arm's own interventions say whose they are
+    assert ("step 2: campaign_starts (control only), tv_campaign (control only); "
+            "step 6: campaign_starts (treatment only), tv_campaign (treatment only)") in text
     assert len(page.images) == 4
     card = {r[0]: r[1] for r in page.rows if len(r) == 2}
     assert card["parent run"] == f"{parent} (fork at step 2)"
@@ -199,6 +201,10 @@ def test_branch_report_marks_the_fork(opinion):
                            "AND t.name = 'mean_opinion'", [child, parent]))
     assert diffs[1] == 0
     assert abs(diffs[3]) > 1e-4
+    # the parent as the treatment: still the child that is the branch
+    back = " ".join(parse(write_report(root, run_id=parent, compare=child, out_dir=root / "back")["html"]).text)
+    assert f"{parent} (treatment) compared with {child} (control); {child} is a branch of {parent}" in back
+    assert "step 2: campaign_starts (treatment only), tv_campaign (treatment only)" in back
 
 
 def test_llm_calls_appear_on_the_card(opinion):

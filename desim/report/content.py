@@ -216,8 +216,11 @@ def comparison_section(con, treat: RunData, control: RunData,
                        fork: int | None) -> Section:
     time_unit = treat.run["time_unit"]
     metric_pairs = data.metric_pairs(con, treat, control)
-    how = (f"{treat.run_id} is a branch of {control.run_id} forked at step {fork}" if fork is not None
-           else f"{treat.run_id} (treatment) compared with {control.run_id} (control)")
+    how = f"{treat.run_id} (treatment) compared with {control.run_id} (control)"
+    if fork is not None:      # either run may be the branch: --run names the treatment, whichever it is
+        child, parent = ((treat, control) if treat.run.get("parent_run_id") == control.run_id
+                         else (control, treat))
+        how += f"; {child.run_id} is a branch of {parent.run_id} forked at step {fork}"
     section = Section("Treatment minus control", [how + "."])
     # one rule for the tables, the figures and the per-agent differences: an ended run holds its last step
     held = data.held_runs(con, treat, control)
@@ -240,7 +243,7 @@ def comparison_section(con, treat: RunData, control: RunData,
         if pairs["steps"]:
             last = len(pairs["steps"]) - 1
             summary = (f"mean per-agent difference {fmt(pairs['mean'][last])}" if kind == "numeric"
-                       else f"{fmt(pairs['changed_share'][last])} of agents differ")
+                       else f"{100 * pairs['changed_share'][last]:.1f} % of agents differ")
             section.paragraphs.append(f"'{name}' at step {pairs['steps'][last]}: {summary} "
                                       f"({pairs['pairs'][last]} agent pairs"
                                       + (f" alive in both runs; {pairs['left_out'][last]:,} dead in either left out"

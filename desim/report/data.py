@@ -14,6 +14,7 @@ from typing import Any
 from desim.errors import StudyError
 from desim.experiments import comparisons
 from desim.store import Catalogue, StudyLayout, open_store, queries, states
+from desim.study.interventions import INTERVENTION_KINDS
 
 
 class ReportError(StudyError, ValueError):
@@ -45,25 +46,32 @@ class RunData:
         return wanted or sorted(self.metrics)
 
     def event_steps(self) -> dict[int, list[str]]:
-        """Intervention names by step (sorted), for the markers on trajectories."""
+        """Intervention names by step (sorted), for the markers on trajectories: the scheduled events and
+        broadcasts, not the rows a study records itself in ``advance_to`` (a headline every step would hide
+        them; the effect report's marks are the arms' interventions too)."""
         out: dict[int, list[str]] = {}
         for e in self.events:
-            out.setdefault(e["step"], []).append(e["name"])
+            if e["kind"] in INTERVENTION_KINDS:
+                out.setdefault(e["step"], []).append(e["name"])
         return {step: sorted(names) for step, names in out.items()}
 
 
 def marked_events(run: RunData, control: RunData | None = None) -> dict[int, list[str]]:
-    """The run's intervention names by step, plus the control's own ones marked "(control only)".
+    """The run's intervention names by step; in a comparison, one run's own ones are marked
+    "(treatment only)" or "(control only)".
 
-    In a comparison both runs' interventions explain the curves, e.g. a branch
-    that removes a correction the parent had.
+    In a comparison both runs' interventions explain the curves, e.g. a branch that moves a correction
+    the parent had: each arm's marks say whose it is, as the effect report's do.
     """
-    out = {step: list(names) for step, names in run.event_steps().items()}
-    if control is not None:
-        for step, names in control.event_steps().items():
-            for name in names:
-                if name not in out.get(step, []):
-                    out.setdefault(step, []).append(f"{name} (control only)")
+    mine = run.event_steps()
+    if control is None:
+        return {step: list(names) for step, names in mine.items()}
+    theirs = control.event_steps()
+    out: dict[int, list[str]] = {}
+    for step in sorted(set(mine) | set(theirs)):
+        ours, others = mine.get(step, []), theirs.get(step, [])
+        out[step] = ([n if n in others else f"{n} (treatment only)" for n in ours]
+                     + [f"{n} (control only)" for n in others if n not in ours])
     return out
 
 

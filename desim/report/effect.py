@@ -25,7 +25,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from desim.experiments.effects import EffectError, effect_table, held_pairs  # noqa: E402
+from desim.experiments.effects import EffectError, effect_table, ended_note, held_pairs  # noqa: E402
 from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
@@ -95,16 +95,7 @@ def mark_arms(ax, events: dict[str, dict[int, list[str]]], fork: int) -> None:
             labels.append((step, ", ".join(names), ARM_STYLE[arm]["color"]))
     ax.axvline(fork, color="tab:red", linewidth=1.4, zorder=0)
     labels.append((fork, f"fork at step {fork}", "tab:red"))
-    labels.sort(key=lambda x: x[0])
-    fig = ax.figure
-    lo, hi = ax.get_xlim()
-    px_per_step = ax.get_position().width * fig.get_figwidth() * fig.dpi / max(1e-9, hi - lo)
-    rows = figures.label_rows([(s - lo, t) for s, t, _ in labels], px_per_step, figures.LABEL_FONT * fig.dpi / 72)
-    for (step, text, color), row in zip(labels, rows):
-        ax.annotate(text, xy=(step, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(3, -3 - row * (figures.LABEL_FONT + 3)), textcoords="offset points", va="top",
-                    ha="left", fontsize=figures.LABEL_FONT, color=color, zorder=5,
-                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+    figures.draw_labels(ax, labels)
 
 
 def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str,
@@ -192,6 +183,9 @@ def card(study_root: Path, data: dict[str, Any]) -> Section:
         section.paragraphs.append(f"Incomplete: {missing} of {e['replicates']} pairs have not completed (the "
                                   f"effect was interrupted or a run failed); the numbers below count the {done} "
                                   f"completed. desim effect {study_root} --resume {e['effect_id']} runs the rest.")
+    ended = ended_note(pairs, e["n_steps"])
+    if ended:
+        section.paragraphs.append("Ended early: " + ended)
     held = held_pairs(pairs)
     if held:
         section.paragraphs.append(
@@ -214,10 +208,12 @@ def curves_section(root: Path, data: dict[str, Any], metrics: list[str], fork: i
     curves = bands.series(root, groups, metrics)
     refs = bands.references(root, {"control": groups["control"]}) if bands.REFERENCE_METRIC in curves else {}
     colors = {"control": "#555555", "treatment": "#1f77b4"}
-    section = Section("Over time", [f"Each metric step by step in the {len(done)} completed pairs: the controls and "
-                                    "their branches with the treatment from the fork step. An analytic reference "
-                                    "line, where the model has one, is the control's: the treatment changes the run "
-                                    "from the fork on, which no final-size relation covers."])
+    text = (f"Each metric step by step in the {len(done)} completed pairs: the controls and their branches with "
+            "the treatment from the fork step.")
+    if bands.REFERENCE_METRIC in curves:      # an epidemic's final size: only then is there a reference to explain
+        text += (" An analytic reference line, where the model has one, is the control's: the treatment changes "
+                 "the run from the fork on, which no final-size relation covers.")
+    section = Section("Over time", [text])
     for metric in metrics:
         if metric not in curves:
             continue

@@ -55,23 +55,46 @@ def marker_style(n_points: int) -> dict:
     return {"marker": "o", "markersize": 3} if n_points <= MARKER_MAX_POINTS else {}
 
 
-def label_rows(labels: list[tuple[float, str]], px_per_step: float, font_px: float) -> list[int]:
-    """A row per label (labels sorted by step) so that no two labels in a row overlap.
+def label_rows(labels: list[tuple[float, str]], px_per_step: float, font_px: float,
+               axis_px: float = float("inf")) -> list[tuple[int, bool]]:
+    """A row per label (labels sorted by step) so that no two labels in a row overlap, and whether it is
+    drawn to the left of its step.
 
-    A label starts just right of its step and is about ``0.6 * font_px`` per
-    character wide; it takes the first row whose last label ends before it
-    starts. Past ``LABEL_ROWS`` rows the row with the most room is reused.
+    A label starts just right of its step and is about ``0.6 * font_px`` per character wide; one that would
+    run past the axes' right edge (``axis_px`` from the left) ends just left of its step instead, so an
+    intervention at the last step is named, not cut at the picture's edge. It takes the first row whose last
+    label ends before it starts. Past ``LABEL_ROWS`` rows the row with the most room is reused.
     """
     ends = [float("-inf")] * LABEL_ROWS
     rows = []
     for step, text in labels:
-        start = step * px_per_step + 3
         width = 0.6 * font_px * len(text) + 6
+        left = step * px_per_step + 3 + width > axis_px and step * px_per_step - 3 - width >= 0
+        start = step * px_per_step - 3 - width if left else step * px_per_step + 3
         free = [r for r in range(LABEL_ROWS) if ends[r] < start]
         row = free[0] if free else min(range(LABEL_ROWS), key=lambda r: ends[r])
-        ends[row] = start + width
-        rows.append(row)
+        ends[row] = max(ends[row], start + width)
+        rows.append((row, left))
     return rows
+
+
+def draw_labels(ax, labels: list[tuple[float, str, str]]) -> int:
+    """Each ``(step, text, colour)`` written at the top of the axes beside its step, in staggered rows
+    (:func:`label_rows`); returns the number of rows drawn."""
+    if not labels:
+        return 0
+    labels = sorted(labels, key=lambda x: x[0])
+    fig = ax.figure
+    lo, hi = ax.get_xlim()
+    width_px = ax.get_position().width * fig.get_figwidth() * fig.dpi
+    px_per_step = width_px / max(1e-9, hi - lo)
+    places = label_rows([(s - lo, t) for s, t, _ in labels], px_per_step, LABEL_FONT * fig.dpi / 72, width_px)
+    for (step, text, color), (row, left) in zip(labels, places):
+        ax.annotate(text, xy=(step, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(-3 if left else 3, -3 - row * (LABEL_FONT + 3)), textcoords="offset points",
+                    va="top", ha="right" if left else "left", fontsize=LABEL_FONT, color=color, zorder=5,
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+    return max(row for row, _ in places) + 1
 
 
 def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label: bool = True) -> int:
@@ -88,20 +111,7 @@ def mark_events(ax, events: dict[int, list[str]], fork: int | None = None, label
     if fork is not None:
         ax.axvline(fork, color="tab:red", linewidth=1.4, zorder=0)
         labels.append((fork, f"fork at step {fork}", "tab:red"))
-    if not label or not labels:
-        return 0
-    labels.sort(key=lambda x: x[0])
-    fig = ax.figure
-    lo, hi = ax.get_xlim()
-    width_px = ax.get_position().width * fig.get_figwidth() * fig.dpi
-    px_per_step = width_px / max(1e-9, hi - lo)
-    rows = label_rows([(s - lo, t) for s, t, _ in labels], px_per_step, LABEL_FONT * fig.dpi / 72)
-    for (step, text, color), row in zip(labels, rows):
-        ax.annotate(text, xy=(step, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(3, -3 - row * (LABEL_FONT + 3)), textcoords="offset points", va="top", ha="left",
-                    fontsize=LABEL_FONT, color=color, zorder=5,
-                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
-    return max(rows) + 1
+    return draw_labels(ax, labels) if label else 0
 
 
 def headroom(ax, rows: int) -> None:

@@ -21,6 +21,10 @@ from pydantic import Strict as StrictType
 
 from desim.records import INT32, Persona, Step, Strict
 
+INTERVENTION_KINDS = ("event", "broadcast")
+"""The ``kind`` of the ``events`` rows :meth:`Interventions.fire` writes; other rows are ones a study recorded
+itself in ``advance_to`` (a headline, a price), shown in the events table but not marked as interventions."""
+
 # --- what environment.json lists -------------------------------------------------------------
 Selector = dict[str, Any]
 """Attribute equality filter: ``{"dorm": "A"}`` or ``{"dorm": ["A", "B"]}``."""
@@ -148,12 +152,12 @@ class Interventions:
                                              f"attribute '{ev.target}' of agent {agent_id}: {e}") from None
                         affected += 1
                 self.attribute_changes += 1
-            fired.append({"kind": "event", "name": ev.name, "detail": {
+            fired.append({"kind": INTERVENTION_KINDS[0], "name": ev.name, "detail": {
                 "target": ev.target, "op": ev.op, "value": ev.value, "selector": ev.selector,
                 "affected_agents": affected, "note": ev.note}})
         for b in self.broadcasts:
             if b.at_step == step:
-                fired.append({"kind": "broadcast", "name": b.name, "detail": {
+                fired.append({"kind": INTERVENTION_KINDS[1], "name": b.name, "detail": {
                     "channel": b.channel, "content": b.content, "ttl": b.ttl, "selector": b.selector}})
         self._active = [b for b in self.broadcasts if b.active_at(step)]
         return fired
