@@ -127,6 +127,29 @@ def test_branch_of_a_seed_and_set_run_replays_exactly_and_takes_set(tmp_path, ca
     assert "scheduled_events before step 5 changed (lockdown)" in capsys.readouterr().err
 
 
+def test_a_parameter_named_after_the_layer_it_sets_branches_unless_code_reads_the_parameter(tmp_path, capsys):
+    # the event sets layer 'drift' to "$drift": model.py spells "drift" to read the layer, not the parameter
+    root = write_walk_study(tmp_path / "walk")
+    edit(root / "simulation" / "simulation.json",
+         lambda d: d["parameters"].update(drift=d["parameters"].pop("lockdown_drift")))
+    edit(root / "environment" / "environment.json", lambda d: d["scheduled_events"][0].update(value="$drift"))
+    assert main(["run", str(root)]) == 0
+    (parent_id,) = sql(root, "SELECT run_id FROM runs")[0]
+    assert main(["branch", str(root), "--from-run", parent_id, "--at-step", "3", "--set", "drift=2.5"]) == 0
+    (child,) = sql(root, "SELECT run_id FROM runs WHERE kind = 'branch'")[0]
+    assert fired(root, child) == [(6, "lockdown", "2.5")]
+    # code that reads the parameter itself is refused, as any parameter spelled in code is
+    model = root / "model.py"
+    model.write_text(model.read_text().replace('drift = self.ctx.interventions.value("drift")',
+                                               'drift = self.ctx.interventions.value("drift") * '
+                                               '(1 + 0 * self.ctx.params["drift"])'))
+    assert main(["run", str(root)]) == 0
+    (edited,) = sql(root, "SELECT run_id FROM runs WHERE kind = 'run' ORDER BY started_at DESC LIMIT 1")[0]
+    capsys.readouterr()
+    assert main(["branch", str(root), "--from-run", edited, "--at-step", "3", "--set", "drift=2.5"]) == 2
+    assert "model.py mentions 'drift' (code may read it through ctx.params" in capsys.readouterr().err
+
+
 def test_run_study_honours_warm_start(tmp_path):
     root = write_walk_study(tmp_path / "walk")
     parent = desim.run_study(desim.load_study(root))

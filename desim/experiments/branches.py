@@ -27,6 +27,7 @@ replies, so no paid call is repeated.
 from __future__ import annotations
 
 import json
+import re
 import numbers
 from pathlib import Path
 from typing import Any
@@ -101,15 +102,29 @@ def _roster_rule(parent: dict, population: dict) -> list[str]:
             "differ: run the study again"]
 
 
-def _mentioned_in_code(root: Path, name: str) -> list[str]:
-    """Study Python files that spell ``name`` as a string literal (code may read ``ctx.params``)."""
+def _mentioned_in_code(root: Path, name: str, also_a_value: bool = False) -> list[str]:
+    """Study Python files that spell ``name`` as a string literal (code may read ``ctx.params``).
+
+    A parameter named after the layer or attribute its event sets (``advisory_push``) is spelled in code that
+    reads the value (``interventions.value("advisory_push")``, an observation's ``["advisory_push"]``), not the
+    parameter: with ``also_a_value`` only a read of ``params`` counts (``ctx.params["advisory_push"]``,
+    ``self.ctx.params.get('advisory_push')``)."""
+    quoted = f"""["']{re.escape(name)}["']"""
+    pattern = re.compile(rf"params\s*(\[\s*|\.get\(\s*){quoted}" if also_a_value else quoted)
     hits = []
     for rel in code_files(root):
         if rel.endswith(".py"):
             text = (root / rel).read_text(encoding="utf-8", errors="replace")
-            if f'"{name}"' in text or f"'{name}'" in text:
+            if pattern.search(text):
                 hits.append(rel)
     return hits
+
+
+def _value_names(environment: dict) -> set[str]:
+    """The names study code reads through the interventions: the layers and the events' targets."""
+    layers = environment.get("layers") or {}
+    names = set(layers) if isinstance(layers, dict) else {x.get("name") for x in layers if isinstance(x, dict)}
+    return names | {e.get("target") for e in environment.get("scheduled_events") or []}
 
 
 def check_parameters(parent_config: dict, spec: StudySpec, at_step: int) -> list[str]:
@@ -118,6 +133,7 @@ def check_parameters(parent_config: dict, spec: StudySpec, at_step: int) -> list
     old = parent_config["simulation"].get("parameters") or {}
     new = spec.simulation.parameters
     uses = parameter_uses(spec.files) if spec.files else {}
+    values = _value_names(spec.resolved()["environment"])
     problems = []
     for name in sorted(set(old) | set(new), key=str):
         if name in old and name in new and old[name] == new[name]:
@@ -136,7 +152,7 @@ def check_parameters(parent_config: dict, spec: StudySpec, at_step: int) -> list
         elif elsewhere:
             problems.append(f"parameter {name} changed ({shown}) and is used outside the interventions "
                             f"({', '.join(elsewhere)})")
-        elif spec.files and (code := _mentioned_in_code(spec.root, name)):
+        elif spec.files and (code := _mentioned_in_code(spec.root, name, name in values)):
             problems.append(f"parameter {name} changed ({shown}) and {', '.join(code)} mentions '{name}' "
                             "(code may read it through ctx.params at any step)")
     return problems
@@ -172,9 +188,11 @@ def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> 
         if before_old != before_new:
             removed = sorted(set(before_old) - set(before_new))
             added = sorted(set(before_new) - set(before_old))
-            names = [json.loads(x)["name"] for x in removed + added]
+            names = list(dict.fromkeys(json.loads(x)["name"] for x in removed + added))   # a changed one once
             problems.append(f"environment.{key} before step {at_step} changed ({', '.join(names)}): "
-                            f"a branch may only add or change interventions at steps >= {at_step}")
+                            f"a branch may only add or change interventions at steps >= {at_step}"
+                            + ("; a broadcast that starts before the fork keeps its ttl and content, which its "
+                               "replayed events row records" if key == "broadcasts" else ""))
     return problems
 
 
