@@ -387,8 +387,17 @@ def test_an_effect_holds_a_pair_whose_control_ended_before_the_fork(tmp_path, ca
     last = {m["step"]: m for m in effect_table(root, effect.effect_id)["metrics"] if m["name"] == "mean_x"}[8]
     # a branch pushes each agent one more at steps 5..8: 4 more on average; a held pair 0
     assert last["n"] == 6 and last["mean"] == pytest.approx(4 * (6 - len(ended)) / 6)
+    # the runs that ended before the last step are said, with the last step any run reached
+    runs = {r for p in effect.pairs for r in (p["control_run_id"], p["treatment_run_id"])}
+    early = sql(root, "SELECT run_id, last_step FROM runs WHERE end_reason IS NOT NULL AND last_step < 8")
+    early = {r: last for r, last in early if r in runs}
+    reached = max(last for (last,) in sql(root, "SELECT last_step FROM runs"))
+    note = effect_table(root, effect.effect_id)["notes"][0]
+    assert note.startswith(f"{len(early)} of the {len(runs)} runs ended with their process before step 8")
+    assert f"the last step any run reached is {reached}." in note
     assert main(["effect", str(root), "--resume", effect.effect_id, "--quiet"]) == 0
-    assert f"{len(ended)} pair(s) held" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{len(ended)} pair(s) held" in out and f"note: {note}" in out
     data = desim.open(root)
     arms = {r["run_id"]: r["arm"] for r in data.runs().to_pylist()}
     assert {arms[r] for r in ended} == {"control"}          # a held control is still its effect's control

@@ -249,6 +249,29 @@ def _hold_ended(pairs: list[dict[str, Any]], effect: _Effect, db: StudyLayout,
     return left
 
 
+def ended_note(pairs: list[dict[str, Any]], n_steps: int) -> str | None:
+    """In words, the completed runs of an effect that ended with their process before ``n_steps``
+    (``stop_when``, ``ctx.end_run``): how many, why, and the last step any run reached. After its end a run's last
+    values are held, the rule ``compare`` uses, so a per-step count or rate reads as if it went on."""
+    ended: dict[str, tuple[int, str]] = {}
+    for p in pairs:
+        for arm in ("control", "treatment"):
+            run, last, why = p[f"{arm}_run_id"], p.get(f"{arm}_last_step"), p.get(f"{arm}_end_reason")
+            if p.get(f"{arm}_status") == "completed" and why and last is not None and last < n_steps:
+                ended[run] = (last, why)
+    if not ended:
+        return None
+    lasts = [last for last, _ in ended.values()]
+    reasons = sorted({why for _, why in ended.values()})
+    reached = max((p.get(f"{arm}_last_step") or 0) for p in pairs for arm in ("control", "treatment"))
+    runs = {p[f"{arm}_run_id"] for p in pairs for arm in ("control", "treatment")}
+    at = f"step {lasts[0]}" if min(lasts) == max(lasts) else f"steps {min(lasts)}-{max(lasts)}"
+    return (f"{len(ended)} of the {len(runs)} runs ended with their process before step {n_steps}, at {at} "
+            f"({'; '.join(reasons)}); the last step any run reached is {reached}. After its end a run's last "
+            "values are held (as desim compare does), so a per-step count or rate of an ended run reads as if it "
+            "went on.")
+
+
 def held_pairs(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pairs whose treatment is their control (:func:`_hold_ended`)."""
     return [p for p in pairs if p["treatment_run_id"] == p["control_run_id"]]
@@ -426,7 +449,8 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
     the mean over pairs of (treatment mean over its living agents - control mean over its living agents) with its
     interval, ``treatment_mean``, ``control_mean``, ``treatment_living`` and ``control_living`` (means over those
     pairs); ``"notes"`` says all this in words, one sentence per field. Both are empty for runs whose agents do
-    not die.
+    not die. ``"notes"`` also says, first, which runs ended with their process before the last step
+    (:func:`ended_note`).
     """
     layout = StudyLayout(study_root)
     if not layout.db.exists():
@@ -463,6 +487,9 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
                               f"metric_bounds [{low:g}, {high:g}] in study.json cannot give; correct the "
                               "bounds") from None
     state_rows, living_rows, notes = _state_summaries(per_agent, kinds)
+    ended = ended_note(pairs, row["n_steps"])
+    if ended:
+        notes.insert(0, ended)
     shares: dict[tuple[str, int, str], list[float]] = {}
     for f, got in per_category.items():
         for _, step, category, diff in got:

@@ -267,7 +267,9 @@ class Catalogue:
     def effect_pairs(self, effect_id: str) -> list[dict[str, Any]]:
         """An effect's pairs with how each run ended."""
         return fetch_dicts(self.con, """
-            SELECT p.*, c.status AS control_status, t.status AS treatment_status, t.error AS treatment_error
+            SELECT p.*, c.status AS control_status, t.status AS treatment_status, t.error AS treatment_error,
+                   c.last_step AS control_last_step, t.last_step AS treatment_last_step,
+                   c.end_reason AS control_end_reason, t.end_reason AS treatment_end_reason
             FROM effect_pairs p LEFT JOIN runs c ON c.run_id = p.control_run_id
             LEFT JOIN runs t ON t.run_id = p.treatment_run_id WHERE p.effect_id = ? ORDER BY p.replicate""",
                            [effect_id])
