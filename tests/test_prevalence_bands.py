@@ -106,3 +106,27 @@ def test_effect_curves_of_controls_and_treatments(tmp_path):
     md = paths["markdown"].read_text()
     assert "Over time" in md and "middle 90 % of its runs" in md
     assert "Dashed" not in md                                     # a random walk has no final size
+
+
+def test_a_run_that_ended_early_holds_its_final_value_in_the_curves(tmp_path):
+    """An SIR whose epidemics die out at different steps (stop_when): the curve of the share ever infected is the
+    mean of each run's final size after they end, and never falls, where a mean over the runs still going did."""
+    from desim.report import bands
+    root = sweep_study(tmp_path / "ends", {"kind": "erdos_renyi", "p": 0.01}, 60, 300)
+    sim = json.loads((root / "simulation" / "simulation.json").read_text())
+    sim["stop_when"] = [{"metric": "count_I", "op": "<=", "value": 0}]
+    (root / "simulation" / "simulation.json").write_text(json.dumps(sim))
+    result = run_sweep(root, {"beta": [0.15]}, replicates=6, workers=1)
+    members = [r.run_id for r in result.plan.runs]
+    ends = dict(sql(root, "SELECT run_id, last_step FROM runs WHERE list_contains(?::VARCHAR[], run_id)", [members]))
+    assert len(set(ends.values())) > 1 and max(ends.values()) < 60       # they end, at different steps
+    curve = bands.series(root, {"beta=0.15": members}, ["cumulative_incidence"])["cumulative_incidence"]["beta=0.15"]
+    finals = dict(sql(root, "SELECT m.run_id, m.value FROM metrics m JOIN runs r USING (run_id) WHERE "
+                            "m.name = 'cumulative_incidence' AND m.step = r.last_step AND "
+                            "list_contains(?::VARCHAR[], m.run_id)", [members]))
+    assert curve["steps"][-1] == max(ends.values()) and curve["held"] == sum(e < max(ends.values()) for e in ends.values())
+    mean = np.nanmean(curve["values"], axis=0)
+    assert mean[-1] == pytest.approx(np.mean(list(finals.values())), rel=1e-6)
+    assert not np.isnan(curve["values"]).any()
+    assert all(b >= a - 1e-12 for a, b in zip(mean, mean[1:]))          # a share ever infected never falls
+    assert "hold their last value" in bands.caption("cumulative_incidence", {"beta=0.15": curve}, {})

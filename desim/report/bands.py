@@ -34,10 +34,16 @@ FIGURE_HEIGHT = 4.4       # inches: 900 x 440 px
 
 def series(study_root: str | Path, groups: dict[str, list[str]], metrics: list[str]) -> dict[str, dict[str, Any]]:
     """``{metric: {group: {"steps": [...], "values": array (runs, steps), "runs": [run ids]}}}`` of the
-    groups' completed runs (a run missing a step holds NaN there)."""
+    groups' completed runs (a run missing a step holds NaN there).
+
+    A run that ended with its process (``stop_when``, ``ctx.end_run``) holds its last values for the group's
+    later steps, the rule ``compare`` and effects pair by: an epidemic that died out at step 28 still has its
+    final size at step 30. Left out, the mean of the later steps would be over the runs that happened to last,
+    and a curve of a quantity no run lowers could fall."""
     run_ids = [r for members in groups.values() for r in members]
     with data.connect(study_root) as con:
         rows = queries.metric_rows(con, run_ids) if run_ids else []
+        ended = queries.held_from(con, run_ids) if run_ids else {}
     by: dict[tuple[str, str], dict[int, float]] = {}
     for run_id, name, step, value in rows:
         if name in metrics:
@@ -51,7 +57,12 @@ def series(study_root: str | Path, groups: dict[str, list[str]], metrics: list[s
             steps = sorted({s for r in have for s in by[(metric, r)]})
             values = np.array([[by[(metric, r)].get(s, np.nan) if by[(metric, r)].get(s) is not None else np.nan
                                 for s in steps] for r in have], dtype=float)
-            out.setdefault(metric, {})[label] = {"steps": steps, "values": values, "runs": have}
+            held = 0
+            for i, r in enumerate(have):
+                if r in ended and ended[r] in by[(metric, r)] and ended[r] < steps[-1]:
+                    values[i, np.asarray(steps) > ended[r]] = values[i, steps.index(ended[r])]
+                    held += 1
+            out.setdefault(metric, {})[label] = {"steps": steps, "values": values, "runs": have, "held": held}
     return out
 
 
@@ -150,6 +161,10 @@ def caption(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict
     """What the figure shows, and about the reference line: its assumptions, or why there is none."""
     text = ("Lines: the mean over a group's runs at each step; shaded: the middle 90 % of its runs "
             f"(5th to 95th percentile; drawn for {MIN_BAND_RUNS} runs or more).")
+    held = sum(g.get("held", 0) for g in groups.values())
+    if held:
+        text += (f" {held} run{'s' if held != 1 else ''} ended with {'their' if held != 1 else 'its'} process "
+                 "before the last step shown and hold their last value after it.")
     if metric != REFERENCE_METRIC:
         return text
     shown = [r for r in refs.values() if r.get("value") is not None]

@@ -38,6 +38,14 @@ def metric_rows(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tupl
                        [list(run_ids)]).fetchall()
 
 
+def held_from(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int]:
+    """``{run_id: last step}`` of the runs among ``run_ids`` that ended with their process and so hold their
+    last state after it (the ``held_from`` rule of the paired macros); the others are not in it."""
+    return dict(con.execute("SELECT r.run_id, held_from(r.run_id) AS held FROM runs r "
+                            "WHERE list_contains(?::VARCHAR[], r.run_id) AND held < 2147483647",
+                            [list(run_ids)]).fetchall())
+
+
 def metric_comparison(con: duckdb.DuckDBPyConnection, control: str, treatment: str) -> list[dict[str, Any]]:
     """Every metric of two runs side by side per step, with treatment minus control.
 
