@@ -261,18 +261,23 @@ def test_neighbour_majority_node_for_node_against_brute_force(tmp_path):
     edges = random_edges(n, 0.08, seed=12)
     root = write_study(tmp_path / "mr", "MajorityRule", {}, env={"seed_fraction": 0.5}, n_steps=steps,
                        population=edges_population(n, edges))
-    got = states(run(root))
+    result = run(root)
+    got = states(result)
+    m = result.metrics().to_pydict()
+    changed = dict(zip(m["step"], m["changed"]))
     nbrs = {v: [] for v in range(n)}
     for u, v in edges:
         nbrs[u].append(v)
         nbrs[v].append(u)
     x = [int(s) for s in got[0]]
+    assert changed[0] == 0
     for t in range(1, steps + 1):
         nxt = []
         for v in range(n):
             ones = sum(x[u] for u in nbrs[v])
             zeros = len(nbrs[v]) - ones
             nxt.append(1 if ones > zeros else 0 if zeros > ones else x[v])
+        assert changed[t] == sum(a != b for a, b in zip(x, nxt)), t       # the nodes that changed in the step
         x = nxt
         assert [int(s) for s in got[t]] == x, t
 

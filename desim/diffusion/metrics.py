@@ -7,9 +7,11 @@ For a model with named states, per step and for every state ``X``:
 * ``new_X`` -- how many nodes entered ``X`` during the step (incidence for ``I``; for SEIR
   ``new_E`` is the step's infections);
 
-and ``cumulative_incidence``: the share of nodes that have ever been in a state other than the
+``cumulative_incidence``: the share of nodes that have ever been in a state other than the
 first (``S``, ``inactive``, ``"0"``), seeds included: the attack rate so far, ``1 - share_S``
-in SIR. Step 0 gives the initial figures (``new_X`` counts nothing).
+in SIR; and ``changed``: how many nodes changed state during the step (the sum of the ``new_X``),
+0 once a rule-driven process (majority, threshold) has settled. Step 0 gives the initial figures
+(``new_X`` and ``changed`` count nothing).
 
 For a continuous model (bounded confidence): ``mean_opinion``, ``opinion_sd`` and
 ``changed`` (how many nodes moved in the step).
@@ -50,4 +52,5 @@ class Prevalence(MetricCollector):
             out[f"count_{label}"] = c
             out[f"new_{label}"] = e if t > 0 else 0
         out["cumulative_incidence"] = float(np.count_nonzero(environment.ever)) / n
+        out["changed"] = int(environment.entered.sum()) if t > 0 else 0
         return out

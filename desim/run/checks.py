@@ -146,9 +146,6 @@ def checked_state_columns(columns: Any, n: int, t: int) -> dict:
     return columns
 
 
-_OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, "==": lambda a, b: a == b,
-        "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b}
-
 
 def checked_messages(messages: Any, t: int) -> Any:
     """The messages drained at step ``t``'s close, refused if one is stamped with a later step: a post's
@@ -210,9 +207,9 @@ def checked_events(events: Any, t: int, env: str) -> list[dict]:
 def check_stop_metrics(conditions, metrics: dict[str, float]) -> None:
     """Refuse, before the run is recorded, a ``stop_when`` condition on a metric that the collector
     does not report at step 0 (a typo, or a metric of another collector)."""
-    problems = [(f"stop_when[{i}].metric", f"'{c.metric}' is not a metric the collector reports "
+    problems = [(f"stop_when[{i}].metric", f"'{m}' is not a metric the collector reports "
                  f"(it reports: {', '.join(sorted(metrics)) or 'none'})")
-                for i, c in enumerate(conditions) if c.metric not in metrics]
+                for i, c in enumerate(conditions) for m in c.metrics() if m not in metrics]
     if problems:
         raise StudyConfigError("simulation/simulation.json", problems)
 
@@ -222,9 +219,10 @@ def stop_reason(conditions, metrics: dict[str, float], t: int) -> str | None:
     that holds for the step's metrics), or None. A condition on a metric the collector does not
     report is refused, naming it."""
     for c in conditions:
-        if c.metric not in metrics:
-            raise RunError(f"step {t}: stop_when names metric '{c.metric}', which the collector does not report "
-                           f"(it reports: {', '.join(sorted(metrics)) or 'none'})")
-        if _OPS[c.op](metrics[c.metric], c.value):
-            return f"stop_when: {c.metric} {c.op} {c.value:g} at step {t}"
+        for m in c.metrics():
+            if m not in metrics:
+                raise RunError(f"step {t}: stop_when names metric '{m}', which the collector does not report "
+                               f"(it reports: {', '.join(sorted(metrics)) or 'none'})")
+        if c.holds(metrics):
+            return f"stop_when: {c.text()} at step {t}"
     return None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import difflib
 import json
+import operator
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -130,14 +131,49 @@ class PanelOptions(Strict):
                                        "NaN or infinity")
 
 
+STOP_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">=": operator.ge,
+            ">": operator.gt}
+
+
 class StopWhen(Strict):
     """End the run after the first step (1 or later) whose metric ``metric`` satisfies ``op value`` (an
     epidemic that died out: ``{"metric": "count_I", "op": "<=", "value": 0}``). The run is ``completed``,
-    with that step as its last and the condition as its reason. Several conditions: the first that holds."""
+    with that step as its last and the condition as its reason. Several conditions: the first that holds.
+    Conditions that must hold together are one ``{"all": [...]}`` (an SEIR is over when nobody is exposed
+    and nobody infectious: ``{"all": [{"metric": "count_E", "value": 0}, {"metric": "count_I", "value": 0}]}``)."""
 
-    metric: str = Field(min_length=1, description="a metric the collector writes each step")
+    metric: str | None = Field(None, min_length=1, description="a metric the collector writes each step")
     op: Literal["<", "<=", "==", "!=", ">=", ">"] = Field("<=", description="how the metric is compared")
-    value: Number = Field(description='the value it is compared with (a number, or "$name" of a parameter)')
+    value: Number | None = Field(None, description='the value it is compared with (a number, or "$name" of a '
+                                 'parameter)')
+    all: list[StopWhen] | None = Field(None, min_length=2, description="instead of metric, op and value: "
+                                       "conditions that must all hold at the same step")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> StopWhen:
+        if self.all is not None:
+            if self.metric is not None or self.value is not None or "op" in self.model_fields_set:
+                raise ValueError("give either metric, op and value, or all, not both")
+            return self
+        if self.metric is None or self.value is None:
+            raise ValueError("a condition needs metric and value (op defaults to <=), or all: [conditions]")
+        return self
+
+    def metrics(self) -> list[str]:
+        """The metrics the condition reads."""
+        return [m for c in self.all for m in c.metrics()] if self.all is not None else [self.metric]
+
+    def holds(self, metrics: dict[str, float]) -> bool:
+        """Whether the step's ``metrics`` satisfy it (every metric it reads is in them)."""
+        if self.all is not None:
+            return all(c.holds(metrics) for c in self.all)
+        return STOP_OPS[self.op](metrics[self.metric], self.value)
+
+    def text(self) -> str:
+        """As the run's end reason says it: ``count_I <= 0``, ``count_E <= 0 and count_I <= 0``."""
+        if self.all is not None:
+            return " and ".join(c.text() for c in self.all)
+        return f"{self.metric} {self.op} {self.value:g}"
 
 
 class SimulationFile(Strict):
