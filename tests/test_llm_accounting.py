@@ -91,6 +91,72 @@ def test_budget_stops_lose_no_paid_call_across_resumes(study_copy, monkeypatch):
                        "ORDER BY ALL") == [(2, 12), (3, 24)]
 
 
+def set_simulation(root, **fields):
+    import json
+    path = root / "simulation" / "simulation.json"
+    data = json.loads(path.read_text())
+    data.update(fields)
+    path.write_text(json.dumps(data))
+
+
+def stored_steps(root, run_id):
+    return query(root, f"SELECT step, agent_id, state::VARCHAR, payload::VARCHAR FROM panel WHERE run_id = '{run_id}' "
+                       "ORDER BY ALL")
+
+
+def test_a_resumed_run_without_a_reply_cache_replays_its_stored_steps_and_asks_nothing_twice(study_copy, monkeypatch):
+    """cache: false and recorded rounds: the resume takes steps 1..2 from the store, asks only for what was
+    never answered, and continues the run the panel holds (the stub's replies are deterministic, so an
+    uninterrupted run is the reference)."""
+    root = llm_study(study_copy, cache=False, max_calls=80)
+    set_simulation(root, record_rounds=True)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        first = run_study(load_study(root, steps=4, params=OPENAI))
+        assert first.status == "interrupted" and first.steps_done == 2        # 72 paid, round 0 of step 3 would pass 80
+        asked = stub.stats.replies
+        resumed = resume(root, first.run_id)          # its budget is the run's: 72 more calls fit in 80
+        again = stub.stats.replies - asked
+    assert resumed.status == "completed"
+    assert again == resumed.counters["llm"]["calls"] == 12 * 3 * 2         # steps 3 and 4 only
+    paid = query(root, f"SELECT count(*) FROM llm_calls WHERE run_id = '{first.run_id}' AND NOT cached "
+                       "AND outcome <> 'abandoned'")[0][0]
+    assert paid == 12 * 3 * 4                                              # every round of every step, once
+    set_simulation(root, llm={**load_study(root).simulation.llm, "max_calls": None})
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        whole = run_study(load_study(root, steps=4, params=OPENAI))
+    assert whole.status == "completed" and stored_steps(root, first.run_id) == stored_steps(root, whole.run_id)
+
+
+def test_a_resume_that_would_ask_again_for_a_stored_step_is_refused_before_sending(study_copy, monkeypatch):
+    """The cache cannot give a stored step's replies (another model now; or no cache and no recorded rounds):
+    the resume stops at the first such round, sends nothing, and keeps the stored steps."""
+    root = llm_study(study_copy, max_calls=80)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        first = run_study(load_study(root, steps=4, params=OPENAI))
+        before, asked = stored_steps(root, first.run_id), stub.stats.replies
+        monkeypatch.setenv("DESIM_LLM_MODEL", "another-model")
+        with pytest.raises(RunFailed, match=r"step 1 round 0: resuming run r\w+ re-executes its stored steps 1\.\.2 "
+                                            r"with the replies they had, but 12 of this round's 12 prompts have none"
+                                            r".*the model is now 'another-model'"):
+            resume(root, first.run_id)
+        assert stub.stats.replies == asked and stored_steps(root, first.run_id) == before
+        monkeypatch.delenv("DESIM_LLM_MODEL")
+        assert resume(root, first.run_id).status == "completed"    # the same model: free up to step 2, 72 paid
+        assert stub.stats.replies - asked == 12 * 3 * 2
+    nocache = llm_study(study_copy, name="nocache", cache=False, max_calls=80)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        first = run_study(load_study(nocache, steps=4, params=OPENAI))
+        asked = stub.stats.replies
+        with pytest.raises(RunFailed, match=r"the reply cache is off \(llm\.cache: false\), and with rounds that are "
+                                            r"not recorded \(record_rounds\)"):
+            resume(nocache, first.run_id)
+        assert stub.stats.replies == asked
+
+
 def test_scripted_replies_are_free_and_spend_no_budget(study_copy):
     root = llm_study(study_copy, max_calls=0, max_tokens_budget=0)
     result = run_study(load_study(root, steps=2))

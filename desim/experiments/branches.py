@@ -443,6 +443,24 @@ def _same(x: Any, y: Any) -> bool:
     return x == y or (isinstance(x, float) and isinstance(y, float) and x != x and y != y)
 
 
+def _own_replay(con, row: dict, run, stored: int, root: Path) -> dict[int, list] | None:
+    """The run's own stored actions of steps 1..``stored``, when a resumed run must replay them rather than
+    re-execute them: an LLM decision without a reply cache would ask again, pay twice, and get other replies.
+    None otherwise (re-executing reproduces the steps: rules from the seed, LLM replies from the cache), or when
+    a multi-round run did not record its rounds (the resume then refuses at the first prompt it would ask)."""
+    decision = run.decision
+    if stored < 1 or getattr(decision, "llm_kind", None) != "openai":
+        return None
+    from desim.llm.config import load_llm_config
+    if load_llm_config(run.ctx.llm).cache:
+        return None
+    rounds = max(1, row["interaction_rounds"])
+    if rounds > 1 and any(not _rounds_cover(con, r["run_id"], lo, hi)
+                          for r, lo, hi in round_sources(con, row, stored)):
+        return None
+    return _replay_actions(con, row, stored, rounds, run.ids if run.columnar else None, root)
+
+
 def resume(study_root: str | Path, run_id: str, *, on_step=None, manage_gc: bool = True,
            handle_signals: bool = True) -> RunResult:
     """Continue an interrupted, failed or killed run from its last complete step.
@@ -469,6 +487,12 @@ def resume(study_root: str | Path, run_id: str, *, on_step=None, manage_gc: bool
             parent = _parent_row(con, row["parent_run_id"])
             replay = _replay_actions(con, parent, row["fork_step"] - 1, max(1, parent["interaction_rounds"]),
                                      run.ids if run.columnar else None, root)
+        stored = row["last_step"] or 0
+        own = _own_replay(con, row, run, stored, root)
+        if own:
+            replay = {**(replay or {}), **own}
+        else:
+            run.ctx.stored_until = stored       # re-executed: an LLM decision reuses its replies or refuses
     sink = sink_for(spec, None, kind=row["kind"], parent_run_id=row["parent_run_id"], fork_step=row["fork_step"],
                     resume=True)
     return record(run, sink, replay, on_step=on_step, manage_gc=manage_gc, handle_signals=handle_signals)

@@ -213,6 +213,8 @@ class LLMDecision(DecisionModel):
             self._cache = ReplyCache(self.cfg.cache_file(self._root()))
         hits = self._cache.get_many(keys) if self._cache else {}
         todo = [i for i, key in enumerate(keys) if key not in hits]
+        if todo and step <= self.ctx.stored_until:
+            raise self._not_as_stored(len(todo), len(keys), step, round_idx)
         self._check_budget(len(todo), sum(estimate_tokens(m["content"])
                                           for i in todo for m in requests[i][1]["messages"]))
         fresh: dict[int, Reply] = {}
@@ -249,6 +251,21 @@ class LLMDecision(DecisionModel):
                 replies.append(None)
         return (replies, set(hits), (str(failure) if failure is not None else None),
                 {todo[j]: n for j, n in enumerate(sent)})
+
+    def _not_as_stored(self, missing: int, asked: int, step: int, round_idx: int) -> LLMError:
+        """A resumed run re-executes its stored steps with the replies it had, from the reply cache. A prompt
+        the cache does not hold would be asked again: paid twice, and its new reply would continue the run
+        from another history than the panel stored. Refused before any request is sent."""
+        where = self.cfg.cache_file(self._root()) if self.cfg.cache else None
+        why = ("the reply cache is off (llm.cache: false), and with rounds that are not recorded "
+               "(record_rounds) the stored steps cannot be replayed from the store" if where is None else
+               f"the reply cache {where} does not hold them: it was moved or emptied, or the prompts changed since "
+               f"(the model is now '{self.model_name}': DESIM_LLM_MODEL, or an edited template or persona)")
+        return LLMError(f"step {step} round {round_idx}: resuming run {self.ctx.run_id} re-executes its stored steps "
+                        f"1..{self.ctx.stored_until} with the replies they had, but {missing} of this round's "
+                        f"{asked} prompts have none to reuse: {why}. Asking again would pay twice and continue the "
+                        "run from another history than the stored one, so nothing was sent and the stored steps "
+                        "are kept. Resume with the same cache and model, or run the study anew")
 
     def _check_budget(self, calls: int, prompt_tokens: int) -> None:
         """Raise before a round that would go over ``max_calls`` or ``max_tokens_budget``."""

@@ -62,7 +62,9 @@ class RunContext:
       ``run_id``, ``root`` (the study folder), ``llm`` (the ``llm`` block);
     * ``decision`` -- the run's behaviour model, so an environment can read what it decides over (a
       diffusion model's states); ``shared`` -- a dict the components of one run share what they
-      build once in (a sparse form of the network).
+      build once in (a sparse form of the network); ``stored_until`` -- in a resumed run, the last step
+      already stored: steps up to it are re-executed to rebuild the state, and must come out as they were
+      (an LLM decision takes them from the reply cache and never asks again).
 
     Kept current by the engine:
 
@@ -106,6 +108,7 @@ class RunContext:
     step: int = 0
     round_idx: int = 0
     end_reason: str | None = None       # set by end_run: the run ends after the step in progress
+    stored_until: int = 0               # a resumed run: steps 1..stored_until are stored and re-executed, not decided anew
     _rngs: dict = field(default_factory=dict, repr=False)
     _index: dict[str, int] | None = field(default=None, init=False, repr=False)
 
