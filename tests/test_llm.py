@@ -58,8 +58,13 @@ def test_environment_overrides_url_and_model_and_holds_the_key():
     assert api_key(env) == "sk-secret"
     assert "sk-secret" not in cfg.model_dump_json()
     assert load_llm_config(None, {}).model == LLMConfig().model
-    with pytest.raises(StudyConfigError, match="llm.api_key: unknown key"):
+    with pytest.raises(StudyConfigError, match="llm.api_key: a key in the study's files .* set it in DESIM_LLM_API_KEY"):
         load_llm_config({"api_key": "sk-secret"}, {})
+    # a bad value from the environment names its variable, not simulation.json
+    with pytest.raises(StudyConfigError, match=r"^environment variable DESIM_LLM_BASE_URL: llm\.base_url"):
+        load_llm_config({"model": "qwen"}, {"DESIM_LLM_BASE_URL": "127.0.0.1:8901"})
+    with pytest.raises(StudyConfigError, match=r"^simulation/simulation\.json: llm\.base_url"):
+        load_llm_config({"base_url": "127.0.0.1:8901"}, {})
 
 
 def test_parse_reply_is_tolerant_but_checks_the_schema():
@@ -69,6 +74,11 @@ def test_parse_reply_is_tolerant_but_checks_the_schema():
     assert parse_reply('{"choice": "cook", "certainty": 0.8, "reason": "cut', Vote)[0] is None
     assert "certainty" in parse_reply('{"choice": "cook", "certainty": 7, "reason": "x"}', Vote)[1]
     assert parse_reply("I would rather not say.", Vote) == (None, "no JSON object in the reply")
+    # no coercion: the schema sent asks for a number, and true or "0.8" is none (a fallback, counted)
+    for certainty in ("true", '"0.8"'):
+        reply, why = parse_reply('{"choice": "cook", "certainty": %s, "reason": "x"}' % certainty, Vote)
+        assert reply is None and why.startswith("certainty: Input should be a valid number"), certainty
+    assert parse_reply('{"choice": "cook", "certainty": 1, "reason": "x"}', Vote)[0].certainty == 1.0
     assert parse_reply(None, Vote)[0] is None
 
 

@@ -134,16 +134,28 @@ def load_llm_config(block: dict[str, Any] | None, environ: dict[str, str] | None
         if isinstance(url, str) and "@" in urlsplit(url.strip()).netloc:
             raise StudyConfigError(where, [("llm.base_url", "credentials in the URL (user:password@) would be "
                                             f"stored with every run; put them in {ENV_BASE_URL} instead")])
+    if "api_key" in data:       # said before the generic "unknown key": where a key goes instead
+        raise StudyConfigError(where, [("llm.api_key", "a key in the study's files would be stored with every "
+                                        f"run and shared with the study; set it in {ENV_API_KEY} instead")])
+    from_env = set()
     if environ.get(ENV_BASE_URL):
         urls = [u.strip() for u in environ[ENV_BASE_URL].split(",") if u.strip()]
         data["base_url"] = urls[0] if len(urls) == 1 else urls
+        from_env.add("base_url")
     if environ.get(ENV_MODEL):
         data["model"] = environ[ENV_MODEL]
+        from_env.add("model")
     try:
         return LLMConfig.model_validate(data)
     except ValidationError as e:
+        errors = e.errors()
+        env = {"base_url": ENV_BASE_URL, "model": ENV_MODEL}
+        for err in errors:      # a value the environment gave is its variable's fault, not the file's
+            if err["loc"] and err["loc"][0] in from_env:
+                raise StudyConfigError(f"environment variable {env[err['loc'][0]]}",
+                                       [("llm." + _field_path(err["loc"]), _describe(err))]) from None
         raise StudyConfigError(where, [("llm." + _field_path(err["loc"]), _describe(err))
-                                       for err in e.errors()]) from None
+                                       for err in errors]) from None
 
 
 def shown_url(url: str) -> str:

@@ -58,6 +58,9 @@ def first_json_object(text: str) -> str | None:
 def parse_reply(text: str | None, model: type[BaseModel]) -> tuple[BaseModel | None, str]:
     """``(reply, "")`` when ``text`` holds a JSON object valid for ``model``, else ``(None, why)``.
 
+    Valid as the JSON schema sent with the prompt says, with no coercion (pydantic's strict mode): a
+    boolean or a numeric string where a number is asked for is an unusable reply, a counted fallback.
+
     Linear time: the extraction is one pass and orjson parses in one (it
     refuses nesting deeper than 1,024 instead of recursing)."""
     if not text:
@@ -69,8 +72,10 @@ def parse_reply(text: str | None, model: type[BaseModel]) -> tuple[BaseModel | N
         data = orjson.loads(candidate)
     except orjson.JSONDecodeError as e:
         return None, f"malformed JSON: {str(e).split(':', 1)[0]}"
-    try:
-        return model.model_validate(data), ""
+    if not isinstance(data, dict):
+        return None, "the reply is not a JSON object"
+    try:    # strict, as the schema sent says: true or "0.7" is no number, and is not taken for one
+        return model.model_validate_json(candidate, strict=True), ""
     except ValidationError as e:
         first = e.errors()[0]
         return None, f"{'.'.join(str(p) for p in first['loc']) or 'reply'}: {first['msg']}"
