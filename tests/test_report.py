@@ -211,10 +211,13 @@ def test_llm_calls_appear_on_the_card(opinion):
     root, run_id = opinion
     # the run's data files, edited as a run with LLM calls would have written them
     folder = store_path(root).parent / "data" / f"run_id={run_id}"
-    calls = pa.table({"step": pa.array([1, 1, 2], pa.int32()), "round": pa.array([0, 0, 0], pa.int32()),
-                      "agent_id": ["a00", "a01", "a00"], "model": ["m"] * 3, "prompt_hash": ["h1", "h2", "h1"],
-                      "tokens_in": [100, 120, 100], "tokens_out": [20, 0, 20], "latency_ms": [5.0, 9.0, 0.1],
-                      "cached": [False, False, True], "outcome": ["ok", "fallback", "ok"], "attempts": [1, 3, 1]})
+    # two paid replies, a cache hit and a scripted one: only the paid ones are calls with tokens
+    calls = pa.table({"step": pa.array([1, 1, 2, 2], pa.int32()), "round": pa.array([0, 0, 0, 0], pa.int32()),
+                      "agent_id": ["a00", "a01", "a00", "a01"], "model": ["m", "m", "m", "scripted"],
+                      "prompt_hash": ["h1", "h2", "h1", "h3"], "tokens_in": [100, 120, 100, 50],
+                      "tokens_out": [20, 0, 20, 10], "latency_ms": [5.0, 9.0, 0.1, 0.0],
+                      "cached": [False, False, True, False], "outcome": ["ok", "fallback", "ok", "ok"],
+                      "attempts": [1, 3, 1, 0]})
     pq.write_table(calls, folder / "llm_calls.parquet")
     panel = pq.read_table(folder / "panel.parquet")
     hit = pc.and_(pc.equal(panel["step"], 1), pc.equal(panel["agent_id"], "a01"))
@@ -223,8 +226,10 @@ def test_llm_calls_appear_on_the_card(opinion):
                    folder / "panel.parquet")
     page = parse(write_report(root, run_id=run_id)["html"])
     card = {r[0]: r[1] for r in page.rows if len(r) == 2}
-    assert card["LLM calls"] == "3 (1 cached; fallback 1, ok 2); tokens in 320, out 40"
-    assert card["fallbacks"].startswith("1 panel actions")
+    assert card["LLM calls"] == ("2 paid (tokens in 220, out 20); 1 from the cache, 1 scripted; 4 rows in all "
+                                 "(fallback 1, ok 3)")
+    assert card["fallbacks"] == ("1 replies unusable or unanswered in all rounds; 1 final-round panel actions "
+                                 "decided by the rule")
 
 
 def test_cli_report_and_errors(opinion, capsys):

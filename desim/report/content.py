@@ -95,13 +95,18 @@ def study_card(rd: RunData, control: RunData | None = None) -> Section:
         ["started / finished", f"{_when(run['started_at'])} / {_when(run.get('finished_at'))}"],
     ]
     if run.get("parent_run_id"):
-        rows.append(["parent run", f"{run['parent_run_id']} (fork at step {run.get('fork_step')})"])
+        fork = f" (fork at step {run['fork_step']})" if run.get("fork_step") is not None else ""
+        rows.append(["parent run", f"{run['parent_run_id']}{fork}"])
     if rd.llm:
         llm = rd.llm
         outcomes = ", ".join(f"{k} {v}" for k, v in llm["outcomes"].items())
-        rows.append(["LLM calls", f"{llm['calls']} ({llm['cached']} cached; {outcomes}); tokens in "
-                                  f"{llm['tokens_in']}, out {llm['tokens_out']}"])
-        rows.append(["fallbacks", f"{llm['fallback_actions']} panel actions decided by the rule fallback"])
+        # paid is what a server charged for; cache hits and scripted replies are free, their tokens for the record
+        rows.append(["LLM calls", f"{llm['paid']:,} paid (tokens in {llm['tokens_in']:,}, out {llm['tokens_out']:,}); "
+                                  f"{llm['cached']:,} from the cache, {llm['scripted']:,} scripted; "
+                                  f"{llm['rows']:,} rows in all ({outcomes})"])
+        unusable = llm["outcomes"].get("fallback", 0) + llm["outcomes"].get("unavailable", 0)
+        rows.append(["fallbacks", f"{unusable:,} replies unusable or unanswered in all rounds; "
+                                  f"{llm['fallback_actions']:,} final-round panel actions decided by the rule"])
     if control is not None:
         c = control.run
         rows.append(["control run", f"{c['run_id']} ({c['kind']}, {c['status']}), seed {c['seed']}, "

@@ -203,19 +203,26 @@ def posters(con: duckdb.DuckDBPyConnection, run_id: str, ids: list[str] | None =
 
 
 # --- LLM calls -----------------------------------------------------------------------------------
+PAID_CALL = "NOT cached AND model <> 'scripted' AND outcome <> 'unavailable'"
+"""An ``llm_calls`` row a server was paid for: a reply not from the cache, not scripted, not left unanswered
+(``docs/llm.md``, the invocations' ``calls`` counter)."""
+
+
 def llm_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] | None:
-    """Calls by outcome, tokens and cache hits, plus fallback actions; ``None`` without LLM calls."""
-    n, cached, tok_in, tok_out = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE cached), coalesce(sum(tokens_in), 0), "
-        "coalesce(sum(tokens_out), 0) FROM llm_calls WHERE run_id = ?", [run_id]).fetchone()
-    if not n:
+    """The run's ``llm_calls`` rows: how many, the paid ones and their tokens (:data:`PAID_CALL`), cache hits,
+    scripted rows, outcomes, and the final-round actions the rule decided; ``None`` without LLM calls."""
+    rows, paid, tok_in, tok_out, cached, scripted = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE {PAID_CALL}), coalesce(sum(tokens_in) FILTER (WHERE {PAID_CALL}), 0), "
+        f"coalesce(sum(tokens_out) FILTER (WHERE {PAID_CALL}), 0), count(*) FILTER (WHERE cached), "
+        "count(*) FILTER (WHERE model = 'scripted') FROM llm_calls WHERE run_id = ?", [run_id]).fetchone()
+    if not rows:
         return None
     outcomes = dict(con.execute("SELECT coalesce(outcome, 'unknown'), count(*) FROM llm_calls "
                                 "WHERE run_id = ? GROUP BY 1 ORDER BY 1", [run_id]).fetchall())
     fallbacks = con.execute("SELECT count(*) FROM panel WHERE run_id = ? AND action_source = 'fallback'",
                             [run_id]).fetchone()[0]
-    return {"calls": n, "cached": cached, "tokens_in": tok_in, "tokens_out": tok_out,
-            "outcomes": outcomes, "fallback_actions": fallbacks}
+    return {"rows": rows, "paid": paid, "tokens_in": tok_in, "tokens_out": tok_out, "cached": cached,
+            "scripted": scripted, "outcomes": outcomes, "fallback_actions": fallbacks}
 
 
 # --- a branch's stored actions -------------------------------------------------------------------
