@@ -16,6 +16,10 @@ thread of their own while the next round runs (an insert costs 10-30 ms of
 DuckDB work and commit, a good part of a round against a fast server);
 look-ups see the replies still being written, and closing the cache waits
 for them, so a stop or a failed run loses no reply that was paid for.
+
+DuckDB lets one process at a time open a file. A run holds its cache open (a look-up then costs no
+opening); the runs of a sweep, in processes side by side, share the study's cache by opening it for each
+look-up and each write only (``shared``, about 20 ms each), waiting their turn while another holds it.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +54,22 @@ def request_key(model: str, messages: list[dict[str, str]], params: dict[str, An
     return hashlib.sha256(blob).hexdigest()
 
 
+SHARED_ACCESS = False
+"""Whether caches opened in this process are ``shared`` (opened for each use): set by :func:`shared_access`
+around a sweep worker's run, whose cache other processes use at the same time."""
+
+
+@contextmanager
+def shared_access():
+    """Inside it, reply caches are opened for each look-up and write, not held: for the runs of a sweep."""
+    global SHARED_ACCESS
+    before, SHARED_ACCESS = SHARED_ACCESS, True
+    try:
+        yield
+    finally:
+        SHARED_ACCESS = before
+
+
 class ReplyCacheError(StoreError):
     """The reply cache cannot be opened or written."""
 
@@ -61,26 +82,57 @@ class CachedReply:
 
 
 class ReplyCache:
-    """A read-write connection to one cache file, held for a run, with one writer thread."""
+    """A read-write connection to one cache file, held for a run (or opened for each use: ``shared``), with one
+    writer thread."""
 
-    def __init__(self, path: str | Path, attempts: int = 40, wait_s: float = 0.25):
+    def __init__(self, path: str | Path, attempts: int = 40, wait_s: float = 0.25, shared: bool | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        for attempt in range(attempts):
-            try:
-                self.con = duckdb.connect(str(self.path))
-                break
-            except duckdb.IOException as e:
-                if attempt == attempts - 1:
-                    raise ReplyCacheError(f"cannot open the LLM reply cache {self.path}: {e}. Another run is "
-                                   "using it; wait for it, or give this run its own llm.cache_path") from None
-                time.sleep(wait_s)
-        self.con.execute(SCHEMA)
-        self._writer_con = self.con.cursor()          # its own connection to the same database
+        self.attempts, self.wait_s = attempts, wait_s
+        self._one_at_a_time = threading.Lock()
+        self.shared = SHARED_ACCESS if shared is None else shared
+        con = self._open()
+        con.execute(SCHEMA)
+        if self.shared:
+            con.close()
+            self.con = self._writer_con = None
+        else:
+            self.con = con
+            self._writer_con = self.con.cursor()          # its own connection to the same database
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="desim-llm-cache")
         self._writing: dict[str, CachedReply] = {}    # handed over, not yet committed
         self._lock = threading.Lock()
         self._error: Exception | None = None
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        """A connection to the file, waiting (``attempts`` x ``wait_s``) while another process holds it."""
+        for attempt in range(self.attempts):
+            try:
+                return duckdb.connect(str(self.path))
+            except duckdb.IOException as e:
+                if "lock" not in str(e).lower():      # not a busy file: a broken one, said at once
+                    raise ReplyCacheError(f"cannot open the LLM reply cache {self.path}: {e} Move the file aside "
+                                          "(a run starts a new cache) or point llm.cache_path elsewhere") from None
+                if attempt == self.attempts - 1:
+                    raise ReplyCacheError(
+                        f"cannot open the LLM reply cache {self.path}: another process has held it for "
+                        f"{self.attempts * self.wait_s:g} s ({e}). A run holds its cache while it runs: wait for it, "
+                        "or give this run its own llm.cache_path") from None
+                time.sleep(self.wait_s)
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _connection(self, writer: bool = False):
+        """The held connection (the writer thread's own cursor for writes), or one opened for this use."""
+        if not self.shared:
+            yield self._writer_con if writer else self.con
+            return
+        with self._one_at_a_time:       # one connection in this process at a time: a look-up and the writer
+            con = self._open()          # thread each opening the file at once confuse DuckDB's shared instance
+            try:
+                yield con
+            finally:
+                con.close()
 
     def get_many(self, keys: list[str]) -> dict[str, CachedReply]:
         if not keys:
@@ -88,12 +140,13 @@ class ReplyCache:
         with self._lock:
             found = {k: self._writing[k] for k in keys if k in self._writing}
         wanted = pa.table({"key": pa.array([k for k in keys if k not in found], pa.string())})
-        self.con.register("_wanted", wanted)
-        try:
-            rows = self.con.execute("SELECT c.key, c.content, c.tokens_in, c.tokens_out FROM llm_cache c "
-                                    "JOIN _wanted w ON c.key = w.key").fetchall()
-        finally:
-            self.con.unregister("_wanted")
+        with self._connection() as con:
+            con.register("_wanted", wanted)
+            try:
+                rows = con.execute("SELECT c.key, c.content, c.tokens_in, c.tokens_out FROM llm_cache c "
+                                   "JOIN _wanted w ON c.key = w.key").fetchall()
+            finally:
+                con.unregister("_wanted")
         found.update({k: CachedReply(content, tin or 0, tout or 0) for k, content, tin, tout in rows})
         return found
 
@@ -125,13 +178,13 @@ class ReplyCache:
             "content": pa.array([r[2] for r in rows], pa.string()),
             "tokens_in": pa.array([r[3] for r in rows], pa.int32()),
             "tokens_out": pa.array([r[4] for r in rows], pa.int32())})
-        con = self._writer_con
-        con.register("_new", table)
-        try:
-            con.execute("INSERT OR IGNORE INTO llm_cache (key, model, content, tokens_in, tokens_out) "
-                        "SELECT DISTINCT ON (key) key, model, content, tokens_in, tokens_out FROM _new")
-        finally:
-            con.unregister("_new")
+        with self._connection(writer=True) as con:
+            con.register("_new", table)
+            try:
+                con.execute("INSERT OR IGNORE INTO llm_cache (key, model, content, tokens_in, tokens_out) "
+                            "SELECT DISTINCT ON (key) key, model, content, tokens_in, tokens_out FROM _new")
+            finally:
+                con.unregister("_new")
 
     def _check(self) -> None:
         if self._error is not None:
@@ -154,6 +207,7 @@ class ReplyCache:
             self._writer.shutdown(wait=True)
             for con in (self._writer_con, self.con):
                 try:
-                    con.close()
+                    if con is not None:
+                        con.close()
                 except duckdb.Error:
                     pass

@@ -30,6 +30,7 @@ from desim.errors import RunFailed
 from desim.experiments.branches import branch
 from desim.experiments.runs import run_once
 from desim.store import StudyLayout
+from desim.store.replies import shared_access
 from desim.study.files import load_study
 
 SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints"}
@@ -146,22 +147,28 @@ def execute_run(task: RunTask) -> RunOutcome:
     started = time.perf_counter()
     remove_db(task.db_path, task.run_id)
     try:
-        if task.from_run:
-            result = branch(task.study_root, task.from_run, task.at_step, params=task.parameters,
-                            steps=task.steps, note=task.note, parent_db=task.parent_file, db_path=task.db_path,
-                            run_id=task.run_id, sweep_id=task.sweep_id, handle_signals=False)
-        else:
-            spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
-            result = run_once(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id,
-                              note=task.note, handle_signals=False)
-        if result.status != "completed":    # stopped cleanly (an LLM budget): rerun by --resume
-            return RunOutcome(task.run_id, "failed", result.error, task.db_path, time.perf_counter() - started)
+        with shared_access():       # the other workers' runs use the study's LLM reply cache too
+            return _execute(task, started)
     except RunFailed as e:
         return RunOutcome(task.run_id, "failed", e.error, task.db_path, time.perf_counter() - started)
     except Exception as e:  # the study could not even be built: no run row in the file
         remove_db(task.db_path, task.run_id)
         return RunOutcome(task.run_id, "failed", f"{type(e).__name__}: {e}", None,
                           time.perf_counter() - started)
+
+
+def _execute(task: RunTask, started: float) -> RunOutcome:
+    """The run itself: a branch of a stored run (an effect's treatment) or a run from step 0."""
+    if task.from_run:
+        result = branch(task.study_root, task.from_run, task.at_step, params=task.parameters,
+                        steps=task.steps, note=task.note, parent_db=task.parent_file, db_path=task.db_path,
+                        run_id=task.run_id, sweep_id=task.sweep_id, handle_signals=False)
+    else:
+        spec = load_study(task.study_root, steps=task.steps, seed=task.seed, params=task.parameters)
+        result = run_once(spec, db_path=task.db_path, sweep_id=task.sweep_id, run_id=task.run_id,
+                          note=task.note, handle_signals=False)
+    if result.status != "completed":    # stopped cleanly (an LLM budget): rerun by --resume
+        return RunOutcome(task.run_id, "failed", result.error, task.db_path, time.perf_counter() - started)
     return RunOutcome(task.run_id, "completed", None, task.db_path, time.perf_counter() - started)
 
 
