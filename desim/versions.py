@@ -301,6 +301,31 @@ def diff_configs(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
     return [] if old == new else [{"path": path, "old": old, "new": new}]
 
 
+def _named(items: Any) -> dict[str, Any] | None:
+    """A list of objects each with its own ``name`` (scheduled events, broadcasts) by name, else None."""
+    if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items):
+        return None
+    by = {i["name"]: i for i in items}
+    return by if len(by) == len(items) else None
+
+
+def change_lines(d: dict[str, Any]) -> list[str]:
+    """One of :func:`diff_configs`' differences in words, a line a change: a list of named items (events,
+    broadcasts) that grew or shrank by the items added, removed or changed, not both lists whole."""
+    def text(v: Any) -> str:
+        return json.dumps(v, default=str, sort_keys=True)
+    old, new = _named(d["old"]), _named(d["new"])
+    if old is None or new is None:
+        return [f"{d['path']}: {text(d['old'])} -> {text(d['new'])}"]
+    lines = [f"{d['path']}: added '{n}' {text({k: v for k, v in new[n].items() if k != 'name'})}"
+             for n in new if n not in old]
+    lines += [f"{d['path']}: removed '{n}'" for n in old if n not in new]
+    for n in (n for n in new if n in old and new[n] != old[n]):
+        lines += [f"{d['path']}[{n}].{c['path']}: {text(c['old'])} -> {text(c['new'])}"
+                  for c in diff_configs(old[n], new[n])]
+    return lines
+
+
 def overrides_of(spec) -> dict[str, Any]:
     """What a run changes from the study's files at run time (``--seed``, ``--steps``,
     ``--rounds``, ``--set``), for ``desim runs`` and for branches that inherit them."""

@@ -119,3 +119,37 @@ def test_the_runs_tree_opens_a_versions_diff(edited):
             next(pages, None)                   # the page's teardown: no JavaScript error
         finally:
             browser.close()
+
+
+def test_an_added_or_changed_event_is_named_not_both_lists_printed(study_copy, capsys):
+    """An event added to environment.json: `desim diff` names it, a changed one its field; `desim runs` shows
+    the branch's changes beside it, and a sweep's runs their values of the grid, the study's own one too."""
+    import json
+    from desim.experiments.sweep import run_sweep
+    root = study_copy("opinion_diffusion")
+    parent = desim.run_study(desim.load_study(root, steps=4)).run_id
+    env_file = root / "environment" / "environment.json"
+    env = json.loads(env_file.read_text())
+    first = env["scheduled_events"][0]["name"]
+    env["scheduled_events"].append({"at_step": 3, "name": "extra_push", "target": "campaign_position",
+                                    "op": "set", "value": 0.2})
+    env["scheduled_events"][0]["value"] = 0.75
+    env_file.write_text(json.dumps(env))
+    assert main(["branch", str(root), "--from-run", parent, "--at-step", "2", "-q"]) == 0
+    capsys.readouterr()
+    (child,) = [r["run_id"] for r in desim.open(root).runs().to_pylist() if r["kind"] == "branch"]
+    assert main(["diff", str(root), child]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert ("  environment.scheduled_events: added 'extra_push' {\"at_step\": 3, \"op\": \"set\", "
+            "\"target\": \"campaign_position\", \"value\": 0.2}") in lines
+    assert f"  environment.scheduled_events[{first}].value: 0.9 -> 0.75" in lines
+    assert len(lines) == 2
+    assert main(["runs", str(root)]) == 0
+    branch_line = next(line for line in capsys.readouterr().out.splitlines() if child in line)
+    assert "changes: environment.scheduled_events: added 'extra_push'" in branch_line
+    sweep = run_sweep(root, {"n_agents": [40, 500]}, replicates=1, workers=1, steps=1)   # 500: the study's own
+    assert main(["runs", str(root)]) == 0
+    out = capsys.readouterr().out
+    for r in sweep.plan.runs:
+        line = next(line for line in out.splitlines() if r.run_id in line)
+        assert line.endswith(f"sweep {sweep.plan.sweep_id}: n_agents={r.combo['n_agents']}")

@@ -89,6 +89,7 @@ def cmd_compare(args) -> int:
 def cmd_diff(args) -> int:
     from desim.commands import UserError
     from desim.experiments.comparisons import version_changes
+    from desim.versions import change_lines
     try:
         data = version_changes(args.study, args.newer, args.older)
     except ValueError as e:
@@ -98,7 +99,8 @@ def cmd_diff(args) -> int:
     if not config and not data["files"]:
         print("  no change")
     for c in config:
-        print(f"  {c['path']}: {json.dumps(c['old'], default=str)} -> {json.dumps(c['new'], default=str)}")
+        for line in change_lines(c):
+            print(f"  {line}")
     for f in data["files"]:
         print(f"\n{f['path']} ({f['change']})" + ("" if f["diff"] is not None else f": {f['why']}"))
         if f["diff"]:

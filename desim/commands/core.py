@@ -169,15 +169,15 @@ def exit_status(result) -> int:
 
 
 def _diff_summary(diff: list[dict], limit: int = 4) -> str:
-    """``model.py edited, environment.layers.level 1.0 -> 2.0`` for a version's diff."""
+    """``model.py edited, environment.layers.level: 1.0 -> 2.0`` for a version's diff."""
+    from desim.versions import change_lines
     parts = []
     for d in diff:
         if d["path"].startswith("code."):
             what = "added" if d["old"] is None else "removed" if d["new"] is None else "edited"
             parts.append(f"{d['path'][5:]} {what}")
-        else:
-            parts.append(f"{d['path']} {json.dumps(d['old'], default=str)[:24]} -> "
-                         f"{json.dumps(d['new'], default=str)[:24]}")
+        else:       # a line a change, short: an added event is named, not both lists printed
+            parts += [line if len(line) <= 72 else line[:71] + "…" for line in change_lines(d)]
     more = f", +{len(parts) - limit} more" if len(parts) > limit else ""
     return ", ".join(parts[:limit]) + more
 
@@ -191,8 +191,13 @@ def cmd_runs(args) -> int:
         print(f"no runs yet ({layout.db} does not exist)")
         return 0
     with open_store(layout) as con:
-        runs = Catalogue(con).runs(with_config=False)
-        versions = Catalogue(con).versions()
+        catalogue = Catalogue(con)
+        runs = catalogue.runs(with_config=False)
+        versions = catalogue.versions()
+        swept = {sid: list(json.loads(row["grid"]) if row and row.get("grid") else [])
+                 for sid in {r.get("sweep_id") for r in runs if r.get("sweep_id")}
+                 for row in [catalogue.sweep(sid)]}
+    by_id = {v["version_id"]: v for v in versions}
     for r in runs:
         r["last_step"] = last_step(layout, r["run_id"], r["last_step"], r["status"])
     ids = {r["run_id"] for r in runs}
@@ -212,6 +217,14 @@ def cmd_runs(args) -> int:
             status = f"stale (was running as pid {r.get('pid')} on {r.get('host')}; resume with: " \
                      f"desim run {args.study} --resume {r['run_id']})"
         over = describe_overrides(json.loads(r["overrides"]) if r.get("overrides") else None)
+        if r.get("sweep_id") and swept.get(r["sweep_id"]):     # its values of the grid, the study's own included
+            params = json.loads(r["parameters"]) if isinstance(r.get("parameters"), str) else r.get("parameters") or {}
+            over = (over + "  " if over else "") + f"sweep {r['sweep_id']}: " + " ".join(
+                f"{k}={params.get(k)}" for k in swept[r["sweep_id"]])
+        version = by_id.get(r.get("version_id"))
+        if r["kind"] == "branch" and version and version["kind"] == "branch" and version.get("diff"):
+            changed = _diff_summary(json.loads(version["diff"]), limit=3)   # what the branch's files changed
+            over = (over + "  " if over else "") + (f"changes: {changed}" if changed else "")
         ended = f" (ended: {r['end_reason']})" if r.get("end_reason") and status == "completed" else ""
         print(f"{'  ' * depth}{'└ ' if depth > 1 else ''}{r['run_id']}  {r['kind']}{fork}  {status}  "
               f"steps {max(r['last_step'], 0)}/{r['n_steps']}{ended}  seed {r['seed']}  "
