@@ -205,3 +205,25 @@ def test_cli_sweep_report_and_errors(swept, study_copy, capsys):
     fresh = study_copy("opinion_diffusion", "never_run")
     assert main(["report", str(fresh), "--sweep", sweep_id]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_sweep_of_replicates_alone_needs_no_grid(tmp_path, capsys):
+    """--replicates N with no --set: N runs of the study's own values, different seeds; the report gives each
+    metric's final values over them. One replicate and no grid is refused (that is desim run)."""
+    from walk_study import write_walk_study
+    root = write_walk_study(tmp_path / "walk", n_agents=4, n_steps=3)
+    assert main(["sweep", str(root), "--steps", "3", "-q"]) == 2
+    assert "--replicates N (N >= 2) for replicates of the study's values" in capsys.readouterr().err
+    assert main(["sweep", str(root), "--replicates", "3", "--workers", "1", "-q"]) == 0
+    con = duckdb.connect(str(store_path(root)), read_only=True)
+    rows = con.execute("SELECT r.seed, r.parameters, m.value FROM runs r JOIN metrics m USING (run_id) "
+                       "WHERE m.name = 'mean_x' AND m.step = r.last_step").fetchall()
+    (sweep_id,) = con.execute("SELECT DISTINCT sweep_id FROM runs").fetchone()
+    con.close()
+    assert len(rows) == 3 and len({s for s, _, _ in rows}) == 3 and len({p for _, p, _ in rows}) == 1
+    md = write_sweep_report(root, sweep_id)["markdown"].read_text()
+    assert "3 replicates of the study's values" in md
+    line = next(x for x in md.splitlines() if x.startswith("| mean_x |"))
+    shown = float(line.split("|")[2])
+    finals = [v for _, _, v in rows]
+    assert shown == pytest.approx(np.mean(finals), abs=0.5 * 10 ** -(len(line.split("|")[2].strip().split(".")[-1])))

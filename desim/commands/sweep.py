@@ -17,9 +17,10 @@ class RunsProgress:
     def start(self, plan, n_to_run: int) -> None:
         self.sweep_id = plan.sweep_id
         self.bar = Progress(n_to_run, self.label, unit="run", quiet=self.quiet)
-        sizes = " x ".join(str(len(v)) for v in plan.grid.values())
+        sizes = (" x ".join(str(len(v)) for v in plan.grid.values()) + " combinations" if plan.grid
+                 else "the study's values")
         workers = f", {self.workers} workers" if self.workers else ""
-        self.bar.note(f"sweep {plan.sweep_id}: {sizes} combinations x {plan.replicates} replicates, "
+        self.bar.note(f"sweep {plan.sweep_id}: {sizes} x {plan.replicates} replicates, "
                       f"{n_to_run} runs to go on {self.backend}{workers} "
                       f"(if interrupted: desim sweep {self.study} --resume {plan.sweep_id})")
 
@@ -94,8 +95,9 @@ def cmd_sweep(args) -> int:
                             quiet=args.quiet)
     try:
         grid = parse_grid(sets_once(args.set, grid=True))
-        if not args.resume and not grid:
-            raise SweepError("give the grid with --set name=v1,v2,... (or --resume SWEEP_ID)")
+        if not args.resume and not grid and (args.replicates or 1) < 2:
+            raise SweepError("give the grid with --set name=v1,v2,..., or --replicates N (N >= 2) for replicates "
+                             "of the study's values (or --resume SWEEP_ID)")
         if grid and not args.allow:
             never = outside_the_run_of_grid(args.study, grid, args.steps)
             if never:

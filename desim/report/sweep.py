@@ -56,6 +56,8 @@ def load_plan(study_root: str | Path, sweep_id: str) -> tuple[SweepPlan, dict[st
 def axis_parameters(plan: SweepPlan) -> tuple[str, list[str]]:
     """The x-axis parameter and the other varied ones (which make the lines)."""
     names = list(plan.grid)
+    if not names:           # replicates of the study's own values: nothing to put on an axis
+        return None, []
     varied = [n for n in names if len(plan.grid[n]) > 1]
     if not varied:
         return names[0], []
@@ -241,10 +243,24 @@ def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = Non
         by_metric.setdefault(r["metric"], []).append(r)
     if not by_metric:
         sections[0].paragraphs.append("The sweep's runs recorded no metrics, so there is nothing to plot.")
-    for metric, rows in by_metric.items():
+    if x is None and by_metric:
+        sections.append(replicates_section(by_metric))
+    for metric, rows in by_metric.items() if x is not None else ():
         sections.append(metric_section(metric, rows, plan, x, lines))
     if by_metric:
-        sections.append(curves_section(study_root, plan, runs, [x] + lines, list(by_metric)))
+        sections.append(curves_section(study_root, plan, runs, [x] + lines if x else [], list(by_metric)))
     sections.append(runs_section(plan, runs))
     title = study.get("title") or plan.study_id
-    return Report(title, f"sweep {plan.sweep_id}: final-step metrics against {x}", sections)
+    what = f"final-step metrics against {x}" if x else f"{plan.replicates} replicates of the study's values"
+    return Report(title, f"sweep {plan.sweep_id}: {what}", sections)
+
+
+def replicates_section(by_metric: dict[str, list[dict[str, Any]]]) -> Section:
+    """A sweep with no grid: each metric at the runs' final step over the replicates, one row a metric."""
+    rows = [[metric] + row_cells(r) + [str(r["n"])] for metric, (r,) in by_metric.items()]
+    clipped = clipped_note([r for (r,) in by_metric.values()])
+    return Section("Final values", ["Each metric at each run's final step, over the replicates (the sweep varies "
+                                    "no parameter: only the seed differs)."],
+                   [Table(["metric", "mean", "sd", "95 % low", "95 % high", "n"], rows,
+                          "sd and the interval are blank where fewer than two replicates completed."
+                          + (f" {clipped}" if clipped else ""))])

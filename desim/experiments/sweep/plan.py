@@ -139,8 +139,9 @@ def make_plan(study_root: str | Path, grid: dict[str, list[Any]], replicates: in
     if not isinstance(grid, Mapping):
         raise SweepError(f"the grid is a {type(grid).__name__}: give a dict of parameter name to a list of values, "
                          "e.g. {'epsilon': [0.2, 0.3]}")
-    if not grid:
-        raise SweepError("the grid is empty: give at least one --set name=v1,v2,...")
+    if not grid and replicates < 2:     # no grid: replicates of the study's own values
+        raise SweepError("the grid is empty and there is one replicate: give --set name=v1,v2,... or "
+                         "--replicates N (N >= 2) for replicates of the study's values (one run is desim run)")
     spec = load_study(study_root, steps=steps, seed=seed)
     declared = spec.simulation.parameters
     sim_file = Path(study_root) / "simulation" / "simulation.json"
