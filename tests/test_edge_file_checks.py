@@ -53,6 +53,8 @@ W = '<key id="d0" for="edge" attr.name="w" attr.type="double"/>'
     ("source,target,Source", "line 1: columns 'source' and 'Source' differ only by case"),
     ("source,target,RUN_ID", "line 1: column 'RUN_ID' cannot be an edge attribute"),
     ("source,target,Target_x,RUN_id", "line 1: column 'RUN_id' cannot be an edge attribute"),
+    (",source,target,p", "line 1: column 1 has no name; a pandas index? write the file with to_csv(..., "
+                         "index=False)"),
 ])
 def test_a_csv_header_the_edges_table_cannot_hold_is_refused_on_line_1(tmp_path, capsys, header, where):
     n = header.count(",") - 1

@@ -65,6 +65,11 @@ def test_stop_when_ends_the_run_completed_at_that_step():
     assert row(result) == ("completed", 3, "stop_when: most_left <= 2 at step 3")
     assert sorted({r["step"] for r in result.panel().to_pylist()}) == [1, 2, 3]
     assert result.metrics().to_pydict()["step"] == [0, 1, 2, 3]
+    # the report's card says why the run has fewer steps than n_steps
+    from desim.report import write_report
+    md = write_report(result.store_path.parent.parent, run_id=result.run_id)["markdown"].read_text()
+    assert "| steps | 3 of 10 (step) |" in md
+    assert "| status | completed, ended with its process (stop_when: most_left <= 2 at step 3) |" in md
 
 
 class LeftAndStep(MetricCollector):

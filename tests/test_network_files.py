@@ -124,6 +124,8 @@ def test_the_label_network_describes_a_study_reading_the_graph(tmp_path, capsys)
     ("n0 n1\nn2 n2\n", "line 2: self-loop 'n2' -> 'n2'"),
     ("n0 n1\nn1 n2 heavy\n", "line 2, column 3 (weight): 'heavy' is not a number"),
     ("n0 n1\nn1 n2 n3 n4\n", "line 2: expected 'source target' or 'source target weight', got 4 fields"),
+    ("n0 n1 {'p': 0.5}\n", "line 1: expected 'source target' or 'source target weight', got 4 fields; networkx's "
+                           "write_edgelist writes each edge's attributes as a {...} dict: write it with data=False"),
 ])
 def test_a_plain_edge_list_with_a_problem_is_refused_naming_the_line(tmp_path, capsys, text, where):
     """A plain edge list is read in C; a file with a problem still gets the line-by-line reader's message."""

@@ -90,7 +90,8 @@ def study_card(rd: RunData, control: RunData | None = None) -> Section:
         ["seed", fmt(run["seed"])],
         ["parameters", _compact(run.get("parameters"))],
         ["run", f"{run['run_id']} ({run['kind']})"],
-        ["status", run["status"] + (f": {run['error']}" if run.get("error") else "")],
+        ["status", run["status"] + (f": {run['error']}" if run.get("error") else "")
+         + (f", ended with its process ({run['end_reason']})" if run.get("end_reason") else "")],
         ["duration", f"{run['wall_seconds']:.2f} s" if run.get("wall_seconds") is not None else ""],
         ["started / finished", f"{_when(run['started_at'])} / {_when(run.get('finished_at'))}"],
     ]

@@ -198,8 +198,10 @@ def _edgelist(text: str, path: Path) -> list[Row]:
         parts = body.split()
         where = f"line {n}"
         if len(parts) not in (2, 3):
+            hint = ("; networkx's write_edgelist writes each edge's attributes as a {...} dict: write it with "
+                    "data=False, data=['weight'], or as CSV with attribute columns" if "{" in body else "")
             raise StudyConfigError(path, [(where, f"expected 'source target' or 'source target weight', "
-                                           f"got {len(parts)} fields")])
+                                           f"got {len(parts)} fields{hint}")])
         attrs = {"weight": _number(parts[2], path, where, "3 (weight)")} if len(parts) == 3 else {}
         rows.append((n, where, parts[0], parts[1], attrs))
     return rows
@@ -223,8 +225,11 @@ def _csv(path: Path, source: str, target: str) -> list[Row]:
                                                  "name each column once")])
     s, t = header.index(source), header.index(target)
     extra = [(i, h) for i, h in enumerate(header) if i not in (s, t)]
-    for _, name in extra:
-        if name.lower() in RESERVED or not name:
+    for i, name in extra:
+        if not name:        # pandas' to_csv writes its index as a column with no name
+            raise StudyConfigError(path, [("line 1", f"column {i + 1} has no name; a pandas index? write the file "
+                                           "with to_csv(..., index=False), or name the column")])
+        if name.lower() in RESERVED:
             raise StudyConfigError(path, [("line 1", f"column '{name}' cannot be an edge attribute (the edges table "
                                            f"has {', '.join(sorted(RESERVED))}, in any case; name it otherwise)")])
     rows = []
