@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             kept = f"completed steps are kept in {e.db_path}; " if isinstance(e, RunFailed) else ""
             print(f"desim: {kept}--traceback (or DESIM_TRACEBACK=1) shows the traceback", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("desim: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:     # a second Ctrl-C inside a run says which run and how to go on
+        print(f"desim: interrupted{': ' + str(e) if str(e) else ''}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. `| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -84,10 +84,25 @@ class RunInterrupted(KeyboardInterrupt):
                              f"(desim run {root} --resume {result.run_id})")
 
 
+class RunStoppedMidStep(KeyboardInterrupt):
+    """A second Ctrl-C stopped a run inside a step, without waiting for the step boundary: the run is
+    stored ``interrupted`` with its completed steps, and the step in flight is lost (an LLM study's replies of
+    that round with it). Says which run, what is kept, what this invocation paid, and how to go on."""
+
+    def __init__(self, run_id: str, root: Path | None, step: int, kept: int, llm: dict | None = None):
+        self.run_id, self.step, self.kept = run_id, step, kept
+        paid = (f"; this invocation paid {llm['calls']} LLM calls ({llm['tokens_in']} tokens in, "
+                f"{llm['tokens_out']} out), the round in flight's replies neither cached nor counted"
+                if llm and llm.get("calls") else "")
+        go_on = f"desim run {root} --resume {run_id}" if root is not None else f"desim.resume(..., {run_id!r})"
+        super().__init__(f"a second Ctrl-C stopped run {run_id} inside step {step}: steps 1..{kept} are kept, step "
+                         f"{step} is lost{paid}; {go_on} continues it")
+
+
 class StopRun(DesimError):
     """Raised by study code to end a run cleanly at the step boundary (for example an LLM budget
     is spent). The step in flight is not written; the run is marked ``interrupted`` and can be
     resumed with ``desim run --resume RUN``."""
 
 
-__all__ = ["DesimError", "FieldError", "RunFailed", "RunInterrupted", "StopRun", "StoreError", "StudyConfigError", "StudyError"]
+__all__ = ["DesimError", "FieldError", "RunFailed", "RunInterrupted", "RunStoppedMidStep", "StopRun", "StoreError", "StudyConfigError", "StudyError"]

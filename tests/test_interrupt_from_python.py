@@ -80,3 +80,18 @@ def test_ctrl_c_during_the_end_of_run_merge_lets_it_finish_and_stops_the_caller(
     assert stopped.value.result.status == "completed"
     assert sql(root, "SELECT status, count(DISTINCT step) FROM panel JOIN runs USING (run_id) GROUP BY status") \
         == [("completed", 3)]
+
+
+def test_a_second_ctrl_c_inside_a_step_says_which_run_what_is_kept_and_how_to_go_on(tmp_path, capsys):
+    from desim.cli import main
+    root = write_walk_study(tmp_path / "walk", n_steps=5)
+    model = root / "model.py"           # the walk's exit_step: two Ctrl-Cs there instead of sys.exit
+    model.write_text(model.read_text().replace(
+        "sys.exit(3)", "import os, signal\n            os.kill(os.getpid(), signal.SIGINT)\n"
+                       "            os.kill(os.getpid(), signal.SIGINT)"))
+    assert main(["run", str(root), "--set", "exit_step=3"]) == 130
+    (run_id, status, last), = sql(root, "SELECT run_id, status, last_step FROM runs")
+    assert (status, last) == ("interrupted", 2)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"desim: interrupted: a second Ctrl-C stopped run {run_id} inside step 3: steps 1..2 are kept, "
+                   f"step 3 is lost; desim run {root} --resume {run_id} continues it")

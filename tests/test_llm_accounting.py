@@ -178,3 +178,21 @@ def test_a_token_budget_stops_a_paid_run_before_the_round_that_would_exceed_it(s
     last_step = query(root, "SELECT last_step FROM runs")[0][0]
     assert 1 <= last_step < 6
     assert paid_rows(root, result.run_id)[0] == last_step * 12 * 3      # whole steps only
+
+
+def test_a_budget_smaller_than_one_round_says_no_resume_can_pass_it(study_copy, monkeypatch):
+    """max_calls 5 for 12 agents: a resume has the same budget and would stop at the same round for ever."""
+    root = llm_study(study_copy, max_calls=5)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        result = run_study(load_study(root, steps=2, params=OPENAI))
+        assert stub.stats.replies == 0
+    assert result.status == "interrupted"
+    assert "step 1 round 0 needs 12 more; that is more than the whole budget, so no resume can pass this round" \
+        in result.error and "run the study anew with a larger llm.max_calls" in result.error
+    # a round that fits the budget but not what is left of it: resumable, as before
+    root = llm_study(study_copy, name="fits", max_calls=20)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        result = run_study(load_study(root, steps=2, params=OPENAI))
+    assert "needs 12 more; the run stops before this step and can be resumed" in result.error

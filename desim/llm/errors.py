@@ -39,6 +39,10 @@ class BudgetExhausted(StopRun):
     def __init__(self, what: str, spent: int, needed: int, limit: int, step: int, round_idx: int):
         self.what, self.spent, self.needed, self.limit = what, spent, needed, limit
         self.step, self.round_idx = step, round_idx
+        if needed > limit:      # a budget is per invocation: a resume starts at this round with the same one
+            then = (f"that is more than the whole budget, so no resume can pass this round (a resumed run has the "
+                    f"run's own budget again): run the study anew with a larger llm.{what}")
+        else:
+            then = "the run stops before this step and can be resumed with 'desim run --resume' (cached replies are free)"
         super().__init__(f"LLM budget {what}={limit} reached: {spent} spent, step {step} round {round_idx} "
-                         f"needs {needed} more; the run stops before this step and can be resumed "
-                         f"with 'desim run --resume' (cached replies are free)")
+                         f"needs {needed} more; {then}")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from desim.errors import RunFailed, StopRun
+from desim.errors import RunFailed, RunStoppedMidStep, StopRun
 from desim.run.assemble import Run
 from desim.run.engine import Engine
 from desim.study.failures import StudyCodeError, original, process_failure
@@ -65,8 +65,10 @@ def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
                 if not engine.opened:       # the study's set-up failed: nothing was recorded, say it as is
                     raise
                 status, error, trace, failure = _ended(e, run)
-                if isinstance(e, KeyboardInterrupt):
-                    raise
+                if isinstance(e, KeyboardInterrupt):    # a second Ctrl-C: stored as interrupted below, then said
+                    llm = dict(run.decision.counters()) if hasattr(run.decision, "counters") else None
+                    raise RunStoppedMidStep(run.run_id, run.root, run.ctx.step, max(sink.last_written, 0),
+                                            llm) from None
             finally:
                 if signals is not None:
                     signals.finishing()     # the merge below finishes, whatever signal arrives now
