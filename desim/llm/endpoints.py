@@ -81,6 +81,9 @@ class EndpointPool:
         for endpoint in self.endpoints:
             if endpoint.failures:
                 endpoint.failures, endpoint.down_until, endpoint.tripped_at = 1, now, now
+        self._waiters = [w for w in self._waiters if not w.future.done()]   # none left from the last round
+        heapq.heapify(self._waiters)
+        self._dispatch()
 
     def _pick(self, avoid: frozenset) -> Endpoint | None:
         """The least-loaded endpoint with a free slot, keeping away from a still-tripped endpoint this
@@ -105,6 +108,9 @@ class EndpointPool:
         except asyncio.CancelledError:
             if waiter.future.done() and not waiter.future.cancelled():
                 self.release(waiter.future.result(), None)     # granted, but the request was cancelled
+            elif waiter in self._waiters:   # out of the queue now: a cancelled waiter left in it made the
+                self._waiters.remove(waiter)    # next round's requests queue behind the old back-off timer
+                heapq.heapify(self._waiters)
             raise
 
     def release(self, endpoint: Endpoint, ok: bool | None, started: float = 0.0) -> None:
