@@ -196,3 +196,65 @@ def test_a_budget_smaller_than_one_round_says_no_resume_can_pass_it(study_copy, 
         monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
         result = run_study(load_study(root, steps=2, params=OPENAI))
     assert "needs 12 more; the run stops before this step and can be resumed" in result.error
+
+
+def answering_then_silent(answered: int):
+    """Answers the first ``answered`` requests, then reads and never answers (the run waits in that round)."""
+    from llm_servers import completion, http_response
+
+    async def handler(server, reader, writer) -> None:
+        while True:
+            await server.read_request(reader)
+            if server.requests > answered:
+                await reader.read()
+                return
+            await server.send(writer, http_response(200, completion('{"opinion": 0.5, "argument": "ok"}')))
+    return handler
+
+
+@pytest.mark.slow
+def test_a_killed_run_keeps_the_paid_rows_of_the_rounds_it_finished(study_copy, tmp_path):
+    """SIGKILL in step 2 round 1, round 0's 12 replies paid: they are in the run's ledger file at once, and
+    the resumed run writes them as 'abandoned', so every reply paid across both invocations is one row."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from desim.llm.accounting import ledger_path, load_ledger
+    root = llm_study(study_copy, cache=False, max_retries=0, timeout_s=3600)
+    set_simulation(root, record_rounds=True)
+    hang = float(os.environ.get("DESIM_TEST_HANG_S", "600"))
+    with HostileServer(answering_then_silent(12 * 3 + 12)) as server:
+        env = {**os.environ, "DESIM_LLM_BASE_URL": server.base_url}
+        log = (tmp_path / "run.log").open("w")      # a file, not a pipe nobody reads while the run writes
+        proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "run", str(root), "--set", "llm_kind=openai",
+                                 "--steps", "3", "-q"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        run_id = None
+        deadline = time.monotonic() + hang
+        while time.monotonic() < deadline:          # ready: the ledger holds step 2 round 0's paid rows
+            ledgers = list((root / "runs").glob("**/llm_unrecorded/*.json"))
+            rows = load_ledger(ledgers[0]) if ledgers else []
+            if [r["step"] for r in rows] == [2] * 12:
+                run_id = ledgers[0].stem
+                break
+            assert proc.poll() is None, (tmp_path / "run.log").read_text()
+            time.sleep(0.05)
+        assert run_id is not None, f"the run never kept step 2's paid rows: {rows}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log.close()
+    paid_first = 48                                 # answered; step 2 round 1 never is
+    assert ledger_path(root, run_id).exists()
+    with running_stub() as stub:
+        os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
+        try:
+            resumed = resume(root, run_id)
+        finally:
+            del os.environ["DESIM_LLM_BASE_URL"]
+        paid_now = stub.stats.replies
+    assert resumed.status == "completed" and paid_now == 12 * 3 * 2       # steps 2 and 3: step 1 is replayed
+    assert paid_rows(root, run_id)[0] == paid_first + paid_now             # every paid reply, once
+    assert query(root, f"SELECT step, round, count(*) FROM llm_calls WHERE run_id = '{run_id}' AND "
+                       "outcome = 'abandoned' GROUP BY ALL") == [(2, 0, 12)]
+    assert not ledger_path(root, run_id).exists()

@@ -487,12 +487,12 @@ def resume(study_root: str | Path, run_id: str, *, on_step=None, manage_gc: bool
             parent = _parent_row(con, row["parent_run_id"])
             replay = _replay_actions(con, parent, row["fork_step"] - 1, max(1, parent["interaction_rounds"]),
                                      run.ids if run.columnar else None, root)
-        stored = row["last_step"] or 0
+        # what is on disk: a killed run's row still says running, its steps are in its step files
+        stored = max(last_step(layout, run_id, row["last_step"], row["status"]), 0)
         own = _own_replay(con, row, run, stored, root)
         if own:
             replay = {**(replay or {}), **own}
-        else:
-            run.ctx.stored_until = stored       # re-executed: an LLM decision reuses its replies or refuses
+        run.ctx.stored_until = stored       # re-executed ones: an LLM decision reuses its replies or refuses
     sink = sink_for(spec, None, kind=row["kind"], parent_run_id=row["parent_run_id"], fork_step=row["fork_step"],
                     resume=True)
     return record(run, sink, replay, on_step=on_step, manage_gc=manage_gc, handle_signals=handle_signals)

@@ -19,7 +19,8 @@ A step that never closes (the run failed or was interrupted in it) is not
 written, so neither are its rows, though its replies were paid for (and
 cached). So that a paid call never vanishes from the accounting, the
 decision model keeps those rows in a small file of the run
-(:func:`ledger_path`) when it closes; the resumed run loads them
+(:func:`ledger_path`) after every round that paid and when it closes (so
+a killed process keeps all but the round in flight); the resumed run loads them
 (:meth:`CallLog.carry`) and hands them over with the rows of that step when
 it closes again, as ``abandoned`` rows. They were paid by the earlier
 invocation, so they add nothing to this invocation's counters or budget.

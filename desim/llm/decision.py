@@ -26,10 +26,11 @@ reply -> parse path runs, free and reproducible, with no server. Being free,
 scripted replies are counted as ``scripted``, not as paid ``calls`` or
 tokens, and no budget applies to them (``desim validate`` probes on them).
 
-Paid replies of a step that never closes (the run failed or stopped in it)
-are kept in a file of the run when the model closes and written to
-``llm_calls`` when the resumed run closes that step (``outcome =
-'abandoned'``; :mod:`desim.llm.accounting`).
+Paid replies of a step that never closes (the run failed, stopped or was
+killed in it) are kept in a file of the run, rewritten after every round
+that paid and when the model closes, and written to ``llm_calls`` when the
+resumed run closes that step (``outcome = 'abandoned'``;
+:mod:`desim.llm.accounting`).
 """
 from __future__ import annotations
 
@@ -97,12 +98,14 @@ class LLMDecision(DecisionModel):
         self._params = self._request_params()
         if self.ctx.root is not None:          # a resumed run: the paid calls of the step it lost, if any
             self._ledger = ledger_path(Path(self.ctx.root), self.ctx.run_id)
-            self.log.carry(load_ledger(self._ledger))
+            # rows of a stored step reached the store with it (the ledger is rewritten a round later)
+            self.log.carry([r for r in load_ledger(self._ledger) if r["step"] > self.ctx.stored_until])
 
     def decide_batch(self, observations: list[Observation], memories: list[list[Action]]) -> list[Action]:
         ctx = self.ctx
         self.rule.ctx = ctx
         step, round_idx = ctx.step, ctx.round_idx
+        paid_before = self.log.totals["calls"]
         requests = [self._request(obs, mem) for obs, mem in zip(observations, memories)]
         keys = [key for key, _ in requests]
         unanswered: str | None = None
@@ -131,6 +134,8 @@ class LLMDecision(DecisionModel):
                          attempts=reply.attempts, endpoint=reply.endpoint, scripted=scripted)
         if unusable:
             self._fall_back(actions, unusable, observations, memories)
+        if self.log.totals["calls"] > paid_before:
+            self._keep_unrecorded()     # at once: a killed process (SIGKILL, power) keeps this round's paid rows
         return actions
 
     def drain_calls(self) -> pa.Table:
