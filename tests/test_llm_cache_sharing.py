@@ -64,3 +64,23 @@ def test_a_cache_another_process_holds_is_waited_for_and_a_broken_one_is_named(t
     broken.write_bytes(b"not a database" * 100)
     with pytest.raises(ReplyCacheError, match=r"broken\.duckdb: .*not a valid DuckDB database file.* Move the file aside"):
         ReplyCache(broken, attempts=50, wait_s=1.0)     # at once: no waiting on a file that is not busy
+
+
+def test_a_sweep_resumed_after_budget_stops_keeps_every_paid_row(study_copy, monkeypatch):
+    """max_calls 50: the sweep's run stops mid-step; --resume runs it again from step 0 (cache hits), twice.
+    The replies the earlier attempts paid for stay in llm_calls (as 'abandoned'), so the paid rows are every
+    reply the server gave, once."""
+    root = llm_study(study_copy, max_calls=50)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        first = run_sweep(root, {"llm_kind": ["openai"]}, replicates=1, workers=1, steps=3)
+        attempts = [first]
+        while attempts[-1].completed < 1:
+            assert len(attempts) < 5
+            attempts.append(run_sweep(root, resume=first.plan.sweep_id, workers=1))
+        paid = stub.stats.replies
+    assert len(attempts) == 3 and paid == 12 * 3 * 3
+    (run_id,) = [r.run_id for r in first.plan.runs]
+    rows = query(root, f"SELECT count(*) FROM llm_calls WHERE run_id = '{run_id}' AND NOT cached "
+                       "AND model <> 'scripted' AND outcome <> 'unavailable'")[0][0]
+    assert rows == paid

@@ -307,6 +307,32 @@ def replace_folder(source: Path, target: Path) -> None:
         source.rename(target)
 
 
+def carry_paid_calls(earlier: Path, new: Path) -> int:
+    """Before a run's folder ``earlier`` is replaced by ``new``, another attempt at the same run (a sweep's or an
+    effect's ``--resume`` runs a failed run again from step 0): the LLM replies the earlier attempt paid for
+    are added to the new attempt's ``llm_calls`` as ``abandoned`` rows, as a resumed run adds those of a step it
+    lost. The new attempt took them from the reply cache, free, so each paid reply stays one row, and the
+    cost over all attempts is the usual query of paid rows. Returns how many rows were carried."""
+    old = earlier / "llm_calls.parquet"
+    if not old.exists():
+        return 0
+    import pyarrow.compute as pc
+    calls = pq.read_table(old)
+    paid = calls.filter(pc.and_(pc.and_(pc.invert(calls["cached"]), pc.not_equal(calls["model"], "scripted")),
+                                pc.not_equal(calls["outcome"], "unavailable")))
+    if not paid.num_rows:
+        return 0
+    paid = paid.set_column(paid.schema.get_field_index("outcome"), "outcome",
+                           pa.array(["abandoned"] * paid.num_rows, pa.string()))
+    target = new / "llm_calls.parquet"
+    parts = ([pq.read_table(target)] if target.exists() else []) + [paid]
+    table = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else paid
+    tmp = new / f".llm_calls-{uuid.uuid4().hex[:6]}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, target)
+    return paid.num_rows
+
+
 def remove_run_data(layout, run_id: str) -> None:
     """Delete a run's data folder (``layout`` a ``StudyLayout``)."""
     shutil.rmtree(layout.run_dir(run_id), ignore_errors=True)

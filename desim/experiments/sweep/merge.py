@@ -25,7 +25,7 @@ from typing import Any
 from desim.experiments.sweep.plan import PlannedRun, SweepPlan
 from desim.store import Catalogue, StudyLayout, layout_of, open_store
 from desim.store.connection import WaitFn
-from desim.store.files import remove_run_data, replace_folder
+from desim.store.files import carry_paid_calls, remove_run_data, replace_folder
 from desim.study.files import StudySpec
 from desim.versions import code_files, population_files
 
@@ -56,6 +56,8 @@ def merge_run(study: "str | Path | StudyLayout", worker_file: str | Path, run_id
 
     def move() -> None:
         if source.is_dir():
+            if target.is_dir():         # an earlier attempt at this run: what it paid an LLM stays counted
+                carry_paid_calls(target, source)
             replace_folder(source, target)
 
     with writing(layout, on_wait) as con:
