@@ -84,3 +84,14 @@ def test_a_sweep_resumed_after_budget_stops_keeps_every_paid_row(study_copy, mon
     rows = query(root, f"SELECT count(*) FROM llm_calls WHERE run_id = '{run_id}' AND NOT cached "
                        "AND model <> 'scripted' AND outcome <> 'unavailable'")[0][0]
     assert rows == paid
+
+
+def test_a_later_sweep_sees_the_environment_as_it_is_now(study_copy, monkeypatch):
+    """The workers come from a forkserver started by the first sweep; the second sweep's workers must still
+    see the DESIM_LLM_BASE_URL set since (a notebook pointing the study at another server)."""
+    root = llm_study(study_copy, cache=False)
+    for _ in range(2):
+        with running_stub() as stub:            # a new server, on a new port, each time
+            monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+            result = run_sweep(root, {"llm_kind": ["openai"]}, replicates=1, workers=1, steps=1)
+            assert result.completed == 1 and stub.stats.replies == 12 * 3

@@ -89,7 +89,9 @@ class LocalExecutor(Executor):
         self.workers = max(1, workers or os.cpu_count() or 1)
         self._ctx = _mp_context()
         self._lanes: list[ProcessPoolExecutor | None] = [None] * self.workers
-        self._me = (os.getpid(), process_start(os.getpid()))
+        # the environment as it is now: the forkserver kept the one it started with, and a notebook that set
+        # DESIM_LLM_BASE_URL (or a proxy) since must have its workers see the new value
+        self._me = (os.getpid(), process_start(os.getpid()), 0.5, dict(os.environ))
 
     def _lane(self, i: int) -> ProcessPoolExecutor:
         if self._lanes[i] is None:

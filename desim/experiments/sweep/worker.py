@@ -133,10 +133,16 @@ def _watch_parent(pid: int, start: str | None, every: float) -> None:
             os._exit(1)     # the sweep is gone: nobody will merge this run; --resume reruns it
 
 
-def worker_init(parent_pid: int, parent_start: str | None, every: float = 0.5) -> None:
+def worker_init(parent_pid: int, parent_start: str | None, every: float = 0.5,
+                environ: dict[str, str] | None = None) -> None:
     """Set up a local worker process: Ctrl-C is the parent's to handle (it stops the lanes), and
     a watchdog ends the worker when the sweep's process dies, so a killed sweep leaves no
-    process behind (the forkserver exits once its workers have)."""
+    process behind (the forkserver exits once its workers have). ``environ`` is the sweep's
+    environment when it started: a worker forked from a forkserver started earlier would otherwise run
+    with that earlier one (an old ``DESIM_LLM_BASE_URL``)."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent_pid, parent_start, every), daemon=True,
                      name="desim-sweep-watchdog").start()
