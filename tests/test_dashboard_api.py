@@ -441,6 +441,23 @@ def test_truncated_store_is_a_4xx_with_a_relative_path(site):
     assert str(site["dir"]) not in json.dumps(listing["truncated"])
 
 
+def test_a_store_cut_short_of_its_header_blocks_is_broken_not_busy(site):
+    """Truncated so far that DuckDB cannot even open it: a damaged store (422), not a writer holding it (the
+    page said "run in progress" and polled for ever), and desim sql says the same."""
+    broken = copy_study(site["dir"], "opinion_diffusion", "cut")
+    rid = run_study(load_study(broken, steps=2)).run_id
+    db = broken / "runs" / "desim.duckdb"
+    db.write_bytes(db.read_bytes()[:100_000])
+    res = site["client"].get("/api/studies/cut/panel", params={"run": rid})
+    assert res.status_code == 422 and "cut/runs/desim.duckdb cannot be opened (damaged or truncated?)" in \
+        res.json()["error"], res.text
+    assert "busy" not in res.json()
+    from desim.store import StoreBroken, open_store
+    with pytest.raises(StoreBroken, match="cannot be opened \\(damaged or truncated\\?\\)"):
+        with open_store(broken):
+            pass
+
+
 def test_the_study_page_is_kept_until_a_study_file_changes(site):
     """The lint behind the study page runs once per version of the study's files, not per poll; an edit of a
     file is seen on the next request."""
@@ -464,3 +481,53 @@ def test_the_study_page_is_kept_until_a_study_file_changes(site):
     finally:
         dashboard_data._study_config = real
         (study / "study.json").write_text(json.dumps(meta))
+
+
+def test_a_read_that_fails_in_passing_is_read_again_and_a_damaged_store_still_fails(monkeypatch):
+    """While a sweep merges its runs, a healthy store can fail one read: the request reads again and
+    answers; a store that fails every read is a 422."""
+    from desim.dashboard import app as dash_app
+    from desim.dashboard import data as dash_data
+    monkeypatch.setattr(dash_app, "BROKEN_RETRIES", (0.0, 0.0))
+    calls = []
+
+    def flaky(request):
+        calls.append(1)
+        if len(calls) == 1:
+            raise dash_data.BrokenStore("s/runs/desim.duckdb cannot be read (damaged or truncated?): in passing")
+        return {"ok": True}
+
+    res = dash_app.api(flaky)(None)
+    assert res.status_code == 200 and json.loads(res.body) == {"ok": True} and len(calls) == 2
+
+    def broken(request):
+        calls.append(1)
+        raise dash_data.BrokenStore("s/runs/desim.duckdb cannot be read (damaged or truncated?): for good")
+
+    calls.clear()
+    res = dash_app.api(broken)(None)
+    assert res.status_code == 422 and "for good" in json.loads(res.body)["error"] and len(calls) == 3
+
+
+def test_a_killed_runs_progress_file_is_stale_not_live(site):
+    """A run killed with SIGKILL leaves its progress file saying running: its process is gone, so the study
+    list, the live poll and the study page call it stale, not a run in progress."""
+    import socket
+    import subprocess
+    import sys
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()                                    # a pid no process has now
+    norun = site["norun"]
+    path = write_live_file(norun, "rkilled01", step=14, n_steps=60, metrics={})
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "pid": dead.pid, "host": socket.gethostname()}))
+    try:
+        assert site["client"].get("/api/live").json()["live"]["norun"] == []
+        listing = {s["id"]: s for s in site["client"].get("/api/studies").json()["studies"]}
+        assert listing["norun"]["status"] != "running"
+        runs = site["client"].get("/api/studies/norun/live").json()["runs"]
+        assert [(r["run_id"], r["status"]) for r in runs] == [("rkilled01", "stale")]
+        page = site["client"].get("/api/studies/norun").json()
+        assert [r["status"] for r in page["live"]] == ["stale"]
+    finally:
+        path.unlink()

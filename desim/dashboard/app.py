@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
@@ -98,12 +99,26 @@ class JSON(JSONResponse):
         super().__init__(content, status_code, headers={"Cache-Control": "no-store"})
 
 
+BROKEN_RETRIES = (0.2, 0.5)     # seconds before reading again a store that failed a read
+
+
+def _read(fn: Callable[[Request], Any], request: Request) -> Any:
+    """``fn(request)``, read again after a pause when the store failed a read: a sweep merging its runs can
+    make a healthy store fail a read in passing, and a damaged one fails every time."""
+    for pause in BROKEN_RETRIES:
+        try:
+            return fn(request)
+        except data.BrokenStore:
+            time.sleep(pause)
+    return fn(request)
+
+
 def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
     """Turn a handler's exceptions into JSON errors with the right status."""
 
     def endpoint(request: Request) -> Response:
         try:
-            return JSON(fn(request))
+            return JSON(_read(fn, request))
         except BadRequest as e:
             return JSON({"error": str(e)}, 400)
         except (NotFound, data.NoStore) as e:

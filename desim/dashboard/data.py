@@ -38,7 +38,7 @@ from desim.store import (
 )
 from desim.store.connection import reading_checked
 from desim.store.files import RunFiles
-from desim.store.health import health_of, last_step
+from desim.store.health import health_of, last_step, run_health
 from desim.store.live import live_runs as _live_files
 from desim.study.files import StudyConfigError, load_study, read_json
 from desim.versions import describe_overrides
@@ -75,8 +75,14 @@ def reading(root: Path):
 
 
 def live_runs(root: Path) -> list[dict[str, Any]]:
-    """The study's live progress files, oldest update first."""
-    return _live_files(StudyLayout(root).live)
+    """The study's live progress files, oldest update first; one that says ``running`` but whose process is
+    gone (killed: it could not say otherwise) says ``stale`` (``desim.store.health``), so no page shows a
+    killed run as live."""
+    runs = _live_files(StudyLayout(root).live)
+    for r in runs:
+        if r.get("status") == "running" and run_health(r, r) == "stale":
+            r["status"] = "stale"
+    return runs
 
 
 def live_summary(run: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +121,7 @@ def study_summary(root: Path) -> dict[str, Any]:
         entry["error"] = str(e)
         return entry
     if rows:
+        rows[0]["status"] = health_of(StudyLayout(root), latest)      # a killed run is stale, not running
         entry["last_run"], entry["status"] = rows[0], rows[0]["status"]
     else:
         entry["status"] = "no runs"

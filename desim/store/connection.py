@@ -95,6 +95,8 @@ def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
             raise StoreBusyError(f"cannot open {path} read-only: this Python process holds a writing "
                                  f"connection to it ({e}); close it first") from None
         except duckdb.IOException as e:
+            if not _is_lock(e):     # damaged, truncated, unreadable: no wait makes it readable
+                raise StoreBroken(f"{path} cannot be opened (damaged or truncated?): {e}") from None
             last = e
             time.sleep(wait)
     else:
@@ -113,6 +115,11 @@ def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
     return con
 
 
+def _is_lock(error: Exception) -> bool:
+    """Whether DuckDB refused a file because another process holds it ("Could not set lock on file")."""
+    return "lock" in str(error).lower()
+
+
 def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyConnection:
     path = layout.db
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +133,10 @@ def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
                 f"({e}). Close that connection (con.close()) first; desim.open(...) reads without "
                 "keeping one open.") from None
         except duckdb.IOException as e:
-            if attempt == attempts - 1 or "lock" not in str(e).lower():
+            if not _is_lock(e):     # damaged or truncated: said as that, at once
+                raise StoreBroken(f"{path} cannot be opened (damaged or truncated?): {e}. Restore it from "
+                                  "a copy, or move the study's runs/ folder aside to start a new store") from None
+            if attempt == attempts - 1:
                 raise StoreBusyError(f"cannot open {path} for writing: {e}. Another process holds it: a desim "
                                      "run writing to it, or a reader that keeps a connection open (a notebook's "
                                      "duckdb.connect); wait for it, close that connection, or use another study "
@@ -264,10 +274,8 @@ def reading_checked(layout: StudyLayout, relative_to: Path, attempts: int = 4) -
         raise StoreMissing(f"{rel} cannot be opened: it is not a DuckDB database")
     try:
         con = _reader(layout, attempts, 0.05)
-    except StoreBusyError as e:
-        if "lock" in str(e).lower():
-            raise
-        raise StoreBroken(f"{rel} cannot be opened: {shown(e)}") from None
+    except StoreBroken as e:
+        raise StoreBroken(shown(e).replace(str(db), str(rel))) from None
     except duckdb.Error as e:
         raise StoreBroken(f"{rel} cannot be opened as a DuckDB database: {shown(e)}") from None
     except StoreLayoutError as e:

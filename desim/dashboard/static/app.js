@@ -159,18 +159,26 @@ async function listView(view) {
   }
   fill(view, h("h1", {text: "Studies"}), h("p", {class: "muted", text: body.studies_dir}),
     body.studies.length ? grid : infoCard("No study folders (with a study.json) here."));
-  // running studies are picked up from the live files only
+  // running studies are picked up from the live files only; a run that starts or ends redraws the list
+  const runningAt = new Set(body.studies.filter(st => st.status === "running").map(st => st.id));
   every(async () => {
     let live;
     try { live = await getJSON("/api/live"); } catch (e) { return; }
     if (token !== viewToken) return;
+    const now = new Set(Object.entries(live.live).filter(([, runs]) => runs.length).map(([sid]) => sid));
+    if (now.size !== runningAt.size || [...now].some(sid => !runningAt.has(sid))) {
+      leaveView();
+      return listView(view);
+    }
     for (const [sid, runs] of Object.entries(live.live)) {
       const el = grid.querySelector(`[data-study="${CSS.escape(sid)}"]`);
       if (!el || !runs.length) continue;
       const r = runs[runs.length - 1];
       el.querySelector(".badge")?.replaceWith(badge("running"));
+      const id = el.querySelector(".run-id");
+      if (id) id.textContent = r.run_id;
       const prog = el.querySelector(".progress");
-      const text = ` ${r.run_id} step ${Math.max(0, r.step)}/${r.n_steps}`;
+      const text = ` step ${Math.max(0, r.step)}/${r.n_steps}`;
       if (prog) prog.textContent = text; else el.append(h("span", {class: "muted progress", text}));
     }
   }, POLL_MS * 2);
@@ -564,9 +572,13 @@ function renderLive(S) {
   }));
 }
 
+/* The run a difference is taken against: a branch's parent, which it shares every step with before the fork. A
+   new version's first run also names a parent (the last run of the version before), but with other code and
+   another seed: their difference would be no effect of anything. */
 function parentOf(S, rid) {
   const run = S.runs.find(r => r.run_id === rid);
-  return run && run.parent_run_id && S.runs.some(r => r.run_id === run.parent_run_id) ? run.parent_run_id : null;
+  return run && run.kind === "branch" && run.parent_run_id && S.runs.some(r => r.run_id === run.parent_run_id)
+    ? run.parent_run_id : null;
 }
 
 async function loadMetrics(S) {
