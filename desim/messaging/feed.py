@@ -26,19 +26,25 @@ _agent_id, _kind, _payload = attrgetter("agent_id"), attrgetter("kind"), attrget
 class NeighborFeed:
     """Routes post-shaped actions onto a bus and reads each agent's neighbours back.
 
-    What it keeps, and why it cannot go stale: a run's network is fixed, so each reader's
-    neighbours are resolved once, on its first read, as a tuple (each once, without the reader
-    itself), and a reader then costs its neighbours' look-ups, not a walk through the networkx
-    graph; and one :class:`desim.messaging.index.ReadIndex`, the readers' neighbours' positions
-    among the authors of the last batch read, replaced whenever a read's authors differ.
+    Each reader's neighbours are what ``neighbors_fn`` says at the read. When they cannot change during
+    the run (``fixed``) the feed keeps them: each reader's resolved once, on its first read, as a tuple
+    (each once, without the reader itself), so a reader then costs its neighbours' look-ups, not a call;
+    and one :class:`desim.messaging.index.ReadIndex`, the readers' neighbours' positions among the
+    authors of the last batch read, replaced whenever a read's authors differ.
+
+    ``fixed`` defaults to what ``neighbors_fn`` says of itself: :func:`desim.neighbors_fn` (a snapshot of
+    a graph) and ``ctx.neighbors`` (the run's network, fixed for the run) are fixed; a function of the
+    study's own (agents who share a room, which they change) is asked at every read, so a reader never
+    reads a neighbourhood it has left. ``fixed=True`` declares a function of one's own fixed.
     """
 
-    def __init__(self, neighbors_fn: Callable[[str], Iterable[str]], bus: MessageBus):
+    def __init__(self, neighbors_fn: Callable[[str], Iterable[str]], bus: MessageBus, *, fixed: bool | None = None):
         if not isinstance(bus, MessageBus):
             raise TypeError(f"NeighborFeed: the bus is a {type(bus).__name__}, not a desim.MessageBus "
                             "(subclass it: post, visible_to and drain are enough)")
         self.neighbors_fn = neighbors_fn
         self.bus = bus
+        self.fixed = bool(getattr(neighbors_fn, "fixed_network", False)) if fixed is None else bool(fixed)
         self._neighbours: dict[str, tuple[str, ...]] = {}
         self._index: ReadIndex | None = None
 
@@ -74,10 +80,12 @@ class NeighborFeed:
         return self.bus.post_batch(step, round_idx, *columns)
 
     def neighbours(self, agent_id: str) -> tuple[str, ...]:
+        """``agent_id``'s neighbours, each once, without itself: kept when ``fixed``, else asked now."""
         found = self._neighbours.get(agent_id)
         if found is None:
-            found = self._neighbours[agent_id] = tuple(
-                dict.fromkeys(n for n in self.neighbors_fn(agent_id) if n != agent_id))
+            found = tuple(dict.fromkeys(n for n in self.neighbors_fn(agent_id) if n != agent_id))
+            if self.fixed:
+                self._neighbours[agent_id] = found
         return found
 
     def local_for(self, agent_id: str, t: int, round_idx: int) -> list[Message]:
@@ -113,6 +121,6 @@ class NeighborFeed:
         if not got.authors:                 # nobody has anything to show
             return [[] for _ in ids]
         index = self._index
-        if index is None or not index.fits(got.authors):
+        if index is None or not index.fits(got.authors) or not self.fixed:     # neighbours that move: anew
             index = self._index = ReadIndex(got.authors, self.neighbours)
         return index.gather(ids, got.contents, chained)

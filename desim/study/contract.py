@@ -159,6 +159,8 @@ class RunContext:
             return []
         return list(g.predecessors(agent_id)) if g.is_directed() else list(g.neighbors(agent_id))
 
+    neighbors.fixed_network = True      # the run's network does not change: a NeighborFeed may keep its answers
+
     def persona(self, agent_id: str) -> Persona:
         return self.personas[self.index[agent_id]]
 

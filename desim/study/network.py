@@ -322,7 +322,11 @@ def neighbors_fn(graph: nx.Graph):
     else:
         adj = {n: list(nbrs) for n, nbrs in graph.adjacency()}
     empty: list[str] = []
-    return lambda agent_id: adj.get(agent_id, empty)
+
+    def neighbours(agent_id: str) -> list[str]:
+        return adj.get(agent_id, empty)
+    neighbours.fixed_network = True         # a snapshot: a NeighborFeed may keep what it answers
+    return neighbours
 
 
 def mean_degree(graph: nx.Graph) -> float:
