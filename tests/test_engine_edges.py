@@ -147,3 +147,64 @@ def test_who_takes_part_in_each_round_around_errands_of_no_time(tmp_path):
     assert seen == [(1, 0, ("a0", "a1", "a2")), (1, 1, ("a0", "a2")), (1, 2, ("a0",)), (1, 3, ("a0", "a1")),
                     (2, 0, ("a0", "a1", "a2")), (2, 1, ("a0", "a1", "a2")), (2, 2, ("a0", "a1", "a2")),
                     (2, 3, ("a0", "a1", "a2"))]
+
+
+QUEUE_MODEL = '''
+import simpy
+
+from desim import Action, DecisionModel, EnvironmentProvider, Observation
+
+SEEN = []
+
+
+class Env(EnvironmentProvider):
+    """An agent who feels worse goes to the clinic: it counts the visit as it leaves, then queues 0.4 of a
+    step for one desk. What the others see of the count in the later rounds is what the test compares."""
+
+    def reset(self, seed):
+        SEEN.clear()
+        self.visits = 0
+        self.desk = simpy.Resource(self.ctx.sim, capacity=1)
+
+    def errand(self):
+        self.visits += 1                        # as it leaves: at this instant, before the next round
+        with self.desk.request() as turn:
+            yield turn
+            yield self.ctx.sim.timeout(0.4)
+
+    def observe_batch(self, ids, t, round_idx):
+        SEEN.append((t, round_idx, self.visits))
+        return [Observation(agent_id=a, step=t, round_idx=round_idx, local_physical={"visits": self.visits})
+                for a in ids]
+
+    def apply(self, actions):
+        for a in actions:
+            if a.kind == "visit":
+                self.ctx.occupy(a.agent_id, self.errand())
+
+    def agent_state(self, agent_id):
+        return {"visits_seen": self.visits}
+
+
+class Decide(DecisionModel):
+    def decide_batch(self, observations, memories):
+        return [Action(agent_id=o.agent_id, step=o.step,
+                       kind="visit" if (o.agent_id, o.step, o.round_idx) in (("a0", 2, 0), ("a1", 2, 0)) else "wait")
+                for o in observations]
+'''
+
+
+def test_an_errand_with_a_queue_gives_one_panel_with_and_without_agent_processes(tmp_path):
+    """The errand's first part (counting the visit) runs before the next round on both paths: the agents
+    left in rounds 1 and 2 of step 2 see both visits, with agent processes or without."""
+    from desim.study.refs import study_module
+    seen, panels = {}, {}
+    for processes in (True, False):
+        root = study(tmp_path / f"queue_{processes}", agent_processes=processes)
+        (root / "model.py").write_text(QUEUE_MODEL)
+        sim = json.loads((root / "simulation" / "simulation.json").read_text())
+        (root / "simulation" / "simulation.json").write_text(json.dumps({**sim, "interaction_rounds": 3}))
+        run_study(load_study(root))
+        seen[processes], panels[processes] = list(study_module(root).SEEN), panel(root)
+    assert seen[True] == seen[False] and panels[True] == panels[False]
+    assert [v for t, r, v in seen[True] if t == 2] == [0, 2, 2]
