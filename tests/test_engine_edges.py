@@ -208,3 +208,14 @@ def test_an_errand_with_a_queue_gives_one_panel_with_and_without_agent_processes
         seen[processes], panels[processes] = list(study_module(root).SEEN), panel(root)
     assert seen[True] == seen[False] and panels[True] == panels[False]
     assert [v for t, r, v in seen[True] if t == 2] == [0, 2, 2]
+
+
+def test_an_errand_for_an_agent_nobody_has_names_it(tmp_path):
+    import pytest
+    from desim import RunFailed
+    for processes in (True, False):
+        root = study(tmp_path / f"zz_{processes}", agent_processes=processes)
+        (root / "model.py").write_text(QUEUE_MODEL.replace('self.ctx.occupy(a.agent_id,', 'self.ctx.occupy("zz",'))
+        with pytest.raises(RunFailed, match=r"step 2 round 0: Env\.apply.*ctx\.occupy: no agent 'zz' in the "
+                                            r"population \(t=2"):
+            run_study(load_study(root))

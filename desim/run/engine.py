@@ -153,6 +153,8 @@ class Engine:
     # --- agents, errands and the round gate -------------------------------------------------
     def occupy(self, agent_id: str, errand) -> None:
         """Send an agent on an errand (a SimPy generator); it skips every round until it returns."""
+        if agent_id not in self.ctx.index:
+            raise checks.RunError(f"ctx.occupy: no agent '{agent_id}' in the population (t={self.sim.now})")
         if agent_id in self._busy:
             raise checks.RunError(f"agent {agent_id} is already busy at t={self.sim.now}")
         self._busy.add(agent_id)

@@ -192,7 +192,8 @@ class SimulationFile(Strict):
                                "remembers")
     warm_start: WarmStart | None = Field(None, description="make the run a branch of another run: its steps "
                                          "before at_step replayed, the rest decided")
-    record_rounds: Bool = Field(False, description="also store one row per agent per round (rounds table)")
+    record_rounds: Bool = Field(False, description="also store every round's actions (the round_actions table: "
+                                  "a row per agent taking part, per round)")
     agent_processes: Bool = Field(True, description="one SimPy process per agent (false: the batch path, "
                                   "same panel)")
     parameters: dict[str, float | int | str | bool] = Field(default_factory=dict, description=(
