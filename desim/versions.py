@@ -345,6 +345,18 @@ def overrides_of(spec) -> dict[str, Any]:
     return out
 
 
+def describe_sweep_values(run: dict[str, Any], grid: list[str], *, named: bool = True) -> str:
+    """``sweep sw1a2b3c4d: epsilon=0.3`` for a sweep's run (``epsilon=0.3`` without ``named``): its value of
+    each parameter the sweep varies, the study's own value included (``--set`` names only values that differ
+    from the files)."""
+    if not run.get("sweep_id") or not grid:
+        return ""
+    params = run.get("parameters") or {}
+    params = json.loads(params) if isinstance(params, str) else params
+    values = " ".join(f"{k}={params.get(k)}" for k in grid)
+    return f"sweep {run['sweep_id']}: {values}" if named else values
+
+
 def describe_overrides(overrides: dict[str, Any] | None, *, seed: bool = True) -> str:
     """``--seed 11 --set n_agents=50`` for an overrides record (without the seed when ``seed`` is false:
     where the seed is shown on its own)."""

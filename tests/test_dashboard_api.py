@@ -531,3 +531,21 @@ def test_a_killed_runs_progress_file_is_stale_not_live(site):
         assert [r["status"] for r in page["live"]] == ["stale"]
     finally:
         path.unlink()
+
+
+def test_each_sweep_run_carries_its_values_of_the_grid_the_studys_own_too(site):
+    from desim.experiments.sweep import run_sweep
+    root = copy_study(site["dir"], "opinion_diffusion", "swept")
+    sweep = run_sweep(root, {"n_agents": [40, 500]}, replicates=1, workers=1, steps=1)    # 500: the study's own
+    runs = {r["run_id"]: r for r in site["client"].get("/api/studies/swept").json()["store"]["runs"]}
+    for planned in sweep.plan.runs:
+        assert runs[planned.run_id]["sweep_values"] == f"n_agents={planned.combo['n_agents']}"
+
+
+def test_an_unknown_run_or_version_is_a_404_without_the_servers_paths(site):
+    client = site["client"]
+    for path in ("/api/studies/opinion_diffusion/metrics", "/api/studies/opinion_diffusion/events"):
+        res = client.get(path, params={"run": "rNOPE00000"})
+        assert res.status_code == 404 and "no run 'rNOPE00000' in this study" in res.json()["error"], res.text
+    res = client.get("/api/studies/opinion_diffusion/versions/vNOPE0000/diff")
+    assert res.status_code == 404 and str(site["dir"]) not in res.text, res.text

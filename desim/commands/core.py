@@ -185,7 +185,7 @@ def _diff_summary(diff: list[dict], limit: int = 4) -> str:
 def cmd_runs(args) -> int:
     from desim.store import Catalogue, StudyLayout, open_store
     from desim.store.health import health_of, last_step
-    from desim.versions import describe_overrides
+    from desim.versions import describe_overrides, describe_sweep_values
     layout = StudyLayout(args.study)
     if not layout.db.exists():
         print(f"no runs yet ({layout.db} does not exist)")
@@ -194,9 +194,7 @@ def cmd_runs(args) -> int:
         catalogue = Catalogue(con)
         runs = catalogue.runs(with_config=False)
         versions = catalogue.versions()
-        swept = {sid: list(json.loads(row["grid"]) if row and row.get("grid") else [])
-                 for sid in {r.get("sweep_id") for r in runs if r.get("sweep_id")}
-                 for row in [catalogue.sweep(sid)]}
+        swept = catalogue.sweep_grids({r["sweep_id"] for r in runs if r.get("sweep_id")})
     by_id = {v["version_id"]: v for v in versions}
     for r in runs:
         r["last_step"] = last_step(layout, r["run_id"], r["last_step"], r["status"])
@@ -217,10 +215,9 @@ def cmd_runs(args) -> int:
             status = f"stale (was running as pid {r.get('pid')} on {r.get('host')}; resume with: " \
                      f"desim run {args.study} --resume {r['run_id']})"
         over = describe_overrides(json.loads(r["overrides"]) if r.get("overrides") else None)
-        if r.get("sweep_id") and swept.get(r["sweep_id"]):     # its values of the grid, the study's own included
-            params = json.loads(r["parameters"]) if isinstance(r.get("parameters"), str) else r.get("parameters") or {}
-            over = (over + "  " if over else "") + f"sweep {r['sweep_id']}: " + " ".join(
-                f"{k}={params.get(k)}" for k in swept[r["sweep_id"]])
+        values = describe_sweep_values(r, swept.get(r.get("sweep_id"), []))   # the study's own value too
+        if values:
+            over = (over + "  " if over else "") + values
         version = by_id.get(r.get("version_id"))
         if r["kind"] == "branch" and version and version["kind"] == "branch" and version.get("diff"):
             changed = _diff_summary(json.loads(version["diff"]), limit=3)   # what the branch's files changed

@@ -343,8 +343,9 @@ class Dashboard:
             raise data.NoStore(f"study '{root.name}' has not run yet")
         try:
             return version_changes(root, version)
-        except ValueError as e:
-            raise NotFound(str(e)) from None
+        except ValueError as e:     # paths as the page names them: relative to the studies folder
+            raise NotFound(str(e).replace(str(self.studies_dir.resolve()) + "/", "")
+                           .replace(str(self.studies_dir) + "/", "")) from None
 
     def grid(self, request: Request) -> dict:
         """One step of a positioned run (agents with ``x`` and ``y``) on its grid, coloured by a state field."""

@@ -41,7 +41,7 @@ from desim.store.files import RunFiles
 from desim.store.health import health_of, last_step, run_health
 from desim.store.live import live_runs as _live_files
 from desim.study.files import StudyConfigError, load_study, read_json
-from desim.versions import describe_overrides
+from desim.versions import describe_overrides, describe_sweep_values
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
 MESSAGES_PER_ROUND = 200   # messages listed per round (the count is always exact)
@@ -233,6 +233,7 @@ def study_store(root: Path) -> dict[str, Any]:
         versions = catalogue.versions()
         metric_names = queries.metric_names(con)
         effects = catalogue.effects()
+        swept = catalogue.sweep_grids({r["sweep_id"] for r in runs if r.get("sweep_id")})
         latest = next((r for r in reversed(runs) if r["status"] == "completed"), runs[-1] if runs else None)
         population: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
@@ -250,6 +251,7 @@ def study_store(root: Path) -> dict[str, Any]:
         r["parameters"] = _json(r.get("parameters"))
         r["overrides"] = _json(r.get("overrides")) or {}
         r["overrides_text"] = describe_overrides(r["overrides"], seed=False)   # the seed is shown on its own
+        r["sweep_values"] = describe_sweep_values(r, swept.get(r.get("sweep_id"), []), named=False)  # its own too
         # a derived seed has 19 digits, past what a JavaScript number holds exactly: sent as text
         r["seed"] = None if r.get("seed") is None else str(r["seed"])
         r["interventions"] = resolved.get(r["run_id"])     # as the run resolved them: the charts' markers
@@ -268,6 +270,7 @@ def study_store(root: Path) -> dict[str, Any]:
 
 def run_events(root: Path, run_id: str) -> list[dict[str, Any]]:
     with reading(root) as con:
+        _require_run(con, run_id)           # an unknown run is a 404, not a run with no events
         rows = queries.events(con, run_id, limit=1000)
     for e in rows:
         e["detail"] = _json(e.get("detail"))
@@ -294,6 +297,10 @@ def metrics_and_events(root: Path, run_ids: list[str], *, events: bool = True) \
     one costs most of a request when it holds long runs (every file's footer is read to bind the views)."""
     fired: dict[str, list[dict[str, Any]]] = {}
     with reading(root) as con:
+        known = {r["run_id"] for r in Catalogue(con).runs(with_config=False, run_ids=run_ids)}
+        unknown = [r for r in run_ids if r not in known]
+        if unknown:                         # a 404 naming them, not runs with no metrics
+            raise NotFound(f"no run {', '.join(repr(r) for r in unknown)} in this study")
         rows = queries.metric_rows(con, run_ids)
         if events:
             fired = {rid: queries.events(con, rid, limit=1000) for rid in run_ids}

@@ -214,6 +214,14 @@ class Catalogue:
         rows = fetch_dicts(self.con, "SELECT * FROM sweeps WHERE sweep_id = ?", [sweep_id])
         return rows[0] if rows else None
 
+    def sweep_grids(self, sweep_ids) -> dict[str, list[str]]:
+        """The parameters each sweep varies, in the order given (``[]`` for replicates alone), by sweep id."""
+        out = {}
+        for sid in sweep_ids:
+            row = self.sweep(sid)
+            out[sid] = list(json.loads(row["grid"])) if row and row.get("grid") else []
+        return out
+
     def sweep_ids(self) -> list[str]:
         if not has_table(self.con, "sweeps"):
             return []

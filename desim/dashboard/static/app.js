@@ -452,9 +452,27 @@ function interventionsCard(st) {
     source, Object.keys(st.interventions).length ? svg : null, list);
 }
 
+/* A colour per run drawn (ticked, or running live), the first one no other drawn run has: two runs in one chart
+   never share a colour while at most COLORS.length are drawn (a colour by list position repeated every 8 runs). */
 function runColor(S, rid) {
-  const ids = S.runs.map(r => r.run_id);
-  return COLORS[Math.max(0, ids.indexOf(rid)) % COLORS.length];
+  S.colorOf = S.colorOf || {};
+  const drawn = new Set([...S.selected, ...Object.keys(S.liveStatus).filter(r => S.liveStatus[r] === "running")]);
+  for (const r of Object.keys(S.colorOf)) if (!drawn.has(r)) delete S.colorOf[r];
+  if (!drawn.has(rid)) return UNDRAWN;
+  if (!(rid in S.colorOf)) {
+    const used = new Set(Object.values(S.colorOf));
+    S.colorOf[rid] = COLORS.find(c => !used.has(c)) || COLORS[Object.keys(S.colorOf).length % COLORS.length];
+  }
+  return S.colorOf[rid];
+}
+const UNDRAWN = "#d8d8d8";
+const MAX_DRAWN = 20;     // runs one chart request takes (the metrics API's limit)
+
+function paintSwatches(S) {
+  for (const li of S.els.runs.querySelectorAll("li[data-run]")) {
+    const sw = li.querySelector(":scope > label > .swatch");
+    if (sw) sw.style.background = runColor(S, li.dataset.run);
+  }
 }
 
 function renderRuns(S) {
@@ -472,7 +490,19 @@ function renderRuns(S) {
   for (const r of S.runs) if (r.version_id && !(r.version_id in firstOfVersion)) firstOfVersion[r.version_id] = r.run_id;
   const tree = (parent, depth) => h("ul", {class: "runs" + (depth ? "" : " root")}, (children[parent] || []).map(r => {
     const box = h("input", {type: "checkbox", class: "overlay", "data-run": r.run_id, checked: S.selected.has(r.run_id),
-      onchange: async ev => { S.touched = true; if (ev.target.checked) S.selected.add(r.run_id); else S.selected.delete(r.run_id); await loadMetrics(S); }});
+      onchange: async ev => {
+        S.touched = true;
+        if (ev.target.checked && S.selected.size >= MAX_DRAWN) {     // said, not a broken chart
+          ev.target.checked = false;
+          let note = S.els.runs.querySelector(".limit-note");
+          if (!note) S.els.runs.prepend(note = h("p", {class: "muted limit-note"}));
+          note.textContent = `At most ${MAX_DRAWN} runs are drawn at once: untick one first.`;
+          return;
+        }
+        if (ev.target.checked) S.selected.add(r.run_id); else S.selected.delete(r.run_id);
+        paintSwatches(S);
+        await loadMetrics(S);
+      }});
     const v = r.version_id && firstOfVersion[r.version_id] === r.run_id && versions[r.version_id];
     const progress = r.n_steps ? ` step ${Math.max(0, r.last_step ?? 0)}/${r.n_steps}` : "";
     return h("li", {"data-run": r.run_id},
@@ -483,7 +513,7 @@ function renderRuns(S) {
       r.stalled ? h("span", {class: "muted", text: " (marked running, but no process writes the store)"}) : null,
       r.seed !== undefined && r.seed !== null ? h("span", {class: "muted run-seed", "data-seed": r.seed,
         title: `seed ${r.seed}`, text: ` seed ${seedText(r.seed)}`}) : null,
-      r.sweep_id ? h("span", {class: "muted", text: ` sweep ${r.sweep_id}`}) : null,
+      r.sweep_id ? h("span", {class: "muted", text: ` sweep ${r.sweep_id}` + (r.sweep_values ? `: ${r.sweep_values}` : "")}) : null,
       r.overrides_text ? h("div", {}, h("code", {class: "run-set", title: "what this run changed from the study's files",
         text: r.overrides_text})) : null,
       r.note ? h("em", {text: ` “${r.note}”`}) : null,
