@@ -27,9 +27,21 @@ ROSTER = ["agent_id,opinion,media_trust,age,region"] + [
 def test_distributions_count_the_agents_with_no_value():
     states = [{"age": 30, "region": "N"}, {"age": None, "region": "S"}, {"region": None}, {"age": 50, "region": "N"}]
     by_name = {d["name"]: d for d in distributions(states)}
-    assert (by_name["age"]["kind"], by_name["age"]["n"], by_name["age"]["missing"]) == ("numeric", 2, 2)
+    assert (by_name["age"]["kind"], by_name["age"]["n"], by_name["age"]["missing"]) == ("categorical", 2, 2)
     assert (by_name["region"]["kind"], by_name["region"]["n"], by_name["region"]["missing"]) == ("categorical", 3, 1)
     assert distributions([{"x": None}, {"x": None}]) == [{"name": "x", "kind": "empty", "n": 0, "missing": 2}]
+
+
+def test_whole_numbers_get_a_bar_per_value_or_bins_of_as_many_values():
+    """Schelling's x on 0..49, one agent per value: every bin holds as many values, so every bar is as tall
+    (12 equal bins held 4 or 5 values, and the edge bars stood 25 % taller); a 0/1 type is two bars."""
+    states = [{"x": x, "type": x % 2, "share": x / 49} for x in range(50) for _ in range(4)]
+    by_name = {d["name"]: d for d in distributions(states)}
+    assert by_name["x"]["kind"] == "numeric" and len(set(by_name["x"]["counts"])) == 1
+    assert sum(by_name["x"]["counts"]) == 200 and (by_name["x"]["min"], by_name["x"]["max"]) == (0, 49)
+    assert by_name["type"]["kind"] == "categorical"
+    assert by_name["type"]["values"] == [{"value": "0", "count": 100}, {"value": "1", "count": 100}]
+    assert by_name["share"]["kind"] == "numeric" and len(by_name["share"]["counts"]) == 12
 
 
 ROSTER_MODEL = '''

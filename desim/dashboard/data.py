@@ -198,14 +198,27 @@ def distributions(states: list[dict[str, Any]], bins: int = 12) -> list[dict[str
         missing = len(states) - len(values)
         numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and math.isfinite(v)]
+        whole = len(numbers) == len(values) and all(v == int(v) for v in numbers)
         if not values:
             out.append({"name": key, "kind": "empty", "n": 0, "missing": missing})
+        elif whole and len(set(numbers)) <= bins:
+            # a few whole numbers (a type 0/1, a group 1..5): one bar per value, in value order, not a
+            # histogram of mostly empty bins
+            freq = {}
+            for v in sorted(numbers):
+                freq[int(v)] = freq.get(int(v), 0) + 1
+            out.append({"name": key, "kind": "categorical", "n": len(values), "missing": missing,
+                        "values": [{"value": str(k), "count": c} for k, c in freq.items()], "distinct": len(freq)})
         elif len(numbers) == len(values):
             lo, hi = min(numbers), max(numbers)
-            width = (hi - lo) / bins or 1.0
-            counts = [0] * bins
+            if whole:       # bins of whole numbers, as many in each: equal bins of 0..49 held 4 or 5 values
+                width = float(math.ceil((hi - lo + 1) / bins))
+                n_bins = int(math.ceil((hi - lo + 1) / width))
+            else:
+                width, n_bins = (hi - lo) / bins or 1.0, bins
+            counts = [0] * n_bins
             for v in numbers:
-                counts[min(bins - 1, int((v - lo) / width))] += 1
+                counts[min(n_bins - 1, int((v - lo) / width))] += 1
             out.append({"name": key, "kind": "numeric", "n": len(numbers), "missing": missing, "min": lo, "max": hi,
                         "mean": sum(numbers) / len(numbers), "counts": counts})
         else:
