@@ -239,6 +239,16 @@ def test_a_branch_of_a_multi_round_branch_replays_the_rounds_of_both(tmp_path):
     assert third.status == "completed" and third.warnings == []
     assert rows(root, third.run_id) == rows(root, first.run_id)
     assert sql(root, f"SELECT step FROM events WHERE run_id = '{third.run_id}' ORDER BY step") == [(4,)]
+    # each branch's round_actions are whole, as its panel is: the replayed steps' rounds are its parent's
+    rounds = ("SELECT step, round, agent_id, action_kind, payload::VARCHAR FROM round_actions WHERE run_id = ? "
+              "ORDER BY ALL")
+    for child, parent_of in ((first.run_id, parent), (second.run_id, first.run_id), (third.run_id, second.run_id)):
+        got, want = sql(root, rounds, [child]), sql(root, rounds, [parent_of])
+        assert sorted({r[0] for r in got}) == list(range(1, 7))
+        fork = sql(root, "SELECT fork_step FROM runs WHERE run_id = ?", [child])[0][0]
+        assert [r for r in got if r[0] < fork] == [r for r in want if r[0] < fork]
+    assert set(sql(root, "SELECT DISTINCT action_source FROM round_actions WHERE run_id = ? AND step < 3",
+                   [first.run_id])) == {("replay",)}
 
 
 def test_a_branch_of_a_columnar_multi_round_run_replays_it(tmp_path):

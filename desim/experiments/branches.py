@@ -254,7 +254,8 @@ def _payload(value: dict | None, json_fields: set[str]) -> dict:
 
 def round_sources(con, parent: dict, until: int) -> list[tuple[dict, int, int]]:
     """``[(run row, first step, last step)]``, latest first, whose stored rounds give the parent's actions of
-    steps ``1..until``: a branch stores the rounds of the steps it decided (from its fork on), and those of
+    steps ``1..until``: a branch stores every round of its steps (a branch of desim 0.2.0 or earlier only those
+    of the steps it decided, from its fork on), and those of
     the steps it replayed are its own parent's, and so on up the branches."""
     segments, run, hi = [], parent, until
     while hi >= 1:

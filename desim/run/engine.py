@@ -251,6 +251,8 @@ class Engine:
                 self._call(self.env.apply_columns, actions.idx, actions, step=t, round_idx=r)
             else:
                 self._call(self.env.apply, actions, step=t, round_idx=r)
+            if self.record_rounds:      # kept like the panel's replayed rows: a branch's round_actions are whole
+                self.sink.round(t, r, actions)
         return actions
 
     # --- closing a step ------------------------------------------------------------------------
