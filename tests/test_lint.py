@@ -44,6 +44,20 @@ class FeedOnlyEnv(Env):
         self.feed = NeighborFeed(neighbors_fn(self.ctx.graph), InMemoryMessageBus(carry_previous_step=self.carry))
 
 
+class FeedsInADictEnv(Env):
+    """Feeds kept by name in a dict (one per channel), the bus with them: found there, its carry read."""
+
+    def reset(self, seed):
+        bus = InMemoryMessageBus(carry_previous_step=self.carry)
+        self.parts = {"all": NeighborFeed(neighbors_fn(self.ctx.graph), bus)}
+
+    def apply(self, actions):
+        self.parts["all"].ingest(actions, self.ctx.step, self.ctx.round_idx)
+
+    def drain_messages(self):
+        return self.parts["all"].bus.drain()
+
+
 class Speak(DecisionModel):
     def __init__(self, kind="post"):
         self.kind = kind
@@ -125,6 +139,15 @@ def test_a_bus_held_only_by_a_neighbor_feed_is_found(tmp_path):
                                  env="FeedOnlyEnv"))
     assert report.messages_in_probe == 0        # nothing stored, yet agents hear each other through self.feed
     assert report.warnings == []
+
+
+@pytest.mark.parametrize("carry", [True, False])
+def test_a_bus_in_a_dict_of_feeds_is_found_and_its_carry_read(tmp_path, carry):
+    report = validate(make_study(tmp_path / "dict", propagation="contagion", bus=True, carry=carry,
+                                 env="FeedsInADictEnv"))
+    assert report.messages_in_probe > 0
+    unread = [w for w in report.warnings if "no agent can ever read them" in w]
+    assert bool(unread) is (not carry)          # carried to the next step: read; not carried: never
 
 
 # docs/columnar.md, "Messages on the columnar path": the feed is self.feed (not self.bus) and drain_messages
