@@ -356,7 +356,7 @@ function interventionsCard(st) {
     plan(`e ${e.name} ${text}`, {name: e.name, what: "event", text}, e.at_step);
   }
   for (const b of iv.broadcasts) {
-    const text = `on ${b.channel} for ${b.ttl ?? "every"} ${unit}(s): ${short(b.content, 50)}`;
+    const text = `on ${b.channel} ${b.ttl ? `for ${b.ttl} ${unit}${b.ttl === 1 ? "" : "s"}` : "until the end"}: ${short(b.content, 50)}`;
     plan(`b ${b.name} ${text}`, {name: b.name, what: "broadcast", text}, b.at_step, b.ttl ? Math.min(n, b.at_step + b.ttl) : n);
   }
   const planned = [...plans.values()].map(p => ({...p, steps: [...new Set(p.steps)].sort((a, b) => a - b)}));
