@@ -15,7 +15,7 @@ from storeq import sql, store_path
 from tiny_study import write_tiny_study
 
 MODEL = '''
-from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector, NeighborFeed,
+from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, Message, MetricCollector, NeighborFeed,
                    Observation, neighbors_fn)
 
 
@@ -59,6 +59,14 @@ class Seeing(Talk):
 
     def agent_state(self, agent_id):
         return {**super().agent_state(agent_id), "seen": self.seen[agent_id]}
+
+
+class Announcing(Talk):
+    """Talk, and agent a0 announces each round from observe_batch: a post no replayed step makes."""
+
+    def observe_batch(self, ids, t, round_idx):
+        self.bus.post(Message(author_id="a0", step=t, round=round_idx, content={"lean": {"v": 0.5}}))
+        return super().observe_batch(ids, t, round_idx)
 
 
 class Lean(DecisionModel):
@@ -202,6 +210,17 @@ def test_a_branch_whose_replayed_step_differs_from_its_parent_says_so(tmp_path, 
     assert main(["run", str(root), "--quiet"]) == 0
     err = capsys.readouterr().err
     assert "warning: the branch's replayed step 3 is not its parent's: seen in 6 of 6 rows" in err
+
+
+def test_a_branch_whose_replayed_step_lacks_posts_made_in_observe_batch_says_so(tmp_path):
+    root = talk_study(tmp_path / "announcing", env="Announcing")
+    parent = desim.run_study(desim.load_study(root)).run_id
+    child = branch(root, parent, 4)
+    assert child.status == "completed" and len(child.warnings) == 1
+    n = sql(root, f"SELECT count(*) FROM messages WHERE run_id = '{parent}' AND step = 3")[0][0]
+    m = sql(root, f"SELECT count(*) FROM messages WHERE run_id = '{child.run_id}' AND step = 3")[0][0]
+    assert m < n
+    assert f"messages ({n} in the parent, {m} in the branch)" in child.warnings[0]
 
 
 # --- what makes a version ---------------------------------------------------------------------------------

@@ -432,12 +432,20 @@ def replay_mismatch(study_root: str | Path, parent_id: str, branch_id: str, step
             if rows:
                 i = rows[0]
                 problems.append(f"{c} in {len(rows)} of {len(old)} rows (agent {ids[i]}: {old[i]!r} -> {new[i]!r})")
+    try:        # messages too: a study that posts from observe_batch posts nothing in a replayed step
+        with open_store(StudyLayout(study_root)) as con:
+            counts = queries.step_message_counts(con, [parent_id, branch_id], step)
+    except StoreError:
+        counts = {}
+    if counts and counts[parent_id] != counts[branch_id]:
+        problems.append(f"messages ({counts[parent_id]} in the parent, {counts[branch_id]} in the branch)")
     if not problems:
         return None
     return (f"the branch's replayed step {step} is not its parent's: {'; '.join(problems)}. A replayed step runs "
             "advance_to, apply and end_step with the parent's actions, not observe_batch or decide_batch, so "
-            "state the study keeps there, or randomness drawn outside ctx.rng, is not replayed; the steps before "
-            "the fork then do not pair with the parent's (keep such state in apply or end_step)")
+            "state the study keeps there, messages it posts there, or randomness drawn outside ctx.rng, is not "
+            "replayed; the steps before the fork then do not pair with the parent's (keep such state, and the "
+            "posts, in apply or end_step)")
 
 
 def _same(x: Any, y: Any) -> bool:

@@ -38,6 +38,13 @@ def metric_rows(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[tupl
                        [list(run_ids)]).fetchall()
 
 
+def step_message_counts(con: duckdb.DuckDBPyConnection, run_ids: list[str], step: int) -> dict[str, int]:
+    """How many messages each of ``run_ids`` stored with step ``step`` (0 for none)."""
+    got = dict(con.execute("SELECT run_id, count(*) FROM messages WHERE list_contains(?::VARCHAR[], run_id) "
+                           "AND step = ? GROUP BY run_id", [list(run_ids), step]).fetchall())
+    return {r: got.get(r, 0) for r in run_ids}
+
+
 def held_from(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int]:
     """``{run_id: last step}`` of the runs among ``run_ids`` that ended with their process and so hold their
     last state after it (the ``held_from`` rule of the paired macros); the others are not in it."""
