@@ -457,11 +457,8 @@ def _own_replay(con, row: dict, run, stored: int, root: Path) -> dict[int, list]
     re-execute them: an LLM decision without a reply cache would ask again, pay twice, and get other replies.
     None otherwise (re-executing reproduces the steps: rules from the seed, LLM replies from the cache), or when
     a multi-round run did not record its rounds (the resume then refuses at the first prompt it would ask)."""
-    decision = run.decision
-    if stored < 1 or getattr(decision, "llm_kind", None) != "openai":
-        return None
-    from desim.llm.config import load_llm_config
-    if load_llm_config(run.ctx.llm).cache:
+    replays = getattr(run.decision, "resume_replays", None)     # a decision that cannot ask again says so
+    if stored < 1 or replays is None or not replays():
         return None
     rounds = max(1, row["interaction_rounds"])
     if rounds > 1 and any(not _rounds_cover(con, r["run_id"], lo, hi)

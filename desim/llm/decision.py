@@ -138,6 +138,11 @@ class LLMDecision(DecisionModel):
             self._keep_unrecorded()     # at once: a killed process (SIGKILL, power) keeps this round's paid rows
         return actions
 
+    def resume_replays(self) -> bool:
+        """Whether a resumed run must replay this model's stored steps rather than re-execute them: a server
+        asked without a reply cache would be paid again, and answer with other samples."""
+        return self.llm_kind == "openai" and not load_llm_config(self.ctx.llm).cache
+
     def drain_calls(self) -> pa.Table:
         """``llm_calls`` rows since the last drain (columns of ``CALLS_SCHEMA``), with the rows an earlier
         invocation of this run paid for in the step closing now (``abandoned``)."""

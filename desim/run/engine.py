@@ -196,10 +196,8 @@ class Engine:
 
     def _open_round(self):
         if not self._agents:            # agent_processes: false -- everyone not on an errand takes part
-            if self.sim.peek() == self.sim.now:
-                # what else happens at this instant runs first (an errand given in the last round begins),
-                # as it does at the agents' gate below: both paths give one panel
-                yield self.sim.timeout(0)
+            if self.sim.peek() == self.sim.now:     # what else happens at this instant runs first (an errand
+                yield self.sim.timeout(0)           # given in the last round begins), as at the gate below
             if not self._busy:
                 return self._positions
             busy = {self.ctx.index[a] for a in self._busy}
