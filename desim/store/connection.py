@@ -269,7 +269,8 @@ def reading_checked(layout: StudyLayout, relative_to: Path, attempts: int = 4) -
         return str(error).replace(str(relative_to.resolve()) + "/", "").replace(str(relative_to) + "/", "")
 
     if not db.is_file():
-        raise StoreMissing(f"no store yet: {rel} does not exist (run the study first)")
+        raise StoreMissing(f"no store: {rel} does not exist (the study has not run yet, or the file was moved "
+                           "or deleted)")
     if not is_duckdb_file(db):
         raise StoreMissing(f"{rel} cannot be opened: it is not a DuckDB database")
     try:
