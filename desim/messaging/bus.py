@@ -208,6 +208,7 @@ class InMemoryMessageBus(MessageBus):
         self._latest_step: int | None = None
         self._undrained: list[Batch] = []
         self.taken = 0      # messages a study drained itself, not for the store (read by drain_messages)
+        self.taken_at = ""  # where the study drained them: "model.py:88", for the error that says so
         self._storing = False
 
     # --- posting
@@ -322,6 +323,7 @@ class InMemoryMessageBus(MessageBus):
         drained = [m for b in batches for m in b.messages()]
         if not self._storing:       # a study's own drain: these will be missing from the messages table
             self.taken += len(drained)
+            self.taken_at = _caller()
         return drained
 
     def drain_columns(self) -> dict[str, list]:
@@ -359,3 +361,11 @@ def _covers(windows: list[tuple[StepPosts, float]], parts: list[Latest]) -> bool
     if whole:
         now.covered = before.version
     return True
+
+
+def _caller() -> str:
+    """``file:line`` of the code that called the caller (a study calling ``drain()``), for a message."""
+    import os
+    import sys
+    frame = sys._getframe(2)
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"

@@ -28,7 +28,7 @@ import networkx as nx
 import numpy as np
 import pyarrow as pa
 
-from desim.messaging.bus import POST_KINDS, visible_windows
+from desim.messaging.bus import POST_KINDS, _caller, visible_windows
 from desim.records import Message
 
 
@@ -129,6 +129,7 @@ class ColumnarFeed:
         self._batches: list[_Batch] = []
         self._undrained: list[_Batch] = []
         self.taken = 0      # posts a study drained itself, not for the store (read by drain_messages)
+        self.taken_at = ""  # where the study drained them, for the error that says so
         self._storing = False
 
     @classmethod
@@ -299,6 +300,7 @@ class ColumnarFeed:
         batches, self._undrained = self._undrained, []
         if not self._storing:       # a study's own drain: these will be missing from the messages table
             self.taken += sum(len(b.authors) for b in batches)
+            self.taken_at = _caller()
         tables = []
         for b in batches:
             n = len(b.authors)

@@ -237,9 +237,10 @@ class EnvironmentProvider(Component):
         taken = getattr(bus, "taken", 0)      # what a study drained itself (desim's buses count it)
         if taken > getattr(self, "_taken_seen", 0):
             lost, self._taken_seen = taken - getattr(self, "_taken_seen", 0), taken
+            where = getattr(bus, "taken_at", "")
             raise RuntimeError(
                 f"{lost} messages were drained from {type(self).__name__}.bus before desim stored them (the study "
-                "calls bus.drain() itself), so the messages table would miss them. desim stores every round's "
+                f"calls bus.drain() itself{', at ' + where if where else ''}), so the messages table would miss them. desim stores every round's "
                 "posts in the messages table at each step's close; read them there, read the bus without "
                 "draining it (feed.local_for, bus.contents_by_author), or override drain_messages to return "
                 "what you drain")
