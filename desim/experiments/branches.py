@@ -27,8 +27,8 @@ replies, so no paid call is repeated.
 from __future__ import annotations
 
 import json
-import re
 import numbers
+import re
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +271,13 @@ def round_sources(con, parent: dict, until: int) -> list[tuple[dict, int, int]]:
     return segments
 
 
+def _unrecorded_rounds(con, run: dict, until: int) -> tuple[dict, int, int] | None:
+    """The first ``(run, first step, last step)`` of :func:`round_sources` whose rounds were not all stored
+    (``record_rounds`` off): steps 1..``until`` of ``run`` cannot be replayed round by round. None if they can."""
+    return next(((r, lo, hi) for r, lo, hi in round_sources(con, run, until)
+                 if not _rounds_cover(con, r["run_id"], lo, hi)), None)
+
+
 def _rounds_cover(con, run_id: str, lo: int, hi: int) -> bool:
     """Whether ``run_id`` stored every round of steps ``lo..hi`` (``record_rounds``)."""
     return queries.recorded_round_steps(con, run_id, hi + 1) - queries.recorded_round_steps(con, run_id, lo) \
@@ -379,10 +386,11 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
                     "panel keeps only each step's final-round actions, so a multi-round step cannot be "
                     "reproduced from it. Re-run the study from step 0, or run the parent with "
                     "record_rounds: true so that every round is stored and can be replayed.")
-            for run, lo, hi in round_sources(con, parent, at_step - 1):
-                if not _rounds_cover(con, run["run_id"], lo, hi):
-                    raise BranchRefused(f"run {run['run_id']} did not store every round of steps {lo}..{hi}, "
-                                        f"which a branch of {from_run} at step {at_step} replays")
+            missing = _unrecorded_rounds(con, parent, at_step - 1)
+            if missing:
+                run, lo, hi = missing
+                raise BranchRefused(f"run {run['run_id']} did not store every round of steps {lo}..{hi}, "
+                                    f"which a branch of {from_run} at step {at_step} replays")
         problems = check_code(parent, root) + check_branch_changes(parent_config, spec, at_step)
         if problems:
             raise BranchRefused(f"a branch at step {at_step} may only add or change interventions at steps >= "
@@ -461,8 +469,7 @@ def _own_replay(con, row: dict, run, stored: int, root: Path) -> dict[int, list]
     if stored < 1 or replays is None or not replays():
         return None
     rounds = max(1, row["interaction_rounds"])
-    if rounds > 1 and any(not _rounds_cover(con, r["run_id"], lo, hi)
-                          for r, lo, hi in round_sources(con, row, stored)):
+    if rounds > 1 and _unrecorded_rounds(con, row, stored):
         return None
     return _replay_actions(con, row, stored, rounds, run.ids if run.columnar else None, root)
 

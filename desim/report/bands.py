@@ -163,8 +163,9 @@ def caption(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict
             f"(5th to 95th percentile; drawn for {MIN_BAND_RUNS} runs or more).")
     held = sum(g.get("held", 0) for g in groups.values())
     if held:
-        text += (f" {held} run{'s' if held != 1 else ''} ended with {'their' if held != 1 else 'its'} process "
-                 "before the last step shown and hold their last value after it.")
+        one = held == 1
+        text += (f" {held} run{'' if one else 's'} ended with {'its' if one else 'their'} process before the last "
+                 f"step shown and {'holds its' if one else 'hold their'} last value after it.")
     if metric != REFERENCE_METRIC:
         return text
     shown = [r for r in refs.values() if r.get("value") is not None]
