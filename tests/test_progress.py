@@ -3,6 +3,7 @@ scheduler's log), a bar with elapsed time and time left on a terminal, nothing w
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -76,3 +77,43 @@ def test_a_closed_pipe_stops_the_progress_lines_not_the_run():
     p.note("a note")
     p(2)
     assert p.mode == "off"
+
+
+def test_work_that_ends_before_its_total_closes_the_bar_and_says_its_last_step(monkeypatch):
+    """A run that its study ended early (stop_when), a branch whose length is not known: what is printed
+    next starts on a line of its own, and a log says the last step even between two timed lines."""
+    monkeypatch.setenv("DESIM_PROGRESS", "auto")
+    out = Terminal()
+    bar = Progress(100, "epi", stream=out)
+    for step in range(1, 68):
+        bar(step, {})
+    assert not out.getvalue().endswith("\n")
+    bar.finish()
+    bar.finish()                                        # said once however often it is called
+    assert out.getvalue().endswith("   \n") and out.getvalue().count("\n") == 1
+    monkeypatch.setenv("DESIM_PROGRESS", "lines")
+    monkeypatch.setenv("DESIM_PROGRESS_EVERY", "3600")
+    log = io.StringIO()
+    lines = Progress(0, "branch of r1", stream=log)
+    for step in range(1, 13):
+        lines(step, {})
+    lines.finish()
+    lines.finish()
+    said = log.getvalue().splitlines()
+    assert len(said) == 2 and "step 1," in said[0] and "step 12," in said[1] and "left" not in said[1]
+    nothing = Progress(5, "none", stream=io.StringIO())
+    nothing.finish()                                    # nothing reported: nothing to close
+    assert nothing.stream.getvalue() == ""
+
+
+def test_a_run_its_study_ends_early_says_its_last_step_in_the_log(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=12)
+    sim = root / "simulation" / "simulation.json"
+    config = json.loads(sim.read_text())
+    config["stop_when"] = [{"metric": "mean_x", "op": "<", "value": -3}]     # the lockdown's drift: at step 8
+    sim.write_text(json.dumps(config))
+    done = run(root, DESIM_PROGRESS="lines", DESIM_PROGRESS_EVERY="3600")
+    assert done.returncode == 0, done.stderr
+    assert "ended after step 8 of 12" in done.stdout
+    said = [line for line in done.stderr.splitlines() if " walk: step " in line]
+    assert len(said) == 2 and "step 1/12 (8 %)" in said[0] and "step 8/12 (66 %)" in said[1]

@@ -35,6 +35,11 @@ class PairsProgress:
         if self.bar is not None:
             self.bar.note(message)
 
+    def finish(self) -> None:
+        """Closes the bar's line, whether every run was done or not (a stop, a failure to go on)."""
+        if self.bar is not None:
+            self.bar.finish()
+
 
 def outside_the_run_of_effect(study: str, steps: int | None, control: dict, treatment: dict) -> list[str]:
     """The interventions after the last step in the controls and in the branches, each line saying whose.
@@ -89,7 +94,10 @@ def cmd_effect(args) -> int:
     except (EffectError, SweepError) as e:
         raise UserError(str(e)) from None
     except KeyboardInterrupt:
+        progress.finish()           # the message below starts on a line of its own
         return interrupted("effect", args.study, progress.effect_id)
+    finally:
+        progress.finish()
     at_step = result.at_step
     rows = [m for m in table["metrics"] if m["step"] >= at_step and (metrics is None or m["name"] in metrics)]
     from desim.report.numbers import clipped_note, decimals, row_cells, show
@@ -163,13 +171,14 @@ def register(sub) -> None:
                    help="a parameter of the control runs (default: the study's value)")
     p.add_argument("--replicates", type=int, help="control/treatment pairs (default 10)")
     p.add_argument("--workers", type=int, help="parallel runs (default: the CPUs of the machine or cluster)")
-    p.add_argument("--backend", choices=("local", "ray"), default="local")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="where the runs go: local worker processes (default) or Ray")
     p.add_argument("--address", help="a Ray cluster to join (ray backend)")
     p.add_argument("--steps", type=int, help="override n_steps")
     p.add_argument("--seed", type=int, help="override the study seed the controls' seeds derive from")
     p.add_argument("--metrics", help="comma-separated metrics to print (default: all)")
     p.add_argument("--states", help="comma-separated state fields to pair per agent (default: display_states)")
-    p.add_argument("--note", default=None)
+    p.add_argument("--note", default=None, help="a note stored with the effect")
     p.add_argument("--resume", metavar="EFFECT_ID",
                    help="run the controls and branches of a recorded effect that did not complete")
     add_quiet_arg(p)

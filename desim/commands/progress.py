@@ -92,6 +92,8 @@ class Progress:
         self._last_line: float | None = None
         self._bar_open = False
         self._marks: deque[tuple[int, float]] = deque(maxlen=RECENT + 1)   # (done, time) of the recent reports
+        self._done = 0              # the last step (or run) reported
+        self._line_done = 0         # the last one a timestamped line said
 
     def __call__(self, done: int, *_) -> None:
         if self.mode == "off" or done < 1:
@@ -104,15 +106,36 @@ class Progress:
     def _report(self, done: int) -> None:
         now = self.clock()
         elapsed = now - self.t0
+        self._done = done
         self._marks.append((done, now))
         if self.mode == "bar":
             self._bar(done, elapsed)
         elif self._last_line is None or now - self._last_line >= self.every or done == self.total:
-            self._last_line = now
-            stamp = datetime.now().isoformat(timespec="seconds")
-            self.stream.write(f"{stamp} {self.label}: {self._where(done)}, elapsed {duration(elapsed)}"
-                              f"{self._left()}\n")
+            self._line(done, now)
+
+    def _line(self, done: int, now: float, estimate: bool = True) -> None:
+        self._last_line = now
+        self._line_done = done
+        stamp = datetime.now().isoformat(timespec="seconds")
+        self.stream.write(f"{stamp} {self.label}: {self._where(done)}, elapsed {duration(now - self.t0)}"
+                          f"{self._left() if estimate else ''}\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        """The work is over, whether or not it reached ``total`` (a run that ended early, a branch whose
+        length was not known, a stop): the bar's line is closed, so that what is printed next starts on
+        a line of its own, and in lines mode the last step reported is said if no line said it yet."""
+        if self.mode == "off" or self._done < 1:
+            return
+        try:
+            if self._bar_open:
+                self.stream.write("\n")
+                self._bar_open = False
+            elif self.mode == "lines" and self._line_done != self._done:
+                self._line(self._done, self.clock(), estimate=False)   # it is over: no time left to guess
             self.stream.flush()
+        except OSError:
+            self.mode = "off"
 
     def note(self, text: str) -> None:
         """A line of its own (a failed run, a wait), not overwritten by the bar."""

@@ -19,7 +19,7 @@ class RunsProgress:
         self.bar = Progress(n_to_run, self.label, unit="run", quiet=self.quiet)
         sizes = (" x ".join(str(len(v)) for v in plan.grid.values()) + " combinations" if plan.grid
                  else "the study's values")
-        workers = f", {self.workers} workers" if self.workers else ""
+        workers = f", {self.workers} worker{'s' if self.workers != 1 else ''}" if self.workers else ""
         self.bar.note(f"sweep {plan.sweep_id}: {sizes} x {plan.replicates} replicates, "
                       f"{n_to_run} runs to go on {self.backend}{workers} "
                       f"(if interrupted: desim sweep {self.study} --resume {plan.sweep_id})")
@@ -27,6 +27,11 @@ class RunsProgress:
     def waiting(self, message: str) -> None:
         if self.bar is not None:
             self.bar.note(message)
+
+    def finish(self) -> None:
+        """Closes the bar's line, whether every run was done or not (a stop, a failure to go on)."""
+        if self.bar is not None:
+            self.bar.finish()
 
     def __call__(self, outcome, done: int, total: int) -> None:
         if self.bar is None:
@@ -112,7 +117,10 @@ def cmd_sweep(args) -> int:
     except SweepError as e:
         raise UserError(str(e)) from None
     except KeyboardInterrupt:
+        progress.finish()           # the message below starts on a line of its own
         return interrupted("sweep", args.study, progress.sweep_id)
+    finally:
+        progress.finish()
     if result.table:
         from desim.report.numbers import clipped_note
         columns = [c for c in result.table[0] if c not in CLIP_FLAGS]
@@ -139,7 +147,8 @@ def register(sub) -> None:
                    help="a study parameter and its values (repeat for a grid)")
     p.add_argument("--replicates", type=int, default=1, help="runs per combination, each with its own seed")
     p.add_argument("--workers", type=int, help="parallel runs (default: the CPUs of the machine or cluster)")
-    p.add_argument("--backend", choices=("local", "ray"), default="local")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="where the runs go: local worker processes (default) or Ray")
     p.add_argument("--address", help="a Ray cluster to join (ray backend), e.g. ray://head:10001 or auto")
     p.add_argument("--metrics", help="comma-separated metrics to summarise (default: study.json display_metrics)")
     p.add_argument("--steps", type=int, help="override n_steps for every run")
