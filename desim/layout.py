@@ -297,7 +297,7 @@ def layout(graph_or_edges, ids: Sequence, *, seed: int, progress: Progress | Non
             state["last"], state["message"] = fraction, message
             progress(fraction, message)
 
-    report(0.0, f"layout of {n:,} agents, {len(edges):,} edges, {len(parts):,} connected pieces")
+    report(0.0, f"layout of {n:,} agents, {len(edges):,} edges, {len(parts):,} connected piece{'s' if len(parts) != 1 else ''}")
     local_index = np.full(n, -1, dtype=np.int64)
     inner: list[np.ndarray] = []
     current: dict[str, Any] = {"part": 0}

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from desim.commands.core import (Progress, add_quiet_arg, add_study_arg, exit_status, kept, parse_sets,
-                                 print_table)
+                                 print_table, replayed_and_decided)
 
 
 def cmd_branch(args) -> int:
@@ -22,13 +22,11 @@ def cmd_branch(args) -> int:
                       note=args.note, on_step=progress)
     except ValueError as e:
         raise UserError(str(e)) from None
+    finally:
+        progress.finish()
     print(f"branch {result.run_id} of {args.from_run} at step {args.at_step}: {result.status}"
           + (f" ({result.error})" if result.error else ""))
-    replayed = (f"steps 1..{args.at_step - 1} replayed from the parent" if args.at_step > 1
-                else "no step replayed (a branch at step 1 runs from step 0)")
-    decided = (f"{args.at_step}..{result.steps_done} decided" if result.steps_done >= args.at_step
-               else "none decided")
-    print(f"  {replayed}, {decided}; wall time {result.wall_seconds:.2f} s")
+    print(f"  {replayed_and_decided(args.at_step, result.steps_done)}; wall time {result.wall_seconds:.2f} s")
     if result.end_reason:
         print(f"  ended after step {result.steps_done}: {result.end_reason}")
     if result.status == "interrupted":
@@ -111,13 +109,13 @@ def cmd_diff(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("branch", help="run the study as a counterfactual branch of an earlier run")
     add_study_arg(p)
-    p.add_argument("--from-run", required=True, metavar="RUN")
+    p.add_argument("--from-run", required=True, metavar="RUN", help="the parent run (desim runs lists them)")
     p.add_argument("--at-step", required=True, type=int, metavar="T",
                    help="first step that is decided anew; steps before it are replayed")
     p.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="change a parameter that only interventions at steps >= T use (e.g. their at_step)")
     p.add_argument("--steps", type=int, help="run the branch to this step (default: the parent's n_steps)")
-    p.add_argument("--note", default=None)
+    p.add_argument("--note", default=None, help="a note stored with the branch (desim runs shows it)")
     add_quiet_arg(p)
     p.set_defaults(func=cmd_branch)
 

@@ -95,6 +95,14 @@ def desim_is_the_program() -> bool:
     return getattr(main, "main", None) is cli.main or (spec is not None and spec.name == "desim.cli")
 
 
+def replayed_and_decided(at_step: int, steps_done: int) -> str:
+    """What a branch (or a warm start, a branch made by ``desim run``) took from its parent and made itself."""
+    replayed = (f"steps 1..{at_step - 1} replayed from the parent" if at_step > 1
+                else "no step replayed (a branch at step 1 runs from step 0)")
+    decided = f"{at_step}..{steps_done} decided" if steps_done >= at_step else "none decided"
+    return f"{replayed}, {decided}"
+
+
 def cmd_run(args) -> int:
     from desim.commands import UserError
     from desim.experiments.branches import resume
@@ -107,7 +115,11 @@ def cmd_run(args) -> int:
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
             raise UserError("--resume continues a run with its stored configuration; drop the overrides")
-        result = kept(resume, args.study, args.resume, on_step=Progress(0, f"resume {args.resume}", quiet=args.quiet))
+        progress = Progress(0, f"resume {args.resume}", quiet=args.quiet)
+        try:
+            result = kept(resume, args.study, args.resume, on_step=progress)
+        finally:
+            progress.finish()
         spec = load_study(args.study)
     else:
         params = parse_sets(args.set)
@@ -119,12 +131,20 @@ def cmd_run(args) -> int:
         early = outside_the_run(spec)               # the values of this run, --set and --steps included
         for warning in early:                       # said before a run that may be long; run_study returns them too
             print(f"warning: {warning}", file=sys.stderr)
-        result = kept(run_study, spec, on_step=Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet))  # a warm start: a branch
+        progress = Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet)
+        try:
+            result = kept(run_study, spec, on_step=progress)      # a warm start: a branch
+        finally:
+            progress.finish()                                   # a run that ended early leaves no open bar
     db = result.store_path
     for warning in result.warnings:         # a warm start is a branch: its replay check speaks here too
         if warning not in early:
             print(f"warning: {warning}", file=sys.stderr)
     print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
+    warm = spec.simulation.warm_start
+    if warm is not None and not args.resume:
+        print(f"  a branch of {warm.from_run} at step {warm.at_step} (warm_start): "
+              f"{replayed_and_decided(warm.at_step, result.steps_done)}")
     if result.end_reason:
         print(f"  ended after step {result.steps_done} of {spec.simulation.n_steps}: {result.end_reason}")
     print(f"  steps {result.steps_done}, panel rows written {result.rows_written}, "
@@ -357,8 +377,9 @@ def add_study_arg(p: argparse.ArgumentParser) -> None:
 
 def register(sub) -> None:
     p = sub.add_parser("new", help="create a study from a template (--list shows them)")
-    p.add_argument("id", nargs="?")
-    p.add_argument("--template", default=DEFAULT_TEMPLATE)
+    p.add_argument("id", nargs="?", help="the new study's id, also its folder's name under --dir")
+    p.add_argument("--template", default=DEFAULT_TEMPLATE,
+                   help=f"the template to start from (default: {DEFAULT_TEMPLATE}; --list shows them)")
     p.add_argument("--list", action="store_true", help="list the templates and exit")
     p.add_argument("--dir", default="studies", help="where studies live (default: studies)")
     p.set_defaults(func=cmd_new)
@@ -388,7 +409,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("sql", help="run a read-only SQL query on the study's store")
     add_study_arg(p)
-    p.add_argument("query")
+    p.add_argument("query", help="one SQL statement (DuckDB's dialect); latest_run() is the newest run made by hand")
     p.add_argument("--limit", type=int, default=200, help="rows to print at most (table output)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="print every row as CSV")

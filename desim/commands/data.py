@@ -21,6 +21,6 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="write runs as Parquet or CSV files (panel, metrics, events, messages)")
     p.add_argument("study", help="the study folder, e.g. studies/opinion_diffusion")
     p.add_argument("--run", help="one run (default: every run of the study)")
-    p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    p.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="the files' format (default: parquet)")
     p.add_argument("--out", required=True, help="the folder to write into")
     p.set_defaults(func=cmd_export)

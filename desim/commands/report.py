@@ -88,9 +88,9 @@ def cmd_viz_grid(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="write an HTML + Markdown report of a run, a comparison of two, "
-                                      "or a sweep")
+                                      "a sweep or a paired effect")
     p.add_argument("study", help="the study folder, e.g. studies/opinion_diffusion")
-    p.add_argument("--run", help="the run to report (default: the latest completed run not made by a sweep or an effect)")
+    p.add_argument("--run", help="the run to report (default: the latest completed run not made by a sweep or an effect, else the latest completed)")
     p.add_argument("--compare", metavar="RUN_B", help="a control run: show this run minus RUN_B")
     p.add_argument("--sweep", metavar="SWEEP_ID",
                    help="report a sweep: each metric's final value against the swept parameter, with 95 %% "
@@ -99,14 +99,14 @@ def register(sub) -> None:
                    help="report a paired effect (desim effect): the effect curve with its 95 %% band per metric")
     p.add_argument("--metrics", metavar="A,B", help="with --sweep or --effect: the metrics to show "
                                                     "(default: the study's display_metrics)")
-    p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run> or sweep-<id>)")
+    p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>, sweep-<id> or effect-<id>)")
     p.set_defaults(func=cmd_report)
 
     viz = sub.add_parser("viz", help="visualisations of a run")
     kinds = viz.add_subparsers(dest="viz_kind", metavar="KIND")
     p = kinds.add_parser("diffusion", help="the network coloured by a state field, one frame per step")
     p.add_argument("study", help="the study folder")
-    p.add_argument("--run", help="the run to draw (default: the latest completed run not made by a sweep or an effect)")
+    p.add_argument("--run", help="the run to draw (default: the latest completed run not made by a sweep or an effect, else the latest completed)")
     p.add_argument("--state", required=True, help="the state field that colours the nodes")
     p.add_argument("--view", choices=["network", "communities", "adoption", "tree", "all"],
                    help="the view of the small multiples PNG (default: network up to 20,000 agents, communities "
@@ -122,7 +122,7 @@ def register(sub) -> None:
     p = kinds.add_parser("grid", help="a positioned study's grid (state fields x, y) coloured by a state field, "
                                       "one frame per step")
     p.add_argument("study", help="the study folder, e.g. studies/schelling")
-    p.add_argument("--run", help="the run to draw (default: the latest completed run not made by a sweep or an effect)")
+    p.add_argument("--run", help="the run to draw (default: the latest completed run not made by a sweep or an effect, else the latest completed)")
     p.add_argument("--state", required=True, help="the state field that colours the agents, e.g. type")
     p.add_argument("--out", help="output folder (default: <study>/runs/reports/<run>)")
     p.set_defaults(func=cmd_viz_grid)
