@@ -79,7 +79,7 @@ def connect(study_root: str | Path):
     """The study's store, read-only (a context manager: ``with connect(root) as con:``)."""
     layout = StudyLayout(study_root)
     if not layout.db.exists():
-        raise ReportError(f"{layout.db} does not exist: run the study first (desim run {study_root})")
+        raise ReportError(layout.missing_store())
     return open_store(layout)
 
 

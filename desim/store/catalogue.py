@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 
 from desim.store.connection import StoreError, fetch_dicts, has_table
+from desim.store.schema import MADE_BY_HAND
 from desim.version import __version__
 from desim.versions import code_texts, config_hash, diff_configs
 
@@ -101,9 +102,7 @@ class Catalogue:
         where, params = ("WHERE status = ? ", [status]) if status else ("", [])
         order = ""
         if prefer_plain:
-            made = ("sweep_id IS NULL" + (" AND run_id NOT IN (SELECT control_run_id FROM effect_pairs UNION "
-                                          "SELECT treatment_run_id FROM effect_pairs)"
-                                          if has_table(self.con, "effect_pairs") else ""))
+            made = MADE_BY_HAND if has_table(self.con, "effect_pairs") else "sweep_id IS NULL"   # an older store
             order = f"({made}) DESC, "
         rows = fetch_dicts(self.con, f"SELECT * FROM runs {where}ORDER BY {order}started_at DESC, run_id DESC LIMIT 1",
                            params)

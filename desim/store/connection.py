@@ -70,7 +70,7 @@ def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, att
     layout = layout_of(study)
     if read_only:
         if must_exist and not layout.db.exists():
-            raise StoreMissing(f"{layout.db} does not exist: run the study first")
+            raise StoreMissing(layout.missing_store())
         con = _reader(layout, 20 if attempts is None else attempts, wait)
     else:
         con = _writer_waiting(layout, attempts, wait, on_wait) if forever else _writer(
@@ -205,7 +205,7 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
                     raise
                 time.sleep(0.02)
     if temp:
-        for sql in paired_sql(True):
+        for sql in paired_sql(True, effects=has_table(con, "effect_pairs")):
             con.execute(sql)
     else:
         _define_paired(con, marked)

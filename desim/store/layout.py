@@ -48,6 +48,12 @@ class StudyLayout:
             return self.db.parent / "data"
         return self.db.parent / f"{self.db.stem}-data"
 
+    def missing_store(self) -> str:
+        """Why there is nothing to read: no such study folder (a typo), or a study never run."""
+        if self.db.name == DB_NAME and not self.root.is_dir():
+            return f"{self.root} is not a folder: no study there"
+        return f"{self.db} does not exist: run the study first (desim run {self.root})"
+
     def run_dir(self, run_id: str) -> Path:
         return self.data / f"run_id={run_id}"
 

@@ -52,7 +52,7 @@ class StudyData:
         self.layout = layout_of(study)
         self.db = self.layout.db
         if not self.db.exists():
-            raise NoSuchRun(f"{self.db} does not exist: run the study first")
+            raise NoSuchRun(self.layout.missing_store())
 
     def __repr__(self) -> str:
         return f"StudyData({str(self.db)!r})"

@@ -132,6 +132,12 @@ def file_pattern(data: Path, view: str) -> str:
 # step 8 has no infected at step 30 either). A run that merely has fewer steps (n_steps, interrupted) holds
 # nothing: the pair stops where it stops. ``until`` carries a pair of two ended runs on to that step, so
 # every pair of an effect reaches the same last step.
+# A run made by hand: not one of a sweep's runs, nor a control or a branch of an effect. The run a command (and
+# ``latest_run()`` in SQL) means when it is given none is the newest of these, or the newest of any kind.
+MADE_BY_HAND = ("sweep_id IS NULL AND run_id NOT IN (SELECT control_run_id FROM effect_pairs UNION ALL "
+                "SELECT treatment_run_id FROM effect_pairs)")
+LATEST = ("CREATE OR REPLACE {temp} MACRO latest_run() AS (SELECT run_id FROM runs ORDER BY ({made}) DESC, "
+          "started_at DESC, run_id DESC LIMIT 1)")
 HELD = ("CREATE OR REPLACE {temp} MACRO held_from(run) AS coalesce((SELECT last_step FROM runs WHERE run_id = run "
         "AND status = 'completed' AND end_reason IS NOT NULL), 2147483647::BIGINT)")
 PAIRED = """CREATE OR REPLACE {temp} MACRO {name}(treatment, control, until := 0) AS TABLE
@@ -162,8 +168,10 @@ EFFECT_LAST_STEP = ("SELECT max(x.last_step) FROM effect_pairs y JOIN runs x ON 
 """The last step any run of the effect reached: where the pairs of runs that ended early are carried to."""
 
 
-def paired_sql(temp: bool) -> list[str]:
-    """The statements that define ``held_from`` and the paired macros."""
+def paired_sql(temp: bool, effects: bool = True) -> list[str]:
+    """The statements that define ``latest_run``, ``held_from`` and the paired macros (``effects``: whether
+    the store has the ``effect_pairs`` table: an older store, read without migrating, may not)."""
     kind = "TEMP" if temp else ""
-    return [HELD.format(temp=kind)] + [PAIRED.format(temp=kind, name=name, table=table, key=key, values=values)
+    made = MADE_BY_HAND if effects else "sweep_id IS NULL"
+    return [LATEST.format(temp=kind, made=made), HELD.format(temp=kind)] + [PAIRED.format(temp=kind, name=name, table=table, key=key, values=values)
                                        for name, (table, key, values) in PAIRS.items()]
