@@ -67,6 +67,8 @@ class Env(EnvironmentProvider):
             {}["topik"]  # fail:advance_to
         if self.fail == "event_row" and t == AT:
             return super().advance_to(t) + [{"name": "headline", "detail": {"at": 1.5}}]
+        if self.fail == "event_detail" and t == AT:
+            return super().advance_to(t) + [{"kind": "news", "name": "headline", "detail": {"at": float("nan")}}]
         return super().advance_to(t)
 
     def observe_batch(self, ids, t, round_idx):

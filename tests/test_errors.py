@@ -76,6 +76,27 @@ def test_a_message_json_cannot_hold_fails_at_the_line_that_posted_it_not_on_its_
     assert sql(root, "SELECT DISTINCT step FROM panel ORDER BY step") == [(1,)]      # step 1 is kept
 
 
+def test_an_event_detail_json_cannot_hold_names_the_step_and_the_row_and_nothing_is_stored_as_its_repr(study, capsys):
+    """A detail with NaN was stored as null and an object as its repr (its address: a different panel for the
+    same seed); now the step stops with the row named, as a message content JSON cannot hold does."""
+    root = study(env={"fail": "event_detail"})
+    code, err = run(capsys)
+    [(status, error, last_step)] = sql(root, "SELECT status, error, last_step FROM runs")
+    assert code == 2 and status == "failed" and last_step == 1
+    assert error == ("RunError: step 2: Env.advance_to row 0 (news 'headline'): detail {'at': nan} is not JSON "
+                     "(nan is not a JSON number (JSON has no NaN or infinity))")
+    assert sql(root, "SELECT count(*) FROM events WHERE name = 'headline'") == [(0,)]
+
+
+def test_event_details_are_stored_as_json_numpy_values_as_their_numbers():
+    import numpy as np
+
+    from desim.store.tables import event_rows
+    rows = event_rows(3, [{"kind": "news", "name": "n", "detail": {"b": np.arange(3), "a": np.float64(0.5)}},
+                          {"kind": "news", "name": "m"}])
+    assert [str(d) for d in rows.column("detail").to_pylist()] == ['{"a":0.5,"b":[0,1,2]}', "null"]
+
+
 def test_an_event_row_without_a_kind_names_the_step_and_the_row(study, capsys):
     """An advance_to override adding an event row of its own without 'kind': the run stops at that step with
     the row named (it ended in a bare KeyError: 'kind' from the store), and the steps before are kept."""

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from desim.errors import StudyConfigError, StudyError
+from desim.jsontext import dumps
 from desim.records import ACTION_SOURCES, Action, ActionColumns
 
 
@@ -201,6 +202,11 @@ def checked_events(events: Any, t: int, env: str) -> list[dict]:
         if extra:
             raise RunError(f"step {t}: {env}.advance_to row {i}: unknown key '{sorted(map(str, extra))[0]}' (an "
                            "event row has kind, name and detail; put anything else in detail)")
+        try:
+            dumps(e.get("detail"))      # stored as JSON: what JSON cannot hold is refused, not stored as its repr
+        except TypeError as why:
+            raise RunError(f"step {t}: {env}.advance_to row {i} ({e['kind']} '{e['name']}'): detail "
+                           f"{e.get('detail')!r:.60} is not JSON ({why})") from None
     return events
 
 

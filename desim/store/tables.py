@@ -15,7 +15,6 @@ from operator import attrgetter, itemgetter
 from typing import Any, Iterable
 
 import numpy as np
-import orjson
 import pyarrow as pa
 
 from desim.jsontext import dumps, json_array
@@ -312,9 +311,7 @@ def metric_rows(step: int, metrics: dict[str, float]) -> pa.Table:
 def event_rows(step: int, events: list[dict]) -> pa.Table:
     return pa.table({"step": _steps(step, len(events)), "kind": _texts([e["kind"] for e in events]),
                      "name": _texts([e["name"] for e in events]),
-                     "detail": pa.array([orjson.dumps(e.get("detail"), default=str,
-                                                      option=orjson.OPT_SORT_KEYS).decode() for e in events],
-                                        pa.json_())})
+                     "detail": json_array([e.get("detail") for e in events])})
 
 
 def edge_rows(network) -> pa.Table:
