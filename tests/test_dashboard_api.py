@@ -255,6 +255,8 @@ BAD_QUERIES = [
     ("network", {"run": "{rid}", "state": "opinion') FROM runs; --"}),
     ("network", {"run": "{rid}", "state": "$.opinion"}),
     ("events", {"run": "../../etc"}),
+    ("events", {"run": "{rid}\n"}),                 # '$' of a regex lets a trailing newline through
+    ("network", {"run": "{rid}", "state": "opinion\n"}),
     ("grid", {"run": "{rid}", "state": "type') FROM runs; --"}),
     ("grid", {"run": "{rid}", "state": "type", "step": "1; DROP TABLE panel"}),
     ("grid", {"run": "x' OR '1'='1", "state": "type"}),

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-ID = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
-STATE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+ID = re.compile(r"[A-Za-z0-9_\-]{1,128}")                  # the whole value (fullmatch: '$' lets a newline end it)
+STATE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # percent-escapes that decode to '.', '/', '\' or NUL: a path that needs them is an attack
 ENCODED = re.compile(rb"%(2e|2f|5c|00|25)", re.IGNORECASE)
 
@@ -27,7 +27,7 @@ class NotFound(LookupError):
 
 
 def check_id(value: str | None, name: str) -> str:
-    if value is None or not ID.match(value):
+    if value is None or not ID.fullmatch(value):
         raise BadRequest(f"{name} must match ^[A-Za-z0-9_-]+$ (1-128 characters), got {value!r:.80}")
     return value
 
@@ -48,7 +48,7 @@ def optional_text(value: str | None, name: str) -> str | None:
 
 
 def check_state_key(value: str | None, name: str = "state") -> str:
-    if value is None or not STATE_KEY.match(value):
+    if value is None or not STATE_KEY.fullmatch(value):
         raise BadRequest(f"{name} must be an identifier (letters, digits, _), got {value!r:.80}")
     return value
 
