@@ -3,8 +3,7 @@
 ``layout(graph_or_edges, ids, seed=...)`` returns a numpy array of shape ``(len(ids), 2)``,
 row ``i`` the position of ``ids[i]``. The same ids, edges and seed give the same array, bit
 for bit, whatever ran before in the process. The report's player, the dashboard, branches and
-effects can all reuse one stored copy: ``layout_rows`` gives the columns of a ``layout`` table
-(agent_id, x, y), ``positions_from_rows`` reads them back in any id order, and ``network_key``
+effects can all reuse one stored copy (``desim.store.layouts`` keeps it), and ``network_key``
 names the network a stored layout belongs to (a branch shares its parent's network, so its key).
 
 The method, chosen by measurement (``benchmarks/bench_network_views.py``, RESULTS.md):
@@ -47,7 +46,7 @@ import random
 import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -357,20 +356,3 @@ def indexed_key(edges: np.ndarray, ids: Sequence, seed: int) -> str:
     return h.hexdigest()
 
 
-def layout_rows(ids: Sequence, xy: np.ndarray) -> dict[str, Any]:
-    """The columns of a ``layout`` table: ``agent_id`` (a list), ``x`` and ``y`` (float64 arrays)."""
-    xy = np.asarray(xy, dtype=float)
-    if xy.shape != (len(ids), 2):
-        raise ValueError(f"positions of shape {xy.shape} for {len(ids)} ids")
-    return {"agent_id": list(ids), "x": xy[:, 0].copy(), "y": xy[:, 1].copy()}
-
-
-def positions_from_rows(agent_id: Iterable, x: Iterable, y: Iterable, ids: Sequence) -> np.ndarray:
-    """Read stored rows back in the order of ``ids``: an (len(ids), 2) array, NaN for an id without a row."""
-    where = {a: i for i, a in enumerate(ids)}
-    out = np.full((len(ids), 2), np.nan)
-    for a, px, py in zip(agent_id, x, y):
-        i = where.get(a)
-        if i is not None:
-            out[i] = (px, py)
-    return out

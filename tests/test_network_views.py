@@ -127,21 +127,11 @@ def test_progress_runs_from_zero_to_one():
     assert all(0 <= f <= 1 for f in seen) and seen == sorted(seen)
 
 
-def test_network_key_and_stored_rows():
+def test_network_key_names_the_network_and_seed():
     _, ids, pairs = ba_ids(n=100)
     key = lay.network_key(pairs, ids, 1)
     assert key == lay.network_key(list(reversed([(b, a) for a, b in pairs])), ids, 1)   # undirected, any order
     assert key != lay.network_key(pairs[1:], ids, 1) and key != lay.network_key(pairs, ids, 2)
-    xy = lay.layout(pairs, ids, seed=1)
-    rows = lay.layout_rows(ids, xy)
-    assert rows["agent_id"] == ids and np.array_equal(np.column_stack([rows["x"], rows["y"]]), xy)
-    order = np.random.default_rng(0).permutation(len(ids))[:-1]         # shuffled, one row missing
-    back = lay.positions_from_rows([ids[i] for i in order], rows["x"][order], rows["y"][order], ids)
-    missing = sorted(set(range(len(ids))) - set(order.tolist()))
-    assert np.isnan(back[missing]).all()
-    keep = np.ones(len(ids), bool)
-    keep[missing] = False
-    assert np.array_equal(back[keep], xy[keep])
 
 
 # ---------------------------------------------------------------- communities

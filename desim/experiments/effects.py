@@ -420,11 +420,6 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
 
 # --- reading an effect ---------------------------------------------------------------------
 
-def list_effects(con) -> list[dict[str, Any]]:
-    """Every recorded effect with its completed pairs (for the dashboard and the CLI)."""
-    return Catalogue(con).effects()
-
-
 def effect_table(study_root: str | Path, effect_id: str, states: list[str] | None = None) -> dict[str, Any]:
     """The effect's summaries over its completed pairs.
 

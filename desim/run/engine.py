@@ -74,7 +74,7 @@ class Engine:
         self._everyone_idx.flags.writeable = False
         self.record_rounds = run.spec.simulation.record_rounds
         self.memory = Memory(self.ids, run.spec.simulation.memory_window)
-        self.counters: dict[str, Any] = {"decide_calls": 0, "messages": 0}
+        self.counters: dict[str, Any] = {"decide_calls": 0}     # the run adds the store's counts
         self._call = lambda fn, *args, **where: call(fn, *args, root=run.root, **where)
         self._gate = self.sim.event()      # never fires: an agent process waits here between errands
         self._off_gate: set[int] = set()   # the agent processes not waiting at the gate (on an errand)

@@ -91,10 +91,6 @@ class Catalogue:
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
 
-    def existing(self, run_ids: list[str]) -> set[str]:
-        return {r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?))",
-                                               [list(run_ids)]).fetchall()}
-
     def latest_run(self, *, status: str | None = None, prefer_plain: bool = False) -> dict[str, Any] | None:
         """The newest run (of ``status``, when given). With ``prefer_plain``, the newest made by hand (not one
         of a sweep's or an effect's runs), or the newest of any kind when there is none: the run a command

@@ -78,10 +78,6 @@ MIGRATIONS: tuple[str, ...] = (
 VIEWS = {"panel": "panel", "initial_states": "initial", "metrics": "metrics", "events": "events",
          "messages": "messages", "edges": "edges", "round_actions": "round_actions", "llm_calls": "llm_calls"}
 
-# views defined from others' files: ``states`` is every agent's state at every step, the initial
-# states as step 0 (the one definition of "a state field at every step")
-DERIVED_VIEWS = ("states",)
-
 
 def _files(root: str, name: str) -> str:
     return (f"read_parquet('{root}/run_id=*/**/{name}.parquet', hive_partitioning = true, union_by_name = true, "

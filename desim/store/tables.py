@@ -242,7 +242,6 @@ def columnar_rows(types: PanelTypes, step: int, ids: pa.Array, states: dict[str,
 
 
 # --- messages, events, metrics ----------------------------------------------------------
-MESSAGE_COLUMNS = ("round", "author_id", "channel", "kind", "content", "audience", "reply_to")
 
 
 def message_rows(messages, step: int) -> pa.Table:
