@@ -36,7 +36,8 @@ from desim.experiments.sweep.merge import WaitFn, merge_run, writing
 from desim.experiments.sweep.plan import plain, seed_for
 from desim.experiments.sweep.summary import RunsFailedWarning  # noqa: F401 (what desim.effect warns with)
 from desim.experiments.sweep.summary import describe, metric_bounds, warn_runs_failed
-from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
+from desim.experiments.sweep.worker import RunOutcome, RunTask
+from desim.store.files import remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
 from desim.study.files import StudySpec, load_study, read_json
@@ -301,7 +302,7 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
     errors: dict[str, str] = {}
     try:
         controls = [RunTask(root_text, None, p["control_run_id"], p["seed"], effect.control, effect.steps,
-                            str((folder / f"{p['control_run_id']}.duckdb").resolve()),
+                            str(StudyLayout.worker_store(folder, p["control_run_id"]).resolve()),
                             f"effect {effect_id}: control {p['replicate']}")
                     for p in pairs if p["control_status"] != "completed"]
         todo = [p for p in pairs if p["treatment_status"] != "completed"]
@@ -318,12 +319,12 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
                 fork_step=effect.at_step, note=effect.label, root=root)[0]
         branches = []
         for p in todo:
-            extract = folder / f"{p['control_run_id']}.parent.duckdb"
+            extract = StudyLayout.parent_extract(folder, p["control_run_id"])
             remove_db(extract)
             with writing(db, on_wait) as con:
                 Catalogue(con).copy_for_branch(p["control_run_id"], effect.at_step - 1, extract)
             branches.append(RunTask(root_text, None, p["treatment_run_id"], p["seed"], effect.treatment, effect.steps,
-                                    str((folder / f"{p['treatment_run_id']}.duckdb").resolve()),
+                                    str(StudyLayout.worker_store(folder, p["treatment_run_id"]).resolve()),
                                     f"effect {effect_id}: treatment {p['replicate']}",
                                     from_run=p["control_run_id"], at_step=effect.at_step, parent_file=str(extract)))
         _run_tasks(root, db, branches, branch_version, backend, workers, address, "treatment", on_run, on_wait,

@@ -9,9 +9,10 @@ Read this file top to bottom to know what a run does. For ``t = 1..n_steps``
    and ``observe_batch -> decide_batch -> apply`` runs for the round's
    participants; an agent busy elsewhere (queuing at a ``simpy.Resource``,
    travelling) is not waiting at the gate and does not act in that round;
-3. after round ``K-1`` the final actions go into memory, the step's panel
-   rows (every agent's state, its final action or none, whether it was away)
-   and metrics are captured, and the collector process hands them to the sink.
+3. after round ``K-1``, ``end_step(t)`` lets the environment settle the step;
+   the final actions go into each agent's memory, the step's panel rows (every
+   agent's state, its final action or none, whether it was away) and metrics
+   are captured, and the collector process hands them to the sink.
 
 Rounds take no simulated time. Other SimPy processes of the study share the
 clock and run between steps; a step starts only after everything else
@@ -64,12 +65,12 @@ class Engine:
                             "desim.run_study(study)")
         self.run_, self.source, self.sink = run, source, sink
         self.on_step, self.should_stop, self.ready = on_step, should_stop, ready
-        self.sim, self.ctx, self.env = run.sim, run.ctx, run.environment
+        self.sim, self.ctx = run.sim, run.ctx     # the SimPy environment, and the study's context
+        self.environment = run.environment        # the study's EnvironmentProvider (not SimPy's env)
         self.ids = run.ids
         self._everyone: frozenset[str] | None = None     # the ids as a set, for the per-agent checks (built on use)
         self._positions = list(range(len(run.ids)))
-        # the columnar path's positions when everyone takes part: made once, read-only since every round
-        # shares it (1.4 ms a round at 100,000 agents to convert the list again)
+        # the columnar path's positions when everyone takes part: one read-only array every round shares
         self._everyone_idx = np.arange(len(run.ids), dtype=np.int64)
         self._everyone_idx.flags.writeable = False
         self.record_rounds = run.spec.simulation.record_rounds
@@ -93,14 +94,15 @@ class Engine:
         run = self.run_
         # the study's set-up and its step 0 (initial states and metrics): their errors, and a stop_when
         # naming a metric the collector does not report, leave no trace in the store
-        self._call(self.env.reset, run.seed)
-        events = checks.checked_events(self._call(self.env.advance_to, 0, step=0), 0, type(self.env).__name__)
+        self._call(self.environment.reset, run.seed)
+        events = checks.checked_events(self._call(self.environment.advance_to, 0, step=0), 0,
+                                       type(self.environment).__name__)
         states, metrics = self._states(0), self._metrics(0, None)
         checks.check_stop_metrics(run.spec.simulation.stop_when, metrics)
         self.sink.open(run)
         self.opened = True
         self.sink.initial(states, metrics, events or [],
-                          checks.checked_messages(self._call(self.env.drain_messages, step=0), 0))
+                          checks.checked_messages(self._call(self.environment.drain_messages, step=0), 0))
         if run.spec.simulation.agent_processes:
             self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
         collector = self.sim.process(self._collector())
@@ -121,7 +123,8 @@ class Engine:
                 break
             yield StepTick(self.sim, t - self.sim.now)
             self.ctx.step = t
-            events = checks.checked_events(self._call(self.env.advance_to, t, step=t), t, type(self.env).__name__)
+            events = checks.checked_events(self._call(self.environment.advance_to, t, step=t), t,
+                                           type(self.environment).__name__)
             stored = self.source.stored(t)
             if stored is not None:
                 actions = yield from self._replay(t, stored)
@@ -130,14 +133,15 @@ class Engine:
                     self.ctx.round_idx = r
                     present = yield from self._open_round()
                     actions = self._round(present, t, r)
-            self._call(self.env.end_step, t, step=t)
+            self._call(self.environment.end_step, t, step=t)
             self._close_step(t, actions, events)
 
     def _collector(self):
         """Hands each closed step to the sink, with its messages, then reports progress."""
         while True:
             record = yield self._step_closed
-            messages = checks.checked_messages(self._call(self.env.drain_messages, step=record.step), record.step)
+            messages = checks.checked_messages(self._call(self.environment.drain_messages, step=record.step),
+                                               record.step)
             self.sink.write(record, messages)
             if self.on_step:
                 self.on_step(record.step, record.metrics)
@@ -219,20 +223,20 @@ class Engine:
         model, where = self.source.model, {"step": t, "round_idx": r}
         if self.run_.columnar:
             idx = self._everyone_idx if present is self._positions else np.asarray(present, dtype=np.int64)
-            obs = self._call(self.env.observe_columns, idx, t, r, **where)
+            obs = self._call(self.environment.observe_columns, idx, t, r, **where)
             actions = checks.checked_action_columns(
                 self._call(model.decide_columns, obs, idx, t, r, **where), len(idx), t, r)
             actions.idx = idx
-            self._call(self.env.apply_columns, idx, actions, **where)
+            self._call(self.environment.apply_columns, idx, actions, **where)
         else:
             everyone = len(present) == len(self.ids)
             ids = list(self.ids) if everyone else [self.ids[i] for i in present]
             observations = checks.checked_observations(
-                self._call(self.env.observe_batch, ids, t, r, **where), len(ids), t, r)
+                self._call(self.environment.observe_batch, ids, t, r, **where), len(ids), t, r)
             actions = checks.checked_actions(
                 self._call(model.decide_batch, observations, self.memory.for_batch(ids), **where), ids, t, r,
                 self.ctx.index, self._id_set() if everyone else None)
-            self._call(self.env.apply, actions, **where)
+            self._call(self.environment.apply, actions, **where)
         if self.record_rounds:
             self.sink.round(t, r, actions)
         return actions
@@ -246,9 +250,9 @@ class Engine:
             self.ctx.round_idx = r
             self._last_present = yield from self._open_round()
             if self.run_.columnar:
-                self._call(self.env.apply_columns, actions.idx, actions, step=t, round_idx=r)
+                self._call(self.environment.apply_columns, actions.idx, actions, step=t, round_idx=r)
             else:
-                self._call(self.env.apply, actions, step=t, round_idx=r)
+                self._call(self.environment.apply, actions, step=t, round_idx=r)
             if self.record_rounds:      # kept like the panel's replayed rows: a branch's round_actions are whole
                 self.sink.round(t, r, actions)
         return actions
@@ -270,8 +274,8 @@ class Engine:
     def _states(self, t: int):
         """Every agent's state: columns (``state_columns``) or one dict per agent (``agent_state``)."""
         if self.run_.states_as_columns:
-            return checks.checked_state_columns(self._call(self.env.state_columns, step=t), len(self.ids), t)
-        agent_state, states, agent = self.env.agent_state, [], None
+            return checks.checked_state_columns(self._call(self.environment.state_columns, step=t), len(self.ids), t)
+        agent_state, states, agent = self.environment.agent_state, [], None
         append = states.append
         try:
             for agent in self.ids:
@@ -282,7 +286,7 @@ class Engine:
 
     def _metrics(self, t: int, actions) -> dict[str, float]:
         collector = self.run_.collector
-        raw = self._call(collector.collect, t, self.env, actions, step=t)
+        raw = self._call(collector.collect, t, self.environment, actions, step=t)
         return checks.checked_metrics(raw, t, type(collector).__name__)
 
     def _away(self):

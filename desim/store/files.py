@@ -25,9 +25,11 @@ and resumed.
 from __future__ import annotations
 
 import ctypes
+import io
 import json
 import os
 import shutil
+import tarfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from desim.store import journal
+from desim.store.layout import StudyLayout
 from desim.store.schema import VIEWS
 from desim.store.stream import StepStream
 
@@ -336,3 +339,41 @@ def carry_paid_calls(earlier: Path, new: Path) -> int:
 def remove_run_data(layout, run_id: str) -> None:
     """Delete a run's data folder (``layout`` a ``StudyLayout``)."""
     shutil.rmtree(layout.run_dir(run_id), ignore_errors=True)
+
+
+# --- a worker's store (a sweep's or an effect's run, written apart and merged by the parent) -------
+def remove_db(path: str | Path, run_id: str | None = None) -> None:
+    """Delete a worker's DuckDB file, its write-ahead log, the run's data folder and its progress file (one
+    nobody reads: the worker's, beside its file; an interrupted run leaves one), if present."""
+    for p in (Path(path), Path(f"{path}.wal")):
+        p.unlink(missing_ok=True)
+    if run_id:
+        layout = StudyLayout.at(path)
+        shutil.rmtree(layout.run_dir(run_id), ignore_errors=True)
+        if layout.data.name != "data":            # a worker's own data folder: nothing else in it
+            shutil.rmtree(layout.data, ignore_errors=True)
+            layout.live_file(run_id).unlink(missing_ok=True)    # not its folder: other workers write there
+
+
+def pack_run(db_path: str | Path, run_id: str) -> bytes:
+    """A worker's run as one archive: its DuckDB file and its data folder."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(db_path, arcname="worker.duckdb")
+        folder = StudyLayout.at(db_path).run_dir(run_id)
+        if folder.is_dir():
+            tar.add(folder, arcname=f"data/run_id={run_id}")
+    return buf.getvalue()
+
+
+def unpack_run(archive: bytes, db_path: str | Path) -> None:
+    """Undo :func:`pack_run` beside ``db_path`` (the driver's copy of the worker file)."""
+    db_path = Path(db_path)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+        for member in tar.getmembers():
+            if member.name == "worker.duckdb":
+                db_path.write_bytes(tar.extractfile(member).read())
+            elif member.name.startswith("data/run_id=") and ".." not in member.name:
+                member.name = StudyLayout.at(db_path).data.name + member.name[len("data"):]
+                tar.extract(member, db_path.parent, filter="data")

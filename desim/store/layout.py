@@ -95,6 +95,22 @@ class StudyLayout:
         """Where the layout of the network named ``key`` (``desim.layout.network_key``) is kept."""
         return self.layouts / f"{key}.parquet"
 
+    @staticmethod
+    def worker_store(folder: Path, run_id: str) -> Path:
+        """A worker's own store for one run of a sweep or an effect, in that sweep's or effect's folder (the
+        study's store takes one writer at a time; the parent merges this file when the run ends)."""
+        return folder / f"{run_id}.duckdb"
+
+    @staticmethod
+    def parent_extract(folder: Path, run_id: str) -> Path:
+        """The steps of ``run_id`` a branch of it replays, copied out for a worker that cannot read the study's store."""
+        return folder / f"{run_id}.parent.duckdb"
+
+    @staticmethod
+    def owner_file(folder: Path) -> Path:
+        """Which process works in a sweep's worker folder (a folder whose process died is cleared)."""
+        return folder / "owner.json"
+
     def llm_cache(self, configured: str | Path | None = None) -> Path:
         """The LLM reply cache: ``configured`` (relative to the study folder) or ``runs/llm_cache.duckdb``."""
         return self.root / (configured or Path("runs") / "llm_cache.duckdb")

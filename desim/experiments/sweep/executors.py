@@ -44,10 +44,9 @@ from desim.experiments.sweep.worker import (
     execute_bundled,
     execute_run,
     process_start,
-    remove_db,
-    unpack_run,
     worker_init,
 )
+from desim.store.files import remove_db, unpack_run
 from desim.study.files import FILES, read_json
 
 BACKENDS = ("local", "ray")

@@ -36,7 +36,8 @@ from desim.experiments.sweep.merge import (
 )
 from desim.experiments.sweep.plan import PlannedRun, SweepError, SweepPlan, make_plan
 from desim.experiments.sweep.summary import sweep_table, warn_runs_failed
-from desim.experiments.sweep.worker import RunOutcome, RunTask, remove_db
+from desim.experiments.sweep.worker import RunOutcome, RunTask
+from desim.store.files import remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store
 from desim.store.health import pid_alive
 from desim.study.files import load_study
@@ -79,7 +80,7 @@ def claim_folder(study_root: str | Path, sweep_id: str) -> Path:
     base = StudyLayout(study_root).sweeps
     if base.is_dir():
         for other in base.iterdir():
-            owner = other / "owner.json"
+            owner = StudyLayout.owner_file(other)
             try:
                 data = json.loads(owner.read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -88,7 +89,7 @@ def claim_folder(study_root: str | Path, sweep_id: str) -> Path:
                 shutil.rmtree(other, ignore_errors=True)
     folder = sweep_dir(study_root, sweep_id)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}),
+    StudyLayout.owner_file(folder).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}),
                                        encoding="utf-8")
     return folder
 
@@ -186,7 +187,7 @@ def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics,
     version_id = study_version(db, load_study(root), on_wait)
     folder = claim_folder(root, plan.sweep_id)
     tasks = [RunTask(str(root.resolve()), plan.sweep_id, r.run_id, r.seed, r.parameters, plan.n_steps,
-                     str((folder / f"{r.run_id}.duckdb").resolve())) for r in todo]
+                     str(StudyLayout.worker_store(folder, r.run_id).resolve())) for r in todo]
     if on_start:
         on_start(plan, len(tasks))
     by_id = {r.run_id: r for r in plan.runs}

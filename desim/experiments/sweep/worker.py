@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import os
 import shutil
 import signal
-import tarfile
 import tempfile
 import threading
 import time
@@ -30,6 +28,7 @@ from desim.errors import RunFailed
 from desim.experiments.branches import branch
 from desim.experiments.runs import run_once
 from desim.store import StudyLayout
+from desim.store.files import pack_run, remove_db
 from desim.store.replies import shared_access
 from desim.study.files import load_study
 
@@ -68,43 +67,6 @@ class RunOutcome:
     worker_file: str | None = None
     wall_seconds: float = 0.0
     file_bytes: bytes | None = None
-
-
-def remove_db(path: str | Path, run_id: str | None = None) -> None:
-    """Delete a worker's DuckDB file, its write-ahead log, the run's data folder and its progress file (one
-    nobody reads: the worker's, beside its file; an interrupted run leaves one), if present."""
-    for p in (Path(path), Path(f"{path}.wal")):
-        p.unlink(missing_ok=True)
-    if run_id:
-        layout = StudyLayout.at(path)
-        shutil.rmtree(layout.run_dir(run_id), ignore_errors=True)
-        if layout.data.name != "data":            # a worker's own data folder: nothing else in it
-            shutil.rmtree(layout.data, ignore_errors=True)
-            layout.live_file(run_id).unlink(missing_ok=True)    # not its folder: other workers write there
-
-
-def pack_run(db_path: str | Path, run_id: str) -> bytes:
-    """A worker's run as one archive: its DuckDB file and its data folder."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(db_path, arcname="worker.duckdb")
-        folder = StudyLayout.at(db_path).run_dir(run_id)
-        if folder.is_dir():
-            tar.add(folder, arcname=f"data/run_id={run_id}")
-    return buf.getvalue()
-
-
-def unpack_run(archive: bytes, db_path: str | Path) -> None:
-    """Undo :func:`pack_run` beside ``db_path`` (the driver's copy of the worker file)."""
-    db_path = Path(db_path)
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
-        for member in tar.getmembers():
-            if member.name == "worker.duckdb":
-                db_path.write_bytes(tar.extractfile(member).read())
-            elif member.name.startswith("data/run_id=") and ".." not in member.name:
-                member.name = StudyLayout.at(db_path).data.name + member.name[len("data"):]
-                tar.extract(member, db_path.parent, filter="data")
 
 
 def process_start(pid: int) -> str | None:
@@ -227,9 +189,9 @@ def execute_bundled(bundle: StudyBundle, task: RunTask, parent_bytes: bytes | No
     try:
         parent_file = None
         if parent_bytes is not None:
-            parent_file = str(scratch / "parent.duckdb")
+            parent_file = str(StudyLayout.parent_extract(scratch, task.run_id))
             Path(parent_file).write_bytes(parent_bytes)
-        local = dataclasses.replace(task, study_root=str(root), db_path=str(scratch / f"{task.run_id}.duckdb"),
+        local = dataclasses.replace(task, study_root=str(root), db_path=str(StudyLayout.worker_store(scratch, task.run_id)),
                                     parent_file=parent_file)
         outcome = execute_run(local)
         if outcome.worker_file is not None:
