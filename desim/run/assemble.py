@@ -32,6 +32,17 @@ from desim.study.refs import build
 from desim.study.rng import Streams
 
 
+class RunClock(simpy.Environment):
+    """The run's SimPy environment: SimPy's, but an event at a time that is not a number (a study process's
+    ``timeout(float("nan"))``) is refused where it is made. SimPy orders its events in a heap by time, and a
+    NaN there breaks the order without a word: later events, a step's close among them, run out of turn."""
+
+    def schedule(self, event, priority=simpy.events.NORMAL, delay=0) -> None:
+        if delay != delay:          # NaN (infinity is a time: never)
+            raise ValueError(f"an event NaN time units from now (t={self._now}): a delay must be a number")
+        super().schedule(event, priority, delay)
+
+
 @dataclass
 class Run:
     """One assembled run of a study: plain data, nothing recorded yet."""
@@ -103,7 +114,7 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
                                [("interaction", f"cannot build a '{spec.population.interaction.kind}' "
                                                 f"network over {len(personas)} agents: {e}")]) from None
     check_population(spec, personas)
-    sim = simpy.Environment()
+    sim = RunClock()
     interventions = Interventions(spec.environment.layers, spec.environment.scheduled_events,
                                   spec.environment.broadcasts, personas)
     ctx = RunContext(sim=sim, clock=Clock(sim_cfg.time_unit), streams=streams, personas=personas, network=network,

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from desim.errors import RunFailed, RunStoppedMidStep, StopRun
 from desim.run.assemble import Run
+from desim.run.checks import RunError
 from desim.run.engine import Engine
 from desim.study.failures import StudyCodeError, original, process_failure
 
@@ -60,6 +61,11 @@ def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
         try:
             try:
                 engine.run()
+                last = run.ctx.step if run.ctx.end_reason is not None else run.n_steps
+                if sink.last_written < last:    # never "completed" without every step it claims
+                    raise RunError(f"the run's clock ran out before step {last} was stored (step "
+                                   f"{max(sink.last_written, 0)} was the last): a study process that stops "
+                                   "SimPy, or an event SimPy could not order")
                 status = "completed"
             except BaseException as e:
                 if not engine.opened:       # the study's set-up failed: nothing was recorded, say it as is
