@@ -78,6 +78,7 @@ class StudyData:
         a state or payload field bare (``status``) fails with DuckDB's error and a line saying that in
         SQL they are ``state.status`` and ``payload.<name>`` (the tables here name them flat)."""
         with open_store(self.layout) as con:
+            refuse_writes(con, query)
             try:
                 return con.sql(query, params=params or None).to_arrow_table()
             except duckdb.BinderException as e:
@@ -341,10 +342,29 @@ class QueryError(StoreError):
     """A user's query failed; the message is DuckDB's."""
 
 
+# What a user's SQL may be: statements that read. A read-only connection still lets COPY ... TO, EXPORT
+# DATABASE and ATTACH write files anywhere, the study's code and the store's own data files among them.
+READING = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}      # MULTI: PIVOT, a select in two statements
+
+
+def refuse_writes(con: duckdb.DuckDBPyConnection, text: str) -> None:
+    """Raise :class:`QueryError` for a statement of ``text`` that does more than read."""
+    try:
+        statements = con.extract_statements(text)
+    except duckdb.Error as e:
+        raise QueryError(str(e)) from None
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in READING:
+            raise QueryError(f"desim sql reads the store; {kind} statements are refused (a query's rows go to a file "
+                             "with --csv or --json and a redirection, a run's tables with desim export)")
+
+
 def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
     """A user's read-only SQL on the store (``desim sql``): an Arrow table, or None for a statement that
     returns no rows; a failing query raises :class:`QueryError` with DuckDB's message."""
     with open_store(layout_of(study)) as con:
+        refuse_writes(con, text)
         try:
             rel = con.sql(text)
             return rel.to_arrow_table() if rel is not None else None
