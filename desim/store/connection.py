@@ -200,15 +200,32 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
             try:
                 con.execute(sql)
                 break
-            except duckdb.IOException:
+            except duckdb.InvalidInputException as e:      # a file that is no Parquet file: no retry mends it
+                raise damaged_file(data, e) from None
+            except duckdb.IOException as e:
                 if attempt == attempts - 1:
-                    raise
+                    raise damaged_file(data, e) from None
                 time.sleep(0.02)
     if temp:
         for sql in paired_sql(True, effects=has_table(con, "effect_pairs")):
             con.execute(sql)
     else:
         _define_paired(con, marked)
+
+
+def damaged_file(data: Path, error: Exception) -> StoreBroken:
+    """The error for a data file the views cannot read, naming it and its run when one is found: a view
+    reads every run's files, so one damaged file (a disk that filled, a copy cut short) stops them all."""
+    import pyarrow.parquet as pq
+    for path in sorted(data.glob("run_id=*/*.parquet")):
+        try:
+            pq.read_metadata(path)
+        except (OSError, pa.ArrowException):
+            run = path.parent.name.removeprefix("run_id=")
+            return StoreBroken(f"{path} cannot be read (damaged or truncated?), and every view reads it: it is the "
+                               f"{path.stem} table of run {run}. Restore it from a copy, or move {path.parent} "
+                               "out of the store to read the other runs")
+    return StoreBroken(f"the run data under {data} cannot be read: {error}")
 
 
 def _define_paired(con: duckdb.DuckDBPyConnection, marked: str | None) -> None:
