@@ -20,6 +20,25 @@ def edit(path, fn):
     path.write_text(json.dumps(data))
 
 
+def test_a_key_given_twice_in_one_object_is_refused_with_its_lines(study_copy):
+    """Python's reader keeps the last of two: an old n_steps left above a new one ran 3 steps, and validate
+    said "valid study"."""
+    root = study_copy("opinion_diffusion")
+    path = root / "simulation" / "simulation.json"
+    text = path.read_text()
+    at = text.index('"n_steps"')
+    path.write_text(text[:at] + '"n_steps": 100,\n  ' + text[at:])
+    line = text.count("\n", 0, at) + 1
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    assert str(info.value).endswith(f"simulation/simulation.json: 'n_steps' is given twice in one object (lines {line} "
+                                    f"and {line + 1}): JSON readers keep one of them without a word; give it once")
+    path.write_text('{"parameters": {"a": 1}, "decision": {"ref": "m:A", "args": {"a": 2}}}')  # one per object
+    with pytest.raises(desim.StudyConfigError) as info:     # refused for other reasons, not as a repeated key
+        desim.load_study(root)
+    assert "given twice" not in str(info.value)
+
+
 def test_malformed_json_names_file_and_line(study_copy):
     root = study_copy("opinion_diffusion")
     path = root / "simulation" / "simulation.json"

@@ -373,13 +373,32 @@ def _refuse_constant(name: str) -> Any:
     raise _NotJSON(name)
 
 
+class _TwiceGiven(ValueError):
+    """A key given twice in one object: Python's reader keeps the last, so a value pasted in twice (an old
+    ``n_steps`` above a new one) would be taken without a word."""
+
+
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen = set()
+        raise _TwiceGiven(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return out
+
+
 def read_json(path: Path) -> Any:
     """Read a JSON file; a syntax error names the file, line and column. ``NaN`` and ``Infinity`` are
     refused like any other error of syntax: they are not JSON, and a value that is not a number would
     otherwise reach a field's check as something else (``None`` once re-read)."""
     text = read_text(path)
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_repeated_keys)
+    except _TwiceGiven as e:
+        key = str(e)
+        lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(rf'"{re.escape(key)}"\s*:', text)]
+        where = f" (lines {', '.join(map(str, lines[:-1]))} and {lines[-1]})" if 1 < len(lines) <= 4 else ""
+        raise StudyConfigError(path, [("", f"'{key}' is given twice in one object{where}: JSON readers keep one of "
+                                           "them without a word; give it once")]) from None
     except json.JSONDecodeError as e:
         raise StudyConfigError(path, [("", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}")]) from None
     except _NotJSON as e:
