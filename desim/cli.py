@@ -55,10 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         p.print_help()
         return 1
-    from desim.errors import DesimError, RunFailed
+    from desim.errors import DesimError, RunFailed, StudyConfigError
     try:
         return int(args.func(args) or 0)
     except DesimError as e:     # a study mistake, a store problem, a failed run: one line, exit status 2
+        if isinstance(e, StudyConfigError) and isinstance(getattr(args, "study", None), str):
+            e = e.under(args.study)     # every file named from where the command was typed
         print(f"desim: error: {e}", file=sys.stderr)
         trace = getattr(e, "traceback", "") or ("".join(traceback.format_exception(e.__cause__))
                                                  if e.__cause__ is not None else "")

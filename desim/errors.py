@@ -42,6 +42,16 @@ class StudyConfigError(StudyError, ValueError):
         lines = [f"{self.file}: {field}: {msg}" if field else f"{self.file}: {msg}" for field, msg in problems]
         super().__init__("\n".join(lines))
 
+    def under(self, root: str | Path) -> "StudyConfigError":
+        """The same error with its file named from where the command was typed: study code names a file
+        as the study sees it (``simulation/simulation.json``); a reader outside the study needs its folder."""
+        file, root = Path(self.file), Path(root)
+        if file.is_absolute() or file.parts[:len(root.parts)] == root.parts or not (root / file).exists():
+            return self
+        rooted = StudyConfigError(root / file, self.problems)
+        rooted.__cause__ = self.__cause__
+        return rooted
+
 
 class StudyArgumentError(StudyError, TypeError):
     """An argument of ``desim.Study`` that cannot make a study: the message names the argument, what was

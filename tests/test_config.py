@@ -246,3 +246,22 @@ def test_a_bad_persona_is_refused_naming_the_file_item_and_field(study_copy, whe
     with pytest.raises(desim.StudyConfigError) as info:
         desim.load_study(root) if where == "personas" else desim.run_study(desim.load_study(root))
     assert says in str(info.value)
+
+
+def test_a_file_named_by_study_code_is_named_from_where_the_command_was_typed(study_copy, monkeypatch, capsys):
+    """The study's own check names simulation/simulation.json as the study sees it; typed from the study's
+    parent folder, the error names the file from there, as desim's own checks do."""
+    from desim.cli import main
+    root = study_copy("opinion_diffusion")
+    monkeypatch.chdir(root.parent.parent)
+    assert main(["run", "studies/opinion_diffusion", "--set", "mu=5", "--set", "epsilon=-1", "-q"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "desim: error: studies/opinion_diffusion/simulation/simulation.json: parameters.epsilon: opinion_diffusion: "
+        "must be 0 or more (got -1.0)",
+        "studies/opinion_diffusion/simulation/simulation.json: parameters.mu: opinion_diffusion: must be between 0 "
+        "and 1 (got 5.0)"]
+    monkeypatch.chdir(root)
+    assert main(["run", ".", "--set", "campaign_weight=2", "-q"]) == 2
+    assert capsys.readouterr().err == ("desim: error: simulation/simulation.json: parameters.campaign_weight: "
+                                       "opinion_diffusion: must be between 0 and 1 (got 2.0)\n")
+    assert not (root / "runs").exists()                 # refused before anything was written

@@ -91,7 +91,12 @@ class BoundedConfidence(DecisionModel):
         self.rule, self.encounters = str(rule), float(encounters)
         problems = [(f"parameters.{name}", f"opinion_diffusion: {message}") for name, ok, message in [
             ("rule", self.rule in RULES, f"must be one of {', '.join(RULES)} (got '{self.rule}')"),
-            ("encounters", self.encounters >= 0, f"must be 0 or more (got {self.encounters})")] if not ok]
+            ("encounters", self.encounters >= 0, f"must be 0 or more (got {self.encounters})"),
+            ("epsilon", self.epsilon >= 0, f"must be 0 or more (got {self.epsilon})"),
+            # a step of mu (or campaign_weight * trust) towards another opinion in [0, 1] stays in [0, 1]
+            ("mu", 0 <= self.mu <= 1, f"must be between 0 and 1 (got {self.mu})"),
+            ("campaign_weight", 0 <= self.campaign_weight <= 1,
+             f"must be between 0 and 1 (got {self.campaign_weight})")] if not ok]
         if problems:
             raise StudyConfigError("simulation/simulation.json", problems)
 
