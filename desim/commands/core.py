@@ -53,10 +53,25 @@ def cmd_new(args) -> int:
         raise UserError(f"study id '{args.id}' may use only letters, digits, '_' and '-'")
     if args.template not in known:
         raise UserError(f"unknown template '{args.template}' (templates: {', '.join(known)})")
-    dest = Path(args.dir) / args.id
+    folder = Path(args.dir)
+    # --dir is a folder, or one desim makes (with its parents); a file on the way, or a place where no folder
+    # can be made, is named here rather than as a NotADirectoryError from the copy
+    on_the_way = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if on_the_way is not None and not on_the_way.is_dir():
+        raise UserError(f"--dir {folder} is a file, not a folder" if on_the_way == folder
+                        else f"--dir {folder}: {on_the_way} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--dir {folder}: no such folder, and it cannot be made ({e.strerror or e})") from None
+    dest = folder / args.id
     if dest.exists():
         raise UserError(f"{dest} already exists")
-    shutil.copytree(TEMPLATES / args.template, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    try:
+        shutil.copytree(TEMPLATES / args.template, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    except OSError as e:    # a full disk, a folder not writable: a half-made study would be "already exists" next
+        shutil.rmtree(dest, ignore_errors=True)
+        raise UserError(f"cannot create {dest}: {e.strerror or e}") from None
     study = read_json(dest / "study.json")
     study["id"] = args.id
     (dest / "study.json").write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
@@ -203,11 +218,14 @@ def _diff_summary(diff: list[dict], limit: int = 4) -> str:
 
 
 def cmd_runs(args) -> int:
+    from desim.commands import UserError
     from desim.store import Catalogue, StudyLayout, open_store
     from desim.store.health import health_of, last_step
     from desim.versions import describe_overrides, describe_sweep_values
     layout = StudyLayout(args.study)
     if not layout.db.exists():
+        if not layout.root.is_dir():    # a mistyped folder is an error (as for desim sql), not a study never run
+            raise UserError(layout.missing_store())
         print(f"no runs yet ({layout.db} does not exist)")
         return 0
     with open_store(layout) as con:
@@ -369,6 +387,19 @@ def cmd_sql(args) -> int:
     else:
         print_table(table.column_names, [tuple(r.values()) for r in table.to_pylist()], args.limit)
     return 0
+
+
+def port_number(text: str) -> int:
+    """``--port``'s value: a TCP port, 0 to 65535. Checked when the arguments are read, with argparse's own
+    message, since the socket refuses any other number with an ``OverflowError`` rather than an ``OSError``."""
+    import argparse
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535; 0 picks a free one)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535; 0 picks a free one)")
+    return port
 
 
 def add_study_arg(p: argparse.ArgumentParser) -> None:

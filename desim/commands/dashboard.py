@@ -13,6 +13,8 @@ import socket
 import sys
 from pathlib import Path
 
+from desim.commands.core import port_number
+
 
 def cmd_dashboard(args) -> int:
     import uvicorn
@@ -53,7 +55,7 @@ def cmd_dashboard(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("dashboard", help="serve the research dashboard over a studies folder")
     p.add_argument("studies_dir", nargs="?", default="studies", help="folder of studies (default: studies)")
-    p.add_argument("--port", type=int, default=8787, help="port (default 8787; 0 picks a free one)")
+    p.add_argument("--port", type=port_number, default=8787, help="port (default 8787; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--nice", type=int, default=19, metavar="N",
                    help="lower the server's CPU priority by N (default 19, the lowest; 0 keeps it), so that "

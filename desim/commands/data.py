@@ -12,6 +12,8 @@ def cmd_export(args) -> int:
         paths = export(args.study, args.out, run=args.run, fmt=args.format)
     except (NoSuchRun, LookupError, ValueError) as e:
         raise UserError(str(e).strip("'\"")) from None
+    except FileExistsError as e:    # a file of the user's own where the export would write (export.check_out)
+        raise UserError(str(e)) from None
     for p in paths:
         print(p)
     return 0

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from desim.commands.core import port_number
+
 
 def cmd_stub_llm(args) -> int:
     from desim.commands import UserError
@@ -28,7 +30,7 @@ def cmd_stub_llm(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("stub-llm", help="serve a loopback stub of an OpenAI-compatible LLM server")
-    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: any free port)")
+    p.add_argument("--port", type=port_number, default=8000, help="port on 127.0.0.1 (0: any free port)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--latency-ms", type=float, default=0.0, help="fixed latency of every reply")
     p.add_argument("--jitter-ms", type=float, default=0.0, help="extra random latency, up to this")

@@ -12,7 +12,10 @@ each row carrying its ``run_id``.
 
 Beside them a hidden ``.desim-export`` names the files written (``desim.versions.mark_exported``): an
 export into the study folder (``--out analysis``) is then not part of the study's next version, as a
-file the study's code reads would be.
+file the study's code reads would be. The same marker says which files an export may replace: exporting
+again into a folder an export made replaces its files, but a file of the user's own of the same name
+(``panel.csv`` from elsewhere) is refused, and so is any folder inside the study's store (``runs/``),
+whose Parquet files are the study's data.
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from desim.store import StudyData
-from desim.versions import mark_exported
+from desim.store.layout import StudyLayout
+from desim.versions import exported_files, mark_exported
 
 FORMATS = ("parquet", "csv")
 
@@ -44,8 +48,33 @@ def csv_options(table: pa.Table) -> pcsv.WriteOptions:
     return pcsv.WriteOptions(quoting_style="needed", quoting_header="none" if plain else "needed")
 
 
+def _store_folder(layout: StudyLayout) -> Path:
+    """The folder whose files are the store's: a study's whole ``runs/`` (its database, run data, live files,
+    reports); for a store kept in a ``.duckdb`` file elsewhere, its data folder beside that file."""
+    return layout.runs if layout.db.parent == layout.runs else layout.data
+
+
+def check_out(layout: StudyLayout, out: Path, names: list[str]) -> None:
+    """Refuse an export to ``out`` that would overwrite what it does not own: a ``ValueError`` when ``out`` is
+    inside the store (an export there replaced a run's own Parquet files, and the run read back doubled), a
+    ``FileExistsError`` naming the first of ``names`` in ``out`` that no earlier export wrote (its marker)."""
+    store = _store_folder(layout)
+    if out.resolve().is_relative_to(store.resolve()):
+        where = "is" if out.resolve() == store.resolve() else "is inside"
+        raise ValueError(f"cannot export into {out}: it {where} {store}, the study's store, whose files are its "
+                         f"runs' data; export to a folder outside it (e.g. {layout.root / 'analysis'})")
+    ours = exported_files(out)
+    theirs = [n for n in names if n not in ours and ((out / n).exists() or (out / n).is_symlink())]
+    if theirs:
+        more = f" (and {len(theirs) - 1} more: {', '.join(theirs[1:])})" if len(theirs) > 1 else ""
+        raise FileExistsError(f"cannot export into {out}: {out / theirs[0]} exists and no earlier desim export "
+                              f"wrote it{more}; export to another folder, or remove {'them' if more else 'it'} first")
+
+
 def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str = "parquet") -> list[Path]:
-    """Write the run (or every run) to ``out``; returns the files written."""
+    """Write the run (or every run) to ``out``; returns the files written. Refused, before anything is written,
+    when ``out`` is inside the store or holds a file of the same name that an earlier export did not write
+    (:func:`check_out`)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format '{fmt}' (use parquet or csv)")
     data = StudyData(study)
@@ -53,7 +82,6 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     if not runs:
         raise LookupError(f"{data.db} holds no runs yet")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     every = data.runs()
     chosen = pc.is_in(every.column("run_id"), value_set=pa.array(runs, pa.string()))
     # the runs as a flat table to join on run_id: parameters one typed column each, roles typed too
@@ -66,6 +94,11 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     for name, table in (("round_actions", data.round_actions(runs)), ("llm_calls", data.llm_calls(runs))):
         if table.num_rows:
             tables[name] = table
+    names = [f"{name}.{fmt}" for name in tables] + ["runs.json"]
+    check_out(data.layout, out, names)
+    out.mkdir(parents=True, exist_ok=True)
+    # the marker first: an export stopped half-way leaves files it owns, which the next export may replace
+    mark_exported(out, names)
     written = []
     for name, table in tables.items():
         path = out / f"{name}.{fmt}"
@@ -82,5 +115,4 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     path = out / "runs.json"
     path.write_text(json.dumps(rows, indent=2, default=str) + "\n", encoding="utf-8")
     written.append(path)
-    mark_exported(out, [p.name for p in written])
     return written

@@ -27,7 +27,7 @@ from typing import Any
 
 from desim.errors import StudyError
 from desim.study.contract import ROLES, kind_of, missing_methods
-from desim.study.failures import describe, load_failure, place, shown
+from desim.study.failures import describe, load_failure, place, shown, study_frames
 from desim.study.files import Ref, StudyConfigError
 from desim.versions import SKIP_DIRS, file_hash
 
@@ -135,14 +135,29 @@ def _import(path: Path, key: str, data: bytes, root: Path) -> ModuleType:
     _importing.append(key)
     try:
         exec(compile(data, str(path), "exec", dont_inherit=True), module.__dict__)
-    except Exception as e:   # a syntax error, a failing import, an exception at import: name the line
+    except (Exception, SystemExit) as e:   # a syntax error, a failing import, an exception at import: name the line
         del sys.modules[key]
         del _imported[key]
-        raise RefError(load_failure(e, path, root)) from e
+        # sys.exit() at import would otherwise end the command itself, silently and with the study's status
+        # (0 passes a CI job); as inside a step, study code does not choose how desim exits
+        message = _exit_at_import(e, path, root) if isinstance(e, SystemExit) else load_failure(e, path, root)
+        raise RefError(message) from e
     finally:
         _importing.pop()
     _imported[key].plain = _plain_imports(path.parent, root.absolute())
     return module
+
+
+def _exit_at_import(e: SystemExit, path: Path, root: Path) -> str:
+    """``studies/x/model.py:LINE: study code called sys.exit(0) while being imported``: the innermost line
+    of the study's folder the exit came from (the file itself when no frame of it is on the traceback)."""
+    frames = study_frames(e, root)
+    if frames:
+        f, line = frames[-1]
+        where = f"{shown(f.f_code.co_filename)}:{line}"
+    else:
+        where = shown(path)
+    return f"{where}: study code called sys.exit({e.code!r}) while being imported"
 
 
 def resolve(ref: str, root: Path) -> Any:
