@@ -13,6 +13,7 @@ up to date (``desim.store.schema.MIGRATIONS``) and stores the views, so that a p
 from __future__ import annotations
 
 import hashlib
+import re
 
 import time
 from contextlib import contextmanager
@@ -77,6 +78,10 @@ def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, att
             layout, 40 if attempts is None else attempts, wait)
     try:
         yield con
+    except (duckdb.InvalidInputException, duckdb.IOException) as e:
+        if named_file(e) is None:
+            raise
+        raise damaged_file(layout.data, e) from None        # a query met a damaged data file: name it and its run
     finally:
         try:
             con.close()
@@ -175,27 +180,22 @@ def _writer_waiting(layout: StudyLayout, attempts: int | None, wait: float,
 
 def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempts: int = 5,
                  with_live: bool = True) -> None:
-    """(Re)define the views over the data folder. Defining one reads the files' schemas; a run
-    that is merging its step files at that moment can remove one under us, so try again.
+    """(Re)define the views over the data folder, where the stored ones will not do. Defining a view
+    binds it, which reads every run's file footers (a third of a second at 200 runs, on every
+    connection), so nothing is defined when the stored views and macros already read this folder
+    with this desim's text and no run is going; DuckDB plans a view anew at each query, so the files
+    of runs stored since are read all the same.
 
-    The stored views are redefined only when missing or when the data folder's path changed (a
-    study that was moved), since binding them reads every file's footer."""
+    A reader (``temp``) that cannot use them (a run going, whose journal it adds; a study moved; a
+    store last written by another desim) defines its own for the connection's life. A writer
+    redefines the stored ones. A run merging its step files can remove one under us: try again."""
     live = live_journals(con, data) if with_live else {}
     if live and not temp:           # the stored views stay as they are; this connection also sees the live runs
         define_views(con, data, temp=False, attempts=attempts, with_live=False)
         temp = True
-    wanted = view_sql(data, temp, live)
-    marked = None
-    if not temp:
-        rows = con.execute("SELECT view_name, sql, comment FROM duckdb_views() WHERE database_name = "
-                           "current_database() AND schema_name = 'main'").fetchall()
-        stored = {view: sql for view, sql, _ in rows}
-        marked = next((comment for view, _, comment in rows if view == "states"), None)
-        wanted = {view: sql for view, sql in wanted.items()
-                  if view not in stored or file_pattern(data, view) not in stored[view]}
-        if "states" in wanted:
-            marked = None       # redefined below, without its mark
-    for sql in wanted.values():
+    if not live and _stored_current(con, data):
+        return
+    for sql in view_sql(data, temp, live).values():
         for attempt in range(attempts):
             try:
                 con.execute(sql)
@@ -206,18 +206,37 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
                 if attempt == attempts - 1:
                     raise damaged_file(data, e) from None
                 time.sleep(0.02)
-    if temp:
-        for sql in paired_sql(True, effects=has_table(con, "effect_pairs")):
-            con.execute(sql)
-    else:
-        _define_paired(con, marked)
+    for sql in paired_sql(temp, effects=has_table(con, "effect_pairs") if temp else True):
+        con.execute(sql)
+    if not temp:
+        con.execute(f"COMMENT ON VIEW states IS '{definitions_mark()}'")
+
+
+def definitions_mark() -> str:
+    """The text of desim's views and macros, hashed: kept in the stored ``states`` view's comment, it
+    says whether a store's were defined by this desim (a view reading the right folder may still be
+    an older definition)."""
+    texts = list(view_sql(Path("/"), False).values()) + paired_sql(False)
+    return "desim views " + hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+
+
+def _stored_current(con: duckdb.DuckDBPyConnection, data: Path) -> bool:
+    """Whether the stored views and macros read ``data`` and were defined with this desim's text."""
+    rows = con.execute("SELECT view_name, sql, comment FROM duckdb_views() WHERE database_name = "
+                       "current_database() AND schema_name = 'main'").fetchall()
+    stored = {view: sql for view, sql, _ in rows}
+    if next((comment for view, _, comment in rows if view == "states"), None) != definitions_mark():
+        return False
+    return all(view in stored and file_pattern(data, view) in stored[view] for view in (*VIEWS, "states"))
 
 
 def damaged_file(data: Path, error: Exception) -> StoreBroken:
-    """The error for a data file the views cannot read, naming it and its run when one is found: a view
-    reads every run's files, so one damaged file (a disk that filled, a copy cut short) stops them all."""
+    """The error for a data file the views cannot read, naming it and its run: the file DuckDB names, or the
+    first of the folder that is no whole Parquet file. A view reads every run's files, so one damaged file
+    (a disk that filled, a copy cut short) stops every query of its table."""
     import pyarrow.parquet as pq
-    for path in sorted(data.glob("run_id=*/*.parquet")):
+    named = named_file(error)
+    for path in [named] if named is not None else sorted(data.glob("run_id=*/*.parquet")):
         try:
             pq.read_metadata(path)
         except (OSError, pa.ArrowException):
@@ -228,18 +247,12 @@ def damaged_file(data: Path, error: Exception) -> StoreBroken:
     return StoreBroken(f"the run data under {data} cannot be read: {error}")
 
 
-def _define_paired(con: duckdb.DuckDBPyConnection, marked: str | None) -> None:
-    """The stored macros, (re)defined only when their text changed or the views were redefined (a mark in
-    the ``states`` view's comment says which text they were defined with): defining one binds it against
-    the views, which reads every run's file footers, a cost that grew with each run stored and was paid
-    twice a run."""
-    statements = paired_sql(False)
-    mark = "desim macros " + hashlib.sha256("\n".join(statements).encode()).hexdigest()[:16]
-    if marked == mark:
-        return
-    for sql in statements:
-        con.execute(sql)
-    con.execute(f"COMMENT ON VIEW states IS '{mark}'")
+def named_file(error: Exception) -> Path | None:
+    """The Parquet file a DuckDB error about reading one names, if it is such an error."""
+    if not isinstance(error, (duckdb.InvalidInputException, duckdb.IOException)):
+        return None
+    found = re.search(r"'([^']+\.parquet)'", str(error))
+    return Path(found.group(1)) if found else None
 
 
 def live_journals(con: duckdb.DuckDBPyConnection, data: Path) -> dict[str, list[tuple[str, str, bool]]]:

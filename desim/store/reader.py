@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from desim.store import queries
 from desim.store.catalogue import Catalogue
-from desim.store.connection import StoreError, StoreMissing, field, open_store
+from desim.store.connection import StoreError, StoreMissing, field, named_file, open_store
 from desim.store.files import RunFiles
 from desim.store.layout import StudyLayout, layout_of
 
@@ -369,6 +369,8 @@ def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
             rel = con.sql(text)
             return rel.to_arrow_table() if rel is not None else None
         except duckdb.Error as e:
+            if named_file(e) is not None:
+                raise                   # a damaged data file: open_store names it and its run
             hint = bare_field_hint(con, str(e)) if isinstance(e, duckdb.BinderException) else None
             raise QueryError(f"{e}\n{hint}" if hint else str(e)) from None
 

@@ -1,0 +1,52 @@
+"""A reader uses the stored views when they read the study's folder with this desim's text: defining its own
+bound every run's file footers on every connection (a third of a second at 200 runs), and SHOW TABLES listed
+each view twice. DuckDB plans a view anew at each query, so runs stored after the views were defined, with
+fields of new types, are read all the same."""
+from __future__ import annotations
+
+import shutil
+
+from desim import load_study, run_study
+from desim.store.connection import definitions_mark, open_store
+from walk_study import write_walk_study
+
+
+def temp_views(con) -> list[str]:
+    return [r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal").fetchall()]
+
+
+def test_a_reader_of_a_current_store_defines_nothing_and_sees_later_runs(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=3)
+    first = run_study(load_study(root, seed=1)).run_id
+    with open_store(root) as con:
+        assert temp_views(con) == []
+        names = [r[0] for r in con.execute("SHOW TABLES").fetchall()]
+        assert names.count("panel") == 1 and names.count("states") == 1
+        assert con.execute("SELECT latest_run()").fetchone() == (first,)
+    # a later run whose state has a field more (a new version of the study's code)
+    model = root / "model.py"
+    model.write_text(model.read_text().replace('return {"x": self.x[agent_id]}',
+                                               'return {"x": self.x[agent_id], "far": abs(self.x[agent_id]) > 1}'))
+    second = run_study(load_study(root, seed=2)).run_id
+    with open_store(root) as con:
+        assert temp_views(con) == []
+        rows = con.execute("SELECT run_id, count(*), count(state.far) FROM panel GROUP BY run_id ORDER BY run_id")
+        assert sorted(rows.fetchall()) == sorted([(first, 18, 0), (second, 18, 18)])
+
+
+def test_a_store_from_elsewhere_is_read_through_views_of_its_own(tmp_path):
+    """A study moved to another folder (its stored views read the old one), or last written by another desim:
+    a reader, which may not change the store, defines views for its connection's life."""
+    root = write_walk_study(tmp_path / "walk", n_steps=3)
+    run = run_study(load_study(root)).run_id
+    moved = shutil.move(root, tmp_path / "moved")
+    with open_store(moved) as con:
+        assert "panel" in temp_views(con)
+        assert con.execute("SELECT DISTINCT run_id FROM panel").fetchall() == [(run,)]
+    with open_store(moved, read_only=False) as con:       # a writer brings the stored ones up to date
+        comment = con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'states' "
+                              "AND NOT temporary").fetchone()[0]
+        assert comment == definitions_mark()
+    with open_store(moved) as con:
+        assert temp_views(con) == []
+        assert con.execute("SELECT count(*) FROM states").fetchone()[0] == 6 * 4      # step 0 and 3 steps
