@@ -30,9 +30,9 @@ from desim.experiments.runs import run_once
 from desim.store import StudyLayout
 from desim.store.files import pack_run, remove_db
 from desim.store.replies import shared_access
-from desim.study.files import load_study
+from desim.study.files import load_study, read_json
+from desim.versions import CONFIG_FILES, code_files, population_files
 
-SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints"}
 
 
 @dataclass(frozen=True)
@@ -150,13 +150,13 @@ class StudyBundle:
 
     @classmethod
     def from_folder(cls, root: str | Path) -> "StudyBundle":
+        """What a run reads, as the study's version counts it: its four files, its code and its data
+        (:func:`desim.versions.code_files`), not its runs, a venv, notebooks or what ``.desimignore`` lists."""
         root = Path(root)
-        files: dict[str, bytes] = {}
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                files[path.relative_to(root).as_posix()] = path.read_bytes()
+        population = root / "population" / "population.json"
+        data = population_files(read_json(population)) if population.is_file() else []
+        names = sorted({*(f for f in CONFIG_FILES if (root / f).is_file()), *code_files(root, data)})
+        files = {rel: (root / rel).read_bytes() for rel in names}
         h = hashlib.sha256()
         for rel, data in sorted(files.items()):
             h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
