@@ -41,7 +41,7 @@ from desim.store.files import RunFiles
 from desim.store.health import health_of, last_step, run_health
 from desim.store.live import live_runs as _live_files
 from desim.study.files import StudyConfigError, load_study, read_json
-from desim.versions import describe_overrides, describe_sweep_values
+from desim.versions import SKIP_DIRS, describe_overrides, describe_sweep_values
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
 MESSAGES_PER_ROUND = 200   # messages listed per round (the count is always exact)
@@ -150,10 +150,11 @@ def study_config(root: Path) -> dict[str, Any]:
 
 
 def _files_stamp(root: Path) -> tuple:
-    """The study's own files (not its outputs under ``runs/``), each with its size and change time."""
+    """The study's own files (not its outputs under ``runs/``, caches or hidden folders such as a venv, which no
+    run reads and whose thousands of files every request would stat), each with its size and change time."""
     out = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not (Path(folder) == root and d == "runs") and d != "__pycache__")
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
             st = os.stat(os.path.join(folder, name))
             out.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
