@@ -9,26 +9,16 @@ from __future__ import annotations
 
 import json
 from html import escape
+from importlib.resources import files
 
-CONTROLS_JS = r"""
-function desimControls(n, draw, ms) {
-  const slider = document.getElementById('step'), play = document.getElementById('play');
-  slider.max = n - 1;
-  let timer = null;
-  function stop() { clearInterval(timer); timer = null; play.textContent = '\u25b6 play'; }
-  play.addEventListener('click', () => {
-    if (timer) { stop(); return; }
-    if (+slider.value >= n - 1) slider.value = 0;
-    play.textContent = '\u275a\u275a pause';
-    timer = setInterval(() => {
-      if (+slider.value >= n - 1) { stop(); return; }
-      slider.value = +slider.value + 1; draw(+slider.value);
-    }, ms);
-  });
-  slider.addEventListener('input', () => draw(+slider.value));
-  draw(0);
-}
-"""
+
+def static_text(name: str) -> str:
+    """A script or style the players inline, kept as a file of its own in ``desim/report/static/`` (so it
+    reads, and lints, as JavaScript or CSS); the dashboard serves the same files."""
+    return (files("desim.report") / "static" / name).read_text(encoding="utf-8")
+
+
+CONTROLS_JS = static_text("player_controls.js")
 
 BASE_CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
