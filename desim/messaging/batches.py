@@ -46,6 +46,60 @@ class Batch:
         return self._messages
 
 
+def check_posts(authors, contents, kinds, channels, audiences, reply_to) -> None:
+    """Refuse, at the line that posts them, posts the store could not hold: ``authors`` and ``contents`` are
+    lists (or tuples) of one length, the authors text; ``kinds``, ``channels`` and ``audiences`` each one
+    text for every post or a list of one per author (``reply_to`` the same, None allowed). A
+    ``TypeError`` or ``ValueError`` naming the argument, the entry and its author.
+
+    Each list is checked in one pass in C (``str.join`` stops at the first entry that is not text);
+    only a list that fails, or a ``reply_to`` list holding None, is walked in Python."""
+    for name, values in (("authors", authors), ("contents", contents)):
+        if not isinstance(values, (list, tuple)):
+            raise TypeError(f"post_batch: {name} is {type(values).__name__} {shown(values)}; give a list, one "
+                            f"{name[:-1]} per post")
+    if len(contents) != len(authors):
+        raise ValueError(f"post_batch: {len(authors)} authors but {len(contents)} contents (one content per "
+                         "author, in the same order)")
+    if not _all_text(authors):
+        i = _first_not_text(authors, False)
+        raise TypeError(f"post_batch: authors[{i}] is {authors[i]!r:.60} ({type(authors[i]).__name__}), not text "
+                        "(an agent id)")
+    for name, value in (("kinds", kinds), ("channels", channels), ("audiences", audiences),
+                        ("reply_to", reply_to)):
+        none_ok = name == "reply_to"
+        if type(value) is list:
+            if len(value) != len(authors):
+                raise ValueError(f"post_batch: {name} has {len(value)} entries for {len(authors)} authors (one "
+                                 "per author, or one value for all)")
+            if not _all_text(value, none_ok):
+                i = _first_not_text(value, none_ok)
+                raise TypeError(f"post_batch: {name}[{i}] (the post by {authors[i]!r:.40}) is {value[i]!r:.60} "
+                                f"({type(value[i]).__name__}), not text")
+        elif not (isinstance(value, str) or (none_ok and value is None)):
+            raise TypeError(f"post_batch: {name} is {type(value).__name__} {shown(value)}; give one text for "
+                            f"every post{' (or None)' if none_ok else ''}, or a list of one per author")
+
+
+def _all_text(values: list, none_ok: bool = False) -> bool:
+    """Every entry is text (None too with ``none_ok``): ``str.join`` checks the usual list in C."""
+    try:
+        "".join(values)
+        return True
+    except TypeError:
+        return none_ok and all(v is None or isinstance(v, str) for v in values)
+
+
+def _first_not_text(values: list, none_ok: bool) -> int:
+    return next(i for i, v in enumerate(values) if not (isinstance(v, str) or (none_ok and v is None)))
+
+
+def shown(value) -> str:
+    """``value`` in an error message, cut to a line's worth."""
+    text = " ".join(repr(value).split())
+    return f"{text[:60]}..." if len(text) > 60 else text
+
+
 def messages_of(step: int, round_idx: int, authors: list, contents: list, kinds="post", channels="feed",
                 audiences="neighbors", reply_to=None) -> list[Message]:
     """The ``Message`` objects of a batch given as :meth:`MessageBus.post_batch` takes it."""

@@ -40,7 +40,7 @@ from itertools import repeat
 from typing import Iterable
 
 from desim.jsontext import dumps
-from desim.messaging.batches import Batch, ByAuthor, Latest, Posted, each, messages_of
+from desim.messaging.batches import Batch, ByAuthor, Latest, Posted, check_posts, each, messages_of
 from desim.messaging.steps import FIELD_ERRORS, StepPosts
 from desim.records import Message
 
@@ -111,7 +111,9 @@ class MessageBus:
                    channels="feed", audiences="neighbors", reply_to=None) -> Sequence[Message]:
         """Post the messages of ``step``, ``round_idx`` given as parallel lists (``kinds``,
         ``channels``, ``audiences`` and ``reply_to`` as a list or one value shared by all), in
-        order, as ``NeighborFeed.ingest`` does; returns them."""
+        order, as ``NeighborFeed.ingest`` does; returns them. Lists of different lengths, or an author,
+        kind, channel or audience that is not text, are refused here (:func:`check_posts`)."""
+        check_posts(authors, contents, kinds, channels, audiences, reply_to)
         posted = messages_of(step, round_idx, authors, contents, kinds, channels, audiences, reply_to)
         for m in posted:
             self.post(m)
@@ -226,7 +228,11 @@ class InMemoryMessageBus(MessageBus):
     def post_batch(self, step: int, round_idx: int, authors: list, contents: list, kinds="post",
                    channels="feed", audiences="neighbors", reply_to=None) -> Posted:
         """:meth:`MessageBus.post_batch`, kept as one batch of the lists given: no ``Message`` is
-        made until a read wants it (the sequence returned makes them when first read)."""
+        made until a read wants it (the sequence returned makes them when first read). The lists are
+        checked here (:func:`check_posts`), so that a bad one fails at the line that posted it; the
+        contents are checked as the step's messages are stored, where one JSON cannot hold is refused
+        naming the step, round and author."""
+        check_posts(authors, contents, kinds, channels, audiences, reply_to)
         batch = Batch(step, round_idx, authors, contents, kinds, channels, audiences, reply_to)
         if authors:
             self._post(batch)

@@ -28,6 +28,7 @@ import networkx as nx
 import numpy as np
 import pyarrow as pa
 
+from desim.messaging.batches import shown
 from desim.messaging.bus import POST_KINDS, _caller, visible_windows
 from desim.records import Message
 
@@ -165,14 +166,31 @@ class ColumnarFeed:
     # --- posting ---------------------------------------------------------------
     def post(self, authors: np.ndarray, step: int, round_idx: int, columns: dict[str, np.ndarray],
              kind: str = "post", channel: str = "feed") -> int:
-        """Post one message per author in ``authors`` (positions) with content ``columns``."""
+        """Post one message per author in ``authors`` (positions) with content ``columns``. Refused here, at
+        the line that posts: a kind other than post or reply, a channel that is not text, an author that is
+        not a position of an agent (a negative one would wrap round to another agent), a column name that
+        is not text or a column whose length differs from the authors'."""
         if kind not in POST_KINDS:
             raise ValueError(f"ColumnarFeed.post: kind '{kind}' is not one of {POST_KINDS}")
-        authors = np.asarray(authors, dtype=np.int64)
+        if not isinstance(channel, str):
+            raise TypeError(f"ColumnarFeed.post: channel is {type(channel).__name__} {channel!r:.60}, not text")
+        try:
+            authors = np.asarray(authors, dtype=np.int64)
+        except (TypeError, ValueError):
+            raise TypeError(f"ColumnarFeed.post: authors {shown(authors)} are not agent positions (whole numbers: "
+                            "ctx.index[agent_id] is an agent's)") from None
+        if authors.ndim != 1:
+            raise ValueError(f"ColumnarFeed.post: authors is a {authors.ndim}-d array; give one position per post")
+        if len(authors) and (authors.min() < 0 or authors.max() >= self.n):
+            bad = int(authors[(authors < 0) | (authors >= self.n)][0])
+            raise ValueError(f"ColumnarFeed.post: author {bad} is not the position of an agent (0 to {self.n - 1})")
         cols = {k: np.array(v) for k, v in columns.items()}   # copies: the study may reuse its arrays
         for name, v in cols.items():
-            if len(v) != len(authors):
-                raise ValueError(f"ColumnarFeed.post: column '{name}' has {len(v)} values for {len(authors)} authors")
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"ColumnarFeed.post: column name {name!r:.60} is not a non-empty string")
+            if v.ndim == 0 or len(v) != len(authors):
+                raise ValueError(f"ColumnarFeed.post: column '{name}' has {len(v) if v.ndim else 'one'} "
+                                 f"value{'s' if v.ndim else ''} for {len(authors)} authors")
         slot = np.full(self.n, -1, np.int32)
         slot[authors] = np.arange(len(authors), dtype=np.int32)
         if len(authors) and not np.array_equal(slot[authors], np.arange(len(authors))):

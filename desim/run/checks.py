@@ -23,16 +23,18 @@ class RunError(StudyError, RuntimeError):
     the step, the round and the agent."""
 
 
-_agent_id, _kind, _step, _source, _payload = (attrgetter(name) for name in
-                                              ("agent_id", "kind", "step", "source", "payload"))
+_agent_id, _kind, _step, _source, _payload, _rationale = (attrgetter(name) for name in (
+    "agent_id", "kind", "step", "source", "payload", "rationale"))
 _ACTION, _DICT, _STR, _SOURCES = {Action}, {dict}, {str}, frozenset(ACTION_SOURCES)
+_TEXT_OR_NONE = frozenset({str, type(None)})       # a rationale: text, or None for none
 
 
 def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[str, int],
                     everyone: frozenset[str] | None = None) -> list[Action]:
     """``actions`` (what ``decide_batch`` returned for the agents ``ids`` of round ``r``), refused with an
     error naming the agent unless they are a list of :class:`Action`, at most one per agent of the
-    round, each of step ``t``, with a known ``source``, a non-empty ``kind`` and a dict ``payload``.
+    round, each of step ``t``, with a known ``source``, a non-empty ``kind``, a dict ``payload`` and a
+    text (or None) ``rationale``.
 
     Actions for ``ids`` in their order (the usual reply) are one list comparison; any other order is
     checked through a set. ``known`` maps every agent of the run to its position; ``everyone`` is the
@@ -52,7 +54,8 @@ def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[st
         good = (good and set(map(_step, actions)) == {t}
                 and _SOURCES.issuperset(map(_source, actions))
                 and set(map(type, map(_payload, actions))) == _DICT
-                and set(map(type, kinds)) == _STR and "" not in kinds)
+                and set(map(type, kinds)) == _STR and "" not in kinds
+                and _TEXT_OR_NONE.issuperset(map(type, map(_rationale, actions))))
     except (AttributeError, TypeError):     # not Actions, or an unhashable id or step
         good = False
     if not good:
@@ -63,7 +66,8 @@ def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[st
             try:
                 bad = (type(a) is not Action or a.agent_id in seen or a.agent_id not in present or a.step != t
                        or a.source not in ACTION_SOURCES or type(a.payload) is not dict
-                       or type(a.kind) is not str or not a.kind)
+                       or type(a.kind) is not str or not a.kind
+                       or not (a.rationale is None or isinstance(a.rationale, str)))
             except TypeError:               # an id (or source) that cannot be looked up: a list, say
                 bad = True
             if bad:
@@ -100,15 +104,65 @@ def refuse(a: Any, seen: set[str], present: set[str], t: int, r: int, known: dic
         raise RunError(f"{where}: payload is {type(a.payload).__name__} {a.payload!r:.60}; it must be a dict")
     if not _among(a.source, ACTION_SOURCES):
         raise RunError(f"{where}: source is {a.source!r:.60}; it must be one of {', '.join(ACTION_SOURCES)}")
+    if not (a.rationale is None or isinstance(a.rationale, str)):
+        raise RunError(f"{where}: rationale is {type(a.rationale).__name__} {a.rationale!r:.60}; it must be text "
+                       "(why the agent acted) or None")
     raise RunError(f"{where}: malformed action: {a!r:.200}")
 
 
 def checked_action_columns(actions: Any, n: int, t: int, r: int) -> ActionColumns:
-    """What ``decide_columns`` returned for ``n`` participants: an ``ActionColumns`` of that length."""
+    """What ``decide_columns`` returned for ``n`` participants: an ``ActionColumns`` of that length, whose
+    ``kind`` is one non-empty string or one entry per participant, ``source`` a known source, ``payload``
+    a dict of text field names to one value per participant, and ``acted`` (when given) one flag per
+    participant. The shapes only, a check per column: the values of ``kind`` and of the payload are
+    checked as they are stored, where the agent each belongs to is known (``desim.store``)."""
+    where = f"step {t} round {r}: decide_columns' ActionColumns"
+    if isinstance(actions, ActionColumns):
+        kind, payload = actions.kind, actions.payload
+        if isinstance(kind, str):
+            if not kind:
+                raise RunError(f"{where}: kind is ''; it must be a non-empty string (move, post, ...)")
+        elif _count(kind) is None or getattr(kind, "ndim", 1) != 1:
+            raise RunError(f"{where}: kind is {type(kind).__name__} {_short(kind)}; it must be one non-empty "
+                           f"string for everyone or an array of {n} strings, one per participant")
+        if payload is not None and not isinstance(payload, dict):
+            raise RunError(f"{where}: payload is {type(payload).__name__} {_short(payload)}; it must be a dict "
+                           "of field name to one value per participant")
+        for name, values in (payload or {}).items():
+            if not isinstance(name, str) or not name:
+                raise RunError(f"{where}: payload key {name!r:.60} is not a non-empty string")
+            if _count(values) is None:
+                raise RunError(f"{where}: payload field '{name}' is {_short(values)}, not one value per "
+                               "participant (a list or an array)")
     if not isinstance(actions, ActionColumns) or len(actions) != n:
         raise RunError(f"step {t} round {r}: decide_columns must return ActionColumns with {n} entries, got "
                        f"{type(actions).__name__} of {len(actions) if isinstance(actions, ActionColumns) else '?'}")
+    for what, values in [("kind", kind), ("acted", actions.acted), *[(f"payload field '{name}'", values)
+                                                                     for name, values in (payload or {}).items()]]:
+        count = _count(values)
+        if not (values is None or isinstance(values, str)) and count != n:
+            raise RunError(f"{where}: {what} " + (f"has {count} entries for {n} participants" if count is not None
+                                                  else f"is {_short(values)}, not one entry per participant")
+                           + " (one per participant, in the order of idx)")
+    if not _among(actions.source, ACTION_SOURCES):
+        raise RunError(f"{where}: source is {actions.source!r:.60}; it must be one of {', '.join(ACTION_SOURCES)}")
     return actions
+
+
+def _count(values: Any) -> int | None:
+    """How many values ``values`` holds (a list, an array), or None for one value (a number, a string)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        return None
+    try:
+        return len(values)
+    except TypeError:               # a 0-d numpy array
+        return None
+
+
+def _short(value: Any) -> str:
+    """``value`` in an error message, cut to a line's worth."""
+    text = " ".join(repr(value).split())
+    return f"{text[:60]}..." if len(text) > 60 else text
 
 
 def checked_observations(observations: Any, n: int, t: int, r: int) -> Any:

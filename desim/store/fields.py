@@ -37,6 +37,10 @@ complex numbers, dates and times (``datetime``, ``date``, ``time``,
 NaN or infinity inside a list or dict (JSON has neither), dict keys that are
 not text, numpy arrays of other element types, and any other object.
 
+A field's name is non-empty text, and no two of a run's state (or payload)
+fields differ only by case: SQL reads struct fields ignoring case, so
+``state.Support`` would read ``support``'s values.
+
 A column of the columnar path may be a numpy array (its dtype decides at once:
 a 2-D array is one 1-D row per agent), an Arrow array, or a list, which is
 read value by value exactly like the per-agent path's dicts.
@@ -50,7 +54,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from operator import itemgetter
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +70,7 @@ _INT64 = (-2**63, 2**63)
 _TIMES = (_dt.date, _dt.time, _dt.timedelta, np.datetime64, np.timedelta64)   # datetime is a date
 _ARRAY_KINDS = "biufU"          # numpy element kinds a JSON list holds faithfully
 MAX_DEPTH = 64
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")    # DuckDB's folding
 
 
 class Unstorable(ValueError):
@@ -283,7 +288,12 @@ class Fields:
         names = set(record_names)
         if not self.fixed:
             return
-        extra, missing = sorted(names - self._keys), sorted(self._keys - names)
+        extra = [k for k in names if k not in self._keys]
+        bad = [k for k in extra if not isinstance(k, str) or not k]     # sorted with text, 3 would raise
+        if bad:
+            raise FieldError(f"step {step}: agent '{agent}': {self.what} key {bad[0]!r:.60} is not a non-empty "
+                             "string")
+        extra, missing = sorted(extra), sorted(self._keys - names)
         if extra:
             raise FieldError(f"step {step}: agent '{agent}': {self.what} field '{extra[0]}' is new; a run's "
                              f"{self.what} fields are fixed by its initial states ({', '.join(self.names)})")
@@ -291,12 +301,38 @@ class Fields:
             raise FieldError(f"step {step}: agent '{agent}': {self.what} lacks field '{missing[0]}' that its "
                              "initial states had")
 
-    def start(self, names: Iterable[str]) -> None:
-        """Fix the field set (state: from the initial states)."""
-        for name in names:
-            self.types.setdefault(name, "null")
+    def start(self, names: Iterable[str], step: int | str = 0, agent: str | Callable[[str], str] | None = None
+              ) -> None:
+        """Add the fields ``names`` (state: the initial states' fields, which fix the field set; payload: the
+        fields new at ``step``), refusing a name that is not non-empty text or that differs only by case
+        from another field's. ``agent`` is who brought them (or a function of the name that says who),
+        None when they came as columns of everyone's values."""
+        new = [name for name in names if name not in self.types]
+        if new:
+            self._check_new(new, step, agent)
+        for name in new:
+            self.types[name] = "null"
         self.names = tuple(self.types)
         self._keys = frozenset(self.names)
+
+    def _check_new(self, new: list, step: int | str, agent: str | Callable[[str], str] | None) -> None:
+        """Field names become struct field names, which SQL reads ignoring case (DuckDB folds ASCII letters
+        only): two names that differ only so would read as one, ``state.Support`` giving ``support``'s
+        values. So each must be text, and unlike every other name of these fields once case is folded."""
+        def who(name) -> str:
+            found = agent(name) if callable(agent) else agent
+            return f"step {step}: " + (f"agent '{found}': " if found is not None else "")
+
+        for name in new:
+            if not isinstance(name, str) or not name:
+                raise FieldError(f"{who(name)}{self.what} key {name!r:.60} is not a non-empty string")
+        folded: dict[str, str] = {}
+        for name in [*self.types, *new]:
+            first = folded.setdefault(name.translate(_ASCII_LOWER), name)
+            if first != name:
+                raise FieldError(f"{who(name)}{self.what} fields '{first}' and '{name}' differ only by case (SQL "
+                                 f"ignores the case of names: {self.what}.{name} would read {self.what}.{first}); "
+                                 "rename one")
 
     def struct(self, records: list[dict | None], agents: list[str], step: int) -> pa.StructArray:
         """Dicts (None for no record) as one struct column, in this object's field order."""
@@ -323,14 +359,16 @@ class Fields:
             seen = set()
             for r in present:
                 seen.update(r)
-            new = [k for k in sorted(seen) if k not in self._keys]
+            new = [k for k in seen if k not in self._keys]
             if new:
-                bad = [k for k in new if not isinstance(k, str) or not k]
+                def agent_of(name) -> str:      # the first agent whose record has the field ``name``
+                    return next(a for r, a in zip(records, agents) if r is not None and name in r)
+
+                bad = [k for k in new if not isinstance(k, str) or not k]    # before sorting: 1 and "x" cannot be
                 if bad:
-                    a = next(a for r, a in zip(records, agents) if r is not None and bad[0] in r)
-                    raise FieldError(f"step {step}: agent '{a}': {self.what} key {bad[0]!r} is not a "
-                                     "non-empty string")
-                self.start(new)
+                    raise FieldError(f"step {step}: agent '{agent_of(bad[0])}': {self.what} key {bad[0]!r:.60} is "
+                                     "not a non-empty string")
+                self.start(sorted(new), step, agent_of)
         if not self.names:               # Parquet has no struct without fields
             return pa.nulls(len(records))
         mask = None
@@ -394,7 +432,7 @@ class Fields:
         else:
             new = [k for k in columns if k not in self._keys]
             if new:
-                self.start(new)
+                self.start(new, step)
         n = len(ids)
         cols = []
         for name in self.names:

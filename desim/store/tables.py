@@ -11,6 +11,7 @@ Parquet); ``run_id`` comes from the folder the files live in.
 """
 from __future__ import annotations
 
+import numbers
 from operator import attrgetter, itemgetter
 from typing import Any, Iterable
 
@@ -79,7 +80,7 @@ def initial_rows(types: PanelTypes, ids: pa.Array, agents: list[str], states: li
     """The per-agent path's agents before step 1; fixes the run's state fields."""
     if not types.state.names:
         _dicts(states, agents, 0)
-        types.state.start(states[0] if states else {})
+        types.state.start(states[0] if states else {}, 0, agents[0] if agents else None)
     return pa.table({"agent_id": ids, "state": types.state.struct(states, agents, 0)})
 
 
@@ -183,7 +184,16 @@ def _action_columns(payload_fields: Fields, step: int | str, ids: pa.Array, acts
         kind = pa.repeat(pa.scalar(acts.kind, pa.string()), n)
     else:
         kinds = np.asarray(acts.kind, dtype=object)
-        kind = pa.array(kinds if sel is None else kinds[sel], pa.string())
+        kinds = kinds if sel is None else kinds[sel]
+        try:
+            kind = pa.array(kinds, pa.string())
+        except (pa.ArrowException, TypeError, ValueError):      # Arrow's C pass found a kind that is not text
+            bad = next((i for i, k in enumerate(kinds.tolist()) if not (k is None or isinstance(k, str))), None)
+            if bad is None:
+                raise
+            raise FieldError(f"step {step}: agent '{ids[int(idx[bad])].as_py()}': action kind "
+                             f"{kinds[bad]!r:.60} ({type(kinds[bad]).__name__}) is not text; ActionColumns' kind is "
+                             "one string for everyone or one string per participant") from None
     source = pa.repeat(pa.scalar(acts.source, pa.string()), n)
     # everyone, in population order (the common round): the ids as they are, no gather
     everyone = n == len(ids) and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1 and np.array_equal(idx, np.arange(n))))
@@ -273,10 +283,35 @@ def message_rows(messages, step: int) -> pa.Table:
                 raise FieldError(f"step {s} round {r}: agent '{who}': message content "
                                  f"{c!r:.60} is not JSON ({e})") from None
         raise
-    return pa.table({
-        "step": pa.array(steps, pa.int32()), "round": pa.array(rounds, pa.int32()),
-        "author_id": _texts(author), "channel": _labels(channel), "kind": _labels(kind),
-        "content": texts, "audience": _labels(audience), "reply_to": _labels(reply_to)})
+    try:
+        return pa.table({
+            "step": pa.array(steps, pa.int32()), "round": pa.array(rounds, pa.int32()),
+            "author_id": _texts(author), "channel": _labels(channel), "kind": _labels(kind),
+            "content": texts, "audience": _labels(audience), "reply_to": _labels(reply_to)})
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):     # name the first message at fault
+        _refuse_message(author, steps, rounds, content, channel, kind, audience, reply_to)
+        raise
+
+
+def _refuse_message(author, steps, rounds, content, channel, kind, audience, reply_to) -> None:
+    """Raise the :class:`FieldError` naming the first drained message Arrow could not store (one a bus of
+    the study's own made, or ``drain_columns`` columns of different lengths); return when none is found
+    (the caller then raises Arrow's own error)."""
+    columns = {"author_id": author, "step": steps, "round": rounds, "content": content, "channel": channel,
+               "kind": kind, "audience": audience, "reply_to": reply_to}
+    lengths = {name: len(values) for name, values in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise FieldError("drained messages: columns of different lengths ("
+                         f"{', '.join(f'{k} {v}' for k, v in lengths.items())}); every column has one entry per "
+                         "message")
+    for who, s, r, *texts in zip(author, steps, rounds, channel, kind, audience, reply_to):
+        place = f"step {s} round {r}: message by {who!r:.60}"
+        for name, number in (("step", s), ("round", r)):
+            if number is not None and (isinstance(number, bool) or not isinstance(number, numbers.Integral)):
+                raise FieldError(f"{place}: {name} {number!r:.60} ({type(number).__name__}) is not a whole number")
+        for name, value in zip(("author_id", "channel", "kind", "audience", "reply_to"), (who, *texts)):
+            if not (value is None or isinstance(value, str)):
+                raise FieldError(f"{place}: {name} {value!r:.60} ({type(value).__name__}) is not text")
 
 
 _MESSAGE_TYPES = {"step": pa.int32(), "round": pa.int32(), "author_id": pa.string(), "channel": pa.string(),
