@@ -48,3 +48,13 @@ def test_reading_a_study_that_is_not_there_says_so(tmp_path):
     (tmp_path / "never_run").mkdir()
     never = desim("report", str(tmp_path / "never_run"))
     assert never.returncode != 0 and "does not exist: run the study first (desim run" in never.stderr
+
+
+def test_the_python_reads_mean_the_same_run_as_latest_run(tmp_path):
+    import desim
+    root = write_walk_study(tmp_path / "walk", n_steps=3)
+    mine = run_study(load_study(root, seed=2)).run_id
+    run_effect(root, 2, {"lockdown_drift": 0.0}, replicates=2, workers=1)
+    data = desim.open(root)
+    assert data.run_ids(None) == [mine] == [sql(root, "SELECT latest_run()")[0][0]]
+    assert set(data.panel().column("run_id").to_pylist()) == {mine}

@@ -50,3 +50,15 @@ def test_a_store_from_elsewhere_is_read_through_views_of_its_own(tmp_path):
     with open_store(moved) as con:
         assert temp_views(con) == []
         assert con.execute("SELECT count(*) FROM states").fetchone()[0] == 6 * 4      # step 0 and 3 steps
+
+
+def test_a_state_field_named_like_a_panel_column_in_another_case_keeps_its_own_column(tmp_path):
+    """SQL names ignore case: a state field 'Step' beside the panel's step is read as state_Step."""
+    root = write_walk_study(tmp_path / "walk", n_steps=2)
+    model = root / "model.py"
+    model.write_text(model.read_text().replace('return {"x": self.x[agent_id]}',
+                                               'return {"x": self.x[agent_id], "Step": 7}'))
+    run = run_study(load_study(root))
+    panel = run.panel()
+    assert "state_Step" in panel.column_names and "Step" not in panel.column_names
+    assert set(panel.column("state_Step").to_pylist()) == {7} and set(panel.column("step").to_pylist()) == {1, 2}

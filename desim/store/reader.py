@@ -158,12 +158,10 @@ class StudyData:
         string is one run; a list those runs (each checked). ``select_runs`` picks a sweep's or an
         effect's runs."""
         if run is None:
-            runs = self._roles()
-            if not runs.num_rows:
+            latest = self.sql("SELECT latest_run() AS run_id").column("run_id")[0].as_py()
+            if latest is None:
                 raise NoSuchRun(f"{self.db} holds no runs yet")
-            ids, sweeps, effects = (runs.column(c).to_pylist() for c in ("run_id", "sweep_id", "effect_id"))
-            plain = [r for r, s, e in zip(ids, sweeps, effects) if s is None and e is None]
-            return [(plain or ids)[-1]]
+            return [latest]
         wanted = [run] if isinstance(run, str) else list(run)
         known = set(self.sql("SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?))",
                              [wanted]).column("run_id").to_pylist())
@@ -187,7 +185,9 @@ class StudyData:
         out = []
         for name in (names if names is not None else types[part]):
             if part == "state":
-                alias = f"state_{name}" if name in PANEL_COLUMNS or name.startswith("payload_") else name
+                # SQL names ignore case: a state field 'Step' would clash with the panel's step
+                low = name.lower()
+                alias = f"state_{name}" if low in PANEL_COLUMNS or low.startswith("payload_") else name
             else:
                 alias = f"payload_{name}"
             quoted = '"' + alias.replace('"', '""') + '"'
