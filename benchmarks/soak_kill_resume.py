@@ -2,7 +2,7 @@
 same runs undisturbed. Every table of every run must come out equal (issue 32, item 6).
 
     python benchmarks/soak_kill_resume.py                        # 20 jobs, 3,000 agents (a few minutes)
-    python benchmarks/soak_kill_resume.py --jobs 4 --agents 500 --kill 1.0 --json PATH   # smoke (a test runs it)
+    python benchmarks/soak_kill_resume.py --jobs 2 --agents 500 --kill 1.0 --json PATH   # smoke (a test runs it)
 
 The study is ``opinion_diffusion`` (12 weeks, a campaign at ``$campaign_week``), copied twice into a
 temporary folder: the *soak* copy and the *reference* copy. Jobs are runs (each its own seed, the campaign

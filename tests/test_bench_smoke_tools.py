@@ -90,9 +90,9 @@ def test_bench_report_smoke(tmp_path):
 
 def test_soak_kill_resume_smoke(tmp_path):
     """Runs and branches SIGKILLed at a committed step and resumed: every table equal to the undisturbed run's."""
-    data = run(tmp_path, "soak_kill_resume.py", "--jobs", "4", "--agents", "500", "--kill", "1.0")
+    data = run(tmp_path, "soak_kill_resume.py", "--jobs", "2", "--agents", "500", "--kill", "1.0")
     jobs = data["jobs"]
-    assert [j["kind"] for j in jobs] == ["run", "branch", "run", "branch"]
+    assert [j["kind"] for j in jobs] == ["run", "branch"]
     assert all(j["equal"] and j["differ"] == [] for j in jobs)
     assert sum(j["kills"] for j in jobs) >= 2 and all(j["resumes"] >= j["kills"] for j in jobs)
 
