@@ -110,3 +110,11 @@ def test_bench_study_constructs_smoke(tmp_path):
     assert f["agents"] == 200 and len(f["rows"]) == 5
     assert all(r["plain_us"] > 0 and r["fast_us"] > 0 for r in f["rows"])
     assert {r["what"] for r in f["rows"]} >= {"Observation", "Action"}
+
+
+def test_bench_store_open_smoke(tmp_path):
+    """A reader's open of a store: three runs made by one sweep, every figure positive and ordered."""
+    data = run(tmp_path, "bench_store_open.py", "--runs", "3", "--repeat", "3")
+    assert (data["runs"], data["repeat"], data["metric_rows"]) == (3, 3, 3 * 4 * 2)   # steps 0-3, two metrics
+    assert 0 < data["open_min"] <= data["open_median"] and 0 < data["min"] <= data["median"]
+    assert data["open_min"] <= data["min"]
