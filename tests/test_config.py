@@ -265,3 +265,30 @@ def test_a_file_named_by_study_code_is_named_from_where_the_command_was_typed(st
     assert capsys.readouterr().err == ("desim: error: simulation/simulation.json: parameters.campaign_weight: "
                                        "opinion_diffusion: must be between 0 and 1 (got 2.0)\n")
     assert not (root / "runs").exists()                 # refused before anything was written
+
+
+def test_arithmetic_on_a_layer_that_holds_no_number_is_refused_before_the_run(tmp_path):
+    """'none' + 1 failed at its step, deep in the run, and 'a' + 'b' would have joined two texts; a set to a
+    number before it makes it fine."""
+    import json
+
+    from walk_study import write_walk_study
+    root = write_walk_study(tmp_path / "walk", n_steps=4)
+    path = root / "environment" / "environment.json"
+    env = json.loads(path.read_text())
+    env["layers"].update({"policy": "none", "level": "low"})
+    env["scheduled_events"] += [
+        {"at_step": 2, "name": "tighten", "target": "policy", "op": "add", "value": 1},
+        {"at_step": 1, "name": "score", "target": "level", "op": "set", "value": 3},
+        {"at_step": 3, "name": "double", "target": "level", "op": "multiply", "value": 2},
+        {"at_step": 4, "name": "again", "target": "level", "op": "set", "value": "high"},
+        {"at_step": 4, "name": "more", "target": "level", "op": "multiply", "value": 3}]
+    path.write_text(json.dumps(env))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.run_study(desim.load_study(root))
+    assert str(info.value).splitlines() == [
+        "environment/environment.json: scheduled_events[1]: 'tighten' would add 1 to layer 'policy' at step 2, "
+        "when it holds 'none', not a number",
+        "environment/environment.json: scheduled_events[5]: 'more' would multiply layer 'level' by 3 at step 4, "
+        "when it holds 'high', not a number"]
+    assert not (root / "runs").exists()

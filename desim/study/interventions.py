@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic import Strict as StrictType
 
+from desim.errors import StudyConfigError
 from desim.records import INT32, Persona, Step, Strict
 
 INTERVENTION_KINDS = ("event", "broadcast")
@@ -100,6 +101,30 @@ def _apply_op(op: str, old: Any, value: Any) -> Any:
     return old * value
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_layer_arithmetic(layers: dict[str, Any], events: list[ScheduledEvent]) -> None:
+    """Refuse, before the run, an ``add`` or ``multiply`` on a layer that holds no number when it fires (text,
+    a flag, a list, as ``layers`` gives it or an earlier ``set`` makes it): ``"none" + 1`` failed at that step,
+    deep in the run, and ``"a" + "b"`` would have joined two texts."""
+    held = dict(layers)
+    problems = []
+    for i, ev in sorted(enumerate(events), key=lambda pair: pair[1].at_step):
+        if ev.selector is not None:
+            continue
+        if ev.op == "set":
+            held[ev.target] = ev.value
+        elif ev.target in held and not _number(held[ev.target]):
+            change = (f"add {ev.value} to layer '{ev.target}'" if ev.op == "add"
+                      else f"multiply layer '{ev.target}' by {ev.value}")
+            problems.append((f"scheduled_events[{i}]", f"'{ev.name}' would {change} at step {ev.at_step}, when it "
+                                                       f"holds {held[ev.target]!r:.40}, not a number"))
+    if problems:
+        raise StudyConfigError("environment/environment.json", problems)
+
+
 class Interventions:
     """Environment layers, per-agent attributes, and the interventions that change them."""
 
@@ -107,6 +132,7 @@ class Interventions:
                  broadcasts: list[Broadcast], personas: list[Persona]):
         self.layers: dict[str, Any] = copy.deepcopy(layers)
         self.events = sorted(events, key=lambda e: e.at_step)
+        check_layer_arithmetic(self.layers, events)
         self.broadcasts = list(broadcasts)
         self._personas = personas
         self._attributes: dict[str, dict[str, Any]] | None = None
