@@ -64,3 +64,15 @@ def test_a_clock_that_runs_out_before_the_last_step_is_stored_fails_the_run(tmp_
         run_study(load_study(root))
     assert "the run's clock ran out before step 5 was stored (step 3 was the last)" in str(failed.value)
     assert sql(root, "SELECT status, last_step FROM runs") == [("failed", 3)]
+
+
+def test_a_study_process_that_yields_no_event_is_named_with_its_line(tmp_path, capsys):
+    """SimPy raises this from its own frame, naming the process's line in its message only."""
+    root = courier_study(tmp_path)
+    model = root / "model.py"
+    model.write_text(model.read_text().replace('yield self.ctx.sim.timeout(float("nan"))   # the bad delay',
+                                               'yield 5   # the bad delay'))
+    assert main(["run", str(root), "-q"]) == 2
+    line = next(i for i, text in enumerate(model.read_text().splitlines(), 1) if "the bad delay" in text)
+    assert (f"t=2.5 (step 2): study process deliver failed at {root}/model.py:{line}: it yielded 5, not a SimPy "
+            "event (yield env.timeout(delay) to wait)") in capsys.readouterr().err

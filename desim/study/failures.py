@@ -20,6 +20,7 @@ study file error (:class:`~desim.study.files.StudyConfigError`), a clean stop
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 from contextlib import contextmanager
@@ -178,13 +179,32 @@ def process_failure(exc: BaseException, root: Path | None, now: float, step: int
         return None
     frames = study_frames(exc, root)
     if not frames:
-        return None
+        return _bad_yield(exc, root, now, step)
     code = frames[0][0].f_code
     name = getattr(code, "co_qualname", code.co_name)
     agent = agent_of(exc)
     who = f", agent '{agent}'" if agent else ""
     summary = (f"t={now:g} (step {step}){who}: study process {name} failed at {place(exc, root)}: "
                f"{describe(exc)}")
+    return StudyCodeError(summary, "".join(traceback.format_exception(exc)))
+
+
+# SimPy raises this from its own frame when a process yields what is no event, naming the process's line
+# only in the message
+_YIELD = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)\n.*\nInvalid yield value "(?P<value>.*)"',
+                    re.DOTALL)
+
+
+def _bad_yield(exc: BaseException, root: Path | None, now: float, step: int) -> StudyCodeError | None:
+    """A study process that yielded something other than a SimPy event (``yield 5`` for ``yield
+    env.timeout(5)``), said as its other failures are; None for any other error."""
+    found = _YIELD.search(str(exc)) if isinstance(exc, RuntimeError) else None
+    folder = Path(root).resolve() if root is not None else None
+    if found is None or not _inside(found["file"], folder):
+        return None
+    summary = (f"t={now:g} (step {step}): study process {found['name']} failed at {shown(found['file'])}:"
+               f"{found['line']}: it yielded {found['value'][:60]}, not a SimPy event (yield "
+               "env.timeout(delay) to wait)")
     return StudyCodeError(summary, "".join(traceback.format_exception(exc)))
 
 
