@@ -188,3 +188,18 @@ def test_a_sweep_with_a_failed_run_exits_2_as_the_readme_says(tmp_path, capsys):
     assert main(["sweep", str(root), "--set", "exit_step=0,2", *ONE]) == 2
     out = capsys.readouterr().out
     assert "1 failed" in out and "rerun them: desim sweep" in out
+
+
+def test_an_effect_prints_the_study_s_display_metrics_unless_told_others(tmp_path, capsys):
+    """The walk study displays mean_x of its two metrics: the effect's table shows it alone (1,906 lines of
+    every metric at every step were printed before), and --metrics chooses."""
+    root = write_walk_study(tmp_path / "walk", n_steps=5)
+    effect = ["effect", str(root), "--at-step", "3", "--set", "lockdown_day=3", "--replicates", "2", "-q", *ONE]
+
+    def metrics_printed(out: str) -> set[str]:
+        return {line.split()[0] for line in out.splitlines() if re.match(r"^(mean_x|top_x)\s+\d", line)}
+    assert main(effect) == 0
+    assert metrics_printed(capsys.readouterr().out) == {"mean_x"}
+    effect_id = sql(root, "SELECT effect_id FROM effects")[0][0]
+    assert main(["effect", str(root), "--resume", effect_id, "--metrics", "top_x,mean_x", "-q"]) == 0
+    assert metrics_printed(capsys.readouterr().out) == {"mean_x", "top_x"}

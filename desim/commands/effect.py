@@ -99,7 +99,12 @@ def cmd_effect(args) -> int:
     finally:
         progress.finish()
     at_step = result.at_step
-    rows = [m for m in table["metrics"] if m["step"] >= at_step and (metrics is None or m["name"] in metrics)]
+    shown = metrics
+    if shown is None:       # the study's display_metrics, as a sweep's table and an effect's report show them
+        from desim.experiments.sweep.summary import default_metrics
+        recorded = {m["name"] for m in table["metrics"]}
+        shown = [m for m in default_metrics(args.study) if m in recorded] or None
+    rows = [m for m in table["metrics"] if m["step"] >= at_step and (shown is None or m["name"] in shown)]
     from desim.report.numbers import clipped_note, decimals, row_cells, show
 
     def cells(r: dict) -> list[str]:
@@ -176,7 +181,8 @@ def register(sub) -> None:
     p.add_argument("--address", help="a Ray cluster to join (ray backend)")
     p.add_argument("--steps", type=int, help="override n_steps")
     p.add_argument("--seed", type=int, help="override the study seed the controls' seeds derive from")
-    p.add_argument("--metrics", help="comma-separated metrics to print (default: all)")
+    p.add_argument("--metrics", help="comma-separated metrics to print (default: study.json display_metrics, "
+                                     "else all)")
     p.add_argument("--states", help="comma-separated state fields to pair per agent (default: display_states)")
     p.add_argument("--note", default=None, help="a note stored with the effect")
     p.add_argument("--resume", metavar="EFFECT_ID",
