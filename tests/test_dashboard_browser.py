@@ -40,6 +40,7 @@ def site(tmp_path_factory):
     studies["live"] = held_study(studies_dir, HOLDS)
     studies["timing"] = timing_study(studies_dir)
     studies["seeds"] = sweep_study(studies_dir)
+    studies["fold"] = fold_study(studies_dir)
     ARTIFACTS.mkdir(exist_ok=True)
     with server_process(studies_dir) as url:
         with sync_playwright() as pw:
@@ -96,6 +97,37 @@ def sweep_study(studies_dir):
     assert main(["sweep", str(study), "--set", "campaign_week=3", "--set", "n_agents=12", "--replicates", "2",
                  "--workers", "1", "--quiet"]) == 0
     return study
+
+
+def fold_study(studies_dir):
+    """opinion_diffusion (12 agents, 3 weeks): a run by hand, then a sweep of 7 runs."""
+    from dashboard_helpers import copy_study
+    study = copy_study(studies_dir, "opinion_diffusion", "fold")
+    small = ["--set", "n_agents=12", "--steps", "3", "--quiet"]
+    assert main(["run", str(study), *small]) == 0
+    assert main(["sweep", str(study), "--replicates", "7", "--workers", "1", *small]) == 0
+    return study
+
+
+def test_a_large_sweep_is_one_folded_line_that_opens_and_counts_its_drawn_runs(site, page):
+    """A sweep of 200 runs was 200 lines of the runs card; a sweep of 6 runs or more is one line until opened,
+    saying how many of its runs completed and how many are drawn; the run made by hand stays listed."""
+    study = site["fold"]
+    [(sweep,)] = sql(study, "SELECT DISTINCT sweep_id FROM runs WHERE sweep_id IS NOT NULL")
+    [(mine,)] = sql(study, "SELECT run_id FROM runs WHERE sweep_id IS NULL")
+    page.goto(site["url"] + "/#/study/fold")
+    page.wait_for_selector(READY)
+    group = f'#runs-tree li.sweep-group[data-sweep="{sweep}"]'
+    assert page.locator(f"{group} > details").evaluate("d => d.open") is False
+    ticked = page.evaluate(f"[...document.querySelectorAll('{group} input.overlay')].filter(b => b.checked).length")
+    assert page.inner_text(f"{group} summary") == (f"sweep {sweep}: 7 runs (7 completed)"
+                                                   + (f", {ticked} drawn" if ticked else ""))
+    assert page.is_visible(f'#runs-tree li[data-run="{mine}"]')          # the run by hand is listed
+    page.click(f"{group} summary")
+    box = page.locator(f"{group} input.overlay:not(:checked)").first
+    box.check()
+    page.wait_for_function(f"document.querySelector('{group} .drawn-count').textContent === ', {ticked + 1} drawn'")
+    shot(page, "runs_sweep_folded")
 
 
 def test_runs_tree_shows_whole_seeds_and_what_each_run_changed(site, page):

@@ -473,6 +473,10 @@ function paintSwatches(S) {
     const sw = li.querySelector(":scope > label > .swatch");
     if (sw) sw.style.background = runColor(S, li.dataset.run);
   }
+  for (const group of S.els.runs.querySelectorAll("li.sweep-group")) {     // a folded sweep says how many are drawn
+    const drawn = [...group.querySelectorAll("li[data-run]")].filter(li => S.selected.has(li.dataset.run)).length;
+    group.querySelector(".drawn-count").textContent = drawn ? `, ${drawn} drawn` : "";
+  }
 }
 
 function renderRuns(S) {
@@ -488,7 +492,7 @@ function renderRuns(S) {
   // repeated under each of its runs: a sweep made after an edit is many runs of one version
   const firstOfVersion = {};
   for (const r of S.runs) if (r.version_id && !(r.version_id in firstOfVersion)) firstOfVersion[r.version_id] = r.run_id;
-  const tree = (parent, depth) => h("ul", {class: "runs" + (depth ? "" : " root")}, (children[parent] || []).map(r => {
+  const one = (r, depth) => {
     const box = h("input", {type: "checkbox", class: "overlay", "data-run": r.run_id, checked: S.selected.has(r.run_id),
       onchange: async ev => {
         S.touched = true;
@@ -520,8 +524,41 @@ function renderRuns(S) {
       r.error ? h("div", {class: "run-error", text: r.error}) : null,
       v && v.diff && v.diff.length ? versionDiff(S, v) : null,
       tree(r.run_id, depth + 1));
-  }));
+  };
+  const tree = (parent, depth) => h("ul", {class: "runs" + (depth ? "" : " root")},
+    depth ? (children[parent] || []).map(r => one(r, depth)) : grouped(S, children[""] || [], r => one(r, 0)));
   fill(S.els.runs, S.runs.length ? tree("", 0) : h("p", {class: "muted", text: "No runs yet."}));
+}
+
+/* The top of the runs tree, a large sweep's runs folded into one line that opens (a sweep of 200 runs was 200
+   lines to scroll past): folded until opened, or while one of its runs is running; the line says how many of its
+   runs are drawn. A small sweep is listed as it is. Opening and closing is kept across the list's redraws. */
+const FOLD_SWEEP = 6;
+function grouped(S, roots, one) {
+  const bySweep = {};
+  for (const r of roots) if (r.sweep_id) (bySweep[r.sweep_id] = bySweep[r.sweep_id] || []).push(r);
+  const out = [], placed = new Set();
+  for (const r of roots) {
+    const runs = r.sweep_id ? bySweep[r.sweep_id] : null;
+    if (!runs || runs.length < FOLD_SWEEP) { out.push(one(r)); continue; }
+    if (placed.has(r.sweep_id)) continue;
+    placed.add(r.sweep_id);
+    const count = status => runs.filter(x => (x.stalled ? "interrupted" : x.status) === status).length;
+    const parts = [["completed", count("completed")], ["failed", count("failed")],
+                   ["interrupted", count("interrupted")], ["running", count("running")]].filter(([, n]) => n);
+    S.openSweeps = S.openSweeps || {};
+    const drawn = runs.filter(x => S.selected.has(x.run_id)).length;
+    const box = h("details", {class: "sweep-runs"},
+      h("summary", {}, h("span", {class: "run-id", text: `sweep ${r.sweep_id}`}),
+        h("span", {class: "muted", text: `: ${runs.length} runs (` + parts.map(([s, n]) => `${n} ${s}`).join(", ") + ")"}),
+        h("span", {class: "muted drawn-count", text: drawn ? `, ${drawn} drawn` : ""})),
+      h("ul", {class: "runs"}, runs.map(one)));
+    box.open = S.openSweeps[r.sweep_id] ?? runs.some(x => S.liveStatus[x.run_id] === "running");
+    const sid = r.sweep_id;
+    box.addEventListener("toggle", () => { S.openSweeps[sid] = box.open; });
+    out.push(h("li", {class: "sweep-group", "data-sweep": r.sweep_id}, box));
+  }
+  return out;
 }
 
 // A version's changes since its parent: the changed paths at a glance, and, opened, its settings and a
