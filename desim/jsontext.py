@@ -15,6 +15,7 @@ The text of each value is exactly what ``orjson.dumps(value, option=SORT_KEYS
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,14 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "tolist"):          # numpy scalars and arrays
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def parsed(value: Any, empty: Any = None) -> Any:
+    """A JSON column's value as Python: DuckDB hands a JSON column over as its text, a reader of Arrow or a
+    caller may already have the value; ``None`` (SQL NULL) is ``empty``."""
+    if isinstance(value, str):
+        return json.loads(value)
+    return empty if value is None else value
 
 
 def dumps(value: Any) -> str:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from desim.jsontext import parsed
 from desim.dashboard import grid
 from desim.dashboard.safety import NotFound
 from desim.report.palette import category_colors, declared_colors
@@ -234,7 +235,7 @@ def distributions(states: list[dict[str, Any]], bins: int = 12) -> list[dict[str
 
 
 def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+    return parsed(value)
 
 
 def study_store(root: Path) -> dict[str, Any]:

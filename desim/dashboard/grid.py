@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from desim.jsontext import parsed
 from desim.dashboard.safety import NotFound
 from desim.report.grid import layer_hook
 from desim.report.palette import category_colors, declared_colors
@@ -52,7 +53,7 @@ FACTS_KEPT = 64
 
 
 def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else (value or {})
+    return parsed(value, {})
 
 
 positioned = states.positioned

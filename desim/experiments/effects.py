@@ -19,7 +19,6 @@ interrupted effect keeps its completed runs and ``resume=`` finishes it.
 """
 from __future__ import annotations
 
-import json
 import shutil
 import time
 import uuid
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from desim.jsontext import parsed
 from desim.errors import StudyError
 from desim.experiments.branches import check_branch_changes
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, refuse_unrunnable, unknown_names
@@ -199,7 +199,7 @@ def _recorded(root: Path, effect_id: str) -> _Effect:
         raise EffectError(f"cannot resume '{effect_id}': {layout.db} does not exist")
     with open_store(layout) as con:
         row = _effect_row(Catalogue(con), effect_id, layout, "cannot resume: ")
-    treat_p, control_p = (json.loads(row[k]) if isinstance(row[k], str) else row[k] for k in ("treatment", "control"))
+    treat_p, control_p = (parsed(row[k]) for k in ("treatment", "control"))
     spec = load_study(root, steps=row["n_steps"], seed=row["base_seed"], params=control_p)
     label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items()))
     return _Effect(effect_id, spec, row["at_step"], treat_p, control_p, row["n_steps"],

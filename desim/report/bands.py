@@ -10,7 +10,6 @@ says why, and no line is drawn.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import matplotlib.figure  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from desim.jsontext import parsed
 from desim.report import data, figures  # noqa: E402
 from desim.report.final_size import reference  # noqa: E402
 from desim.store import Catalogue, network_reads, queries  # noqa: E402
@@ -78,7 +78,7 @@ def references(study_root: str | Path, groups: dict[str, list[str]]) -> dict[str
                 row = catalogue.run(run_id)
                 if row is None or row["status"] != "completed":
                     continue
-                config = json.loads(row["config"]) if isinstance(row["config"], str) else (row["config"] or {})
+                config = parsed(row["config"], {})
                 ids, edges = network_reads.network(con, run_id)
                 start = [v for s, v in queries.metric_series(con, run_id).get(REFERENCE_METRIC, []) if s == 0]
                 if not start:

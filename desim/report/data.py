@@ -6,11 +6,11 @@ initial states, so distributions start before the first step).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from desim.jsontext import parsed
 from desim.errors import StudyError
 from desim.experiments import comparisons
 from desim.store import Catalogue, StudyLayout, open_store, queries, states
@@ -124,8 +124,8 @@ def load_run(con, run: dict[str, Any]) -> RunData:
     run_id = run["run_id"]
     events = queries.events(con, run_id)
     for e in events:
-        e["detail"] = json.loads(e["detail"]) if isinstance(e["detail"], str) else e["detail"]
-    config = json.loads(run["config"]) if isinstance(run["config"], str) else (run["config"] or {})
+        e["detail"] = parsed(e["detail"])
+    config = parsed(run["config"], {})
     return RunData(run=run, config=config, metrics=queries.metric_series(con, run_id), events=events,
                    llm=queries.llm_summary(con, run_id), n_edges=queries.edge_count(con, run_id))
 

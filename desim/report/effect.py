@@ -16,7 +16,6 @@ so the report and ``desim effect`` agree.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from desim.jsontext import parsed
 from desim.experiments.effects import EffectError, effect_table, ended_note, held_pairs  # noqa: E402
 from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
@@ -156,8 +156,8 @@ def band_caption(rows: list[dict[str, Any]]) -> str:
 def card(study_root: Path, data: dict[str, Any]) -> Section:
     e, pairs = data["effect"], data["pairs"]
     study = read_json(study_root / "study.json")
-    treatment = json.loads(e["treatment"]) if isinstance(e["treatment"], str) else e["treatment"]
-    control = json.loads(e["control"]) if isinstance(e["control"], str) else e["control"]
+    treatment = parsed(e["treatment"])
+    control = parsed(e["control"])
     done = sum(1 for p in pairs if p["treatment_status"] == "completed")
     reused = sum(1 for p in pairs if p["reused"])
     rows = [

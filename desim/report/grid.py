@@ -30,7 +30,6 @@ character per cell (``.`` empty, else the colour code in ``CODES``), row by row.
 """
 from __future__ import annotations
 
-import json
 from html import escape
 from pathlib import Path
 from typing import Any, Callable
@@ -41,6 +40,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from desim.jsontext import parsed
 from desim.report import data  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import PALETTE, file_stem, png, state_key  # noqa: E402
@@ -124,7 +124,7 @@ def _layer(study_root: Path, con, run: dict, read: Callable) -> tuple[tuple | No
     """The environment's ``grid_layer``, if it has one, drawn with the run's own version's code
     (:func:`layer_hook`): ``((name, steps, values, version), note)``; a note when it could not be drawn or
     was drawn without a file."""
-    config = json.loads(run["config"]) if isinstance(run["config"], str) else (run["config"] or {})
+    config = parsed(run["config"], {})
     ref = config.get("environment", {}).get("provider", {}).get("ref")
     if not ref:
         return None, ""
@@ -133,7 +133,7 @@ def _layer(study_root: Path, con, run: dict, read: Callable) -> tuple[tuple | No
         return None, note
     try:
         params = run.get("parameters") or {}
-        params = json.loads(params) if isinstance(params, str) else params
+        params = parsed(params)
         name, steps, values = hook(read, params)
         return (str(name), [int(s) for s in steps], np.asarray(values, dtype=float), version), note
     except Exception as e:  # a study's hook failing costs the layer, not the picture
@@ -167,7 +167,7 @@ def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) 
         hidden = np.array([[v == "false" for v in row] for row in read_states(con, rid, states.ALIVE)[2]], bool)
         layer, note = _layer(Path(study_root), con, run, read)
     params = run.get("parameters") or {}
-    params = json.loads(params) if isinstance(params, str) else params
+    params = parsed(params)
     if layer is not None:
         height, width = layer[2].shape[1:]
     elif isinstance(params.get("width"), int) and isinstance(params.get("height"), int):

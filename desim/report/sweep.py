@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.figure  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
+from desim.jsontext import parsed
 from desim.experiments.sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
 from desim.report import bands, data, figures  # noqa: E402
 from desim.report.numbers import clipped_note, row_cells  # noqa: E402
@@ -220,7 +221,7 @@ def sweep_study(study_root: str | Path, runs: list[dict[str, Any]]) -> dict[str,
     run's (a run that failed at set-up has one too), else the file as it is now, so a sweep whose runs
     all failed still gets its title and question."""
     for r in sorted(runs, key=lambda r: r["status"] != "completed"):
-        config = json.loads(r["config"]) if isinstance(r.get("config"), str) else (r.get("config") or {})
+        config = parsed(r.get("config"), {})
         if config.get("study"):
             return config["study"]
     from desim.study.files import read_json

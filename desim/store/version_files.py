@@ -13,7 +13,6 @@ taken from the study folder only while it still has its hash (:func:`file_bytes`
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ import threading
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from desim.jsontext import parsed
 from desim.store.catalogue import Catalogue
 from desim.versions import SKIP_DIRS, code_hash, file_hash
 
@@ -105,4 +105,4 @@ def file_bytes(root: Path, rel: str, digest: str, text: str | None) -> bytes | N
 
 
 def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else (value or {})
+    return parsed(value, {})
