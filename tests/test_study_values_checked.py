@@ -129,11 +129,21 @@ class Total(MetricCollector):
         return {"total": float(sum(values))}
 
 
-def failure(tmp_path, environment, decision) -> desim.RunFailed:
+class Refused:
+    """A value of step 0, the study's input: refused before the run is recorded (no run, no store)."""
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+def failure(tmp_path, environment, decision) -> desim.RunFailed | Refused:
     study = desim.Study(environment=environment, decision=decision, collector=Total, population=4, steps=3, seed=1,
                         folder=tmp_path / "s")
-    with pytest.raises(desim.RunFailed) as err:
+    with pytest.raises((desim.RunFailed, FieldError)) as err:
         desim.run_study(study)
+    if isinstance(err.value, FieldError):
+        assert not (tmp_path / "s" / "runs" / "desim.duckdb").exists()      # nothing of the run was recorded
+        return Refused(f"FieldError: {err.value}")
     return err.value
 
 

@@ -99,10 +99,11 @@ class Engine:
                                        type(self.environment).__name__)
         states, metrics = self._states(0), self._metrics(0, None)
         checks.check_stop_metrics(run.spec.simulation.stop_when, metrics)
+        step_zero = self.sink.step_zero(run, states, metrics, events or [], checks.checked_messages(
+            self._call(self.environment.drain_messages, step=0), 0))
         self.sink.open(run)
         self.opened = True
-        self.sink.initial(states, metrics, events or [],
-                          checks.checked_messages(self._call(self.environment.drain_messages, step=0), 0))
+        self.sink.initial(step_zero)
         if run.spec.simulation.agent_processes:
             self._agents = [self.sim.process(self._agent(i, a)) for i, a in enumerate(self.ids)]
         collector = self.sim.process(self._collector())

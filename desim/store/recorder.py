@@ -11,9 +11,11 @@ with the run's field types kept in ``PanelTypes``) and keeps them:
 * :class:`MemorySink` -- nothing kept but counts (``desim validate``'s probe): the same conversions,
   so a probe refuses what a real run would.
 
-The calls, in order: ``open(run)`` once the study's ``reset`` has run; ``initial(...)``; per round
-``round(...)``; per step ``capture(...)`` (as the step closes) then ``write(...)`` (from the collector
-process); ``close(...)`` however the run ended.
+The calls, in order: ``step_zero(run, ...)`` once the study's ``reset`` has run (step 0 typed, before
+anything is recorded: a value with no stored form there is the study's input, refused as such);
+``open(run)`` (the run is recorded); ``initial(tables)``; per round ``round(...)``; per step
+``capture(...)`` (as the step closes) then ``write(...)`` (from the collector process); ``close(...)``
+however the run ended.
 """
 from __future__ import annotations
 
@@ -71,9 +73,11 @@ class MemorySink:
         self.messages = 0
         self.last_written = -1
 
-    # --- the run's shape ----------------------------------------------------------------------
-    def open(self, run) -> None:
-        """Called once the study's ``reset`` has run; ``run`` is the assembled run."""
+    # --- step 0, then the run ---------------------------------------------------------------------
+    def step_zero(self, run, states, metrics: dict[str, float], events: list[dict], messages) -> dict[str, pa.Table]:
+        """The run's shape, and the agents before step 1 (states: one dict per agent, or columns) with step
+        0's other tables, typed before anything is recorded: an initial state with no stored form (a set, an
+        integer beyond 64 bits, fields that differ only by case) is the study's input, refused as such."""
         self.run = run
         self.columnar = run.columnar
         self.ids = run.ids
@@ -81,10 +85,7 @@ class MemorySink:
         panel = run.spec.simulation.panel
         self.types = PanelTypes(panel.allow_nonfinite if panel else ())
         self._rounds: list[pa.Table] = []
-
-    # --- what the engine hands over -------------------------------------------------------------
-    def initial(self, states, metrics: dict[str, float], events: list[dict], messages) -> dict[str, pa.Table]:
-        """The agents before step 1 (states: one dict per agent, or columns) and step 0's other tables."""
+        self.zero_metrics = metrics
         if isinstance(states, dict):
             table = columnar_initial_rows(self.types, self.id_array, states)
         else:
@@ -93,6 +94,12 @@ class MemorySink:
         self.messages += messages.num_rows          # posted before step 1 (at reset): stored at step 0
         return {"initial": table, "edges": edge_rows(self.run.network), "metrics": metric_rows(0, metrics),
                 "events": event_rows(0, events) if events else None, "messages": messages}
+
+    def open(self, run) -> None:
+        """The run begins: from here on, how it ends is recorded (here, nothing is)."""
+
+    def initial(self, tables: dict[str, pa.Table]) -> None:
+        """Step 0's tables (:meth:`step_zero`), kept."""
 
     def round(self, t: int, r: int, actions) -> None:
         """One round's actions (``record_rounds``), typed now: a study may change them afterwards."""
@@ -144,7 +151,6 @@ class Recorder(MemorySink):
         self.started = time.perf_counter()
 
     def open(self, run) -> None:
-        super().open(run)
         self.started = time.perf_counter()
         files = RunFiles(self.layout.data, run.run_id)
         with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS) as con:
@@ -195,16 +201,14 @@ class Recorder(MemorySink):
         self.last_written = last
         catalogue.reopen_run(run.run_id)
 
-    def initial(self, states, metrics, events, messages) -> dict[str, pa.Table]:
-        tables = super().initial(states, metrics, events, messages)
+    def initial(self, tables: dict[str, pa.Table]) -> None:
         if self.resume:                             # step 0 is on disk already: nothing of it is written again
             self.messages -= tables["messages"].num_rows
         else:
             self.files.write_step(0, tables)
             self._save_types()
             self.last_written = 0
-        self.live.step(0, metrics)
-        return tables
+        self.live.step(0, self.zero_metrics)
 
     def write(self, record: StepRecord, messages) -> None:
         table = self._messages(messages, record.step)

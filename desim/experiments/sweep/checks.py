@@ -39,8 +39,8 @@ class _Names(MemorySink):
         self.metrics: set[str] = set()
         self.states: set[str] = set()
 
-    def initial(self, states, metrics, events, messages):
-        out = super().initial(states, metrics, events, messages)
+    def step_zero(self, run, states, metrics, events, messages):
+        out = super().step_zero(run, states, metrics, events, messages)
         self.metrics.update(metrics)
         self.states.update(f.name for f in out["initial"].schema.field("state").type)
         return out
