@@ -180,3 +180,26 @@ def test_runs_of_a_missing_folder_is_an_error_and_of_a_study_never_run_is_not(tm
     root = walk(tmp_path)
     assert main(["runs", str(root)]) == 0
     assert capsys.readouterr().out.strip() == f"no runs yet ({root / 'runs' / 'desim.duckdb'} does not exist)"
+
+
+def test_environment_variables_with_values_desim_cannot_read_are_said(tmp_path):
+    """DESIM_FSYNC=steps was read as the default (less durability than asked, without a word) and
+    DESIM_PROGRESS_EVERY=abc as 10 s silently: a mistyped fsync mode refuses the run before it is recorded,
+    a progress interval that is no number is said once and the run goes on."""
+    import os
+    import subprocess
+
+    from waits import HANG_S
+    root = write_walk_study(tmp_path / "walk", n_steps=3, lockdown_day=2)
+
+    def run(**env):
+        return subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root)], capture_output=True, text=True,
+                              timeout=HANG_S, env={**os.environ, **env})
+    refused = run(DESIM_FSYNC="steps")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("desim: error: DESIM_FSYNC='steps' is not one of end, step, never")
+    assert not (root / "runs" / "desim.duckdb").exists()
+    done = run(DESIM_PROGRESS="lines", DESIM_PROGRESS_EVERY="abc")
+    assert done.returncode == 0
+    assert done.stderr.count("desim: DESIM_PROGRESS_EVERY='abc' is not a number of seconds; using 10") == 1
+    assert run(DESIM_FSYNC="step").returncode == 0

@@ -26,9 +26,9 @@ def test_statements_that_write_are_refused_and_nothing_is_written(walk, capsys):
                  f"COPY (SELECT 1 AS x) TO '{panel[0]}' (FORMAT parquet)",
                  f"EXPORT DATABASE '{walk / 'out'}'",
                  f"ATTACH '{walk / 'other.duckdb'}' AS other",
-                 "SELECT 1; CREATE TEMP TABLE t AS SELECT 1"):
+                 "SELECT 1; CREATE TEMP TABLE t AS SELECT 1", "install httpfs"):
         assert main(["sql", str(walk), text]) == 2
-        kind = text.split()[0] if not text.startswith("SELECT 1;") else "CREATE"
+        kind = text.split()[0].upper() if not text.startswith("SELECT 1;") else "CREATE"    # as typed
         assert f"desim sql reads the store; {kind} statements are refused" in capsys.readouterr().err
         with pytest.raises(QueryError):
             desim.open(walk).sql(text)

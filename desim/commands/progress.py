@@ -42,10 +42,17 @@ def chosen_mode(quiet: bool = False, stream: TextIO | None = None) -> str:
     return mode
 
 
-def every_s() -> float:
+def every_s(stream: TextIO | None = None) -> float:
+    """``DESIM_PROGRESS_EVERY``: seconds between timestamped lines; a value that is no number is said once
+    and read as the default."""
+    text = os.environ.get("DESIM_PROGRESS_EVERY", "")
+    if not text.strip():
+        return EVERY_S
     try:
-        return max(0.0, float(os.environ.get("DESIM_PROGRESS_EVERY", EVERY_S)))
+        return max(0.0, float(text))
     except ValueError:
+        (stream or sys.stderr).write(f"desim: DESIM_PROGRESS_EVERY={text!r} is not a number of seconds; "
+                                     f"using {EVERY_S:g}\n")
         return EVERY_S
 
 
@@ -86,7 +93,7 @@ class Progress:
         self.total, self.label, self.unit = total, label, unit
         self.stream = stream or sys.stderr
         self.mode = chosen_mode(quiet, self.stream)
-        self.every = every_s()
+        self.every = every_s(self.stream) if self.mode == "lines" else EVERY_S
         self.clock = clock
         self.t0 = clock()
         self._last_line: float | None = None

@@ -31,10 +31,21 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from desim.errors import StoreError
+
 LOG = "commit.log"
 FSYNC = os.environ.get("DESIM_FSYNC", "end")
 """``end`` (the default): sync the merged files when a run ends; ``step``: also every step as it
 commits; ``never``: leave everything to the operating system."""
+FSYNC_MODES = ("end", "step", "never")
+
+
+def check_fsync() -> None:
+    """Refuse, before a run is recorded, a ``DESIM_FSYNC`` that is none of :data:`FSYNC_MODES`: read as
+    ``end``, a mistyped ``steps`` would have given a run less durability than its author asked for."""
+    if FSYNC not in FSYNC_MODES:
+        raise StoreError(f"DESIM_FSYNC={FSYNC!r} is not one of {', '.join(FSYNC_MODES)} (end, the default: sync "
+                         "when the run ends; step: also every step; never: leave it to the operating system)")
 
 
 class Journal:

@@ -354,8 +354,8 @@ def refuse_writes(con: duckdb.DuckDBPyConnection, text: str) -> None:
     except duckdb.Error as e:
         raise QueryError(str(e)) from None
     for statement in statements:
-        kind = statement.type.name
-        if kind not in READING:
+        if statement.type.name not in READING:
+            kind = (statement.query.split() or [statement.type.name])[0].upper()     # as typed: INSTALL, not LOAD
             raise QueryError(f"desim sql reads the store; {kind} statements are refused (a query's rows go to a file "
                              "with --csv or --json and a redirection, a run's tables with desim export)")
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from desim.store import journal
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreMissing, open_store
 from desim.store.files import RunFiles
@@ -151,6 +152,7 @@ class Recorder(MemorySink):
         self.started = time.perf_counter()
 
     def open(self, run) -> None:
+        journal.check_fsync()
         self.started = time.perf_counter()
         files = RunFiles(self.layout.data, run.run_id)
         with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS) as con:
