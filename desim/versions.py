@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints", ".git"}
-CONFIG_FILES = {"study.json", "simulation/simulation.json", "population/population.json",
-                "environment/environment.json"}
+STUDY_FILE, SIMULATION_FILE = "study.json", "simulation/simulation.json"
+POPULATION_FILE, ENVIRONMENT_FILE = "population/population.json", "environment/environment.json"
+"""Where a study's four files are in its folder: named here once, for every error that names one."""
+CONFIG_FILES = {STUDY_FILE, SIMULATION_FILE, POPULATION_FILE, ENVIRONMENT_FILE}
 """The study's own files: compared field by field in its configuration, not hashed as code."""
 NOT_INPUT = {".md", ".rst", ".ipynb", ".pyc", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".html"}
 """What a study folder holds that a run does not read: documentation, notebooks, figures."""

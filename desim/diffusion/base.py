@@ -31,9 +31,7 @@ from desim.diffusion.params import Param, Value, check_args, resolve
 from desim.errors import StudyConfigError
 from desim.records import ActionColumns
 from desim.study.contract import DecisionModel
-
-
-ENVIRONMENT = "environment/environment.json"
+from desim.versions import ENVIRONMENT_FILE
 
 
 class DiffusionModel(DecisionModel):
@@ -101,7 +99,7 @@ class DiffusionModel(DecisionModel):
                 value.value[:] = resolve(owner, self.PARAMS[name], self.args[name], self.ctx, self.network,
                                          direction).value
             except StudyConfigError as e:        # the files were right; an event made the value wrong
-                raise StudyConfigError(ENVIRONMENT, [(f"scheduled_events (step {self.ctx.step})",
+                raise StudyConfigError(ENVIRONMENT_FILE, [(f"scheduled_events (step {self.ctx.step})",
                                                       f"after this step's events, {field}: {message}")
                                                      for field, message in e.problems]) from None
 

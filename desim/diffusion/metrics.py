@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from desim.diffusion.params import SIMULATION, Problems
+from desim.diffusion.params import Problems
 from desim.study.contract import MetricCollector
+from desim.versions import SIMULATION_FILE
 
 
 class Prevalence(MetricCollector):
     def __init__(self, **args):
-        problems = Problems(SIMULATION, "collector.args")
+        problems = Problems(SIMULATION_FILE, "collector.args")
         for name in args:
             problems.add(name, "unknown parameter of desim.diffusion:Prevalence (it takes none)")
         problems.raise_any()

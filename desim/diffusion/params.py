@@ -25,10 +25,7 @@ import numpy as np
 
 from desim.diffusion.network import MissingEdgeValue, Network
 from desim.errors import StudyConfigError
-
-SIMULATION = "simulation/simulation.json"
-ENVIRONMENT = "environment/environment.json"
-POPULATION = "population/population.json"
+from desim.versions import POPULATION_FILE, SIMULATION_FILE
 
 
 @dataclass(frozen=True)
@@ -84,7 +81,7 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def check_args(owner: str, declared: dict[str, Param], given: dict[str, Any], file: str = SIMULATION,
+def check_args(owner: str, declared: dict[str, Param], given: dict[str, Any], file: str = SIMULATION_FILE,
                where: str = "decision.args") -> dict[str, Any]:
     """The arguments with defaults filled in, or a ``StudyConfigError`` listing every problem:
     an unknown name, a missing required one, a value of the wrong kind or out of range."""
@@ -183,12 +180,12 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
                 v = default
             if v is None or not _number(v):
                 what = "has no attribute" if v is None else f"has {name} = {v!r}, not a number:"
-                raise StudyConfigError(POPULATION, [(f"agent '{persona.agent_id}'", (
+                raise StudyConfigError(POPULATION_FILE, [(f"agent '{persona.agent_id}'", (
                     f"{what} '{name}', which {owner}'s {p.name} reads (decision.args.{p.name}; "
                     f"give every agent one, or a \"default\")" if v is None else
                     f"{what} {owner}'s {p.name} reads it (decision.args.{p.name})"))])
             out[i] = v
-        _check_array(owner, p, out, lambda i: f"agent '{ctx.agent_ids[i]}'", f"attribute '{name}'", POPULATION)
+        _check_array(owner, p, out, lambda i: f"agent '{ctx.agent_ids[i]}'", f"attribute '{name}'", POPULATION_FILE)
         return Value("node", out)
     name = value["edge"]
     ids = ctx.agent_ids
@@ -201,7 +198,7 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
             raise StudyConfigError(found[0], [(found[1], f"edge '{e.edge[0]}' - '{e.edge[1]}' has no value "
                                                          f"(give every edge one, or a \"default\"); {owner}'s "
                                                          f"{p.name} reads it ({_ARGS.format(p.name)})")]) from None
-        raise StudyConfigError(POPULATION, [("interaction", f"{e}; {owner}'s {p.name} reads it "
+        raise StudyConfigError(POPULATION_FILE, [("interaction", f"{e}; {owner}'s {p.name} reads it "
                                                             f"(decision.args.{p.name})")]) from None
     rows = network.rows(direction)
     cols = network.out_indices if direction == "out" else network.in_indices
@@ -216,13 +213,13 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
             raise StudyConfigError(found[0], [(found[1], f"{name} = {out[k]:g} (edge '{ids[u]}' - '{ids[v]}'), "
                                                          f"but {owner}'s {p.name} must be {p.range_text()} "
                                                          f"({_ARGS.format(p.name)})")])
-        raise StudyConfigError(POPULATION, [(f"edge '{ids[u]}' - '{ids[v]}'", (
+        raise StudyConfigError(POPULATION_FILE, [(f"edge '{ids[u]}' - '{ids[v]}'", (
             f"edge attribute '{name}' = {out[k]:g}: {owner}'s {p.name} must be {p.range_text()} "
             f"(decision.args.{p.name})"))])
     return Value("edge", out)
 
 
-_ARGS = "decision.args.{} in " + SIMULATION       # where a parameter is set, when the file named is another
+_ARGS = "decision.args.{} in " + SIMULATION_FILE       # where a parameter is set, when the file named is another
 
 
 def _first_bad(p: Param, values: np.ndarray) -> int | None:

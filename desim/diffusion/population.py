@@ -12,15 +12,16 @@ from __future__ import annotations
 from desim.errors import StudyConfigError
 from desim.records import Persona
 from desim.study.contract import PopulationProvider
+from desim.versions import POPULATION_FILE
 
 
 class Nodes(PopulationProvider):
     def __init__(self, n: int = 1000, prefix: str = "n"):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise StudyConfigError("population/population.json", [("provider.args.n", f"must be an integer >= 1 "
+            raise StudyConfigError(POPULATION_FILE, [("provider.args.n", f"must be an integer >= 1 "
                                                                    f"(got {n!r})")])
         if not isinstance(prefix, str):
-            raise StudyConfigError("population/population.json", [("provider.args.prefix", "must be text")])
+            raise StudyConfigError(POPULATION_FILE, [("provider.args.prefix", "must be text")])
         self.n, self.prefix = n, prefix
 
     def personas(self, rng):

@@ -33,9 +33,10 @@ import numpy as np
 import pyarrow as pa
 
 from desim.diffusion import link
-from desim.diffusion.params import ENVIRONMENT, Param, Problems, check_value
+from desim.diffusion.params import Param, Problems, check_value
 from desim.errors import StudyConfigError
 from desim.study.contract import EnvironmentProvider
+from desim.versions import ENVIRONMENT_FILE, POPULATION_FILE
 
 PARAMS = {
     "seeds": Param("seeds", 0, 0, integer=True, doc="number of seed nodes"),
@@ -52,7 +53,7 @@ class NetworkState(EnvironmentProvider):
     """The nodes' states for any ``desim.diffusion`` model (see the module docstring)."""
 
     def __init__(self, **args: Any):
-        problems = Problems(ENVIRONMENT, WHERE)
+        problems = Problems(ENVIRONMENT_FILE, WHERE)
         for name, v in args.items():
             if name not in PARAMS:
                 problems.add(name, f"unknown parameter of desim.diffusion:NetworkState (it takes {', '.join(PARAMS)})")
@@ -100,7 +101,7 @@ class NetworkState(EnvironmentProvider):
             return self.model
         model = link.model_of(self.ctx)
         if model is None:
-            raise StudyConfigError(ENVIRONMENT, [("provider", "desim.diffusion:NetworkState needs a "
+            raise StudyConfigError(ENVIRONMENT_FILE, [("provider", "desim.diffusion:NetworkState needs a "
                                                   "desim.diffusion model as simulation.json's decision")])
         self.model = model
         model.record_infector = self.record_infector
@@ -127,11 +128,11 @@ class NetworkState(EnvironmentProvider):
         if a["seed_nodes"]:
             unknown = [x for x in a["seed_nodes"] if x not in ctx.index]
             if unknown:
-                raise StudyConfigError(ENVIRONMENT, [(f"{WHERE}.seed_nodes", f"unknown agent id '{unknown[0]}'")])
+                raise StudyConfigError(ENVIRONMENT_FILE, [(f"{WHERE}.seed_nodes", f"unknown agent id '{unknown[0]}'")])
             return np.unique(np.array([ctx.index[x] for x in a["seed_nodes"]], np.int64))
         k = int(a["seeds"]) if a["seeds"] else int(round(float(a["seed_fraction"]) * self.n))
         if k > self.n:
-            raise StudyConfigError(ENVIRONMENT, [(f"{WHERE}.seeds", f"{k} seeds for {self.n} nodes")])
+            raise StudyConfigError(ENVIRONMENT_FILE, [(f"{WHERE}.seeds", f"{k} seeds for {self.n} nodes")])
         if k == 0:
             return None
         return np.sort(rng.choice(self.n, size=k, replace=False))
@@ -144,14 +145,14 @@ class NetworkState(EnvironmentProvider):
             for i, p in enumerate(self.ctx.personas):
                 v = p.attributes.get(attr)
                 if v is None or str(v) not in code:
-                    raise StudyConfigError("population/population.json", [(f"agent '{p.agent_id}'", (
+                    raise StudyConfigError(POPULATION_FILE, [(f"agent '{p.agent_id}'", (
                         f"attribute '{attr}' (the initial state, environment.json {WHERE}.initial) is "
                         f"{v!r}; {type(model).__name__}'s states are {', '.join(model.STATES)}"))])
                 state[i] = code[str(v)]
             return state
         seed_state = self.args["seed_state"] or model.SEED_STATE
         if seed_state not in model.code:
-            raise StudyConfigError(ENVIRONMENT, [(f"{WHERE}.seed_state", f"'{seed_state}' is not a state of "
+            raise StudyConfigError(ENVIRONMENT_FILE, [(f"{WHERE}.seed_state", f"'{seed_state}' is not a state of "
                                                   f"{type(model).__name__} ({', '.join(model.STATES)})")])
         seeds = self._seed_positions()
         if seeds is not None:
@@ -166,7 +167,7 @@ class NetworkState(EnvironmentProvider):
         for i, p in enumerate(self.ctx.personas):
             v = p.attributes.get(attr)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-                raise StudyConfigError("population/population.json", [(f"agent '{p.agent_id}'", (
+                raise StudyConfigError(POPULATION_FILE, [(f"agent '{p.agent_id}'", (
                     f"attribute '{attr}' (the initial opinion, environment.json {WHERE}.initial) is {v!r}, "
                     "not a number in [0, 1]"))])
             out[i] = v

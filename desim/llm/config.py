@@ -34,8 +34,8 @@ from pydantic import Field, ValidationError, field_validator
 
 from desim.records import Strict
 from desim.study.files import StudyConfigError, _describe, _field_path
+from desim.versions import SIMULATION_FILE
 
-SIMULATION_FILE = "simulation/simulation.json"
 ENV_BASE_URL = "DESIM_LLM_BASE_URL"
 ENV_API_KEY = "DESIM_LLM_API_KEY"
 ENV_MODEL = "DESIM_LLM_MODEL"

@@ -24,12 +24,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from desim.jsontext import parsed
 from desim.experiments.effects import EffectError, effect_table, ended_note, held_pairs  # noqa: E402
+from desim.jsontext import parsed
 from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
+from desim.versions import SIMULATION_FILE, STUDY_FILE
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from desim.report.numbers import clipped_note, row_cells  # noqa: E402
 from desim.store import Catalogue, StudyLayout, open_store  # noqa: E402
@@ -80,7 +81,7 @@ def time_unit(root: Path, data: dict[str, Any]) -> str:
     with open_store(StudyLayout(root)) as con:
         runs = Catalogue(con).runs(with_config=False, run_ids=ids) if ids else []
     unit = runs[0].get("time_unit") if runs else None
-    return unit or read_json(root / "simulation" / "simulation.json").get("time_unit") or "step"
+    return unit or read_json(root / SIMULATION_FILE).get("time_unit") or "step"
 
 
 def mark_arms(ax, events: dict[str, dict[int, list[str]]], fork: int) -> None:
@@ -155,7 +156,7 @@ def band_caption(rows: list[dict[str, Any]]) -> str:
 
 def card(study_root: Path, data: dict[str, Any]) -> Section:
     e, pairs = data["effect"], data["pairs"]
-    study = read_json(study_root / "study.json")
+    study = read_json(study_root / STUDY_FILE)
     treatment = parsed(e["treatment"])
     control = parsed(e["control"])
     done = sum(1 for p in pairs if p["treatment_status"] == "completed")
@@ -254,7 +255,7 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
         data = effect_table(root, effect_id)
     except EffectError as e:
         raise ReportError(str(e)) from None
-    study = read_json(root / "study.json")
+    study = read_json(root / STUDY_FILE)
     fork = data["effect"]["at_step"]
     recorded = sorted({m["name"] for m in data["metrics"]})
     if metrics:

@@ -30,6 +30,7 @@ from desim.study.interventions import Interventions
 from desim.study.network import Network, build_network
 from desim.study.refs import build
 from desim.study.rng import Streams
+from desim.versions import POPULATION_FILE
 
 
 class RunClock(simpy.Environment):
@@ -110,7 +111,7 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
     except Exception as e:      # a generator refusing its settings (networkx's errors, or ValueError)
         if not (isinstance(e, ValueError) or type(e).__module__.startswith("networkx")):
             raise
-        raise StudyConfigError(root / "population" / "population.json",
+        raise StudyConfigError(root / POPULATION_FILE,
                                [("interaction", f"cannot build a '{spec.population.interaction.kind}' "
                                                 f"network over {len(personas)} agents: {e}")]) from None
     check_population(spec, personas)

@@ -16,6 +16,7 @@ import numpy as np
 from desim.errors import StudyConfigError, StudyError
 from desim.jsontext import dumps
 from desim.records import ACTION_SOURCES, Action, ActionColumns
+from desim.versions import SIMULATION_FILE
 
 
 class RunError(StudyError, RuntimeError):
@@ -201,7 +202,6 @@ def checked_state_columns(columns: Any, n: int, t: int) -> dict:
     return columns
 
 
-
 def checked_messages(messages: Any, t: int) -> Any:
     """The messages drained at step ``t``'s close, refused if one is stamped with a later step: a post's
     step is when it was posted, and the bus keeps only the steps the rule can still show, so a post
@@ -271,7 +271,7 @@ def check_stop_metrics(conditions, metrics: dict[str, float]) -> None:
                  f"(it reports: {', '.join(sorted(metrics)) or 'none'})")
                 for i, c in enumerate(conditions) for m in c.metrics() if m not in metrics]
     if problems:
-        raise StudyConfigError("simulation/simulation.json", problems)
+        raise StudyConfigError(SIMULATION_FILE, problems)
 
 
 def stop_reason(conditions, metrics: dict[str, float], t: int) -> str | None:

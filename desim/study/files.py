@@ -34,6 +34,7 @@ from desim.records import INT32, Persona, Strict
 from desim.study.interventions import Broadcast, ScheduledEvent, selector_matches
 from desim.study.params import (parameter_fields, substitute_interaction, substitute_interventions,
                                 substitute_parameters, typed_value)
+from desim.versions import ENVIRONMENT_FILE, POPULATION_FILE, SIMULATION_FILE, STUDY_FILE
 
 INT64 = 2**63 - 1
 Int = Annotated[int, StrictType()]
@@ -319,10 +320,10 @@ class StudySpec(BaseModel):
 
 
 FILES = {
-    "study": ("study.json", StudyFile),
-    "simulation": ("simulation/simulation.json", SimulationFile),
-    "population": ("population/population.json", PopulationFile),
-    "environment": ("environment/environment.json", EnvironmentFile),
+    "study": (STUDY_FILE, StudyFile),
+    "simulation": (SIMULATION_FILE, SimulationFile),
+    "population": (POPULATION_FILE, PopulationFile),
+    "environment": (ENVIRONMENT_FILE, EnvironmentFile),
 }
 
 

@@ -21,6 +21,7 @@ from pydantic import Strict as StrictType
 
 from desim.errors import StudyConfigError
 from desim.records import INT32, Persona, Step, Strict
+from desim.versions import ENVIRONMENT_FILE
 
 INTERVENTION_KINDS = ("event", "broadcast")
 """The ``kind`` of the ``events`` rows :meth:`Interventions.fire` writes; other rows are ones a study recorded
@@ -122,7 +123,7 @@ def check_layer_arithmetic(layers: dict[str, Any], events: list[ScheduledEvent])
             problems.append((f"scheduled_events[{i}]", f"'{ev.name}' would {change} at step {ev.at_step}, when it "
                                                        f"holds {held[ev.target]!r:.40}, not a number"))
     if problems:
-        raise StudyConfigError("environment/environment.json", problems)
+        raise StudyConfigError(ENVIRONMENT_FILE, problems)
 
 
 class Interventions:

@@ -48,6 +48,7 @@ from typing import Any
 from desim.errors import StudyArgumentError
 from desim.records import Persona
 from desim.study.contract import ROLES, missing_methods
+from desim.versions import ENVIRONMENT_FILE, POPULATION_FILE, SIMULATION_FILE, STUDY_FILE
 
 _TEMPORARY: list[Path] = []
 
@@ -105,12 +106,12 @@ class Study:
         if self.parts["collector"] is not None:
             sim["collector"] = _ref(self.parts["collector"], "collector")
         return {
-            "study.json": {"id": self.id, "title": self.title, "display_metrics": self.display_metrics,
+            STUDY_FILE: {"id": self.id, "title": self.title, "display_metrics": self.display_metrics,
                            "display_states": self.display_states},
-            "simulation/simulation.json": sim,
-            "population/population.json": {**self._population(), "interaction": self.interaction,
+            SIMULATION_FILE: sim,
+            POPULATION_FILE: {**self._population(), "interaction": self.interaction,
                                            "propagation": self.propagation},
-            "environment/environment.json": {"provider": _ref(self.parts["environment"], "environment"),
+            ENVIRONMENT_FILE: {"provider": _ref(self.parts["environment"], "environment"),
                                              **self.environment},
         }
 
@@ -170,7 +171,7 @@ class Study:
         return spec
 
 
-_FILES = ("study.json", "simulation/simulation.json", "population/population.json", "environment/environment.json")
+_FILES = (STUDY_FILE, SIMULATION_FILE, POPULATION_FILE, ENVIRONMENT_FILE)
 
 
 def _texts(files: dict[str, Any]) -> dict[str, str]:

@@ -23,6 +23,7 @@ from desim.experiments.sweep.checks import refuse_unrunnable
 from desim.study.files import load_study
 from desim.study.params import typed_value
 from desim.study.rng import derive_seed
+from desim.versions import SIMULATION_FILE
 
 
 class SweepError(StudyError, ValueError):
@@ -144,7 +145,7 @@ def make_plan(study_root: str | Path, grid: dict[str, list[Any]], replicates: in
                          "--replicates N (N >= 2) for replicates of the study's values (one run is desim run)")
     spec = load_study(study_root, steps=steps, seed=seed)
     declared = spec.simulation.parameters
-    sim_file = Path(study_root) / "simulation" / "simulation.json"
+    sim_file = Path(study_root) / SIMULATION_FILE
     typed: dict[str, list[Any]] = {}
     for name, values in grid.items():
         if name not in declared:

@@ -31,8 +31,7 @@ from desim.store import StudyLayout
 from desim.store.files import pack_run, remove_db
 from desim.store.replies import shared_access
 from desim.study.files import load_study, read_json
-from desim.versions import CONFIG_FILES, code_files, population_files
-
+from desim.versions import CONFIG_FILES, POPULATION_FILE, code_files, population_files
 
 
 @dataclass(frozen=True)
@@ -153,7 +152,7 @@ class StudyBundle:
         """What a run reads, as the study's version counts it: its four files, its code and its data
         (:func:`desim.versions.code_files`), not its runs, a venv, notebooks or what ``.desimignore`` lists."""
         root = Path(root)
-        population = root / "population" / "population.json"
+        population = root / POPULATION_FILE
         data = population_files(read_json(population)) if population.is_file() else []
         names = sorted({*(f for f in CONFIG_FILES if (root / f).is_file()), *code_files(root, data)})
         files = {rel: (root / rel).read_bytes() for rel in names}
