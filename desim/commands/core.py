@@ -135,7 +135,13 @@ def cmd_run(args) -> int:
             result = kept(resume, args.study, args.resume, on_step=progress)
         finally:
             progress.finish()
-        spec = load_study(args.study)
+        # the summary says the run as stored, not as the study's files are now (they may have changed since,
+        # even to something that does not load: the resume is done, and says so)
+        from desim.store import StudyData
+        row = StudyData(args.study).run_rows([result.run_id])[0]
+        n_steps, root, warm = row["n_steps"], args.study, None
+        name = (f"branch {result.run_id} of {row['parent_run_id']} at step {row['fork_step']}"
+                if row["kind"] == "branch" else f"run {result.run_id}")
     else:
         params = parse_sets(args.set)
         spec = load_study(args.study, steps=args.steps, seed=args.seed, rounds=args.rounds, params=params)
@@ -151,27 +157,28 @@ def cmd_run(args) -> int:
             result = kept(run_study, spec, on_step=progress)      # a warm start: a branch
         finally:
             progress.finish()                                   # a run that ended early leaves no open bar
+        n_steps, root, warm = spec.simulation.n_steps, spec.root, spec.simulation.warm_start
+        name = f"run {result.run_id}"
     db = result.store_path
     for warning in result.warnings:         # a warm start is a branch: its replay check speaks here too
         if warning not in early:
             print(f"warning: {warning}", file=sys.stderr)
-    print(f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""))
-    warm = spec.simulation.warm_start
-    if warm is not None and not args.resume:
+    print(f"{name}: {result.status}" + (f" ({result.error})" if result.error else ""))
+    if warm is not None:
         print(f"  a branch of {warm.from_run} at step {warm.at_step} (warm_start): "
               f"{replayed_and_decided(warm.at_step, result.steps_done)}")
     if result.end_reason:
-        print(f"  ended after step {result.steps_done} of {spec.simulation.n_steps}: {result.end_reason}")
+        print(f"  ended after step {result.steps_done} of {n_steps}: {result.end_reason}")
     print(f"  steps {result.steps_done}, panel rows written {result.rows_written}, "
           f"messages {result.counters['messages']}, wall time {result.wall_seconds:.2f} s")
     llm = result.counters.get("llm")
     if llm:
         print("  llm: " + ", ".join(f"{k} {v}" for k, v in llm.items()))
     if result.status == "interrupted":
-        print(f"  resume with: desim run {spec.root} --resume {result.run_id}")
+        print(f"  resume with: desim run {root} --resume {result.run_id}")
     print(f"  store: {db}")
     from desim.store.queries import example_for_run
-    print(f"  try:   desim sql {spec.root} \"{example_for_run(result.run_id)}\"")
+    print(f"  try:   desim sql {root} \"{example_for_run(result.run_id)}\"")
     return exit_status(result)
 
 

@@ -214,8 +214,8 @@ class Recorder(MemorySink):
 
     def write(self, record: StepRecord, messages) -> None:
         table = self._messages(messages, record.step)
-        self.messages += table.num_rows
-        if record.step >= self.write_from:
+        if record.step >= self.write_from:          # counted as the panel rows are: what this process wrote
+            self.messages += table.num_rows
             self.files.write_step(record.step, {
                 "panel": record.panel, "metrics": metric_rows(record.step, record.metrics),
                 "events": event_rows(record.step, record.events) if record.events else None,

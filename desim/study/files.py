@@ -153,7 +153,9 @@ class StopWhen(Strict):
     @model_validator(mode="after")
     def _one_form(self) -> StopWhen:
         if self.all is not None:
-            if self.metric is not None or self.value is not None or "op" in self.model_fields_set:
+            # op at its default is what a stored configuration holds (runs.config of a run to resume): only
+            # another op, given beside all, is a condition in two forms
+            if self.metric is not None or self.value is not None or ("op" in self.model_fields_set and self.op != "<="):
                 raise ValueError("give either metric, op and value, or all, not both")
             return self
         if self.metric is None or self.value is None:
