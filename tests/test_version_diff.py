@@ -153,3 +153,35 @@ def test_an_added_or_changed_event_is_named_not_both_lists_printed(study_copy, c
     for r in sweep.plan.runs:
         line = next(line for line in out.splitlines() if r.run_id in line)
         assert line.endswith(f"sweep {sweep.plan.sweep_id}: n_agents={r.combo['n_agents']}")
+
+
+def test_after_an_edit_is_reverted_the_next_version_is_told_from_the_one_the_study_went_back_to(tmp_path):
+    """The parent of a new version was the newest version made, so after a comment added and removed again, an
+    edit of a parameter read 'model.py edited' too, and desim diff showed a change nobody made."""
+    import json
+
+    import desim
+    from desim.store.catalogue import Catalogue
+    from desim.store.connection import open_store
+    from walk_study import write_walk_study
+    root = write_walk_study(tmp_path / "walk", n_steps=2)
+    model = root / "model.py"
+    first = desim.run_study(desim.load_study(root)).run_id
+    original = model.read_text()
+    model.write_text(original + "# a comment\n")
+    desim.run_study(desim.load_study(root))
+    model.write_text(original)                                   # back to the first version
+    back = desim.run_study(desim.load_study(root)).run_id
+    sim = root / "simulation" / "simulation.json"
+    config = json.loads(sim.read_text())
+    config["parameters"]["base_drift"] = 0.5
+    sim.write_text(json.dumps(config))
+    edited = desim.run_study(desim.load_study(root)).run_id
+    with open_store(root) as con:
+        catalogue = Catalogue(con)
+        start, new = (catalogue.run(r)["version_id"] for r in (first, edited))
+        assert catalogue.run(back)["version_id"] == start
+        version = catalogue.version(new)
+        assert version["parent_version_id"] == start
+        assert [d["path"] for d in json.loads(version["diff"])] == ["simulation.parameters.base_drift"]
+        assert catalogue.run(edited)["parent_run_id"] == back       # the last run of the version it came from

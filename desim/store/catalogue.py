@@ -123,8 +123,10 @@ class Catalogue:
                        note: str | None = None, root: Path | None = None) -> tuple[str, bool]:
         """The version id for ``config`` and ``code`` (created if new) and whether it was created now.
 
-        A new version's parent is the newest version that is not a branch (the
-        files the user edited), a branch's the version of its parent run. With the
+        A new version's parent is the version the study was last run at (the files
+        the user then edited: after an edit reverted, the version it went back to,
+        not the newest made), else the newest that is not a branch; a branch's is the
+        version of its parent run. With the
         study's folder ``root``, a new version keeps the texts of its files
         (:meth:`keep_code_texts`), so that ``desim diff`` shows what changed in them.
         """
@@ -138,8 +140,11 @@ class Catalogue:
                 if root is not None:    # a version recorded before texts were kept gets them now (same hashes)
                     self._keep_texts_of(root, code)
                 return row[0][0], False
-        parent = con.execute("SELECT version_id, config, code FROM versions WHERE study_id=? AND kind<>'branch' "
-                             "ORDER BY created_at DESC LIMIT 1", [study_id]).fetchone()
+        parent = (con.execute("SELECT v.version_id, v.config, v.code FROM runs r JOIN versions v USING (version_id) "
+                              "WHERE v.study_id=? AND v.kind<>'branch' ORDER BY r.started_at DESC LIMIT 1",
+                              [study_id]).fetchone()
+                  or con.execute("SELECT version_id, config, code FROM versions WHERE study_id=? AND kind<>'branch' "
+                                 "ORDER BY created_at DESC LIMIT 1", [study_id]).fetchone())
         if kind == "branch" and parent_run_id:
             parent = con.execute("SELECT v.version_id, v.config, v.code FROM runs r JOIN versions v USING (version_id) "
                                  "WHERE r.run_id=?", [parent_run_id]).fetchone() or parent
