@@ -208,15 +208,19 @@ def _bad_yield(exc: BaseException, root: Path | None, now: float, step: int) -> 
     return StudyCodeError(summary, "".join(traceback.format_exception(exc)))
 
 
+def import_place(exc: BaseException, path: Path, root: Path) -> str:
+    """``studies/x/model.py:LINE``: the innermost line of the study's folder that ``exc`` (raised while the
+    module ``path`` was imported) came from, or ``path`` itself when no frame of the folder is on it."""
+    frames = study_frames(exc, root)
+    if frames:
+        f, line = frames[-1]
+        return f"{shown(f.f_code.co_filename)}:{line}"
+    return shown(path)
+
+
 def load_failure(exc: BaseException, path: Path, root: Path) -> str:
     """``studies/x/model.py:LINE: Type: message`` for a study module that fails to import."""
     if isinstance(exc, SyntaxError) and exc.filename:
         where = f"{shown(exc.filename)}:{exc.lineno}"
         return f"{where}: {type(exc).__name__}: {exc.msg}"
-    frames = study_frames(exc, root)
-    if frames:
-        f, line = frames[-1]
-        where = f"{shown(f.f_code.co_filename)}:{line}"
-    else:
-        where = shown(path)
-    return f"{where}: {describe(exc)}"
+    return f"{import_place(exc, path, root)}: {describe(exc)}"

@@ -27,7 +27,7 @@ from typing import Any
 
 from desim.errors import StudyError
 from desim.study.contract import ROLES, kind_of, missing_methods
-from desim.study.failures import describe, load_failure, place, shown, study_frames
+from desim.study.failures import describe, import_place, load_failure, place, shown
 from desim.study.files import Ref, StudyConfigError
 from desim.versions import SKIP_DIRS, file_hash
 
@@ -149,15 +149,8 @@ def _import(path: Path, key: str, data: bytes, root: Path) -> ModuleType:
 
 
 def _exit_at_import(e: SystemExit, path: Path, root: Path) -> str:
-    """``studies/x/model.py:LINE: study code called sys.exit(0) while being imported``: the innermost line
-    of the study's folder the exit came from (the file itself when no frame of it is on the traceback)."""
-    frames = study_frames(e, root)
-    if frames:
-        f, line = frames[-1]
-        where = f"{shown(f.f_code.co_filename)}:{line}"
-    else:
-        where = shown(path)
-    return f"{where}: study code called sys.exit({e.code!r}) while being imported"
+    """``studies/x/model.py:LINE: study code called sys.exit(0) while being imported``, at the line it came from."""
+    return f"{import_place(e, path, root)}: study code called sys.exit({e.code!r}) while being imported"
 
 
 def resolve(ref: str, root: Path) -> Any:
