@@ -32,3 +32,13 @@ def test_a_damaged_parquet_file_is_named_with_its_run_and_moving_it_aside_reads_
     shutil.move(folder, tmp_path / "aside")
     done = desim("sql", str(root), "SELECT DISTINCT run_id FROM panel", "--csv")
     assert done.returncode == 0 and done.stdout.split() == ["run_id", kept]
+
+
+def test_a_damaged_file_of_the_users_own_is_not_blamed_on_the_store(tmp_path):
+    root = write_walk_study(tmp_path / "walk", n_steps=2)
+    run_study(load_study(root))
+    mine = tmp_path / "mine.parquet"
+    mine.write_bytes(b"junk")
+    done = desim("sql", str(root), f"SELECT * FROM '{mine}'")
+    assert done.returncode == 2 and "too small to be a Parquet file" in done.stderr
+    assert "every view reads it" not in done.stderr

@@ -76,3 +76,25 @@ def test_a_study_process_that_yields_no_event_is_named_with_its_line(tmp_path, c
     line = next(i for i, text in enumerate(model.read_text().splitlines(), 1) if "the bad delay" in text)
     assert (f"t=2.5 (step 2): study process deliver failed at {root}/model.py:{line}: it yielded 5, not a SimPy "
             "event (yield env.timeout(delay) to wait)") in capsys.readouterr().err
+
+
+def test_a_run_its_study_ends_at_reset_is_complete_at_step_0_in_memory_and_in_validate(tmp_path, capsys):
+    """ctx.end_run in reset ends the run before step 1: complete, in the store and in memory alike (the clock
+    check took a memory sink's step 0 for a step never stored)."""
+    root = write_walk_study(tmp_path / "walk", n_steps=4)
+    (root / "model.py").write_text((root / "model.py").read_text() + """
+
+class Over(Line):
+    def reset(self, seed):
+        super().reset(seed)
+        self.ctx.end_run("nothing to do")
+""")
+    env = root / "environment" / "environment.json"
+    config = json.loads(env.read_text())
+    config["provider"]["ref"] = "model:Over"
+    env.write_text(json.dumps(config))
+    in_memory = run_study(load_study(root), db_path=":memory:")
+    assert (in_memory.status, in_memory.steps_done, in_memory.end_reason) == ("completed", 0, "nothing to do")
+    assert main(["validate", str(root)]) == 0, capsys.readouterr()
+    stored = run_study(load_study(root))
+    assert (stored.status, stored.steps_done) == ("completed", 0)

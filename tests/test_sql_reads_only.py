@@ -26,9 +26,12 @@ def test_statements_that_write_are_refused_and_nothing_is_written(walk, capsys):
                  f"COPY (SELECT 1 AS x) TO '{panel[0]}' (FORMAT parquet)",
                  f"EXPORT DATABASE '{walk / 'out'}'",
                  f"ATTACH '{walk / 'other.duckdb'}' AS other",
-                 "SELECT 1; CREATE TEMP TABLE t AS SELECT 1", "install httpfs"):
+                 "SELECT 1; CREATE TEMP TABLE t AS SELECT 1", "install httpfs",
+                 f"EXPLAIN ANALYZE COPY (SELECT 'pwned') TO '{walk / 'model.py'}' (HEADER false)",
+                 f"/* a note */ COPY (SELECT 1) TO '{walk / 'model.py'}'"):
         assert main(["sql", str(walk), text]) == 2
-        kind = text.split()[0].upper() if not text.startswith("SELECT 1;") else "CREATE"    # as typed
+        kind = ("CREATE" if text.startswith("SELECT 1;") else "COPY" if text.startswith(("EXPLAIN", "/*"))
+                else text.split()[0].upper())            # as typed; EXPLAIN ANALYZE runs what it explains
         assert f"desim sql reads the store; {kind} statements are refused" in capsys.readouterr().err
         with pytest.raises(QueryError):
             desim.open(walk).sql(text)
@@ -39,6 +42,7 @@ def test_statements_that_write_are_refused_and_nothing_is_written(walk, capsys):
 
 def test_queries_of_every_reading_kind_still_answer(walk, capsys):
     for text in ("SELECT count(*) FROM panel", "SHOW TABLES", "DESCRIBE panel", "EXPLAIN SELECT 1",
+                 "EXPLAIN ANALYZE SELECT count(*) FROM metrics", "-- a note\nSELECT 1",
                  "PRAGMA version", "FROM metrics LIMIT 1", "WITH a AS (SELECT 1 AS x) SELECT x FROM a"):
         assert main(["sql", str(walk), text]) == 0, capsys.readouterr().err
     capsys.readouterr()

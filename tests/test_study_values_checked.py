@@ -313,7 +313,7 @@ class OwnBus(MessageBus):
     ((["n001", "n002"], [1]), {}, ValueError, "post_batch: 2 authors but 1 contents"),
     (([7], [1]), {}, TypeError, "post_batch: authors[0] is 7 (int), not text (an agent id)"),
     (("n001", [1]), {}, TypeError, "post_batch: authors is str 'n001'; give a list, one author per post"),
-    ((["n001"], {"x": 1}), {}, TypeError, "post_batch: contents is dict {'x': 1}; give a list, one content per post"),
+    ((["n001"], {"x": 1}), {}, TypeError, "post_batch: contents is dict {'x': 1}; give a list (or an array), one content per post"),
     ((["n001"], [1]), {"kinds": 5}, TypeError, "post_batch: kinds is int 5; give one text for every post"),
     ((["n001"], [1]), {"kinds": ("post",)}, TypeError, "post_batch: kinds is tuple ('post',); give one text"),
     ((["n001"], [1]), {"audiences": 5}, TypeError, "post_batch: audiences is int 5; give one text"),
@@ -376,3 +376,17 @@ def test_a_malformed_columnar_post_is_refused(args, extra, error, message):
     with pytest.raises(error, match="^" + re.escape(message)):
         feed.post(args[0], 2, 0, args[1], **extra)
     assert feed.drain().num_rows == 0
+
+
+def test_post_batch_takes_contents_as_any_sequence_of_one_per_author():
+    """An array of opinions, a range: contents were zipped with the authors before the checks, so they stay
+    accepted; a text or a dict is no sequence of contents."""
+    import numpy as np
+    from desim.store.tables import message_rows
+    bus = InMemoryMessageBus()
+    bus.post_batch(1, 0, ["a", "b"], np.array([0.25, 0.5]))
+    bus.post_batch(1, 0, ["a", "b"], range(2))
+    assert message_rows(bus.drain(), 1).column("content").to_pylist() == ["0.25", "0.5", "0", "1"]
+    for wrong in ("xy", {"a": 1}):
+        with pytest.raises(TypeError, match="post_batch: contents is"):
+            bus.post_batch(1, 0, ["a", "b"], wrong)

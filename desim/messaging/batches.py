@@ -47,17 +47,19 @@ class Batch:
 
 
 def check_posts(authors, contents, kinds, channels, audiences, reply_to) -> None:
-    """Refuse, at the line that posts them, posts the store could not hold: ``authors`` and ``contents`` are
-    lists (or tuples) of one length, the authors text; ``kinds``, ``channels`` and ``audiences`` each one
+    """Refuse, at the line that posts them, posts the store could not hold: ``authors`` a list (or tuple) of
+    text, ``contents`` a sequence of as many (a list, an array of opinions, a range); ``kinds``, ``channels`` and ``audiences`` each one
     text for every post or a list of one per author (``reply_to`` the same, None allowed). A
     ``TypeError`` or ``ValueError`` naming the argument, the entry and its author.
 
     Each list is checked in one pass in C (``str.join`` stops at the first entry that is not text);
     only a list that fails, or a ``reply_to`` list holding None, is walked in Python."""
-    for name, values in (("authors", authors), ("contents", contents)):
-        if not isinstance(values, (list, tuple)):
-            raise TypeError(f"post_batch: {name} is {type(values).__name__} {shown(values)}; give a list, one "
-                            f"{name[:-1]} per post")
+    if not isinstance(authors, (list, tuple)):
+        raise TypeError(f"post_batch: authors is {type(authors).__name__} {shown(authors)}; give a list, one "
+                        "author per post")
+    if isinstance(contents, (str, bytes, dict)) or not hasattr(contents, "__len__"):
+        raise TypeError(f"post_batch: contents is {type(contents).__name__} {shown(contents)}; give a list (or "
+                        "an array), one content per post")
     if len(contents) != len(authors):
         raise ValueError(f"post_batch: {len(authors)} authors but {len(contents)} contents (one content per "
                          "author, in the same order)")

@@ -79,7 +79,7 @@ def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, att
     try:
         yield con
     except (duckdb.InvalidInputException, duckdb.IOException) as e:
-        if named_file(e) is None:
+        if named_file(e, layout.data) is None:
             raise
         raise damaged_file(layout.data, e) from None        # a query met a damaged data file: name it and its run
     finally:
@@ -247,12 +247,18 @@ def damaged_file(data: Path, error: Exception) -> StoreBroken:
     return StoreBroken(f"the run data under {data} cannot be read: {error}")
 
 
-def named_file(error: Exception) -> Path | None:
-    """The Parquet file a DuckDB error about reading one names, if it is such an error."""
+def named_file(error: Exception, data: Path | None = None) -> Path | None:
+    """The Parquet file a DuckDB error about reading one names, if it is such an error (and, with ``data``, a
+    file of that data folder: a file of the user's own that a query reads is no damage to the store)."""
     if not isinstance(error, (duckdb.InvalidInputException, duckdb.IOException)):
         return None
     found = re.search(r"'([^']+\.parquet)'", str(error))
-    return Path(found.group(1)) if found else None
+    if found is None:
+        return None
+    path = Path(found.group(1))
+    if data is not None and not path.resolve().is_relative_to(data.resolve()):
+        return None
+    return path
 
 
 def live_journals(con: duckdb.DuckDBPyConnection, data: Path) -> dict[str, list[tuple[str, str, bool]]]:

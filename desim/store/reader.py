@@ -347,15 +347,23 @@ class QueryError(StoreError):
 READING = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"}      # MULTI: PIVOT, a select in two statements
 
 
+_COMMENTS = re.compile(r"/\*.*?\*/|--[^\n]*", re.DOTALL)
+_ANALYZE = re.compile(r"^\s*EXPLAIN\s+ANALY[SZ]E\b", re.IGNORECASE)
+
+
 def refuse_writes(con: duckdb.DuckDBPyConnection, text: str) -> None:
-    """Raise :class:`QueryError` for a statement of ``text`` that does more than read."""
+    """Raise :class:`QueryError` for a statement of ``text`` that does more than read (``EXPLAIN ANALYZE``
+    runs the statement it explains: that one is checked too)."""
     try:
         statements = con.extract_statements(text)
     except duckdb.Error as e:
         raise QueryError(str(e)) from None
     for statement in statements:
-        if statement.type.name not in READING:
-            kind = (statement.query.split() or [statement.type.name])[0].upper()     # as typed: INSTALL, not LOAD
+        query = _COMMENTS.sub(" ", statement.query)
+        if statement.type.name == "EXPLAIN" and _ANALYZE.match(query):
+            refuse_writes(con, _ANALYZE.sub("", query, count=1))
+        elif statement.type.name not in READING:
+            kind = (query.split() or [statement.type.name])[0].upper()     # as typed: INSTALL, not LOAD
             raise QueryError(f"desim sql reads the store; {kind} statements are refused (a query's rows go to a file "
                              "with --csv or --json and a redirection, a run's tables with desim export)")
 
@@ -369,7 +377,7 @@ def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
             rel = con.sql(text)
             return rel.to_arrow_table() if rel is not None else None
         except duckdb.Error as e:
-            if named_file(e) is not None:
+            if named_file(e, layout_of(study).data) is not None:
                 raise                   # a damaged data file: open_store names it and its run
             hint = bare_field_hint(con, str(e)) if isinstance(e, duckdb.BinderException) else None
             raise QueryError(f"{e}\n{hint}" if hint else str(e)) from None

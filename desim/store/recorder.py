@@ -100,7 +100,9 @@ class MemorySink:
         """The run begins: from here on, how it ends is recorded (here, nothing is)."""
 
     def initial(self, tables: dict[str, pa.Table]) -> None:
-        """Step 0's tables (:meth:`step_zero`), kept."""
+        """Step 0's tables (:meth:`step_zero`), kept (here: counted as the last step stored, as a recorder
+        would have written it: a run that its study ends at reset is complete at step 0)."""
+        self.last_written = 0
 
     def round(self, t: int, r: int, actions) -> None:
         """One round's actions (``record_rounds``), typed now: a study may change them afterwards."""

@@ -398,8 +398,10 @@ def read_json(path: Path) -> Any:
         return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_repeated_keys)
     except _TwiceGiven as e:
         key = str(e)
+        # the lines when the key is written only twice in the file (elsewhere it may be another object's key)
         lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(rf'"{re.escape(key)}"\s*:', text)]
-        where = f" (lines {', '.join(map(str, lines[:-1]))} and {lines[-1]})" if 1 < len(lines) <= 4 else ""
+        where = ("" if len(lines) != 2 else f" (line {lines[0]})" if lines[0] == lines[1]
+                 else f" (lines {lines[0]} and {lines[1]})")
         raise StudyConfigError(path, [("", f"'{key}' is given twice in one object{where}: JSON readers keep one of "
                                            "them without a word; give it once")]) from None
     except json.JSONDecodeError as e:
