@@ -3,6 +3,8 @@ its code, the data its code and population read), not a venv, notebooks, figures
 (a venv in the study folder was shipped whole to every node)."""
 from __future__ import annotations
 
+import os
+
 from desim import load_study, run_study
 from desim.experiments.sweep.worker import StudyBundle
 from walk_study import write_walk_study
@@ -24,5 +26,9 @@ def test_the_bundle_holds_what_a_run_reads_and_runs_the_same(tmp_path):
     bundle = StudyBundle.from_folder(root)
     assert sorted(bundle.files) == ["data/prices.csv", "environment/environment.json", "helpers.py", "model.py",
                                     "population/population.json", "simulation/simulation.json", "study.json"]
-    there = run_study(load_study(bundle.unpack(), seed=4))
+    unpacked = bundle.unpack()
+    # in a folder of this user's own: another user's copy of the same study, left in the shared temporary
+    # folder, was not readable, and every Ray run failed with "Permission denied"
+    assert unpacked.parent.parent.name == f"desim-sweep-studies-{os.getuid()}"
+    there = run_study(load_study(unpacked, seed=4))
     assert there.panel().drop(["run_id"]).equals(here.panel().drop(["run_id"]))

@@ -162,8 +162,9 @@ class StudyBundle:
         return cls(root.resolve().name, files, h.hexdigest()[:16])
 
     def unpack(self) -> Path:
-        """The study folder on this node, written once per content digest (safe under concurrency)."""
-        base = Path(tempfile.gettempdir()) / "desim-sweep-studies" / self.digest
+        """The study folder on this node, written once per content digest (safe under concurrency), in a
+        folder of the user's own: another user's unpacked copy of the same study is not theirs to read."""
+        base = Path(tempfile.gettempdir()) / f"desim-sweep-studies-{os.getuid()}" / self.digest
         dest = base / self.name
         if dest.is_dir():
             return dest
