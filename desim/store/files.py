@@ -375,5 +375,13 @@ def unpack_run(archive: bytes, db_path: str | Path) -> None:
             if member.name == "worker.duckdb":
                 db_path.write_bytes(tar.extractfile(member).read())
             elif member.name.startswith("data/run_id=") and ".." not in member.name:
-                member.name = StudyLayout.at(db_path).data.name + member.name[len("data"):]
-                tar.extract(member, db_path.parent, filter="data")
+                # written by hand, files and folders only, each inside the data folder: tarfile's own "data"
+                # filter does this too, but Python 3.11 has it only from 3.11.4 (Debian's is 3.11.2)
+                target = (db_path.parent / (StudyLayout.at(db_path).data.name + member.name[len("data"):]))
+                if not target.resolve().is_relative_to(db_path.parent.resolve()):
+                    continue
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                elif member.isfile():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(tar.extractfile(member).read())
