@@ -105,7 +105,7 @@ def _probe(spec: StudySpec, report: Report) -> None:
                handle_signals=False)
     except RunFailed as e:
         raise StudyCodeError(f"probe step 1 failed: {e.error}", e.traceback) from None
-    metrics.update(getattr(sink, "zero_metrics", None) or {})     # a run its study ended at reset has no step 1
+    metrics.update(sink.zero_metrics)       # step 0's: a run its study ended at reset has no step 1
     report.n_agents, report.n_edges = len(run.ids), run.network.number_of_edges()
     report.messages_in_probe = sink.messages
     _display_names(spec, metrics, _state_fields(run))

@@ -12,6 +12,7 @@ up to date (``desim.store.schema.MIGRATIONS``) and stores the views, so that a p
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -212,6 +213,7 @@ def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempt
         con.execute(f"COMMENT ON VIEW states IS '{definitions_mark()}'")
 
 
+@functools.cache
 def definitions_mark() -> str:
     """The text of desim's views and macros, hashed: kept in the stored ``states`` view's comment, it
     says whether a store's were defined by this desim (a view reading the right folder may still be

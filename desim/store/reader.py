@@ -371,13 +371,14 @@ def refuse_writes(con: duckdb.DuckDBPyConnection, text: str) -> None:
 def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
     """A user's read-only SQL on the store (``desim sql``): an Arrow table, or None for a statement that
     returns no rows; a failing query raises :class:`QueryError` with DuckDB's message."""
-    with open_store(layout_of(study)) as con:
+    layout = layout_of(study)
+    with open_store(layout) as con:
         refuse_writes(con, text)
         try:
             rel = con.sql(text)
             return rel.to_arrow_table() if rel is not None else None
         except duckdb.Error as e:
-            if named_file(e, layout_of(study).data) is not None:
+            if named_file(e, layout.data) is not None:
                 raise                   # a damaged data file: open_store names it and its run
             hint = bare_field_hint(con, str(e)) if isinstance(e, duckdb.BinderException) else None
             raise QueryError(f"{e}\n{hint}" if hint else str(e)) from None
