@@ -681,12 +681,9 @@ def picture(study_root, state: str, run_id: str | None = None, *, views: Sequenc
 
 
 def _study_title(root: Path) -> str:
-    from desim.study.files import StudyConfigError, read_json
-    try:
-        study = read_json(root / "study.json")
-    except StudyConfigError:
-        return ""
-    return str(study.get("title", "")) if isinstance(study, dict) else ""
+    from desim.study.files import study_file_or_none
+    study = study_file_or_none(root)
+    return study.title if study is not None else ""
 
 
 def diffusion_player(study_root, state: str, run_id: str | None = None, *, out_dir=None, view: str | None = None,

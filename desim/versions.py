@@ -25,6 +25,8 @@ SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints", ".git"}
 STUDY_FILE, SIMULATION_FILE = "study.json", "simulation/simulation.json"
 POPULATION_FILE, ENVIRONMENT_FILE = "population/population.json", "environment/environment.json"
 """Where a study's four files are in its folder: named here once, for every error that names one."""
+POPULATION_DIR = POPULATION_FILE.split("/")[0]
+"""The folder of population.json, which also holds the files it names (a roster, a network file)."""
 CONFIG_FILES = {STUDY_FILE, SIMULATION_FILE, POPULATION_FILE, ENVIRONMENT_FILE}
 """The study's own files: compared field by field in its configuration, not hashed as code."""
 NOT_INPUT = {".md", ".rst", ".ipynb", ".pyc", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".html"}
@@ -190,7 +192,7 @@ def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict
         exported = exported_files(here) if EXPORT_MARKER in files else set()
         paths += [here / f for f in files if not f.startswith(".") and not _left_out(
             at + f, False, rules, Path(f).suffix.lower() in NOT_INPUT or LOG.fullmatch(f) is not None or f in exported)]
-    paths += [root / "population" / name for name in data]
+    paths += [root / POPULATION_DIR / name for name in data]
     for path in sorted(set(paths)):
         if path.is_file():
             rel = path.relative_to(root).as_posix()

@@ -114,6 +114,52 @@ def f(root, folder, run_id, cols):
     assert lines == [4, 5, 6, 7, 8, 9, 10]          # every line but the docstring's
 
 
+# the study's own files and folders (desim.versions names them once): a path built from these words is a
+# second owner of where a study keeps its configuration
+STUDY_PARTS = ("study.json", "simulation.json", "population.json", "environment.json", "simulation",
+               "population", "environment", "simulation/simulation.json", "population/population.json",
+               "environment/environment.json")
+# who may name study.json by its constant: the owner, its validated reader, a Study written from Python,
+# and `desim new` (which sets the id in a template's copy)
+STUDY_FILE_USERS = {"versions.py", "study/files.py", "study/study.py", "commands/core.py"}
+
+
+def study_path_spellings(tree: ast.AST) -> list[tuple[int, str]]:
+    """``root / "study.json"``, ``root / "population" / name``, ``Path(root, "simulation", ...)``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and \
+                isinstance(node.right, ast.Constant) and node.right.value in STUDY_PARTS:
+            found.append((node.lineno, f"/ {node.right.value!r}"))
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            parts = [a.value for a in node.args if isinstance(a, ast.Constant) and a.value in STUDY_PARTS]
+            if name in ("joinpath", "join", "Path", "PurePath") and parts:
+                found.append((node.lineno, f"{name}(... {parts[0]!r})"))
+    return found
+
+
+def test_a_studys_files_are_named_once_and_study_json_read_through_its_validated_reader():
+    """Paths to a study's files come from ``desim.versions`` (``STUDY_FILE``, ``POPULATION_DIR``, ...), and
+    ``study.json`` is read by ``desim.study.files.read_study_file``: a reader of its own saw ``display_states``
+    given as a string as a list of letters, and a ``state_colors`` entry that is not an object as a crash."""
+    spelled = [f"{path.relative_to(PACKAGE)}:{line}: {what}" for path in sorted(PACKAGE.rglob("*.py"))
+               for line, what in study_path_spellings(ast.parse(path.read_text(encoding="utf-8")))]
+    assert spelled == [], "a study's file paths spelled outside desim/versions.py:\n" + "\n".join(spelled)
+    users = sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
+                   if any(isinstance(n, ast.Name) and n.id == "STUDY_FILE"
+                          for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))))
+    assert set(users) <= STUDY_FILE_USERS, f"study.json read outside its reader: {set(users) - STUDY_FILE_USERS}"
+    planted = """
+def f(root, name):
+    a = root / "study.json"
+    b = root / "population" / name
+    c = Path(root, "simulation", "simulation.json")
+    d = root.joinpath("environment/environment.json")
+"""
+    assert sorted({line for line, _ in study_path_spellings(ast.parse(planted))}) == [3, 4, 5, 6]
+
+
 def test_the_store_never_imports_the_package_face():
     found = []
     for path, tree in modules(outside_store=False):

@@ -31,17 +31,15 @@ def parse_sets(items: list[str] | None, option: str = "--set", hint: str = "") -
 
 def templates() -> dict[str, str]:
     """The packaged templates: name -> title (from its study.json)."""
-    from desim.study.files import read_json
-    out = {}
-    for folder in sorted(TEMPLATES.iterdir()) if TEMPLATES.is_dir() else []:
-        if (folder / "study.json").is_file():
-            out[folder.name] = str(read_json(folder / "study.json").get("title", ""))
-    return out
+    from desim.study.files import is_study_folder, read_study_file
+    folders = sorted(TEMPLATES.iterdir()) if TEMPLATES.is_dir() else []
+    return {folder.name: read_study_file(folder).title for folder in folders if is_study_folder(folder)}
 
 
 def cmd_new(args) -> int:
     from desim.commands import UserError
     from desim.study.files import read_json
+    from desim.versions import STUDY_FILE
     known = templates()
     if args.list:
         for name, title in known.items():
@@ -72,9 +70,9 @@ def cmd_new(args) -> int:
     except OSError as e:    # a full disk, a folder not writable: a half-made study would be "already exists" next
         shutil.rmtree(dest, ignore_errors=True)
         raise UserError(f"cannot create {dest}: {e.strerror or e}") from None
-    study = read_json(dest / "study.json")
+    study = read_json(dest / STUDY_FILE)      # the template's own text, its id changed: nothing else rewritten
     study["id"] = args.id
-    (dest / "study.json").write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
+    (dest / STUDY_FILE).write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
     print(f"created {dest} from template '{args.template}'")
     print(f"next: desim validate {dest} && desim run {dest}")
     return 0

@@ -72,7 +72,7 @@ from desim.dashboard.safety import (
 )
 from desim.experiments.comparisons import version_changes
 from desim.store import StoreBusyError, StudyLayout
-from desim.study.files import StudyConfigError
+from desim.study.files import StudyConfigError, is_study_folder, study_file_or_none
 
 STATIC = Path(__file__).resolve().parent / "static"
 RUN_IN_PROGRESS = ("run in progress: a desim run is writing this study's store, which cannot be read "
@@ -200,7 +200,7 @@ class Dashboard:
     def study_root(self, request: Request) -> Path:
         sid = check_id(request.path_params["study"], "study id")
         root = self.studies_dir / sid
-        if not (root / "study.json").is_file():
+        if not is_study_folder(root):
             raise NotFound(f"no study '{sid}' in {self.studies_dir.name}/")
         return root
 
@@ -352,7 +352,7 @@ class Dashboard:
         root = self.study_root(request)
         q = request.query_params
         step = int_param(q.get("step"), "step", 0, MAX_STEP, 0)
-        return grid.grid_step(root, data.study_file(root), self.run_param(request), check_state_key(q.get("state")),
+        return grid.grid_step(root, study_file_or_none(root), self.run_param(request), check_state_key(q.get("state")),
                               step, data.reading)
 
     def network(self, request: Request) -> dict:

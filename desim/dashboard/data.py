@@ -41,7 +41,7 @@ from desim.store.connection import reading_checked
 from desim.store.files import RunFiles
 from desim.store.health import health_of, last_step, run_health
 from desim.store.live import live_runs as _live_files
-from desim.study.files import StudyConfigError, load_study, read_json
+from desim.study.files import StudyConfigError, is_study_folder, load_study, study_file_or_none
 from desim.versions import SKIP_DIRS, describe_overrides, describe_sweep_values
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
@@ -56,7 +56,7 @@ BrokenStore = StoreBroken       # the database exists but cannot be read (HTTP 4
 
 def study_dirs(studies_dir: Path) -> list[Path]:
     """Folders of ``studies_dir`` that contain a ``study.json``, by name."""
-    return sorted(p for p in studies_dir.iterdir() if p.is_dir() and (p / "study.json").is_file())
+    return sorted(p for p in studies_dir.iterdir() if p.is_dir() and is_study_folder(p))
 
 
 @contextmanager
@@ -95,9 +95,9 @@ def live_summary(run: dict[str, Any]) -> dict[str, Any]:
 def study_summary(root: Path) -> dict[str, Any]:
     """One entry of the study list: id, title, last run status, or the error that stops it."""
     entry: dict[str, Any] = {"id": root.name, "title": "", "status": None, "error": None, "last_run": None}
+    study = study_file_or_none(root)
+    entry["title"] = study.title if study is not None else ""
     try:
-        study = read_json(root / "study.json")
-        entry["title"] = str(study.get("title", "")) if isinstance(study, dict) else ""
         load_study(root)
     except StudyConfigError as e:
         entry["error"] = str(e).replace(str(root.parent) + "/", "")
@@ -421,21 +421,12 @@ def state_series(root: Path, run_id: str, state_key: str) -> dict[str, Any]:
         raise NotFound(f"run '{run_id}' has no state field '{state_key}'")
     if out["kind"] != "numeric":
         from desim.report.figures import ordered_categories
-        declared = declared_colors(study_file(root), state_key)
+        declared = declared_colors(study_file_or_none(root), state_key)
         out["categories"] = ordered_categories(out["categories"], declared)   # the study's order, as in every legend
         out["colors"] = category_colors(out["categories"], declared)
     most = max(out["left_out"], default=0)
     out["excluded"] = {"field": states.ALIVE, "most": most, "last": out["left_out"][-1]} if most else None
     return {"run": run, "state": state_key, **out}
-
-
-def study_file(root: Path) -> dict[str, Any]:
-    """``study.json`` as plain data ({} when it cannot be read: the study page reports that error)."""
-    try:
-        data = read_json(root / "study.json")
-    except StudyConfigError:
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 # --- the network views ------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from desim.report.grid import layer_hook
 from desim.report.palette import category_colors, declared_colors
 from desim.store import Catalogue, StudyLayout, queries, states
 from desim.store.health import last_step
+from desim.study.files import StudyFile
 
 LAYER_MAX_VALUES = 3_000_000     # agent-steps read to replay a layer (Sugarscape, 500 steps: 200,000)
 RAMP_STEPS = 32                  # colours of the numeric ramp (the report's grid uses as many bins)
@@ -66,7 +67,7 @@ def ramp() -> list[str]:
     return ["#{:02x}{:02x}{:02x}".format(*(int(round(255 * c)) for c in cmap(i)[:3])) for i in range(RAMP_STEPS)]
 
 
-def grid_step(root: Path, study: dict[str, Any], run_id: str, state: str, step: int,
+def grid_step(root: Path, study: StudyFile | None, run_id: str, state: str, step: int,
               reading: Callable) -> dict[str, Any]:
     """Step ``step`` of a positioned run coloured by ``state``: every living agent's cell and value, the
     colouring (categories in the study's order and colours, or the whole run's numeric range), the counts or
@@ -131,7 +132,7 @@ def grid_step(root: Path, study: dict[str, Any], run_id: str, state: str, step: 
     return out
 
 
-def _facts_of(con, run_id: str, state: str, study: dict[str, Any]) -> tuple[str, dict[str, Any], tuple, int]:
+def _facts_of(con, run_id: str, state: str, study: StudyFile | None) -> tuple[str, dict[str, Any], tuple, int]:
     """What every step of a run's grid shares: how ``state`` is coloured (its kind, and its categories in the
     study's order and colours or the whole run's range), the largest coordinates and the number of agents.
     Each is a scan of the whole run, so a finished run's are kept (``_facts``)."""

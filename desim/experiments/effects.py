@@ -40,9 +40,9 @@ from desim.experiments.sweep.worker import RunOutcome, RunTask
 from desim.store.files import remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
-from desim.study.files import StudySpec, load_study, read_json
+from desim.study.files import StudySpec, load_study, read_study_file
 from desim.study.params import typed_value
-from desim.versions import code_files, code_hash, population_files
+from desim.versions import SIMULATION_FILE, code_files, code_hash, population_files
 
 
 SHARE_DIFFERENCE = (-1.0, 1.0)   # treatment share - control share: where every share difference lies
@@ -86,7 +86,7 @@ def _typed(spec, values: dict[str, Any], what: str) -> dict[str, Any]:
     out = {}
     for name, value in (values or {}).items():
         if name not in declared:
-            raise EffectError(f"{what} {name}: {spec.root / 'simulation' / 'simulation.json'} declares no "
+            raise EffectError(f"{what} {name}: {spec.root / SIMULATION_FILE} declares no "
                               f"parameter '{name}' (declared: {', '.join(sorted(declared)) or 'none'})")
         try:
             out[name] = typed_value(plain(value), declared[name])
@@ -457,7 +457,7 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
         pairs = catalogue.effect_pairs(effect_id)
         diffs = queries.effect_metric_differences(con, effect_id)
         if states is None:
-            states = list(read_json(Path(study_root) / "study.json").get("display_states") or [])
+            states = list(read_study_file(study_root).display_states)
         kinds = _state_kinds(layout, pairs)
         unknown = [f for f in states if kinds and f not in kinds]
         if unknown:         # said in words, not as DuckDB's "could not find key" from deep in a query

@@ -51,7 +51,7 @@ from desim.report.figures import file_stem, flow_rows, png, text_size, wrap_to_w
 from desim.report.netview import NETVIEW_CSS, NETVIEW_JS  # noqa: E402
 from desim.report.palette import declared_colors  # noqa: E402
 from desim.store import StudyLayout  # noqa: E402
-from desim.study.files import StudyConfigError, read_json  # noqa: E402
+from desim.study.files import study_file_or_none  # noqa: E402
 
 DPI = 100
 WIDTH = 1200            # px: every player PNG is this wide
@@ -65,11 +65,9 @@ VIEW_NAMES = {"network": "network", "communities": "communities", "adoption": "a
 
 
 def study_colors(study_root: str | Path, field: str) -> dict[str, str]:
-    """The colours ``study.json`` declares for ``field``, in its order ({} when none or unreadable)."""
-    try:
-        return declared_colors(read_json(Path(study_root) / "study.json"), field)
-    except (StudyConfigError, AttributeError):
-        return {}
+    """The colours ``study.json`` declares for ``field``, in its order ({} when none or the file is invalid:
+    the palette then colours every category)."""
+    return declared_colors(study_file_or_none(study_root), field)
 
 
 # --- words that fit the study ----------------------------------------------------------------------

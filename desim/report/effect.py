@@ -30,11 +30,11 @@ from desim.report import figures  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
-from desim.versions import SIMULATION_FILE, STUDY_FILE
+from desim.versions import SIMULATION_FILE
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from desim.report.numbers import clipped_note, row_cells  # noqa: E402
 from desim.store import Catalogue, StudyLayout, open_store  # noqa: E402
-from desim.study.files import read_json  # noqa: E402
+from desim.study.files import StudyFile, read_json, read_study_file  # noqa: E402
 
 FIGURE_HEIGHT = 3.6   # inches: 900 x 360 px per figure
 
@@ -154,16 +154,15 @@ def band_caption(rows: list[dict[str, Any]]) -> str:
             "past them)." if any(r.get("ci_clipped") for r in rows) else "")
 
 
-def card(study_root: Path, data: dict[str, Any]) -> Section:
+def card(study_root: Path, study: StudyFile, data: dict[str, Any]) -> Section:
     e, pairs = data["effect"], data["pairs"]
-    study = read_json(study_root / STUDY_FILE)
     treatment = parsed(e["treatment"])
     control = parsed(e["control"])
     done = sum(1 for p in pairs if p["treatment_status"] == "completed")
     reused = sum(1 for p in pairs if p["reused"])
     rows = [
-        ["study", f"{e['study_id']}: {study.get('title', '')}".rstrip(": ")],
-        ["question", study.get("question", "")],
+        ["study", f"{e['study_id']}: {study.title}".rstrip(": ")],
+        ["question", study.question],
         ["effect", f"{e['effect_id']} (created {fmt(e['created_at'])[:19]})"],
         ["treatment", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(treatment.items()))
          or "the study's interventions at steps >= the fork"],
@@ -255,7 +254,7 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
         data = effect_table(root, effect_id)
     except EffectError as e:
         raise ReportError(str(e)) from None
-    study = read_json(root / STUDY_FILE)
+    study = read_study_file(root)
     fork = data["effect"]["at_step"]
     recorded = sorted({m["name"] for m in data["metrics"]})
     if metrics:
@@ -265,9 +264,9 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
                               f"{', '.join(recorded)}")
         chosen = metrics
     else:
-        shown = [m for m in study.get("display_metrics") or [] if m in recorded]
+        shown = [m for m in study.display_metrics if m in recorded]
         chosen = shown or recorded
-    sections = [card(root, data)]
+    sections = [card(root, study, data)]
     events, unit = arm_events(root, data), time_unit(root, data)
     marks = events_caption(events, data["effect"]["n_steps"])
     if not data["metrics"]:
@@ -294,8 +293,8 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
                                 [_table(rows, ["mean_abs", "share_changed"])],
                                 [Figure(f"effect_state_{file_stem(f)}", f"effect on {f} per agent", png,
                                         "Red line: the fork step" + marks + band_caption(rows))]))
-    sections += category_sections(data["categories"], fork, events, unit, study.get("state_colors") or {}, marks)
-    return Report(study.get("title") or data["effect"]["study_id"],
+    sections += category_sections(data["categories"], fork, events, unit, study.state_colors, marks)
+    return Report(study.title or data["effect"]["study_id"],
                   f"effect {effect_id}: treatment - control from step {fork}", sections)
 
 

@@ -12,7 +12,10 @@ colour. Booleans (``false``/``true``) default to grey and a strong blue, the
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from desim.study.files import StudyFile
 
 PALETTE = ["#0072b2", "#d55e00", "#009e73", "#e69f00", "#cc79a7", "#56b4e9", "#f0e442", "#7f3c8d",
            "#8c564b", "#17becf"]
@@ -38,7 +41,6 @@ def category_colors(categories: list[str], declared: dict[str, str] | None = Non
     return [out[c] for c in categories]
 
 
-def declared_colors(study: dict[str, Any] | None, field: str) -> dict[str, str]:
-    """The colours ``study.json`` declares for one state field (``{}`` when none)."""
-    colors = (study or {}).get("state_colors") or {}
-    return dict(colors.get(field) or {})
+def declared_colors(study: "StudyFile | None", field: str) -> dict[str, str]:
+    """The colours ``study.json`` declares for one state field (``{}`` when none, or no valid study.json)."""
+    return dict(study.state_colors.get(field, {})) if study is not None else {}

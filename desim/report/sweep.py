@@ -24,6 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.figure  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
 
 from desim.jsontext import parsed
 from desim.experiments.sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
@@ -32,6 +33,7 @@ from desim.report.numbers import clipped_note, row_cells  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
+from desim.study.files import StudyFile, study_file_or_none  # noqa: E402
 from desim.store import Catalogue  # noqa: E402
 
 FIGURE_HEIGHT = 4.2   # inches: with figures.WIDTH and figures.DPI, every sweep figure is 900 x 420 px
@@ -124,7 +126,7 @@ def draw_metric(metric: str, rows: list[dict[str, Any]], x: str, x_values: list[
     return fig
 
 
-def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]], study: dict[str, Any]) -> Section:
+def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]], study: StudyFile) -> Section:
     status = {r["run_id"]: r["status"] for r in runs}
     planned = [r.run_id for r in plan.runs]
     completed = sum(1 for r in planned if status.get(r) == "completed")
@@ -140,8 +142,8 @@ def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]],
     counts = f"{completed} completed, {failed} failed" + (f", {missing} missing" if missing else "") \
         + (f", {other} unfinished" if other else "")
     rows = [
-        ["study", f"{plan.study_id}: {study.get('title', '')}".rstrip(": ")],
-        ["question", study.get("question", "")],
+        ["study", f"{plan.study_id}: {study.title}".rstrip(": ")],
+        ["question", study.question],
         ["sweep", f"{plan.sweep_id} (created {fmt(row['created_at'])[:19]})"],
         ["grid", "; ".join(f"{n} = {', '.join(fmt(v) for v in vs)}" for n, vs in plan.grid.items()
                            if len(vs) > 1) or "none (replicates of one combination)"],
@@ -216,17 +218,18 @@ def runs_section(plan: SweepPlan, runs: list[dict[str, Any]]) -> Section:
     return Section("Runs", [], [Table(["run"] + names + ["replicate", "seed", "status"], rows, note)])
 
 
-def sweep_study(study_root: str | Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def sweep_study(study_root: str | Path, runs: list[dict[str, Any]]) -> StudyFile:
     """The study's ``study.json`` as the sweep ran it: from a completed run's configuration, else any
     run's (a run that failed at set-up has one too), else the file as it is now, so a sweep whose runs
-    all failed still gets its title and question."""
+    all failed still gets its title and question (with neither, the study's folder name alone)."""
     for r in sorted(runs, key=lambda r: r["status"] != "completed"):
         config = parsed(r.get("config"), {})
         if config.get("study"):
-            return config["study"]
-    from desim.study.files import read_json
-    path = Path(study_root) / "study.json"
-    return read_json(path) if path.is_file() else {}
+            try:
+                return StudyFile.model_validate(config["study"])
+            except ValidationError:         # stored by a desim whose study.json had other fields
+                continue
+    return study_file_or_none(study_root) or StudyFile.model_construct(id=Path(study_root).name)
 
 
 def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = None) -> Report:
@@ -251,7 +254,7 @@ def build(study_root: str | Path, sweep_id: str, metrics: list[str] | None = Non
     if by_metric:
         sections.append(curves_section(study_root, plan, runs, [x] + lines if x else [], list(by_metric)))
     sections.append(runs_section(plan, runs))
-    title = study.get("title") or plan.study_id
+    title = study.title or plan.study_id
     what = f"final-step metrics against {x}" if x else f"{plan.replicates} replicates of the study's values"
     return Report(title, f"sweep {plan.sweep_id}: {what}", sections)
 

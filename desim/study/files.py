@@ -34,7 +34,7 @@ from desim.records import INT32, Persona, Strict
 from desim.study.interventions import Broadcast, ScheduledEvent, selector_matches
 from desim.study.params import (parameter_fields, substitute_interaction, substitute_interventions,
                                 substitute_parameters, typed_value)
-from desim.versions import ENVIRONMENT_FILE, POPULATION_FILE, SIMULATION_FILE, STUDY_FILE
+from desim.versions import ENVIRONMENT_FILE, POPULATION_DIR, POPULATION_FILE, SIMULATION_FILE, STUDY_FILE
 
 INT64 = 2**63 - 1
 Int = Annotated[int, StrictType()]
@@ -425,6 +425,28 @@ def validate_file(path: Path, model: type[BaseModel], data: Any) -> BaseModel:
             from None
 
 
+def read_study_file(root: str | Path) -> StudyFile:
+    """The study's ``study.json``, validated: its name, question and what reports show first. Every reader
+    of a study's face (reports, effects, sweeps, the dashboard) comes here, so a malformed entry is one
+    error naming the file and field, never a reader's own guess (``list("status")`` as display states)."""
+    path = Path(root) / STUDY_FILE
+    return validate_file(path, StudyFile, read_json(path))
+
+
+def is_study_folder(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a study (a ``study.json``): how listings find studies among other folders."""
+    return (Path(folder) / STUDY_FILE).is_file()
+
+
+def study_file_or_none(root: str | Path) -> StudyFile | None:
+    """:func:`read_study_file`, or None when the file is missing or invalid: for views that show a title or
+    colours beside the error another part of the same page reports (the dashboard's study card)."""
+    try:
+        return read_study_file(root)
+    except StudyConfigError:
+        return None
+
+
 def _misspelt(errors: list[tuple[str, tuple, str]]) -> list[tuple[str, str]]:
     """The problems as ``(field, message)``; an unknown key beside a missing one it is close to (``n_step``
     for ``n_steps``) is one problem, the typo, not two."""
@@ -625,7 +647,7 @@ def coerce_like(value: Any, like: Any) -> Any:
 
 def read_roster(root: Path, roster: str) -> list[Persona]:
     """Personas from a roster file beside population.json: JSON (a list) or CSV (an ``agent_id`` column)."""
-    path = root / "population" / roster
+    path = root / POPULATION_DIR / roster
     if path.suffix.lower() == ".csv":
         return _read_csv_roster(path)
     data = read_json(path)

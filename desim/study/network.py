@@ -28,7 +28,7 @@ from desim.records import Persona
 from desim.study.edges import format_of, place, read_edges
 from desim.study.files import Interaction
 from desim.study.generators import barabasi_albert_edges, watts_strogatz_edges
-from desim.versions import hash_file
+from desim.versions import POPULATION_DIR, hash_file
 
 if TYPE_CHECKING:
     import networkx as nx     # imported where a graph is built: a run without one never loads networkx
@@ -171,7 +171,7 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
             return Network(ids, False, *edges, {})
     if interaction.kind != "file":
         return Network.of_graph(build_graph(interaction, personas, seed), ids)
-    path = Path(root or ".") / "population" / str(interaction.path)
+    path = Path(root or ".") / POPULATION_DIR / str(interaction.path)
     fmt = format_of(path, interaction.format)
     try:
         content = hash_file(path)       # the content, not size and mtime: those survive a rewrite by cp -p

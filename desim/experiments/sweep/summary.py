@@ -26,7 +26,7 @@ from typing import Any
 from desim.experiments.sweep.merge import load_plan
 from desim.experiments.sweep.plan import SweepError
 from desim.store import Catalogue, StudyLayout, open_store, queries
-from desim.study.files import FILES, StudyFile, read_json, validate_file
+from desim.study.files import read_study_file
 
 # two-sided 95 % quantiles of Student's t, t(0.975, df), df = 1..30
 T975 = [12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
@@ -124,14 +124,12 @@ def describe(values: list[float], bounds: Bounds | None = None) -> dict[str, Any
 
 def metric_bounds(study_root: str | Path) -> dict[str, Bounds]:
     """The study's ``metric_bounds`` (study.json, validated: an invalid entry is an error naming the metric)."""
-    path = Path(study_root) / FILES["study"][0]
-    study = validate_file(path, StudyFile, read_json(path))
-    return dict(study.metric_bounds)
+    return dict(read_study_file(study_root).metric_bounds)
 
 
 def default_metrics(study_root: str | Path) -> list[str]:
     """The study's ``display_metrics`` (study.json)."""
-    return list(read_json(Path(study_root) / "study.json").get("display_metrics") or [])
+    return list(read_study_file(study_root).display_metrics)
 
 
 def sweep_table(study_root: str | Path, sweep_id: str, metrics: list[str] | None = None) -> list[dict[str, Any]]:
