@@ -36,6 +36,7 @@ from desim.errors import StopRun
 from desim.run import checks
 from desim.run.assemble import Run
 from desim.run.memory import Memory
+from desim.run.sink import Sink
 from desim.study.failures import call, tag_agent
 
 LATE = NORMAL + 1
@@ -58,7 +59,7 @@ class Engine:
     ``None``) ends the run at the next step boundary; ``ready()`` is called once set-up is done, just
     before the clock starts."""
 
-    def __init__(self, run: Run, source, sink, *, on_step: Callable[[int, dict], None] | None = None,
+    def __init__(self, run: Run, source, sink: Sink, *, on_step: Callable[[int, dict], None] | None = None,
                  should_stop: Callable[[], str | None] | None = None, ready: Callable[[], None] | None = None):
         if not isinstance(run, Run):    # Engine(spec).run() was the API before the run split
             raise TypeError("Engine takes an assembled Run (desim.run.assemble); to run a study, "

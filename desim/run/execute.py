@@ -28,6 +28,7 @@ from desim.errors import RunFailed, RunStoppedMidStep, StopRun
 from desim.run.assemble import Run
 from desim.run.checks import RunError
 from desim.run.engine import Engine
+from desim.run.sink import Sink
 from desim.study.failures import StudyCodeError, original, process_failure
 
 
@@ -47,7 +48,7 @@ class Outcome:
     ctrl_c: bool = False                # a Ctrl-C arrived, whether or not it stopped a step (the last, the merge)
 
 
-def execute(run: Run, source, sink, *, store_path: Path | str = ":memory:",
+def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:",
             on_step: Callable[[int, dict], None] | None = None, manage_gc: bool = True,
             handle_signals: bool = True) -> Outcome:
     """Run ``run`` into ``sink``, deciding by ``source``; raises :class:`RunFailed` for a failed run
