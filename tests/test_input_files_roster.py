@@ -10,7 +10,7 @@ import pytest
 
 from desim.cli import main
 from desim.errors import StudyConfigError
-from desim.study.files import read_roster
+from desim.study.rosters import read_roster
 from storeq import sql
 
 

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator
 
 from desim.records import Strict
-from desim.study.files import StudyConfigError, _describe, _field_path
+from desim.study.files import StudyConfigError, describe_error, field_path
 from desim.versions import SIMULATION_FILE
 
 ENV_BASE_URL = "DESIM_LLM_BASE_URL"
@@ -153,8 +153,8 @@ def load_llm_config(block: dict[str, Any] | None, environ: dict[str, str] | None
         for err in errors:      # a value the environment gave is its variable's fault, not the file's
             if err["loc"] and err["loc"][0] in from_env:
                 raise StudyConfigError(f"environment variable {env[err['loc'][0]]}",
-                                       [("llm." + _field_path(err["loc"]), _describe(err))]) from None
-        raise StudyConfigError(where, [("llm." + _field_path(err["loc"]), _describe(err))
+                                       [("llm." + field_path(err["loc"]), describe_error(err))]) from None
+        raise StudyConfigError(where, [("llm." + field_path(err["loc"]), describe_error(err))
                                        for err in errors]) from None
 
 

@@ -25,7 +25,8 @@ from desim.run.checks import RunError
 from desim.study.clock import Clock
 from desim.study.contract import MetricCollector, RunContext, study_path
 from desim.study.failures import call
-from desim.study.files import StudySpec, check_population, read_roster
+from desim.study.files import StudySpec, check_population
+from desim.study.rosters import read_roster
 from desim.study.interventions import Interventions
 from desim.study.network import Network, build_network
 from desim.study.refs import build

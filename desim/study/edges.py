@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from desim.errors import StudyConfigError
-from desim.study.files import INTEGER, NUMBER, read_text
+from desim.study.files import read_text
+from desim.study.rosters import INTEGER, NUMBER     # a number as a CSV cell writes it: one rule for rosters and edges
 
 FORMATS = ("edgelist", "csv", "graphml")
 RESERVED = {"source", "target", "run_id"}      # the edges table's own columns (compared ignoring case)
