@@ -554,8 +554,13 @@ def test_agent_view_shows_trajectory(site, page):
     page.wait_for_selector("#trajectory tbody tr[data-step]")
     rows = sql(good, "SELECT step, state FROM panel WHERE run_id=? AND agent_id=? ORDER BY step", [rid, agent])
     assert page.locator("#trajectory tbody tr[data-step]").count() == len(rows) == 12
-    cell = page.inner_text('#trajectory tbody tr[data-step="7"] td.json >> nth=0')
-    assert json.loads(cell) == rows[6][1]
+    # each number to 6 significant digits, the exact stored value in the cell's tooltip
+    cell = page.locator('#trajectory tbody tr[data-step="7"] td.json >> nth=0')
+    stored = rows[6][1]
+    assert json.loads(cell.get_attribute("title")) == stored
+    shown = json.loads(cell.inner_text())
+    assert shown.keys() == stored.keys() and shown != stored
+    assert all(v == float(f"{stored[k]:.6g}") for k, v in shown.items())
     assert len(drawn_series(page, '#agent-view figure.chart[data-metric="opinion"]')[rid]) == 13
     assert page.locator("#agent-messages tbody tr").count() == sql(
         good, "SELECT count(*) FROM messages WHERE run_id=? AND author_id=?", [rid, agent])[0][0]

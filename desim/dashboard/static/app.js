@@ -49,6 +49,16 @@ function short(value, n = 140) {
   const text = typeof value === "string" ? value : JSON.stringify(value);
   return text === undefined ? "" : (text.length > n ? text.slice(0, n) + "…" : text);
 }
+// a stored value as a table shows it: numbers to 6 significant digits (a float's 17 are noise to a reader),
+// the exact JSON in the cell's tooltip
+function rounded(value) {
+  return JSON.stringify(value, (k, v) => typeof v === "number" && Number.isFinite(v) && !Number.isInteger(v) ? +v.toPrecision(6) : v);
+}
+function exact(value) { return typeof value === "string" ? value : JSON.stringify(value); }
+function valueCell(value, n = 140, cls = "json") {
+  if (value == null) return h("td", {class: cls, text: "–"});
+  return h("td", {class: cls, text: short(typeof value === "string" ? value : rounded(value), n), title: exact(value)});
+}
 function fmt(x) {
   if (x === null || x === undefined) return "–";
   if (typeof x !== "number") return String(x);
@@ -825,8 +835,8 @@ function panelCard(S) {
         h("tbody", {}, body.rows.map(r => h("tr", {},
           h("td", {}, h("a", {href: `#/study/${enc(S.sid)}/messages/${enc(rid)}/${r.step}`, text: r.step, title: "messages of this step"})),
           h("td", {}, h("a", {href: `#/study/${enc(S.sid)}/agent/${enc(rid)}/${enc(r.agent_id)}`, text: r.agent_id, class: "agent-link"})),
-          h("td", {class: "json", text: short(r.state)}), h("td", {text: r.action_kind ?? "–"}),
-          h("td", {class: "json payload", text: own(r) == null ? "–" : short(own(r))}),
+          valueCell(r.state), h("td", {text: r.action_kind ?? "–"}),
+          valueCell(own(r), 140, "json payload"),
           h("td", {text: r.action_source ?? ""}), h("td", {text: r.action_rationale ?? ""}))))));
     const pages = Math.max(1, Math.ceil(body.total / body.page_size));
     fill(pager, 
@@ -895,11 +905,11 @@ async function agentView(view, sid, rid, aid) {
   const charts = h("div", {class: "chart-grid"}, Object.entries(numeric).map(([k, pts]) =>
     timeChart({title: k, key: k, xmax: a.run.n_steps, xLabel: a.run.time_unit || "step",
       series: [{label: rid, color: COLORS[0], points: pts}]})));
-  const rows = [h("tr", {class: "initial"}, h("td", {text: "0 (initial)"}), h("td", {class: "json", text: short(a.initial, 300)}), h("td", {}), h("td", {}), h("td", {}), h("td", {}))];
+  const rows = [h("tr", {class: "initial"}, h("td", {text: "0 (initial)"}), valueCell(a.initial, 300), h("td", {}), h("td", {}), h("td", {}), h("td", {}))];
   for (const r of a.steps) rows.push(h("tr", {"data-step": r.step},
     h("td", {}, h("a", {href: `#/study/${enc(sid)}/messages/${enc(rid)}/${r.step}`, text: r.step})),
-    h("td", {class: "json", text: short(r.state, 300)}), h("td", {text: r.action_kind ?? "–"}),
-    h("td", {class: "json", text: r.action_payload == null ? "–" : short(r.action_payload, 300)}),
+    valueCell(r.state, 300), h("td", {text: r.action_kind ?? "–"}),
+    valueCell(r.action_payload, 300),
     h("td", {text: r.action_source ?? ""}), h("td", {text: r.action_rationale ?? ""})));
   fill(view, h("div", {id: "agent-view"},
     h("h1", {text: `Agent ${aid}`}), h("p", {class: "muted", text: `run ${rid} (${a.run.status}), ${a.steps.length} steps`}),
@@ -908,7 +918,7 @@ async function agentView(view, sid, rid, aid) {
     h("section", {class: "card", id: "agent-messages"}, h("h2", {text: `Messages posted (${a.messages.length})`}),
       a.messages.length ? h("table", {}, h("thead", {}, h("tr", {}, ["step", "round", "channel", "kind", "content"].map(c => h("th", {text: c})))),
         h("tbody", {}, a.messages.map(m => h("tr", {}, h("td", {text: m.step}), h("td", {text: m.round}), h("td", {text: m.channel ?? ""}),
-          h("td", {text: m.kind ?? ""}), h("td", {class: "json", text: short(m.content, 200)})))))
+          h("td", {text: m.kind ?? ""}), valueCell(m.content, 200)))))
         : h("p", {class: "muted", text: "This agent posted nothing."}))));
 }
 
@@ -930,6 +940,6 @@ async function messagesView(view, sid, rid, step) {
       h("h2", {text: `Round ${r.round}: ${r.count} message(s)` + (r.count > r.messages.length ? `, first ${r.messages.length} shown` : "")}),
       r.messages.map(m => h("div", {class: "message"},
         h("a", {class: "author", href: `#/study/${enc(sid)}/agent/${enc(rid)}/${enc(m.author_id)}`, text: m.author_id}),
-        h("span", {class: "muted", text: `${m.channel ?? ""} ${m.kind ?? ""} → ${m.audience ?? ""} `}), h("span", {class: "json", text: short(m.content, 300)})))))
+        h("span", {class: "muted", text: `${m.channel ?? ""} ${m.kind ?? ""} → ${m.audience ?? ""} `}), h("span", {class: "json", text: short(rounded(m.content), 300), title: exact(m.content)})))))
       : infoCard("No messages in this step.")));
 }
