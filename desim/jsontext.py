@@ -23,6 +23,7 @@ import orjson
 import pyarrow as pa
 
 OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_TEXT_KEYS = orjson.OPT_SORT_KEYS       # the common case, tried first: every dict key is already text
 _NEWLINE = orjson.Fragment(b"\n")
 
 
@@ -53,6 +54,43 @@ def _refuse_nonfinite(values: list) -> None:
             raise TypeError(f"{found} is not a JSON number (JSON has no NaN or infinity)")
 
 
+def _key_text(key: Any) -> str:
+    """The text a non-text dict key becomes in JSON (1 -> "1", None -> "null"), as orjson writes it."""
+    if type(key) is int:                # the common one, spelled here: asking orjson costs 1 us a key
+        return str(key)
+    return next(iter(orjson.loads(orjson.dumps({key: 0}, option=OPTIONS))))
+
+
+def _refuse_key_clash(value: Any) -> None:
+    """Raise ``TypeError`` when a dict inside ``value`` has two keys that JSON writes as one text (``1`` and
+    ``"1"``): the stored object would hold the key twice and a reader would keep one of the two values."""
+    if isinstance(value, dict):
+        if len({k if type(k) is str else _key_text(k) for k in value}) < len(value):
+            seen: dict[str, Any] = {}
+            for key in value:
+                text = key if type(key) is str else _key_text(key)
+                if text in seen:
+                    raise TypeError(f"keys {seen[text]!r} and {key!r} are both written {text!r} in JSON, "
+                                    "so one of their values would be lost; use one kind of key")
+                seen[text] = key
+        value = value.values()
+    elif not isinstance(value, (list, tuple)):
+        return
+    for item in value:
+        if isinstance(item, (dict, list, tuple)):
+            _refuse_key_clash(item)
+
+
+def _encoded(value: Any) -> bytes:
+    """``orjson.dumps`` with desim's options; a dict with keys that are not text (allowed: ``{1: "a"}`` is
+    stored as ``{"1": "a"}``) is first checked for two keys that would become one."""
+    try:
+        return orjson.dumps(value, default=_plain, option=_TEXT_KEYS)
+    except TypeError:
+        _refuse_key_clash(value)
+        return orjson.dumps(value, default=_plain, option=OPTIONS)
+
+
 def _plain(value: Any) -> Any:
     if hasattr(value, "tolist"):          # numpy scalars and arrays
         return value.tolist()
@@ -69,7 +107,7 @@ def parsed(value: Any, empty: Any = None) -> Any:
 
 def dumps(value: Any) -> str:
     """One value as canonical JSON text (sorted keys); ``TypeError`` for what JSON cannot hold, NaN included."""
-    data = orjson.dumps(value, default=_plain, option=OPTIONS)
+    data = _encoded(value)
     if b"null" in data:
         _refuse_nonfinite([value])
     return data.decode()
@@ -87,7 +125,7 @@ def json_array(values: list, none_is_null: bool = False) -> pa.Array:
         return pa.array([], pa.json_())
     items = [_NEWLINE] * (2 * n - 1)
     items[::2] = values
-    data = orjson.dumps(items, default=_plain, option=OPTIONS)      # [v0,\n,v1,\n,...]
+    data = _encoded(items)          # [v0,\n,v1,\n,...]
     if b"null" in data:
         _refuse_nonfinite(values)
     buf = np.frombuffer(data, np.uint8)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 
 import duckdb
 import numpy as np
@@ -263,3 +264,25 @@ def test_a_json_state_field_holding_nan_fails_the_run_naming_the_agent():
     with pytest.raises(desim.RunFailed, match=r"step 2: agent 'a2': state\.info = .* has no faithful stored form: "
                                               r"NaN or infinity inside a list or dict"):
         desim.run_study(desim.Study(environment=NanEnv, decision=Idle, population=4, steps=3))
+
+
+@pytest.mark.parametrize("value, keys", [
+    ({1: "a", "1": "b"}, "1 and '1'"),
+    ([{"x": {None: 0, "null": 1}}], "None and 'null'"),
+    ({"deep": ({2.5: 0, "2.5": 1},)}, "2.5 and '2.5'"),
+])
+def test_two_keys_json_writes_as_one_are_refused_not_stored_twice(value, keys):
+    """orjson writes ``{1: "a", "1": "b"}`` as ``{"1":"a","1":"b"}``: a reader keeps one of the two values."""
+    with pytest.raises(TypeError, match=f"keys {re.escape(keys)} are both written"):
+        dumps(value)
+    with pytest.raises(TypeError, match=f"keys {re.escape(keys)} are both written"):
+        json_array([{"fine": 1}, value])
+    assert json_array([{1: "a", 2: "b"}]).storage.to_pylist() == ['{"1":"a","2":"b"}']    # one kind: fine
+
+
+def test_a_message_with_clashing_keys_is_refused_naming_its_author():
+    from desim import Message
+    from desim.study.failures import FieldError
+    from desim.store.tables import message_rows
+    with pytest.raises(FieldError, match=r"step 2 round 0: agent 'b': message content .* is not JSON \(keys 7 and '7'"):
+        message_rows([Message("a", 2, 0, {"x": 1}), Message("b", 2, 0, {7: "seven", "7": "7"})], 2)
