@@ -142,8 +142,9 @@ class RunContext:
         key = (name, self.step, self.round_idx)
         gen = self._rngs.get(key)
         if gen is None:
-            if len(self._rngs) > 64:
-                self._rngs.clear()
+            if len(self._rngs) > 64:    # kept small: only this step and round's streams are sure to be needed
+                for old in [k for k in self._rngs if k[1:] != key[1:]]:
+                    del self._rngs[old]
             gen = self._rngs[key] = self.streams.numpy(f"{name}/{self.step}/{self.round_idx}")
         return gen
 
