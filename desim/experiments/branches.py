@@ -53,6 +53,7 @@ from desim.study.files import (
     spec_from_config,
 )
 from desim.study.params import parameter_uses
+from desim.study.refs import outside_code
 from desim.versions import code_changes, code_files, diff_configs, population_files
 
 
@@ -74,7 +75,7 @@ def check_code(parent: dict, root: Path) -> list[str]:
                 "cannot be checked against the study's"]
     population = json.loads(parent["config"]).get("population") or {}
     problems = _roster_rule(parent, population)
-    now = code_files(root, population_files(population))
+    now = {**code_files(root, population_files(population)), **outside_code(root, json.loads(parent["config"]))}
     changed = code_changes(json.loads(parent["code"]), now)
     if changed:
         problems.append(f"the study's code changed since run {parent['run_id']}: {', '.join(changed)}; the "

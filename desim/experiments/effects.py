@@ -42,7 +42,8 @@ from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
 from desim.study.files import StudySpec, load_study, read_study_file
 from desim.study.params import typed_value
-from desim.versions import SIMULATION_FILE, code_files, code_hash, population_files
+from desim.study.refs import study_code
+from desim.versions import SIMULATION_FILE, code_hash
 
 
 SHARE_DIFFERENCE = (-1.0, 1.0)   # treatment share - control share: where every share difference lies
@@ -161,7 +162,7 @@ def _new(root: Path, at_step: int | None, treatment: dict[str, Any] | None, repl
         raise EffectError(wrong)
     backend, workers, address = executor
     check_executor(backend, root, workers, address, "desim.effect", EffectError, stacklevel=3)
-    code = code_files(root, population_files(base.population))
+    code = study_code(base)
     effect_id = f"ef{uuid.uuid4().hex[:8]}"
     label = ", ".join(f"{k}={v}" for k, v in sorted(treat_p.items()))
     with writing(StudyLayout(root), on_wait) as con:
@@ -284,7 +285,7 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
     the reused controls); returns the errors of the runs that failed now."""
     db = StudyLayout(root)
     spec, effect_id = effect.spec, effect.effect_id
-    code = code_files(root, population_files(spec.population))
+    code = study_code(spec)
     with writing(db, on_wait) as con:
         catalogue = Catalogue(con)
         version_id = catalogue.ensure_version(spec.id, spec.version_config(), kind="run", code=code, root=root)[0]

@@ -29,7 +29,7 @@ from desim.study.files import StudySpec, check_population
 from desim.study.rosters import read_roster
 from desim.study.interventions import Interventions
 from desim.study.network import Network, build_network
-from desim.study.refs import build
+from desim.study.refs import build, study_code
 from desim.study.rng import Streams
 from desim.versions import POPULATION_FILE
 
@@ -73,6 +73,10 @@ class Run:
     @property
     def seed(self) -> int:
         return self.spec.simulation.seed
+
+    def code(self) -> dict[str, str]:
+        """The study's code as its version records it (``desim.study.refs.study_code``): read from disk now."""
+        return study_code(self.spec)
 
     @property
     def n_steps(self) -> int:

@@ -46,7 +46,7 @@ from desim.store.tables import (
     metric_rows,
     round_rows,
 )
-from desim.versions import code_files, code_hash, describe_overrides, overrides_of, population_files
+from desim.versions import code_hash, describe_overrides, overrides_of
 
 WRITER_ATTEMPTS = 600
 """How long a run waits for the store when it records its start and its end (50 ms apart: 30 s). A
@@ -173,7 +173,7 @@ class Recorder(MemorySink):
     def _start(self, catalogue: Catalogue, run) -> None:
         """Record the run (and its version: a new configuration is a new version)."""
         spec = run.spec
-        code = code_files(spec.root, population_files(spec.population))
+        code = run.code()
         version_id, created = catalogue.ensure_version(spec.id, spec.version_config(), kind=self.kind, code=code,
                                                        parent_run_id=self.parent_run_id, fork_step=self.fork_step,
                                                        note=self.note, root=spec.root)

@@ -19,6 +19,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import sysconfig
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from desim.errors import StudyError
 from desim.study.contract import ROLES, kind_of, missing_methods
 from desim.study.failures import describe, import_place, load_failure, place, shown
 from desim.study.files import Ref, StudyConfigError
-from desim.versions import SKIP_DIRS, file_hash
+from desim.versions import SKIP_DIRS, code_files, file_hash, population_files
 
 
 class RefError(StudyError, ValueError):
@@ -263,3 +264,96 @@ def _construct(cls: Any, ref: Ref, root: Path, at: str) -> Any:
         raise RefError(f"{at}.args: cannot build {ref.ref} with args {sorted(ref.args)}: {e}") from None
     except Exception as e:
         raise RefError(f"{at}: building {ref.ref} failed at {place(e, root)}: {describe(e)}") from e
+
+
+# --- the code a version records ------------------------------------------------------------------------
+
+OUTSIDE = "<outside>/"
+"""How a version's ``code`` names code its refs reach outside the study folder: ``<outside>/op_classes.py``
+(a module beside a notebook), ``<outside>/__main__.py`` (a script's classes)."""
+_unknown: dict[str, str] = {}       # code with no source to hash: one token a process (see outside_code)
+
+
+def _installed(file: str) -> bool:
+    """A file of Python itself, of an installed distribution, or of desim: versioned by what is installed
+    (a run records ``desim_version``), not by its study."""
+    path = os.path.realpath(file)
+    parts = Path(path).parts
+    if "site-packages" in parts or "dist-packages" in parts:
+        return True
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(str(Path(__file__).resolve().parent.parent))      # desim itself, installed editable or not
+    return any(path.startswith(os.path.realpath(r) + os.sep) for r in roots)
+
+
+def _source_hash(obj: Any) -> str | None:
+    """The hash of ``obj``'s source when Python can find it without a file (a class typed into a notebook:
+    its methods' sources, which the notebook's cells keep), else None."""
+    try:
+        return file_hash(inspect.getsource(obj).encode())
+    except (OSError, TypeError):
+        pass
+    if not isinstance(obj, type):
+        return None
+    texts = []
+    for name, value in sorted(vars(obj).items()):
+        value = getattr(value, "__func__", value)
+        if inspect.isfunction(value):
+            try:
+                texts.append(f"{name}\n{inspect.getsource(value)}")
+            except (OSError, TypeError):
+                return None
+    return file_hash("\n".join(texts).encode()) if texts else None
+
+
+def _refs_in(data: Any):
+    """Every ``ref`` string in a study's resolved configuration (``{"ref": ..., "args": ...}`` anywhere)."""
+    if isinstance(data, dict):
+        if isinstance(data.get("ref"), str):
+            yield data["ref"]
+        for value in data.values():
+            yield from _refs_in(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _refs_in(value)
+
+
+def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
+    """``{"<outside>/<module>.py": hash}`` for each module a ref of ``config`` names that is neither in the study's
+    folder (:func:`desim.versions.code_files` hashes those) nor installed: a module beside a notebook or a
+    script, or the script itself (``__main__:Name``, a ``desim.Study`` built in Python). Its file's hash joins
+    the version's code, so an edit of it is a new version, a branch across it is refused as across an edit
+    of ``model.py``, and an effect never reuses a control run with other code. Only the module the ref names
+    is hashed, not what it imports. Code with no source to read (a class made by ``type()`` in a notebook)
+    gets a token of this process: its runs are one version while the process lasts, never reused after."""
+    root = Path(root)
+    out: dict[str, str] = {}
+    for ref in sorted(set(_refs_in(config))):
+        module_name, _, attr = ref.partition(":")
+        if module_name == "model" or ("." not in module_name and (root / f"{module_name}.py").exists()):
+            continue
+        module = sys.modules.get(module_name)
+        if module is None:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue                # the run's own resolve names the ref and the error
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            if _installed(file) or os.path.realpath(file).startswith(str(root.resolve()) + os.sep):
+                continue
+            digest = _hash_of(file)
+        else:
+            digest = _source_hash(getattr(module, attr, None))
+        key = f"{OUTSIDE}{module_name}.py" if isinstance(file, str) else f"{OUTSIDE}{module_name}:{attr}"
+        if digest is None:
+            digest = _unknown.setdefault(key, "process-" + os.urandom(6).hex())
+        out[key] = digest
+    return out
+
+
+def study_code(spec) -> dict[str, str]:
+    """A study's code as its version records it: the files of its folder (:func:`desim.versions.code_files`,
+    its data files included) and the code its refs reach outside it (:func:`outside_code`)."""
+    return {**code_files(spec.root, population_files(spec.population)),
+            **outside_code(spec.root, spec.resolved())}

@@ -27,7 +27,7 @@ from desim.store import Catalogue, StudyLayout, layout_of, open_store
 from desim.store.connection import WaitFn
 from desim.store.files import carry_paid_calls, remove_run_data, replace_folder
 from desim.study.files import StudySpec
-from desim.versions import code_files, population_files
+from desim.study.refs import study_code
 
 __all__ = ["WaitFn", "load_plan", "merge_run", "record_failure", "record_plan", "run_statuses", "study_version",
            "writing"]
@@ -42,7 +42,7 @@ def study_version(study: "str | Path | StudyLayout", spec: StudySpec, on_wait: W
     """The study's version id for its files as they are now (created if they are new)."""
     with writing(study, on_wait) as con:
         return Catalogue(con).ensure_version(spec.id, spec.version_config(), kind="run",
-                                             code=code_files(spec.root, population_files(spec.population)),
+                                             code=study_code(spec),
                                              root=spec.root)[0]
 
 
