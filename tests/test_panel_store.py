@@ -15,7 +15,7 @@ import pytest
 import desim
 from desim.run.assemble import assemble
 from desim.cli import main
-from desim.store import StoreBusyError, StoreLayoutError, StudyLayout, open_store
+from desim.store import QueryError, StoreBusyError, StoreLayoutError, StudyLayout, open_store
 from storeq import store_path
 from storeq import query
 
@@ -425,7 +425,7 @@ def test_a_bare_state_field_in_sql_says_how_sql_names_it(study_copy, capsys):
     err = capsys.readouterr().err
     assert 'Referenced column "opinion" not found' in err
     assert "'opinion' is a state field: in SQL, state fields are state.<name> (state.opinion)" in err
-    with pytest.raises(duckdb.BinderException, match=r"state fields are state\.<name> \(state\.opinion\)"):
+    with pytest.raises(QueryError, match=r"state fields are state\.<name> \(state\.opinion\)"):
         desim.open(root).sql("SELECT avg(opinion) FROM panel")
     assert main(["sql", str(root), "SELECT no_such_column FROM panel"]) == 2      # no hint for other names
     assert "is a state field" not in capsys.readouterr().err

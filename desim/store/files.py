@@ -149,6 +149,14 @@ class RunFiles:
         path = self.dir / "types.json" if self.on_disk else None
         return json.loads(path.read_text(encoding="utf-8")) if path and path.exists() else None
 
+    def merged_file(self, view: str) -> Path | None:
+        """The run's merged file of ``view`` (``schema.VIEWS``: ``panel``, ``initial_states``, ...) once the run
+        has ended and been merged (no journal or step folders left), else None."""
+        if not self.on_disk or (self.dir / "journal").exists() or self.step_folders():
+            return None
+        path = self.dir / f"{VIEWS[view]}.parquet"
+        return path if path.is_file() else None
+
     # --- reading the progress ---------------------------------------------------------
     def step_folders(self) -> list[int]:
         """Steps in per-step folders (stores written before the journal)."""

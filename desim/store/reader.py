@@ -26,6 +26,7 @@ from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreError, StoreMissing, field, named_file, open_store
 from desim.store.files import RunFiles
 from desim.store.layout import StudyLayout, layout_of
+from desim.store.schema import files_sql
 
 PANEL_COLUMNS = ("run_id", "step", "agent_id", "action_kind", "action_source", "action_rationale", "away")
 
@@ -74,18 +75,10 @@ class StudyData:
 
     # --- any query -------------------------------------------------------------------
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
-        """A read-only query over the store's tables and views, as an Arrow table. A query that names
-        a state or payload field bare (``status``) fails with DuckDB's error and a line saying that in
-        SQL they are ``state.status`` and ``payload.<name>`` (the tables here name them flat)."""
-        with open_store(self.layout) as con:
-            refuse_writes(con, query)
-            try:
-                return con.sql(query, params=params or None).to_arrow_table()
-            except duckdb.BinderException as e:
-                hint = bare_field_hint(con, str(e))
-                if hint is None:
-                    raise
-                raise duckdb.BinderException(f"{e}\n{hint}") from None
+        """A read-only query over the store's tables and views, as an Arrow table; a failing query raises
+        :class:`QueryError` with DuckDB's message (one naming a state or payload field bare, ``status``, adds
+        that in SQL they are ``state.status`` and ``payload.<name>``: the tables here name them flat)."""
+        return user_query(self.layout, query, params)
 
     def run_rows(self, run_ids: list[str]) -> list[dict]:
         """The runs rows of ``run_ids`` as dicts (JSON columns as text), oldest first."""
@@ -180,6 +173,17 @@ class StudyData:
                     merged[part].setdefault(name, kind)
         return merged
 
+    def _source(self, view: str, runs: list[str]) -> str:
+        """Where ``runs``' rows of ``view`` are read: their own merged files when every one has ended and all
+        recorded the same field types, so each value reads back as stored; else the view over every run, which
+        gives a field one type for all of them (a field an integer in one version and a float in a later one
+        reads as floats there: in one table the runs' columns cannot keep two types)."""
+        files = [RunFiles(self.layout.data, r) for r in runs]
+        paths = [f.merged_file(view) for f in files]
+        if not runs or None in paths or len({json.dumps(f.load_types(), sort_keys=True) for f in files}) > 1:
+            return view
+        return files_sql(paths)
+
     def _flat(self, part: str, runs: list[str], names: Iterable[str] | None = None) -> list[str]:
         types = self._types(runs)
         out = []
@@ -224,8 +228,8 @@ class StudyData:
         if steps is not None:
             where += " AND step IN (SELECT unnest(?))"
             params.append([steps] if isinstance(steps, int) else list(steps))
-        return self.sql(f"SELECT {', '.join(select)} FROM panel WHERE {where} ORDER BY run_id, step, agent_id",
-                        params)
+        return self.sql(f"SELECT {', '.join(select)} FROM {self._source('panel', runs)} WHERE {where} "
+                        "ORDER BY run_id, step, agent_id", params)
 
     def payload_fields(self, run: str | None = None) -> dict[str, list[str]]:
         """Which payload fields each action kind fills in one run: ``{"move": ["to_x", "to_y"], "post":
@@ -239,7 +243,8 @@ class StudyData:
     def initial_states(self, run: str | Iterable[str] | None = None) -> pa.Table:
         runs = self.run_ids(run)
         return self.sql(f"SELECT run_id, agent_id, {', '.join(self._flat('state', runs)) or 'NULL AS state'} "
-                        "FROM initial_states WHERE run_id IN (SELECT unnest(?)) ORDER BY run_id, agent_id", [runs])
+                        f"FROM {self._source('initial_states', runs)} WHERE run_id IN (SELECT unnest(?)) "
+                        "ORDER BY run_id, agent_id", [runs])
 
     # --- everything else ---------------------------------------------------------------------
     def metrics(self, run: str | Iterable[str] | None = None, wide: bool = True) -> pa.Table:
@@ -368,14 +373,14 @@ def refuse_writes(con: duckdb.DuckDBPyConnection, text: str) -> None:
                              "with --csv or --json and a redirection, a run's tables with desim export)")
 
 
-def user_query(study: "str | Path | StudyLayout", text: str) -> pa.Table | None:
-    """A user's read-only SQL on the store (``desim sql``): an Arrow table, or None for a statement that
-    returns no rows; a failing query raises :class:`QueryError` with DuckDB's message."""
+def user_query(study: "str | Path | StudyLayout", text: str, params: list | dict | None = None) -> pa.Table | None:
+    """A user's read-only SQL on the store (``desim sql``, ``StudyData.sql``): an Arrow table, or None for a
+    statement that returns no rows; a failing query raises :class:`QueryError` with DuckDB's message."""
     layout = layout_of(study)
     with open_store(layout) as con:
         refuse_writes(con, text)
         try:
-            rel = con.sql(text)
+            rel = con.sql(text, params=params or None)
             return rel.to_arrow_table() if rel is not None else None
         except duckdb.Error as e:
             if named_file(e, layout.data) is not None:

@@ -84,6 +84,12 @@ def _files(root: str, name: str) -> str:
             "hive_types = {'run_id': VARCHAR})")
 
 
+def files_sql(paths: list[Path]) -> str:
+    """A table function reading exactly these runs' files (``run_id`` from their folders' names)."""
+    quoted = ", ".join("'" + str(p.resolve()).replace("'", "''") + "'" for p in paths)
+    return f"read_parquet([{quoted}], hive_partitioning = true, union_by_name = true, hive_types = {{'run_id': VARCHAR}})"
+
+
 def view_sql(data: Path, temp: bool, live: dict[str, list[tuple[str, str, bool]]] | None = None) -> dict[str, str]:
     """``{view: CREATE statement}`` over the data folder ``data`` (its absolute path is in the text).
 
