@@ -151,12 +151,13 @@ def exported_files(folder: str | Path) -> set[str]:
     return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
-def mark_exported(folder: str | Path, names: list[str]) -> Path:
+def mark_exported(folder: str | Path, names: list[str], replace: bool = False) -> Path:
     """Name ``names`` (files in ``folder``) as ``desim export``'s output in ``folder``'s :data:`EXPORT_MARKER`,
-    beside those an earlier export named there: a study's version then leaves them out (an export inside the
-    study folder is not an input of its next run). Returns the marker's path."""
+    beside those an earlier export named there (alone, with ``replace``: once the earlier ones are gone): a
+    study's version then leaves them out (an export inside the study folder is not an input of its next run).
+    Returns the marker's path."""
     path = Path(folder) / EXPORT_MARKER
-    files = sorted(exported_files(folder) | set(names))
+    files = sorted(set(names) if replace else exported_files(folder) | set(names))
     path.write_text(json.dumps({"written_by": "desim export", "files": files}, indent=1) + "\n", encoding="utf-8")
     return path
 

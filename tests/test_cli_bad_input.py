@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pyarrow.parquet as pq
 import pytest
 
 import desim
@@ -166,9 +167,34 @@ def test_export_again_into_a_folder_an_export_made_replaces_its_files(exported, 
     desim.run_study(desim.load_study(root))        # a second run: the files now hold both
     assert main(["export", str(root), "--format", "csv", "--out", str(out)]) == 0
     assert len((out / "panel.csv").read_text().splitlines()) == 1 + 2 * 3 * 6
+    # the folder holds this export alone: the Parquet files of the export before it are gone, so a reader
+    # globbing the folder never finds another export's table beside this one's
     marker = json.loads((out / ".desim-export").read_text())["files"]
-    assert {"panel.csv", "panel.parquet", "runs.json"} <= set(marker)
+    assert "runs.json" in marker and all(n.endswith(".csv") for n in marker if n != "runs.json")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(marker)
+    assert not list(out.glob("*.parquet"))
     capsys.readouterr()
+
+
+def test_an_export_of_another_study_into_the_folder_leaves_none_of_the_first_ones_tables(tmp_path):
+    """The first study records every round's actions, the second does not: the second export must not leave
+    the first one's round_actions.parquet beside its own panel (a reader globbing the folder mixed them)."""
+    first = walk(tmp_path, "rounds")
+    sim = first / "simulation" / "simulation.json"
+    sim.write_text(json.dumps({**json.loads(sim.read_text()), "record_rounds": True}))
+    desim.run_study(desim.load_study(first))
+    second = walk(tmp_path, "plain")
+    desim.run_study(desim.load_study(second))
+    out = tmp_path / "mix"
+    assert main(["export", str(first), "--out", str(out)]) == 0
+    assert (out / "round_actions.parquet").exists()
+    (out / "notes.txt").write_text("mine")          # not an export's: kept
+    assert main(["export", str(second), "--out", str(out)]) == 0
+    assert not (out / "round_actions.parquet").exists() and (out / "notes.txt").read_text() == "mine"
+    runs = set(desim.open(second).runs().column("run_id").to_pylist())
+    for path in out.glob("*.parquet"):
+        if path.name != "runs.parquet" and pq.read_metadata(path).num_rows:
+            assert set(pq.read_table(path, columns=["run_id"]).column("run_id").to_pylist()) == runs, path.name
 
 
 # --- 5. desim runs on a folder that is not there -------------------------------------------------------------

@@ -98,6 +98,7 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     check_out(data.layout, out, names)
     out.mkdir(parents=True, exist_ok=True)
     # the marker first: an export stopped half-way leaves files it owns, which the next export may replace
+    earlier = exported_files(out)
     mark_exported(out, names)
     written = []
     for name, table in tables.items():
@@ -115,4 +116,9 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     path = out / "runs.json"
     path.write_text(json.dumps(rows, indent=2, default=str) + "\n", encoding="utf-8")
     written.append(path)
+    # the folder holds this export alone: a table an earlier export wrote and this one has not (its
+    # round_actions, another format's files) would be read beside it as if it were this run's
+    for name in sorted(earlier - set(names)):
+        (out / name).unlink(missing_ok=True)
+    mark_exported(out, names, replace=True)
     return written
