@@ -57,6 +57,19 @@ def test_metrics_must_be_numbers():
             checked_metrics(bad, 4, "C")
 
 
+def test_metric_names_that_clash_in_the_store_are_refused():
+    """A metric ``step`` made the wide metrics table hold two ``step`` columns (its export unreadable by
+    pyarrow); ``Share`` beside ``share``, or ``1`` beside ``"1"``, are one name to SQL."""
+    for bad, message in (({"step": 1.0}, "a metric named 'step', a column the metrics table has already"),
+                         ({"x": 1, "RUN_ID": 2}, "a metric named 'RUN_ID'"),
+                         ({"Share": 0.1, "share": 0.2}, "metrics 'Share' and 'share', one name to SQL"),
+                         ({1: 0.1, "1": 0.2}, "metrics 1 and '1', one name")):
+        with pytest.raises(RunError, match=f"step 4: C.collect returned {message}"):
+            checked_metrics(bad, 4, "C")
+    assert checked_metrics({"steps": 1, "share_S": 0.5, "share_s_": 0.5}, 4, "C") == {
+        "steps": 1.0, "share_S": 0.5, "share_s_": 0.5}
+
+
 def test_state_columns_need_one_value_per_agent_per_field():
     good = {"x": np.zeros(3), "y": ["p", "q", "r"]}
     assert checked_state_columns(good, 3, 1) is good

@@ -186,7 +186,30 @@ def checked_metrics(raw: Any, t: int, collector: str) -> dict[str, float]:
             out[str(name)] = float(value)
         except (TypeError, ValueError):
             raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number") from None
+    if len(out) < len(raw) or len({n.lower() for n in out}) < len(out) or not RESERVED_METRICS.isdisjoint(
+            n.lower() for n in out):
+        _refuse_metric_names(list(raw), t, collector)
     return out
+
+
+RESERVED_METRICS = {"run_id", "step"}
+"""The metrics table's own columns: a metric of that name would make its wide form (a column per metric,
+``desim.open(s).metrics()``, the export) hold two columns of one name, which Arrow and Parquet readers refuse."""
+
+
+def _refuse_metric_names(names: list, t: int, collector: str) -> None:
+    """A ``RunError`` for the first metric name that would clash with another in the store: SQL reads names
+    without regard to case, and a name is stored as its text (``1`` and ``"1"`` are one)."""
+    seen: dict[str, Any] = {}
+    for name in names:
+        key = str(name).lower()
+        if key in RESERVED_METRICS:
+            raise RunError(f"step {t}: {collector}.collect returned a metric named '{name}', a column the metrics "
+                           f"table has already ({', '.join(sorted(RESERVED_METRICS))}); rename it")
+        if key in seen:
+            raise RunError(f"step {t}: {collector}.collect returned metrics {seen[key]!r} and {name!r}, one name to "
+                           "SQL (which ignores case, and stores a name as its text); rename one")
+        seen[key] = name
 
 
 def checked_state_columns(columns: Any, n: int, t: int) -> dict:
