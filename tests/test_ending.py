@@ -72,28 +72,28 @@ def test_stop_when_ends_the_run_completed_at_that_step():
     assert "| status | completed, ended with its process (stop_when: most_left <= 2 at step 3) |" in md
 
 
-class LeftAndStep(MetricCollector):
+class LeftAndDay(MetricCollector):
     def collect(self, t, environment, actions):
-        return {"most_left": float(max(environment.left.values())), "step": float(t)}
+        return {"most_left": float(max(environment.left.values())), "day": float(t)}
 
 
 def test_conditions_under_all_end_the_run_only_when_they_hold_together(tmp_path):
-    both = [{"all": [{"metric": "most_left", "op": "<=", "value": 3}, {"metric": "step", "op": ">=", "value": 4}]}]
-    result = desim.run_study(study(collector=LeftAndStep, stop_when=both))
+    both = [{"all": [{"metric": "most_left", "op": "<=", "value": 3}, {"metric": "day", "op": ">=", "value": 4}]}]
+    result = desim.run_study(study(collector=LeftAndDay, stop_when=both))
     assert result.steps_done == 4         # most_left <= 3 from step 2 on, step >= 4 at 4: together at 4
-    assert result.end_reason == "stop_when: most_left <= 3 and step >= 4 at step 4"
-    either = [{"metric": "most_left", "op": "<=", "value": 3}, {"metric": "step", "op": ">=", "value": 4}]
-    assert desim.run_study(study(collector=LeftAndStep, stop_when=either)).steps_done == 2
+    assert result.end_reason == "stop_when: most_left <= 3 and day >= 4 at step 4"
+    either = [{"metric": "most_left", "op": "<=", "value": 3}, {"metric": "day", "op": ">=", "value": 4}]
+    assert desim.run_study(study(collector=LeftAndDay, stop_when=either)).steps_done == 2
     # a metric inside all is checked like any, and a condition is one form or the other
     with pytest.raises(desim.StudyConfigError, match=r"stop_when\[0\]\.metric: 'cases' is not a metric"):
-        desim.run_study(study(folder=tmp_path / "s", collector=LeftAndStep, stop_when=[
+        desim.run_study(study(folder=tmp_path / "s", collector=LeftAndDay, stop_when=[
             {"all": [{"metric": "most_left", "value": 0}, {"metric": "cases", "value": 0}]}]))
     assert not (tmp_path / "s" / "runs").exists()
     for bad, said in (({"all": [{"metric": "most_left", "value": 0}], }, "at least 2"),
                       ({"metric": "most_left"}, "needs metric and value"),
-                      ({"metric": "step", "value": 1, "all": [{"metric": "step", "value": 1}] * 2}, "not both")):
+                      ({"metric": "day", "value": 1, "all": [{"metric": "day", "value": 1}] * 2}, "not both")):
         with pytest.raises(desim.StudyConfigError, match=said):
-            desim.run_study(study(collector=LeftAndStep, stop_when=[bad]))
+            desim.run_study(study(collector=LeftAndDay, stop_when=[bad]))
 
 
 def test_study_code_ends_the_run_with_its_reason():

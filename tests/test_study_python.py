@@ -128,3 +128,26 @@ def test_a_population_provider_returning_duplicates_or_non_personas_is_refused_b
                         population=Crowd(made), steps=2, folder=tmp_path / "s")
     with pytest.raises(desim.DesimError, match=says):
         desim.run_study(study)
+
+
+class ScaledWalk(Walk):
+    """Keeps its argument changed (a percentage as a fraction): recording ``rate`` would rebuild another walk."""
+
+    def __init__(self, rate: float = 10.0, noise: float = 1.0):
+        super().__init__(rate / 100, noise)
+
+
+def test_an_instance_its_recorded_arguments_do_not_rebuild_is_refused_when_the_study_is_made():
+    with pytest.raises(desim.errors.StudyArgumentError,
+                       match=r"keeps 'rate' changed: ScaledWalk\(rate=0.3\) keeps rate=0.003"):
+        desim.Study(environment=Line, decision=ScaledWalk(rate=30), population=3)
+    # the class with its arguments is how to give it: rebuilt from them every time
+    study = desim.Study(environment=Line, decision={"ref": ScaledWalk, "args": {"rate": 30}}, population=3,
+                        layers={"pull": 0.0})
+    assert desim.run_study(study).status == "completed"
+
+
+def test_steps_given_twice_is_refused_not_one_of_them_dropped():
+    with pytest.raises(desim.errors.StudyArgumentError, match=r"n_steps=4 is simulation.json's name for steps= "
+                                                              r"\(given as 3\); give steps= only"):
+        desim.Study(environment=Line, decision=Walk, population=3, steps=3, n_steps=4)

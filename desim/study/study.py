@@ -73,6 +73,9 @@ class Study:
                  id: str = "study", title: str = "", display_metrics: list[str] | None = None,
                  display_states: list[str] | None = None, folder: str | Path | None = None,
                  overwrite: bool = False, **simulation: Any):
+        if "n_steps" in simulation:     # simulation.json's name for steps=: both given, one was silently lost
+            raise StudyArgumentError(f"desim.Study: n_steps={simulation['n_steps']!r} is simulation.json's name for "
+                                     f"steps= (given as {steps!r}); give steps= only")
         self.parts = {"environment": environment, "decision": decision, "collector": collector}
         self.population = population
         self.id, self.title = id, title
@@ -358,7 +361,28 @@ def _arguments(instance: Any, name: str) -> dict[str, Any]:
                 f"is (JSON: text, finite numbers, booleans, null, lists, dicts with text keys), so a branch or "
                 f"resume could not rebuild it; keep a JSON value in self.{p.name}, {fix}")
         out[p.name] = value
+    _check_rebuilt(instance, out, name, fix)
     return out
+
+
+def _check_rebuilt(instance: Any, args: dict[str, Any], name: str, fix: str) -> None:
+    """Refuse an instance that its recorded arguments do not rebuild: a constructor that keeps an argument
+    changed (``self.pct = pct / 100``) records 0.3 for ``pct=30``, and a branch or resume would build it with
+    ``pct=0.3``, a different component, without a word."""
+    cls, at = type(instance), f"desim.Study: {name}= is {_shown(instance)}"
+    try:
+        rebuilt = cls(**args)
+    except Exception as e:          # noqa: BLE001 (any failure: a branch or resume would fail the same way)
+        raise StudyArgumentError(f"{at}, which its recorded arguments {args} do not rebuild ({type(e).__name__}: "
+                                 f"{e}); {fix}") from None
+    for key, value in args.items():
+        again = _stored(rebuilt, key)[1]
+        if again != value:
+            raise StudyArgumentError(
+                f"{at}, whose constructor keeps '{key}' changed: {cls.__qualname__}({key}={value!r}) keeps "
+                f"{key}={again!r}, so the {value!r} recorded for it would rebuild another component in a branch or "
+                f"resume; keep the argument as given (self.{key} = {key}) and what is computed from it under "
+                f"another name, {fix}")
 
 
 def _recorded(instance: Any, name: str) -> dict[str, Any]:
