@@ -229,3 +229,22 @@ def test_environment_variables_with_values_desim_cannot_read_are_said(tmp_path):
     assert done.returncode == 0
     assert done.stderr.count("desim: DESIM_PROGRESS_EVERY='abc' is not a number of seconds; using 10") == 1
     assert run(DESIM_FSYNC="step").returncode == 0
+
+
+@pytest.mark.parametrize("ref, says", [
+    ("__main__:People", "'People' was defined in the notebook or script that made the study, and lives only in "
+                        "that Python process: run it from there (desim.run_study), or move the class into the "
+                        "study's model.py and name it 'model:People'"),
+    ("made_beside_xyz:People", "cannot import module 'made_beside_xyz': No module named 'made_beside_xyz' (a module "
+                               "beside the notebook or script that made the study is found only from there"),
+])
+def test_a_ref_to_code_of_the_process_that_made_the_study_says_where_that_code_is(tmp_path, capsys, ref, says):
+    """``desim run`` of a study a script made with ``desim.Study``: its classes are ``__main__:Name`` or a module
+    beside the script, which the command cannot see; the error said only that the name was missing."""
+    root = walk(tmp_path)
+    env = root / "environment" / "environment.json"
+    data = json.loads(env.read_text())
+    data["provider"]["ref"] = ref
+    env.write_text(json.dumps(data))
+    assert main(["run", str(root)]) == 2
+    assert says in err_line(capsys)

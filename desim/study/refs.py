@@ -165,6 +165,10 @@ def resolve(ref: str, root: Path) -> Any:
             module = importlib.import_module(module_name)
         except ImportError as e:
             problem = f"cannot import module '{module_name}': {e}"
+            if getattr(e, "name", None) == module_name.split(".")[0] and "." not in module_name:
+                problem += (f" (a module beside the notebook or script that made the study is found only from there,"
+                            f" with its folder on sys.path; run from that folder, or move the code into the study's"
+                            f" folder as {module_name}.py or model.py)")
             raise RefError(f"ref '{ref}': {problem}", problem) from None
     try:
         return getattr(module, attr)
@@ -176,6 +180,10 @@ def resolve(ref: str, root: Path) -> Any:
         near = close_match(attr, public)
         problem = (f"{source} has no '{attr}'" + (f"; did you mean '{near}'?" if near else "")
                    + (f" (it defines {', '.join(public)})" if public else ""))
+        if module_name == "__main__":   # desim run of a study that a notebook or script made
+            problem += (f"; '{attr}' was defined in the notebook or script that made the study, and lives only in "
+                        f"that Python process: run it from there (desim.run_study), or move the class into the "
+                        f"study's model.py and name it 'model:{attr}'")
         raise RefError(f"ref '{ref}': {problem}", problem) from None
 
 
