@@ -59,11 +59,13 @@ def test_a_sweep_or_an_effect_refuses_a_value_the_study_refuses_before_recording
     sweep, an effect or a failed run that --resume could never mend."""
     root = study_copy("opinion_diffusion")
     assert main(["sweep", str(root), "--set", "rule=foo", "--steps", "2", *ONE]) == 2
-    assert "--set rule=foo: simulation/simulation.json: parameters.rule: opinion_diffusion: must be one of" in \
+    # the file named from where the command was typed, as desim run names it
+    sim = root / "simulation" / "simulation.json"
+    assert f"--set rule=foo: {sim}: parameters.rule: opinion_diffusion: must be one of" in \
         one_error_line(capsys.readouterr().err)
     assert main(["effect", str(root), "--at-step", "2", "--set", "campaign_week=3", "--control-set", "rule=foo",
                  "--steps", "3", "--replicates", "2", *ONE]) == 2
-    assert "the controls: simulation/simulation.json: parameters.rule" in one_error_line(capsys.readouterr().err)
+    assert f"the controls: {sim}: parameters.rule" in one_error_line(capsys.readouterr().err)
     assert not store_path(root).exists()
 
 

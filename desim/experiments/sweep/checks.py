@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from desim.errors import DesimError, RunFailed, StudyError
+from desim.errors import DesimError, RunFailed, StudyConfigError, StudyError
 from desim.experiments.recording import record
 from desim.run.assemble import assemble
 from desim.store.recorder import MemorySink
@@ -26,6 +26,8 @@ def refuse_unrunnable(spec: StudySpec, error: type[Exception], where: str) -> No
     try:
         assemble(spec).decision.close()
     except DesimError as e:
+        if isinstance(e, StudyConfigError):     # its file named from where the command was typed, as desim run does
+            e = e.under(spec.root)
         refused = error(f"{where}: {e}")
         refused.traceback = getattr(e, "traceback", "")    # --traceback / DESIM_TRACEBACK=1 show the study's
         raise refused from None
