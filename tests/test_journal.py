@@ -119,6 +119,11 @@ def test_a_killed_run_keeps_its_committed_steps_and_resumes_to_the_same_panel(tm
     last = steps[-1][0]
     assert last >= 3 and [s for s, _ in steps] == list(range(1, last + 1))
     assert len({n for _, n in steps}) == 1  # every step whole
+    # its report says what the run is: stale (its process gone), with the steps it stored, not "running, 0"
+    from desim.report import write_report
+    card = (write_report(root, run_id, out_dir=tmp_path / "report")["markdown"]).read_text()
+    assert f"| steps | {last} of 20 (step) |" in card
+    assert "| status | stale (its process is gone before the run ended: desim run --resume" in card
     res = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--resume", run_id],
                          capture_output=True, text=True, timeout=HANG_S)
     assert res.returncode == 0, res.stderr

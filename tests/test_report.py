@@ -116,10 +116,17 @@ def test_report_of_one_run(opinion):
     card = {r[0]: r[1] for r in page.rows if len(r) == 2}
     assert card["population size"] == str(N_AGENTS)
     assert card["seed"] == "42" and card["propagation"] == "broadcast_then_local"
-    assert card["network"].startswith("watts_strogatz (")
     assert card["status"] == "completed"
     (edges,) = sql(root, "SELECT count(*) FROM edges WHERE run_id = ?", [run_id])[0]
-    assert card["network"] == f"watts_strogatz ({edges} edges)"
+    (config,) = sql(root, "SELECT config FROM runs WHERE run_id = ?", [run_id])[0]
+    config = json.loads(config)
+    net = config["population"]["interaction"]
+    # the settings its kind reads, and what was simulated: the model and the environment with their arguments
+    assert net.get("graph_seed") is None        # drawn from the run's seed: no setting to show
+    assert card["network"] == f"watts_strogatz k={net['k']}, p={net['p']} ({edges:,} edges)"
+    decision = config["simulation"]["decision"]
+    assert card["behaviour model"] == f"{decision['ref']} {json.dumps(decision['args'], sort_keys=True)}"
+    assert card["environment"].startswith(config["environment"]["provider"]["ref"])
     assert "LLM calls" not in card
     for name in ("mean_opinion", "support_share"):
         shown = metric_table(page, name)

@@ -82,7 +82,10 @@ def study_card(rd: RunData, control: RunData | None = None) -> Section:
         ["study", f"{rd.study.get('id', run['study_id'])}: {rd.study.get('title', '')}".rstrip(": ")],
         ["question", rd.study.get("question", "")],
         ["population size", fmt(run.get("n_agents"))],
-        ["network", f"{interaction.get('kind', 'none')} ({rd.n_edges} edges)"],
+        ["network", _network_text(interaction, rd.n_edges)],
+        ["behaviour model", _ref_text(cfg.get("simulation", {}).get("decision"))],
+        ["environment", _ref_text(cfg.get("environment", {}).get("provider"))],
+        ["collector", _ref_text(cfg.get("simulation", {}).get("collector")) or "none"],
         ["propagation", cfg.get("population", {}).get("propagation", "")],
         ["steps", f"{max(run['last_step'], 0)} of {run['n_steps']} ({run['time_unit']})"],
         ["time unit", run["time_unit"]],
@@ -91,6 +94,9 @@ def study_card(rd: RunData, control: RunData | None = None) -> Section:
         ["parameters", _compact(run.get("parameters"))],
         ["run", f"{run['run_id']} ({run['kind']})"],
         ["status", run["status"] + (f": {run['error']}" if run.get("error") else "")
+         + (" (its process is gone before the run ended: desim run --resume continues it from its last stored "
+            "step)" if run["status"] == "stale" else ", still going: this report shows the steps stored so far"
+            if run["status"] == "running" else "")
          + (f", ended with its process ({run['end_reason']})" if run.get("end_reason") else "")],
         ["duration", f"{run['wall_seconds']:.2f} s" if run.get("wall_seconds") is not None else ""],
         ["started / finished", f"{_when(run['started_at'])} / {_when(run.get('finished_at'))}"],
@@ -114,6 +120,28 @@ def study_card(rd: RunData, control: RunData | None = None) -> Section:
                                     f"parameters {_compact(c.get('parameters'))}"])
     paragraphs = [rd.study["description"]] if rd.study.get("description") else []
     return Section("Study card", paragraphs, [Table(["", "value"], rows, align_numbers=False)])
+
+
+def _ref_text(ref: dict[str, Any] | None) -> str:
+    """A component as the run built it: ``desim.diffusion:SIR {"beta": {"edge": "p"}, "gamma": 0.2}``, its
+    arguments resolved (a ``"$name"`` parameter as its value): what was simulated, which ``parameters`` alone
+    do not say (a parameter may be read by nothing, a rate may come from a roster column or an edge)."""
+    if not ref:
+        return ""
+    return ref.get("ref", "") + (f" {_compact(ref['args'])}" if ref.get("args") else "")
+
+
+def _network_text(interaction: dict[str, Any], n_edges: int) -> str:
+    """``file contacts.graphml (2,990 edges)``, ``barabasi_albert graph_seed=1, m=3 (2,991 edges)``: the
+    settings its kind reads (``desim.study.files.NETWORKS``), not the defaults of other kinds'."""
+    from desim.study.files import NETWORKS
+    _, needs, reads = NETWORKS.get(interaction.get("kind", "none"), ("", (), ()))
+    settings = {k: interaction[k] for k in (*needs, *reads)
+                if k != "edges" and interaction.get(k) is not None}
+    words = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+    if interaction.get("kind") == "file" and "path" in settings:
+        words = ", ".join([str(settings["path"])] + [f"{k}={v}" for k, v in sorted(settings.items()) if k != "path"])
+    return f"{interaction.get('kind', 'none')}{' ' + words if words else ''} ({n_edges:,} edges)"
 
 
 def _compact(value: Any) -> str:

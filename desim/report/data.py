@@ -14,6 +14,7 @@ from desim.jsontext import parsed
 from desim.errors import StudyError
 from desim.experiments import comparisons
 from desim.store import Catalogue, StudyLayout, open_store, queries, states
+from desim.store.health import health_of, last_step
 from desim.study.interventions import INTERVENTION_KINDS
 
 
@@ -114,6 +115,12 @@ def recorded_run(con, run_id: str | None, study_root: str | Path | None = None) 
     """:func:`resolve_run`, refused when the run recorded no step (it failed at set-up): its report
     would only say that a state field is missing, when what the reader needs is the run's error."""
     row = resolve_run(con, run_id, study_root)
+    if row["status"] == "running" and study_root is not None:
+        # runs.last_step is written when a run ends: a run going, or killed, has its steps on disk only, and a
+        # killed one's status is still "running" in the catalogue
+        layout = StudyLayout(study_root)
+        row = {**row, "status": health_of(layout, row),
+               "last_step": last_step(layout, row["run_id"], row["last_step"], "running")}
     why = comparisons.unrecorded(row)
     if why:
         raise ReportError(why)
