@@ -148,6 +148,11 @@ def test_sweep_report_figures_and_table_match_sql(swept):
     assert card["set for every run"] == "n_agents=20"
     assert "n_agents" not in card["study values"] and "campaign_weight=" in card["study values"]
     assert card["replicates"].startswith(f"{REPLICATES} per combination (6 combinations")
+    # the behaviour model as the runs built it: the swept arguments said to vary, the others as resolved
+    model = card["behaviour model"]
+    assert model.startswith("model:BoundedConfidence {")
+    args = json.loads(model.split(" ", 1)[1])
+    assert args["epsilon"] == args["mu"] == "(varies with the sweep)" and args["campaign_weight"] == 0.4
 
     # the runs table lists every run with its stored seed
     runs_rows = next(rows for heading, rows in page.tables if heading == "Runs")

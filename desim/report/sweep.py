@@ -149,6 +149,8 @@ def sweep_card(plan: SweepPlan, row: dict[str, Any], runs: list[dict[str, Any]],
                            if len(vs) > 1) or "none (replicates of one combination)"],
         ["set for every run", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(set_once.items())) or "none"],
         ["study values", ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))],
+        ["behaviour model", _component(runs, "simulation", "decision")],
+        ["environment", _component(runs, "environment", "provider")],
         ["replicates", f"{plan.replicates} per combination ({len(plan.combos())} combinations, "
                        f"{len(planned)} runs)"],
         ["steps", f"{fmt(steps)} ({time_unit})" if time_unit else fmt(steps)],
@@ -216,6 +218,22 @@ def runs_section(plan: SweepPlan, runs: list[dict[str, Any]]) -> Section:
             for r in plan.runs[:MAX_TABLE_ROWS]]
     note = "" if len(plan.runs) <= MAX_TABLE_ROWS else f"{MAX_TABLE_ROWS} of {len(plan.runs)} runs shown."
     return Section("Runs", [], [Table(["run"] + names + ["replicate", "seed", "status"], rows, note)])
+
+
+def _component(runs: list[dict[str, Any]], section: str, name: str) -> str:
+    """A component as the sweep's runs built it: its ref and its arguments resolved, an argument that differs
+    between runs (a swept parameter's) said as such: what was simulated, which parameter names alone do not
+    say (a rate may come from a roster column or an edge, and a parameter may be read by nothing)."""
+    built = [parsed(r.get("config"), {}).get(section, {}).get(name) or {} for r in runs]
+    built = [b for b in built if b.get("ref")]
+    if not built:
+        return ""
+    args: dict[str, Any] = {}
+    for key in sorted({k for b in built for k in (b.get("args") or {})}):
+        values = {json.dumps((b.get("args") or {}).get(key), sort_keys=True) for b in built}
+        args[key] = json.loads(values.pop()) if len(values) == 1 else "(varies with the sweep)"
+    refs = sorted({b["ref"] for b in built})
+    return ", ".join(refs) + (f" {json.dumps(args, sort_keys=True)}" if args else "")
 
 
 def sweep_study(study_root: str | Path, runs: list[dict[str, Any]]) -> StudyFile:
