@@ -79,6 +79,9 @@ def test_sweep_curves_with_bands_and_a_reference_that_meets_the_simulations(tmp_
     md = paths["markdown"].read_text()
     caption = md[md.index("sweep_curves_cumulative_incidence"):]
     assert "middle 90 %" in md and "configuration-model final size" in caption
+    # two groups, two T's: the caption gives neither group's figures as everyone's (the legend has each)
+    sentence = caption[caption.index("Dashed:"):].split("\n")[0]
+    assert "for each group" in sentence and "T = beta / (beta + gamma - beta gamma) =" not in sentence
     from desim.report import bands
     groups: dict[str, list[str]] = {}
     for r in result.plan.runs:

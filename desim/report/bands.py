@@ -170,7 +170,9 @@ def caption(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict
         return text
     shown = [r for r in refs.values() if r.get("value") is not None]
     if shown:
-        text += " Dashed: " + shown[0]["assumptions"] + "."
+        said = {r["assumptions"] for r in shown}
+        # one group's figures (its mean degree, its T) said of every group would misstate the others
+        text += " Dashed: " + (shown[0]["assumptions"] if len(said) == 1 else shown[0]["assumptions_each"]) + "."
     else:
         why = {r.get("why") for r in refs.values() if r.get("why")}
         if why:

@@ -107,4 +107,9 @@ def reference(config: dict[str, Any], n: int, edges: np.ndarray, seed_share: flo
             "assumptions": (f"{model}: the configuration-model final size on the run's degree sequence (mean degree "
                             f"{degrees.mean():.2f}, transitivity {c:.3f}), T = beta / (beta + gamma - beta gamma) = "
                             f"{T:.3f}, seeds {seed_share:.2%} at random; expected share ever infected in a large "
-                            "outbreak, as the run's length goes to infinity (Newman 2002; Miller 2011)")}
+                            "outbreak, as the run's length goes to infinity (Newman 2002; Miller 2011)"),
+            # the same for several groups at once (a sweep's): their figures differ, the legend gives each one's
+            "assumptions_each": (f"{model}: for each group, the configuration-model final size on its runs' degree "
+                                 "sequence, with T = beta / (beta + gamma - beta gamma) and the seeds at random (each "
+                                 "group's T and value in the legend); expected share ever infected in a large "
+                                 "outbreak, as the run's length goes to infinity (Newman 2002; Miller 2011)")}
