@@ -28,6 +28,7 @@ from desim.run.assemble import Run, assemble
 from desim.store.recorder import MemorySink
 from desim.study.failures import StudyCodeError, call
 from desim.study.files import FILES, StudySpec, load_study
+from desim.study.params import unread_parameters
 
 ENVIRONMENT, POPULATION, SIMULATION = (FILES[k][0] for k in ("environment", "population", "simulation"))
 
@@ -88,6 +89,7 @@ def static_warnings(spec: StudySpec) -> list[str]:
         out.append(f"{POPULATION}: interaction kind '{pop.interaction.kind}' does not read {', '.join(sorted(unused))}: "
                    "is the kind right?")
     out += outside_the_run(spec)
+    out += [f"{SIMULATION}: parameters.{name}: {why}" for name, why in unread_parameters(spec).items()]
     return out
 
 

@@ -205,3 +205,26 @@ def test_an_effect_prints_the_study_s_display_metrics_unless_told_others(tmp_pat
     effect_id = sql(root, "SELECT effect_id FROM effects")[0][0]
     assert main(["effect", str(root), "--resume", effect_id, "--metrics", "top_x,mean_x", "-q"]) == 0
     assert metrics_printed(capsys.readouterr().out) == {"mean_x", "top_x"}
+
+
+def test_a_parameter_nothing_reads_is_refused_by_a_sweep_and_warned_of_by_run_and_validate(tmp_path, capsys):
+    """A sweep over a parameter no "$name" and no study code reads gives the same runs for every value (a
+    researcher read it as "beta has no effect"): refused before anything is recorded, --allow runs it anyway."""
+    import json
+    root = write_walk_study(tmp_path / "walk", n_steps=2, lockdown_day=2)
+    sim = root / "simulation" / "simulation.json"
+    data = json.loads(sim.read_text())
+    data["parameters"]["beta"] = 0.1
+    sim.write_text(json.dumps(data))
+    said = "nothing in the study reads parameter 'beta': no \"$beta\" in its files"
+    assert main(["sweep", str(root), "--set", "beta=0.1,0.2", *ONE]) == 2
+    assert said in capsys.readouterr().err and not store_path(root).exists()
+    assert main(["validate", str(root), "--no-probe"]) == 0
+    assert f"warning: simulation/simulation.json: parameters.beta: {said}" in capsys.readouterr().out
+    assert main(["run", str(root), "--set", "beta=0.3"]) == 0
+    assert f"warning: --set beta: {said}" in capsys.readouterr().err
+    assert main(["sweep", str(root), "--set", "beta=0.1,0.2", "--allow", "-q", *ONE]) == 0
+    # a parameter the study's code reads by name is read
+    (root / "model.py").write_text((root / "model.py").read_text() + "\nBETA = 'beta'\n")
+    assert main(["sweep", str(root), "--set", "beta=0.1,0.2", "-q", *ONE]) == 0
+    capsys.readouterr()

@@ -148,6 +148,11 @@ def cmd_run(args) -> int:
                   file=sys.stderr)
         from desim.experiments.runs import outside_the_run
         early = outside_the_run(spec)               # the values of this run, --set and --steps included
+        if params:                                  # a value set for a parameter nothing reads changes nothing
+            from desim.study.params import unread_parameters
+            unread = unread_parameters(spec)
+            early += [f"--set {name}: {unread[name]}, so this value changes nothing" for name in params
+                      if name in unread]
         for warning in early:                       # said before a run that may be long; run_study returns them too
             print(f"warning: {warning}", file=sys.stderr)
         progress = Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet)

@@ -62,6 +62,18 @@ def outside_the_run_of_grid(study: str, grid: dict[str, list], steps: int | None
     return out
 
 
+def unread_in_grid(study: str, grid: dict[str, list]) -> list[str]:
+    """For each parameter of ``grid`` that nothing in the study reads, why it seems so."""
+    from desim.errors import StudyConfigError
+    from desim.study.files import load_study
+    from desim.study.params import unread_parameters
+    try:
+        unread = unread_parameters(load_study(study))
+    except StudyConfigError:
+        return []                   # the sweep itself refuses the study, with its own words
+    return [unread[name] for name in grid if name in unread]
+
+
 def sets_once(items: list[str] | None, option: str = "--set", grid: bool = False) -> dict[str, str]:
     """``parse_sets`` for ``option``; a sweep's message says how to give several values (one option:
     ``epsilon=0.2,0.3``)."""
@@ -104,6 +116,10 @@ def cmd_sweep(args) -> int:
             raise SweepError("give the grid with --set name=v1,v2,..., or --replicates N (N >= 2) for replicates "
                              "of the study's values (or --resume SWEEP_ID)")
         if grid and not args.allow:
+            unread = unread_in_grid(args.study, grid)
+            if unread:
+                raise SweepError("\n  ".join(unread) + "\n  so every value of it would give the same runs "
+                                 "(--allow runs the sweep anyway: code outside the study's folder may read it)")
             never = outside_the_run_of_grid(args.study, grid, args.steps)
             if never:
                 raise SweepError("in some runs of this grid an intervention falls after the last step, so the "
@@ -155,6 +171,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, help="override the study seed the runs' seeds derive from")
     p.add_argument("--resume", metavar="SWEEP_ID", help="rerun only the missing or failed runs of a sweep")
     p.add_argument("--allow", action="store_true",
-                   help="run even when in some combinations an intervention falls after the last step")
+                   help="run even when in some combinations an intervention falls after the last step, or a "
+                        "swept parameter is read by nothing in the study's folder")
     add_quiet_arg(p)
     p.set_defaults(func=cmd_sweep)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import numbers
-import re
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ from desim.study.files import (
     load_study,
     spec_from_config,
 )
-from desim.study.params import parameter_uses
+from desim.study.params import mentioned_in_code, parameter_uses
 from desim.study.refs import outside_code
 from desim.versions import code_changes, code_files, diff_configs, population_files
 
@@ -103,24 +102,6 @@ def _roster_rule(parent: dict, population: dict) -> list[str]:
             "differ: run the study again"]
 
 
-def _mentioned_in_code(root: Path, name: str, also_a_value: bool = False) -> list[str]:
-    """Study Python files that spell ``name`` as a string literal (code may read ``ctx.params``).
-
-    A parameter named after the layer or attribute its event sets (``advisory_push``) is spelled in code that
-    reads the value (``interventions.value("advisory_push")``, an observation's ``["advisory_push"]``), not the
-    parameter: with ``also_a_value`` only a read of ``params`` counts (``ctx.params["advisory_push"]``,
-    ``self.ctx.params.get('advisory_push')``)."""
-    quoted = f"""["']{re.escape(name)}["']"""
-    pattern = re.compile(rf"params\s*(\[\s*|\.get\(\s*){quoted}" if also_a_value else quoted)
-    hits = []
-    for rel in code_files(root):
-        if rel.endswith(".py"):
-            text = (root / rel).read_text(encoding="utf-8", errors="replace")
-            if pattern.search(text):
-                hits.append(rel)
-    return hits
-
-
 def _value_names(environment: dict) -> set[str]:
     """The names study code reads through the interventions: the layers and the events' targets."""
     layers = environment.get("layers") or {}
@@ -153,7 +134,7 @@ def check_parameters(parent_config: dict, spec: StudySpec, at_step: int) -> list
         elif elsewhere:
             problems.append(f"parameter {name} changed ({shown}) and is used outside the interventions "
                             f"({', '.join(elsewhere)})")
-        elif spec.files and (code := _mentioned_in_code(spec.root, name, name in values)):
+        elif spec.files and (code := mentioned_in_code(spec.root, name, name in values)):
             problems.append(f"parameter {name} changed ({shown}) and {', '.join(code)} mentions '{name}' "
                             "(code may read it through ctx.params at any step)")
     return problems

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from desim.errors import StudyConfigError
+from desim.versions import code_files
 
 REFERENCE = re.compile(r"^\$([A-Za-z_]\w*)$")    # a whole string "$name", nothing else
 
@@ -103,6 +104,38 @@ def parameter_uses(files: dict[str, Any]) -> dict[str, list[str]]:
     for key, value in files.items():
         walk(value, key)
     return uses
+
+
+def mentioned_in_code(root: Path, name: str, also_a_value: bool = False) -> list[str]:
+    """Study Python files that spell ``name`` as a string literal (code may read ``ctx.params``).
+
+    A parameter named after the layer or attribute its event sets (``advisory_push``) is spelled in code that
+    reads the value (``interventions.value("advisory_push")``, an observation's ``["advisory_push"]``), not the
+    parameter: with ``also_a_value`` only a read of ``params`` counts (``ctx.params["advisory_push"]``,
+    ``self.ctx.params.get('advisory_push')``)."""
+    quoted = f"""["']{re.escape(name)}["']"""
+    pattern = re.compile(rf"params\s*(\[\s*|\.get\(\s*){quoted}" if also_a_value else quoted)
+    hits = []
+    for rel in code_files(root):
+        if rel.endswith(".py"):
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+            if pattern.search(text):
+                hits.append(rel)
+    return hits
+
+
+def unread_parameters(spec) -> dict[str, str]:
+    """The declared parameters nothing in the study reads, each with why it seems so: no ``"$name"`` in its
+    files, and no Python file in its folder that names it (code reads a parameter as ``ctx.params["name"]``).
+    Code outside the folder (an installed package, a module beside a notebook) may still read one, which
+    is why callers warn, or refuse with a way through, rather than decide."""
+    uses = parameter_uses(spec.files) if spec.files else {}
+    out = {}
+    for name in spec.simulation.parameters:
+        if name not in uses and not mentioned_in_code(spec.root, name):
+            out[name] = (f"nothing in the study reads parameter '{name}': no \"${name}\" in its files and no Python "
+                         f"file in its folder names '{name}' (as ctx.params[\"{name}\"])")
+    return out
 
 
 def parameter_fields(raw: Any) -> dict[str, str]:
