@@ -76,6 +76,41 @@ def test_sql_keeps_every_column_of_a_repeated_name(sir, capsys):
     assert lines[2].split() == ["50", "80"]                  # 60 and 90 agents less 10 seeded
 
 
+def strict_json(text: str):
+    """``text`` read as standard JSON: ``NaN`` and ``Infinity`` (Python's own extension) refused."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_sql_json_is_standard_json_with_values_not_strings(sir, capsys):
+    root = str(sir["root"])
+    capsys.readouterr()
+    query = ("SELECT 'nan'::DOUBLE AS x, ['inf'::DOUBLE, 2.5] AS l, 1.5::DECIMAL(5, 2) AS d, "
+             "170141183460469231731687303715884105727::HUGEINT AS h, DATE '2026-01-02' AS day, "
+             f"config, parameters FROM runs WHERE run_id = '{sir['small']}'")
+    assert main(["sql", root, query, "--json"]) == 0
+    out = capsys.readouterr()
+    [row] = strict_json(out.out)
+    assert row["x"] is None and row["l"] == [None, 2.5]
+    assert "2 NaN or infinite values written as null" in out.err
+    assert row["d"] == 1.5 and row["h"] == 2 ** 127 - 1 and row["day"] == "2026-01-02"
+    # a JSON column is its value, the same as the store's text of it parsed
+    assert main(["sql", root, f"SELECT config::VARCHAR AS c FROM runs WHERE run_id = '{sir['small']}'",
+                 "--json"]) == 0
+    [text] = strict_json(capsys.readouterr().out)
+    assert isinstance(row["config"], dict) and row["config"] == json.loads(text["c"])
+    assert isinstance(row["parameters"], dict)
+
+
+def test_sql_table_marks_a_cut_cell(sir, capsys):
+    root = str(sir["root"])
+    capsys.readouterr()
+    assert main(["sql", root, "SELECT repeat('x', 100) AS long, 'short' AS s"]) == 0
+    row = capsys.readouterr().out.splitlines()[2]
+    assert "x" * 59 + "…" in row and "x" * 60 not in row and row.rstrip().endswith("short")
+
+
 def test_bad_out_paths_are_one_line_errors_before_any_work(sir, tmp_path, capsys):
     root = str(sir["root"])
     a_file = tmp_path / "panel.csv"

@@ -79,7 +79,11 @@ def cmd_compare(args) -> int:
         print(f"\nstate field '{s['field']}' not compared: {s['reason']}")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(data, indent=1, default=str))
+        from desim.commands.json_text import Nonfinite, json_ready
+        nonfinite = Nonfinite()
+        Path(args.out).write_text(json.dumps(json_ready(data, nonfinite), indent=1, allow_nan=False))
+        if nonfinite.note():
+            print(f"note: {args.out}: {nonfinite.note()}", file=sys.stderr)
         print(f"\ndata written to {args.out}")
     return 0
 

@@ -309,8 +309,8 @@ def print_table(columns: list[str], rows: list[tuple], limit: int = 200) -> None
     widths = [min(60, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
     print("  ".join("-" * w for w in widths))
-    for r in cells:
-        print("  ".join(v[:w].ljust(w) for v, w in zip(r, widths)))
+    for r in cells:                 # a cell cut to its column's width ends in '…', so it is not read as whole
+        print("  ".join((v if len(v) <= w else v[:w - 1] + "…").ljust(w) for v, w in zip(r, widths)))
     if len(rows) > limit:
         print(f"... {len(rows) - limit} more rows")
 
@@ -392,8 +392,10 @@ def cmd_sql(args) -> int:
         sys.stdout.flush()
         write_csv(table, sys.stdout.buffer)
     elif args.json:
-        json.dump(table.to_pylist(), sys.stdout, default=str)
-        print()
+        from desim.commands.json_text import write_json
+        note = write_json(table, sys.stdout).note()
+        if note:
+            print(f"note: {note}", file=sys.stderr)
     else:
         print_table(table.column_names, [tuple(r.values()) for r in table.to_pylist()], args.limit)
     return 0

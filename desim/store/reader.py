@@ -381,12 +381,26 @@ def user_query(study: "str | Path | StudyLayout", text: str, params: list | dict
         refuse_writes(con, text)
         try:
             rel = con.sql(text, params=params or None)
-            return rel.to_arrow_table() if rel is not None else None
+            return json_typed(rel.to_arrow_table(), rel.types) if rel is not None else None
         except duckdb.Error as e:
             if named_file(e, layout.data) is not None:
                 raise                   # a damaged data file: open_store names it and its run
             hint = bare_field_hint(con, str(e)) if isinstance(e, duckdb.BinderException) else None
             raise QueryError(f"{e}\n{hint}" if hint else str(e)) from None
+
+
+JSON_FIELD = {b"duckdb_type": b"JSON"}
+"""The field metadata marking a JSON column in :func:`user_query`'s table."""
+
+
+def json_typed(table: pa.Table, types: list) -> pa.Table:
+    """``table`` with its JSON columns (by DuckDB's ``types``) marked with :data:`JSON_FIELD`: DuckDB hands them
+    over as plain text, and ``desim sql --json`` could not tell a JSON value from a string. Marked rather than
+    cast to Arrow's JSON type, which Arrow's own CSV writer (and other readers) refuse."""
+    for i, kind in enumerate(types):
+        if str(kind) == "JSON" and table.schema.types[i] == pa.string():
+            table = table.set_column(i, table.schema.field(i).with_metadata(JSON_FIELD), table.column(i))
+    return table
 
 
 def _html(value) -> str:
