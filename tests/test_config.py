@@ -93,6 +93,31 @@ def test_a_misspelt_required_key_is_one_problem_not_two(study_copy):
     assert info.value.problems == [("n_step", "unknown key; did you mean 'n_steps'? (required, and missing)")]
 
 
+def test_a_misspelt_optional_key_says_which_key_was_meant(study_copy):
+    """An optional key mistyped would otherwise leave its default in force: the error names the key meant,
+    inside lists and either kind of event, and only a key the object does not already give."""
+    root = study_copy("opinion_diffusion")
+    edit(root / "simulation" / "simulation.json", lambda d: d.update(interaction_round=d.pop("interaction_rounds")))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    assert info.value.problems == [("interaction_round", "unknown key; did you mean 'interaction_rounds'? "
+                                                         "(unknown keys are not allowed)")]
+    edit(root / "simulation" / "simulation.json", lambda d: d.update(interaction_rounds=d["interaction_round"]))
+    with pytest.raises(desim.StudyConfigError) as info:     # both given: the stray one is just unknown
+        desim.load_study(root)
+    assert info.value.problems == [("interaction_round", "unknown key (check the spelling; unknown keys are "
+                                                         "not allowed)")]
+    edit(root / "simulation" / "simulation.json", lambda d: d.pop("interaction_round"))
+    edit(root / "environment" / "environment.json",
+         lambda d: (d["scheduled_events"][0].update(notes=d["scheduled_events"][0].pop("note")),
+                    d.update(broadcast=d.pop("broadcasts"))))
+    with pytest.raises(desim.StudyConfigError) as info:
+        desim.load_study(root)
+    assert sorted(info.value.problems) == [
+        ("broadcast", "unknown key; did you mean 'broadcasts'? (unknown keys are not allowed)"),
+        ("scheduled_events[0].notes", "unknown key; did you mean 'note'? (unknown keys are not allowed)")]
+
+
 def test_nested_unknown_key_names_the_path(study_copy):
     root = study_copy("opinion_diffusion")
     edit(root / "environment" / "environment.json", lambda d: d["scheduled_events"][0].update(atstep=3))

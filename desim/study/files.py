@@ -22,6 +22,8 @@ import difflib
 import json
 import operator
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -420,8 +422,55 @@ def validate_file(path: Path, model: type[BaseModel], data: Any) -> BaseModel:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise StudyConfigError(path, _misspelt([(err["type"], err["loc"], describe_error(err)) for err in e.errors()])) \
-            from None
+        errors = e.errors()
+        raise StudyConfigError(path, _misspelt([(err["type"], err["loc"], describe_error(err)) for err in errors],
+                                               _optional_meant(model, data, errors))) from None
+
+
+def _models_at(model: type[BaseModel], loc: tuple) -> list[type[BaseModel]]:
+    """The models whose object sits at ``loc`` inside ``model``: through fields, list items and dict
+    values; a union gives each of its models that fits (an event of either kind)."""
+    def inside(annotation: Any) -> list[Any]:
+        """``annotation`` with Optional, unions and Annotated opened up."""
+        args = typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            return [a for arg in args for a in inside(arg)]
+        if typing.get_origin(annotation) is typing.Annotated:
+            return inside(args[0])
+        return [annotation]
+
+    current: list[Any] = [model]
+    for part in loc:
+        following = []
+        for kind in (k for a in current for k in inside(a)):
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                if isinstance(part, str) and part in kind.model_fields:
+                    following.append(kind.model_fields[part].annotation)
+            elif typing.get_origin(kind) in (list, tuple) and isinstance(part, int):
+                following += list(typing.get_args(kind)[:1])
+            elif typing.get_origin(kind) is dict and isinstance(part, str):
+                following += list(typing.get_args(kind)[1:2])
+        current = following
+    return [k for a in current for k in inside(a) if isinstance(k, type) and issubclass(k, BaseModel)]
+
+
+def _optional_meant(model: type[BaseModel], data: Any, errors: list[dict]) -> dict[tuple, str]:
+    """For an unknown key, the optional key of its object it is close to (``interaction_round`` for
+    ``interaction_rounds``), when that key is not given: unknown keys are refused, so a typo in an optional
+    key would otherwise be read as the default without a word."""
+    meant = {}
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
+            continue
+        given = data
+        for part in loc[:-1]:
+            given = given[part] if isinstance(given, (dict, list)) else None
+        names = {name for kind in _models_at(model, loc[:-1]) for name in kind.model_fields} - set(given or ())
+        near = difflib.get_close_matches(loc[-1], sorted(names), n=1, cutoff=0.75)
+        if near:
+            meant[loc] = near[0]
+    return meant
 
 
 def read_study_file(root: str | Path) -> StudyFile:
@@ -446,9 +495,10 @@ def study_file_or_none(root: str | Path) -> StudyFile | None:
         return None
 
 
-def _misspelt(errors: list[tuple[str, tuple, str]]) -> list[tuple[str, str]]:
+def _misspelt(errors: list[tuple[str, tuple, str]], optional: dict[tuple, str] | None = None) -> list[tuple[str, str]]:
     """The problems as ``(field, message)``; an unknown key beside a missing one it is close to (``n_step``
-    for ``n_steps``) is one problem, the typo, not two."""
+    for ``n_steps``) is one problem, the typo, not two. An unknown key close to a known optional key
+    (``optional``, from :func:`_optional_meant`) says which."""
     missing = {loc[:-1]: [] for kind, loc, _ in errors if kind == "missing"}
     for kind, loc, _ in errors:
         if kind == "missing":
@@ -464,6 +514,8 @@ def _misspelt(errors: list[tuple[str, tuple, str]]) -> list[tuple[str, str]]:
     for kind, loc, message in errors:
         if loc in meant:
             message = f"unknown key; did you mean '{meant[loc]}'? (required, and missing)"
+        elif optional and tuple(loc) in optional:
+            message = f"unknown key; did you mean '{optional[tuple(loc)]}'? (unknown keys are not allowed)"
         elif kind == "missing" and tuple(loc) in taken:
             continue
         out.append((field_path(loc), message))
