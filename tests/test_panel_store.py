@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 import desim
@@ -246,6 +247,16 @@ def test_read_run_and_read_again_in_one_process(tmp_path):
         ["run_id", "step", "agent_id", "x", "action_kind"]
     with pytest.raises(KeyError, match="no panel column 'nope'"):
         data.panel(columns=["nope"])
+    # steps outside the panel are said, not an empty table: step 0 is the initial states
+    with pytest.raises(ValueError, match=r"holds steps 1 to 5, not step 0 \(step 0, the states before the first "
+                                         r"step, is initial_states\(\)\)"):
+        first.panel(steps=0)
+    with pytest.raises(ValueError, match="holds steps 1 to 5, not steps 6, 7"):
+        first.panel(steps=[6, 7])
+    assert first.panel(steps=[0, 1]).column("step").unique().to_pylist() == [1]     # one step is in it
+    assert first.panel(steps=np.int64(2)).num_rows == 6
+    with pytest.raises(TypeError, match=r"2.0 is not a step number"):
+        first.panel(steps=2.0)
     with pytest.raises(LookupError, match="no run 'r404'"):
         data.panel("r404")
 

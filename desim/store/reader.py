@@ -13,6 +13,7 @@ a column of its own under its name (``opinion``), a payload field is
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from html import escape as html_escape
 from pathlib import Path
@@ -227,9 +228,27 @@ class StudyData:
         where, params = "run_id IN (SELECT unnest(?))", [runs]
         if steps is not None:
             where += " AND step IN (SELECT unnest(?))"
-            params.append([steps] if isinstance(steps, int) else list(steps))
+            params.append(self._panel_steps(runs, steps))
         return self.sql(f"SELECT {', '.join(select)} FROM {self._source('panel', runs)} WHERE {where} "
                         "ORDER BY run_id, step, agent_id", params)
+
+    def _panel_steps(self, runs: list[str], steps: int | Iterable[int]) -> list[int]:
+        """``steps`` as a list of ints, checked: a step outside every run's panel would give an empty table
+        without a word, and step 0 (the states before the first step) is easily asked of the panel."""
+        wanted = [steps] if not isinstance(steps, Iterable) or isinstance(steps, str) else list(steps)
+        for step in wanted:
+            if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+                raise TypeError(f"panel(steps=...): {step!r} is not a step number (an int)")
+        wanted = [int(step) for step in wanted]
+        last = self.sql("SELECT max(last_step) AS last FROM runs WHERE run_id IN (SELECT unnest(?))",
+                        [runs]).column("last")[0].as_py()
+        outside = [step for step in wanted if step < 1 or last is None or step > last]
+        if outside and len(outside) == len(wanted):
+            held = f"steps 1 to {last}" if last and last >= 1 else "no steps yet"
+            zero = " (step 0, the states before the first step, is initial_states())" if 0 in outside else ""
+            raise ValueError(f"panel(steps=...): the panel of {'run ' + runs[0] if len(runs) == 1 else 'these runs'} "
+                             f"holds {held}, not step{'s' if len(outside) > 1 else ''} {', '.join(map(str, outside))}{zero}")
+        return wanted
 
     def payload_fields(self, run: str | None = None) -> dict[str, list[str]]:
         """Which payload fields each action kind fills in one run: ``{"move": ["to_x", "to_y"], "post":
