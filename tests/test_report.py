@@ -148,6 +148,22 @@ def test_report_of_one_run(opinion):
     assert "campaign_starts" in md
 
 
+def test_a_description_names_parameters_by_the_values_the_run_used(study_copy):
+    """"From week $campaign_week" on the card reads the run's value, on the dashboard the study's own; a
+    $word that is no parameter is left as written."""
+    root = study_copy("opinion_diffusion")
+    study = json.loads((root / "study.json").read_text())
+    study["description"] = "Campaign from week $campaign_week at weight $campaign_weight; $nope and $5 stay."
+    (root / "study.json").write_text(json.dumps(study))
+    desim.run_study(desim.load_study(root, steps=3, params={"n_agents": N_AGENTS, "campaign_week": 1,
+                                                           "campaign_weight": 0.25}))
+    text = " ".join(parse(write_report(root)["html"]).text)
+    assert "Campaign from week 1 at weight 0.25; $nope and $5 stay." in text
+    from desim.dashboard.data import _study_config
+    assert _study_config(root)["study"]["description"] == \
+        "Campaign from week 2 at weight 0.4; $nope and $5 stay."         # simulation.json's values
+
+
 def test_report_compares_two_runs(opinion):
     root, control = opinion
     treat = desim.run_study(desim.load_study(root, params={"n_agents": N_AGENTS, "campaign_weight": 0.9})).run_id

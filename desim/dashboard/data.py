@@ -42,6 +42,7 @@ from desim.store.files import RunFiles
 from desim.store.health import health_of, last_step, run_health
 from desim.store.live import live_runs as _live_files
 from desim.study.files import StudyConfigError, is_study_folder, load_study, study_file_or_none
+from desim.study.params import described
 from desim.versions import SKIP_DIRS, describe_overrides, describe_sweep_values
 
 SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
@@ -171,7 +172,8 @@ def _study_config(root: Path) -> dict[str, Any]:
     if pop.personas is not None:
         personas = [p.attributes for p in pop.personas]
     return {
-        "study": spec.study.model_dump(mode="json"),
+        "study": {**spec.study.model_dump(mode="json"),      # its $parameters as the study's own values
+                  "description": described(spec.study.description, sim.parameters)},
         "simulation": {"n_steps": sim.n_steps, "time_unit": sim.time_unit, "interaction_rounds": sim.interaction_rounds,
                        "seed": sim.seed, "parameters": sim.parameters, "decision": sim.decision.ref},
         "population": {"interaction": pop.interaction.kind, "propagation": pop.propagation,

@@ -13,6 +13,7 @@ from desim.experiments import comparisons
 from desim.report import data, figures
 from desim.report.data import RunData
 from desim.report.figures import file_stem
+from desim.study.params import described
 
 MAX_TABLE_ROWS = 100
 
@@ -118,7 +119,9 @@ def study_card(rd: RunData, control: RunData | None = None) -> Section:
         c = control.run
         rows.append(["control run", f"{c['run_id']} ({c['kind']}, {c['status']}), seed {c['seed']}, "
                                     f"parameters {_compact(c.get('parameters'))}"])
-    paragraphs = [rd.study["description"]] if rd.study.get("description") else []
+    values = run.get("parameters")
+    values = json.loads(values) if isinstance(values, str) else values
+    paragraphs = [described(rd.study["description"], values)] if rd.study.get("description") else []
     return Section("Study card", paragraphs, [Table(["", "value"], rows, align_numbers=False)])
 
 

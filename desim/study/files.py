@@ -86,7 +86,8 @@ class StudyFile(Strict):
                     "(letters, digits, _ and -)")
     title: str = Field("", description="a title for reports and the dashboard")
     question: str = Field("", description="the research question, shown above the study's results")
-    description: str = Field("", description="free text about the study")
+    description: str = Field("", description="free text about the study; a `$name` of a parameter reads as the "
+                             "value a run used (on its report card) or the study's own (on the dashboard)")
     display_metrics: list[str] = Field(default_factory=list, description="metrics the reports and dashboard "
                                        "show first")
     display_states: list[str] = Field(default_factory=list, description="state fields the reports and "

@@ -138,6 +138,23 @@ def unread_parameters(spec) -> dict[str, str]:
     return out
 
 
+def described(text: str, values: dict[str, Any] | None) -> str:
+    """A study's description with each ``$name`` of a parameter in ``values`` as its value ("From day
+    $testing_starts" reads "From day 10"): authors name a parameter there as they do in the study's files,
+    and a reader of a run's card or the dashboard should see the number the run used, not a placeholder.
+    A ``$word`` that is no parameter stays as written."""
+    if not values or "$" not in text:
+        return text
+
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in values:
+            return match.group(0)
+        v = values[name]
+        return ("true" if v else "false") if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
+    return re.sub(r"\$([A-Za-z_]\w*)", value, text)
+
+
 def parameter_fields(raw: Any) -> dict[str, str]:
     """Which parameter each field of one raw study file holds: ``{"scheduled_events[0].at_step":
     "campaign_week"}``, fields named as the file's validation errors name them."""
