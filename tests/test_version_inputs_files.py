@@ -117,7 +117,8 @@ def test_exports_into_the_study_folder_make_no_new_version(tmp_path, capsys):
     assert "panel.parquet" in parquet and "panel.csv" in csv and "runs.json" in in_root
     assert len({version for _, version, _, _ in runs(root)}) == 1
     marker = json.loads((root / "analysis" / ".desim-export").read_text())
-    assert sorted(marker["files"]) == sorted(set(parquet) | set(csv))
+    assert sorted(marker["files"]) == sorted(csv)        # the folder holds one export: the CSV replaced the Parquet
+    assert not list((root / "analysis").glob("*.parquet"))
     assert code_files(root) == {"model.py": sha(root / "model.py")}
     # a file of the user's own in the export's folder is not the export's: it counts
     write(root, "analysis/fit.R", "lm(y ~ x)\n")
