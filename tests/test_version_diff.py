@@ -185,3 +185,22 @@ def test_after_an_edit_is_reverted_the_next_version_is_told_from_the_one_the_stu
         assert version["parent_version_id"] == start
         assert [d["path"] for d in json.loads(version["diff"])] == ["simulation.parameters.base_drift"]
         assert catalogue.run(edited)["parent_run_id"] == back       # the last run of the version it came from
+
+
+def test_diff_of_a_branch_shows_the_values_it_set(study_copy, capsys):
+    """A branch's --set changes no file: the versions alone said 'no change' of a branch that moved its
+    campaign a week. The runs' values are compared, the branch's with its parent's."""
+    root = study_copy("opinion_diffusion")
+    parent = desim.run_study(desim.load_study(root, steps=4, params={"n_agents": 40})).run_id
+    assert main(["branch", str(root), "--from-run", parent, "--at-step", "2", "--set", "campaign_week=3", "-q"]) == 0
+    con = duckdb.connect(str(store_path(root)), read_only=True)
+    (branch,) = con.execute("SELECT run_id FROM runs WHERE kind = 'branch'").fetchone()
+    con.close()
+    capsys.readouterr()
+    for args in ([branch], [branch, parent]):
+        assert main(["diff", str(root), *args]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert "  no change to the study's files" in out and "  campaign_week: 2 -> 3" in out, out
+        assert not any("n_agents" in line for line in out)              # the same in both runs: not a change
+    assert main(["diff", str(root), parent, branch]) == 0               # the other way round
+    assert "  campaign_week: 3 -> 2" in capsys.readouterr().out.splitlines()

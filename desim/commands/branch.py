@@ -99,7 +99,12 @@ def cmd_diff(args) -> int:
     print(f"version {data['newer']} against {data['older']}")
     config = [c for c in data["config"] if not c["path"].startswith("code.")]
     if not config and not data["files"]:
-        print("  no change")
+        print("  no change" + (" to the study's files" if data["parameters"] else ""))
+    if data["parameters"]:
+        print("the runs' parameter values (--set, a branch's --set):")
+        for c in data["parameters"]:
+            for line in change_lines(c):
+                print(f"  {line}")
     for c in config:
         for line in change_lines(c):
             print(f"  {line}")

@@ -202,7 +202,11 @@ def version_changes(study_root: str | Path, newer: str, older: str | None = None
     """What changed from version ``older`` to version ``newer`` (each a version id or a run id, meaning its
     run's version; ``older`` defaults to ``newer``'s parent version): the configuration's leaf differences
     (``config``: ``[{path, old, new}]``) and each file added, removed or edited (``files``: ``[{path, change,
-    diff}]``, ``diff`` a unified diff of the texts when both were kept, else None, with ``why``)."""
+    diff}]``, ``diff`` a unified diff of the texts when both were kept, else None, with ``why``).
+
+    When the two are runs (or ``newer`` is a branch, compared with its parent run), ``parameters`` holds the
+    differences of the values the runs used (``[{path, old, new}]``): a branch's or a run's ``--set`` changes
+    no file, so the versions alone would say "no change" of a branch that moved its campaign a week."""
     layout = StudyLayout(study_root)
     with open_store(layout) as con:
         catalogue = Catalogue(con)
@@ -215,6 +219,9 @@ def version_changes(study_root: str | Path, newer: str, older: str | None = None
             return version
 
         new = version_of(newer, "version")
+        new_run = catalogue.run(newer)
+        old_run = catalogue.run(older) if older is not None else \
+            catalogue.run(new_run["parent_run_id"]) if new_run and new_run.get("parent_run_id") else None
         if older is None:
             if not new["parent_version_id"]:
                 raise ValueError(f"version {new['version_id']} is the study's first: give the version or run to "
@@ -224,5 +231,9 @@ def version_changes(study_root: str | Path, newer: str, older: str | None = None
         old_code, new_code = (json.loads(v["code"]) if v.get("code") else {} for v in (old, new))
         texts = catalogue.code_texts(sorted(set(old_code.values()) | set(new_code.values())))
     config = diff_configs(json.loads(old["config"]), json.loads(new["config"]))
-    return {"older": old["version_id"], "newer": new["version_id"], "config": config,
+    parameters = []
+    if new_run and old_run:
+        parameters = diff_configs(*(json.loads(r["parameters"] or "{}") if isinstance(r["parameters"], str | None)
+                                    else r["parameters"] for r in (old_run, new_run)))
+    return {"older": old["version_id"], "newer": new["version_id"], "config": config, "parameters": parameters,
             "files": file_changes(old_code, new_code, texts, old["version_id"], new["version_id"])}
