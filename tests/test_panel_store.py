@@ -399,6 +399,22 @@ def test_export_writes_typed_files_that_pandas_reads(tmp_path):
         assert (csv_out / f"{name}.csv").exists()
 
 
+def test_export_keeps_what_each_run_changed_by_hand(tmp_path):
+    """runs.json holds a run's overrides and code hashes as values (they were strings of JSON text), and the
+    runs table keeps the overrides (it dropped them, so an export could not tell a --seed run from the study's)."""
+    import pyarrow.parquet as pq
+    root = write_study(tmp_path / "walk")
+    plain = desim.run_study(desim.load_study(root)).run_id
+    seeded = desim.run_study(desim.load_study(root, seed=11)).run_id
+    out = tmp_path / "out"
+    assert main(["export", str(root), "--out", str(out)]) == 0
+    rows = {r["run_id"]: r for r in json.loads((out / "runs.json").read_text())}
+    assert rows[seeded]["overrides"] == {"seed": 11} and not rows[plain]["overrides"]
+    assert isinstance(rows[seeded]["code"], dict) and "model.py" in rows[seeded]["code"]
+    table = {r["run_id"]: r for r in pq.read_table(out / "runs.parquet").to_pylist()}
+    assert json.loads(table[seeded]["overrides"]) == {"seed": 11}
+
+
 def test_the_dashboard_shows_a_json_layout_store_as_an_error_naming_it(tmp_path):
     from desim.dashboard import data as dashboard
     root = write_study(tmp_path / "studies" / "walk")

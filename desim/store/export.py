@@ -84,9 +84,9 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     out = Path(out)
     every = data.runs()
     chosen = pc.is_in(every.column("run_id"), value_set=pa.array(runs, pa.string()))
-    # the runs as a flat table to join on run_id: parameters one typed column each, roles typed too
-    flat_runs = every.filter(chosen).drop_columns([c for c in ("config", "parameters", "overrides")
-                                                  if c in every.column_names])
+    # the runs as a flat table to join on run_id: parameters one typed column each, roles typed too; what a
+    # run changed by hand (overrides: --set, --steps, a branch's --set) and its code's hashes as JSON text
+    flat_runs = every.filter(chosen).drop_columns([c for c in ("config", "parameters") if c in every.column_names])
     tables = {"panel": data.panel(runs), "initial_states": data.initial_states(runs),
               "metrics": data.metrics(runs), "events": data.events(runs), "messages": data.messages(runs),
               "edges": data.edges(runs), "runs": flat_runs}
@@ -110,7 +110,7 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
         written.append(path)
     rows = data.run_rows(runs)
     for r in rows:
-        for key in ("config", "parameters"):
+        for key in ("config", "parameters", "overrides", "code"):     # JSON columns as values, not text
             if isinstance(r.get(key), str):
                 r[key] = json.loads(r[key])
     path = out / "runs.json"
