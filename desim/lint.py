@@ -140,6 +140,17 @@ def _probe(spec: StudySpec, report: Report) -> None:
         w.append(f"{SIMULATION}: the study posts messages with interaction_rounds: 1 and carry_previous_step "
                  "off: no agent can ever read them (a post is visible only to later rounds "
                  "of its step, or to the next step with carry_previous_step)")
+    if pop.interaction.kind in ("file", "edges"):       # a generator's isolates are its model's; a file's may be a slip
+        import numpy as np
+        source, target, _ = run.network.edges()
+        linked = np.zeros(len(run.ids), bool)
+        linked[source], linked[target] = True, True
+        alone = [run.ids[i] for i in np.flatnonzero(~linked)]
+        if alone:
+            given = f"{pop.interaction.path}" if pop.interaction.kind == "file" else "interaction.edges"
+            w.append(f"{POPULATION}: {len(alone):,} of {len(run.ids):,} agents have no edge in {given} "
+                     f"({', '.join(alone[:5])}{', ...' if len(alone) > 5 else ''}): nothing reaches them or "
+                     "leaves them along the network")
     if pop.interaction.kind == "none" and wired and not any("interaction.kind is 'none'" in x for x in w):
         w.append(f"{POPULATION}: a message bus is wired but interaction.kind is 'none': no agent has neighbours")
 
