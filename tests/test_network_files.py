@@ -156,8 +156,8 @@ def test_a_plain_edge_list_is_read_as_the_line_by_line_reader_reads_it(tmp_path,
 
 
 def test_validate_names_agents_a_network_file_leaves_without_edges(tmp_path, capsys):
-    """n5 is in the population but in no line of the file: a slip (a mistyped id in a roster) as often as a
-    hermit, so validate says so; a generated network's isolates are its model's and are not listed."""
+    """n5 is in the population but in no line of the file: a file cut short or a person the contact survey
+    missed as often as a hermit, so validate says so; a generated network's isolates are its model's and are not listed."""
     s = study(tmp_path, {"kind": "file", "path": "net.csv"}, "source,target\nn0,n1\nn1,n2\nn3,n4\n")
     assert main(["validate", str(s.folder)]) == 0
     assert "1 of 6 agents have no edge in net.csv (n5): nothing reaches them" in capsys.readouterr().out
