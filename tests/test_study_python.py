@@ -151,3 +151,17 @@ def test_steps_given_twice_is_refused_not_one_of_them_dropped():
     with pytest.raises(desim.errors.StudyArgumentError, match=r"n_steps=4 is simulation.json's name for steps= "
                                                               r"\(given as 3\); give steps= only"):
         desim.Study(environment=Line, decision=Walk, population=3, steps=3, n_steps=4)
+
+
+def test_an_unknown_argument_is_refused_where_the_study_is_made(tmp_path):
+    """step=3 was written into simulation.json and failed only at the run, naming a file never written."""
+    with pytest.raises(desim.errors.StudyArgumentError,
+                       match=r"unknown argument step=3; did you mean steps=\? \(besides its own arguments it takes "
+                             r"simulation.json's memory_window, "):
+        desim.Study(environment=Line, decision=Walk, population=3, step=3, folder=tmp_path / "s")
+    assert not (tmp_path / "s").exists()                    # nothing written
+    with pytest.raises(desim.errors.StudyArgumentError, match=r"unknown argument colour=1 \("):
+        desim.Study(environment=Line, decision=Walk, population=3, colour=1)
+    # a key of simulation.json is taken as before
+    study = desim.Study(environment=Line, decision=Walk, population=3, memory_window=2, layers={"pull": 0.0})
+    assert study.files()["simulation/simulation.json"]["memory_window"] == 2

@@ -59,6 +59,25 @@ def _remove_temporary() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _known_simulation_keys(given: dict[str, Any]) -> None:
+    """Refuse, where the notebook cell is, an argument that is neither ``Study``'s own nor a key of
+    ``simulation.json``: taken for a key of that file, ``steps=``'s typo ``step=3`` failed only at the run,
+    naming a file the user never wrote."""
+    import difflib
+
+    from desim.study.files import SimulationFile
+    own = [n for n in inspect.signature(Study.__init__).parameters if n not in ("self", "simulation")]
+    keys = [k for k in SimulationFile.model_fields if k not in ("n_steps", "time_unit", "interaction_rounds", "seed",
+                                                                 "parameters", "decision", "collector")]
+    for name in given:
+        if name in keys or name == "n_steps":       # n_steps: refused with its own message
+            continue
+        near = difflib.get_close_matches(name, own + keys, n=1, cutoff=0.75)
+        raise StudyArgumentError(f"desim.Study got an unknown argument {name}={given[name]!r}"
+                                 + (f"; did you mean {near[0]}=?" if near else "")
+                                 + f" (besides its own arguments it takes simulation.json's {', '.join(keys)})")
+
+
 class Study:
     """A study from Python objects; see the module docstring. ``population`` is a number of agents
     (ids ``a0``, ``a1``, ...), a list of ``Persona`` or dicts, or a population provider; ``interaction``
@@ -76,6 +95,7 @@ class Study:
         if "n_steps" in simulation:     # simulation.json's name for steps=: both given, one was silently lost
             raise StudyArgumentError(f"desim.Study: n_steps={simulation['n_steps']!r} is simulation.json's name for "
                                      f"steps= (given as {steps!r}); give steps= only")
+        _known_simulation_keys(simulation)
         self.parts = {"environment": environment, "decision": decision, "collector": collector}
         self.population = population
         self.id, self.title = id, title
