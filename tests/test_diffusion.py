@@ -9,6 +9,7 @@ import json
 import re
 from collections import Counter
 from itertools import combinations
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import networkx as nx
@@ -261,6 +262,8 @@ def test_cli_prints_progress_and_writes_every_view(sir, capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert "layout of 300 agents" in err and "DrL" in err and "communities" in err
     assert "(computed and stored)" in out
+    [layout] = [line for line in out.splitlines() if line.startswith("layout: ")]
+    assert Path(layout.split()[1]).is_file()        # a path from here, not from inside the study
     folder = root / "runs" / "reports" / run_id
     for name in ("diffusion_state.png", "diffusion_state_communities.png", "diffusion_state_adoption.png",
                  "diffusion_state_tree.png", "diffusion_state.html"):

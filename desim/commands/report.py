@@ -1,6 +1,8 @@
 """``desim report``, ``desim viz diffusion`` and ``desim viz grid``: figures of what happened in a run or a sweep."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from desim.commands import UserError
 from desim.commands.core import folder_out
 from desim.commands.progress import add_quiet_arg
@@ -65,7 +67,8 @@ def cmd_viz_diffusion(args) -> int:
     meta = paths["picture"]["meta"]
     lay = paths["picture"].get("network", {}).get("layout")
     if lay:
-        print(f"layout: {lay['file']} ({'reused' if lay['reused'] else 'computed and stored'})")
+        # the page names the file within the study; here it is a path from where the command was typed
+        print(f"layout: {Path(args.study) / lay['file']} ({'reused' if lay['reused'] else 'computed and stored'})")
     print(f"player: {paths['html']} (views: {', '.join(v for v in meta['views'] if v in paths['picture'])})")
     for view, path in paths["pngs"].items():
         label = "small multiples" if path == paths["png"] else f"{view} view"
