@@ -200,3 +200,13 @@ def test_a_text_valued_sweep_parameter_is_not_joined_by_a_line():
     xs = sorted(columns_of(image(png), figures.PALETTE[0]))
     gaps = [b - a for a, b in zip(xs, xs[1:])]
     assert max(gaps) > 200                                    # two separate points, nothing between them
+
+
+def test_compare_out_writes_standard_json_of_what_it_printed(sir, tmp_path, capsys):
+    """The comparison's data file parses with a strict reader (no NaN, no Infinity) and holds both runs."""
+    root = str(sir["root"])
+    out = tmp_path / "cmp" / "data.json"
+    assert main(["compare", root, sir["small"], sir["branch"], "--out", str(out)]) == 0
+    assert f"data written to {out}" in capsys.readouterr().out
+    data = strict_json(out.read_text())
+    assert sir["small"] in json.dumps(data) and sir["branch"] in json.dumps(data)
