@@ -26,6 +26,7 @@ replies, so no paid call is repeated.
 """
 from __future__ import annotations
 
+import functools
 import json
 import numbers
 from pathlib import Path
@@ -51,7 +52,7 @@ from desim.study.files import (
     load_study,
     spec_from_config,
 )
-from desim.study.params import mentioned_in_code, parameter_uses
+from desim.study.params import mentioned_in_code, parameter_uses, python_texts
 from desim.study.refs import outside_code
 from desim.versions import code_changes, code_files, diff_configs, population_files
 
@@ -116,6 +117,7 @@ def check_parameters(parent_config: dict, spec: StudySpec, at_step: int) -> list
     new = spec.simulation.parameters
     uses = parameter_uses(spec.files) if spec.files else {}
     values = _value_names(spec.resolved()["environment"])
+    texts = functools.cache(lambda: python_texts(spec.root))     # read when a parameter first needs them
     problems = []
     for name in sorted(set(old) | set(new), key=str):
         if name in old and name in new and old[name] == new[name]:
@@ -134,7 +136,7 @@ def check_parameters(parent_config: dict, spec: StudySpec, at_step: int) -> list
         elif elsewhere:
             problems.append(f"parameter {name} changed ({shown}) and is used outside the interventions "
                             f"({', '.join(elsewhere)})")
-        elif spec.files and (code := mentioned_in_code(spec.root, name, name in values)):
+        elif spec.files and (code := mentioned_in_code(texts(), name, name in values)):
             problems.append(f"parameter {name} changed ({shown}) and {', '.join(code)} mentions '{name}' "
                             "(code may read it through ctx.params at any step)")
     return problems

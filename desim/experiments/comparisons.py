@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from desim.jsontext import parsed
 from desim.store import Catalogue, StudyLayout, open_store, queries
 from desim.store import states as state_reads
 from desim.versions import diff_configs, file_changes
@@ -233,7 +234,6 @@ def version_changes(study_root: str | Path, newer: str, older: str | None = None
     config = diff_configs(json.loads(old["config"]), json.loads(new["config"]))
     parameters = []
     if new_run and old_run:
-        parameters = diff_configs(*(json.loads(r["parameters"] or "{}") if isinstance(r["parameters"], str | None)
-                                    else r["parameters"] for r in (old_run, new_run)))
+        parameters = diff_configs(*(parsed(r["parameters"], {}) for r in (old_run, new_run)))
     return {"older": old["version_id"], "newer": new["version_id"], "config": config, "parameters": parameters,
             "files": file_changes(old_code, new_code, texts, old["version_id"], new["version_id"])}

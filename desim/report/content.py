@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from desim.experiments import comparisons
+from desim.jsontext import parsed
 from desim.report import data, figures
 from desim.report.data import RunData
 from desim.report.figures import file_stem
@@ -119,9 +120,8 @@ def study_card(rd: RunData, control: RunData | None = None) -> Section:
         c = control.run
         rows.append(["control run", f"{c['run_id']} ({c['kind']}, {c['status']}), seed {c['seed']}, "
                                     f"parameters {_compact(c.get('parameters'))}"])
-    values = run.get("parameters")
-    values = json.loads(values) if isinstance(values, str) else values
-    paragraphs = [described(rd.study["description"], values)] if rd.study.get("description") else []
+    paragraphs = [described(rd.study["description"], parsed(run.get("parameters"), {}))] \
+        if rd.study.get("description") else []
     return Section("Study card", paragraphs, [Table(["", "value"], rows, align_numbers=False)])
 
 

@@ -106,8 +106,16 @@ def parameter_uses(files: dict[str, Any]) -> dict[str, list[str]]:
     return uses
 
 
-def mentioned_in_code(root: Path, name: str, also_a_value: bool = False) -> list[str]:
-    """Study Python files that spell ``name`` as a string literal (code may read ``ctx.params``).
+def python_texts(root: Path) -> dict[str, str]:
+    """The text of each Python file of the study (``{relative path: text}``), read once for the searches of
+    :func:`mentioned_in_code`: listing the study's files hashes every one of them."""
+    return {rel: (root / rel).read_text(encoding="utf-8", errors="replace")
+            for rel in code_files(root) if rel.endswith(".py")}
+
+
+def mentioned_in_code(texts: dict[str, str], name: str, also_a_value: bool = False) -> list[str]:
+    """The study Python files of ``texts`` (:func:`python_texts`) that spell ``name`` as a string literal
+    (code may read ``ctx.params``).
 
     A parameter named after the layer or attribute its event sets (``advisory_push``) is spelled in code that
     reads the value (``interventions.value("advisory_push")``, an observation's ``["advisory_push"]``), not the
@@ -115,13 +123,7 @@ def mentioned_in_code(root: Path, name: str, also_a_value: bool = False) -> list
     ``self.ctx.params.get('advisory_push')``)."""
     quoted = f"""["']{re.escape(name)}["']"""
     pattern = re.compile(rf"params\s*(\[\s*|\.get\(\s*){quoted}" if also_a_value else quoted)
-    hits = []
-    for rel in code_files(root):
-        if rel.endswith(".py"):
-            text = (root / rel).read_text(encoding="utf-8", errors="replace")
-            if pattern.search(text):
-                hits.append(rel)
-    return hits
+    return [rel for rel, text in texts.items() if pattern.search(text)]
 
 
 def unread_parameters(spec) -> dict[str, str]:
@@ -130,12 +132,11 @@ def unread_parameters(spec) -> dict[str, str]:
     Code outside the folder (an installed package, a module beside a notebook) may still read one, which
     is why callers warn, or refuse with a way through, rather than decide."""
     uses = parameter_uses(spec.files) if spec.files else {}
-    out = {}
-    for name in spec.simulation.parameters:
-        if name not in uses and not mentioned_in_code(spec.root, name):
-            out[name] = (f"nothing in the study reads parameter '{name}': no \"${name}\" in its files and no Python "
-                         f"file in its folder names '{name}' (as ctx.params[\"{name}\"])")
-    return out
+    unused = [name for name in spec.simulation.parameters if name not in uses]
+    texts = python_texts(spec.root) if unused else {}
+    return {name: (f"nothing in the study reads parameter '{name}': no \"${name}\" in its files and no Python "
+                   f"file in its folder names '{name}' (as ctx.params[\"{name}\"])")
+            for name in unused if not mentioned_in_code(texts, name)}
 
 
 def described(text: str, values: dict[str, Any] | None) -> str:
