@@ -287,6 +287,27 @@ def checked_events(events: Any, t: int, env: str) -> list[dict]:
     return events
 
 
+def with_interventions(events: list[dict], interventions, t: int, env: str) -> list[dict]:
+    """The ``events`` rows of step ``t``: ``events`` (what ``advance_to`` returned) with the interventions that
+    fired in it. An override of ``advance_to`` that never called ``super().advance_to(t)`` would let
+    ``environment.json``'s events and broadcasts silently do nothing, so it is refused; one that called it
+    but dropped its rows (no ``return``) would hide them from the events table, reports and the dashboard,
+    so they are recorded all the same, first, as the default ``advance_to`` returns them."""
+    if interventions.fired_step != t:
+        if not (interventions.events or interventions.broadcasts):
+            return events
+        due = [f"{kind} '{x.name}'" for kind, items in (("event", interventions.events),
+                                                         ("broadcast", interventions.broadcasts))
+               for x in items if x.at_step == t]
+        raise RunError(f"step {t}: {env}.advance_to did not call super().advance_to({t}), so the events and "
+                       f"broadcasts of environment.json never fire"
+                       f"{' (this step: ' + ', '.join(due) + ')' if due else ''}; call it and return its rows "
+                       "with any of your own")
+    returned = {id(e) for e in events}
+    missing = [e for e in interventions.fired if id(e) not in returned]
+    return missing + events if missing else events
+
+
 def check_stop_metrics(conditions, metrics: dict[str, float]) -> None:
     """Refuse, before the run is recorded, a ``stop_when`` condition on a metric that the collector
     does not report at step 0 (a typo, or a metric of another collector)."""

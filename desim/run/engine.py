@@ -96,8 +96,7 @@ class Engine:
         # the study's set-up and its step 0 (initial states and metrics): their errors, and a stop_when
         # naming a metric the collector does not report, leave no trace in the store
         self._call(self.environment.reset, run.seed)
-        events = checks.checked_events(self._call(self.environment.advance_to, 0, step=0), 0,
-                                       type(self.environment).__name__)
+        events = self._advance(0)
         states, metrics = self._states(0), self._metrics(0, None)
         checks.check_stop_metrics(run.spec.simulation.stop_when, metrics)
         step_zero = self.sink.step_zero(run, states, metrics, events or [], checks.checked_messages(
@@ -125,8 +124,7 @@ class Engine:
                 break
             yield StepTick(self.sim, t - self.sim.now)
             self.ctx.step = t
-            events = checks.checked_events(self._call(self.environment.advance_to, t, step=t), t,
-                                           type(self.environment).__name__)
+            events = self._advance(t)
             stored = self.source.stored(t)
             if stored is not None:
                 actions = yield from self._replay(t, stored)
@@ -137,6 +135,12 @@ class Engine:
                     actions = self._round(present, t, r)
             self._call(self.environment.end_step, t, step=t)
             self._close_step(t, actions, events)
+
+    def _advance(self, t: int) -> list[dict]:
+        """Step ``t``'s exogenous input: ``advance_to``, then the ``events`` rows of what fired."""
+        env = type(self.environment).__name__
+        events = checks.checked_events(self._call(self.environment.advance_to, t, step=t), t, env)
+        return checks.with_interventions(events, self.ctx.interventions, t, env)
 
     def _collector(self):
         """Hands each closed step to the sink, with its messages, then reports progress."""

@@ -138,6 +138,10 @@ class Interventions:
         self._personas = personas
         self._attributes: dict[str, dict[str, Any]] | None = None
         self._active: list[Broadcast] = []
+        self.fired_step: int | None = None
+        """The step :meth:`fire` last ran for, and ``fired`` what it fired then: the engine checks from them
+        that an overridden ``advance_to`` called ``super().advance_to(t)`` and recorded what fired."""
+        self.fired: list[dict[str, Any]] = []
         self.attribute_changes = 0
         """How many events have changed agents' attributes so far: what reads an attribute once (a
         diffusion model's per-node parameter) knows from it when to read again."""
@@ -187,6 +191,7 @@ class Interventions:
                 fired.append({"kind": INTERVENTION_KINDS[1], "name": b.name, "detail": {
                     "channel": b.channel, "content": b.content, "ttl": b.ttl, "selector": b.selector}})
         self._active = [b for b in self.broadcasts if b.active_at(step)]
+        self.fired_step, self.fired = step, fired
         return fired
 
     def active_broadcasts(self, agent_id: str | None = None) -> list[dict[str, Any]]:
