@@ -258,3 +258,41 @@ def test_a_killed_run_keeps_the_paid_rows_of_the_rounds_it_finished(study_copy, 
     assert query(root, f"SELECT step, round, count(*) FROM llm_calls WHERE run_id = '{run_id}' AND "
                        "outcome = 'abandoned' GROUP BY ALL") == [(2, 0, 12)]
     assert not ledger_path(root, run_id).exists()
+
+
+def test_a_round_s_replies_are_in_the_cache_before_its_paid_rows_are_kept(study_copy, monkeypatch):
+    """A process killed between the two would leave paid rows whose replies the cache lacks: the resumed run
+    asked those prompts again and paid twice (a kill after a round, while the cache's writer thread was still
+    committing, did so in 2 of 5 tries). Each time the ledger of unrecorded rows is written, every paid reply
+    it lists must already be committed to the cache file; a slow writer thread makes the race certain."""
+    import time
+
+    import desim.llm.decision as decision
+    from desim.store.replies import ReplyCache
+    root = llm_study(study_copy)
+    slow_insert = ReplyCache._insert
+
+    def insert(self, rows):
+        time.sleep(0.2)
+        slow_insert(self, rows)
+    monkeypatch.setattr(ReplyCache, "_insert", insert)
+    kept = decision.save_ledger
+    checked, caches = [], []
+
+    def save(path, rows):
+        paid = {r["prompt_hash"] for r in rows if not r["cached"] and r["outcome"] != "unavailable"}
+        committed = {k for (k,) in caches[-1].con.cursor().execute("SELECT key FROM llm_cache").fetchall()}
+        assert paid <= committed, f"{len(paid - committed)} paid replies not yet in the cache"
+        checked.append(len(paid))
+        kept(path, rows)
+    opened = ReplyCache.__init__
+
+    def init(self, *a, **kw):
+        opened(self, *a, **kw)
+        caches.append(self)
+    monkeypatch.setattr(ReplyCache, "__init__", init)
+    monkeypatch.setattr(decision, "save_ledger", save)
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        result = run_study(load_study(root, steps=2, params=OPENAI))
+    assert result.status == "completed" and max(checked) == 12 * 3      # a step's three rounds, before it closes

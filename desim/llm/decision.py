@@ -240,6 +240,9 @@ class LLMDecision(DecisionModel):
             if self._cache:
                 self._cache.put_many([(keys[i], self.model_name, r.content, r.tokens_in, r.tokens_out)
                                       for i, r in fresh.items()])
+                # committed before the round's paid rows are kept (_keep_unrecorded): a process killed in
+                # between would leave rows whose replies a resumed run cannot find, and it would pay again
+                self._cache.flush()
         falls_back = isinstance(failure, LLMUnavailable) and self.cfg.on_unavailable == "fallback"
         if failure is not None and not falls_back:
             for i, r in fresh.items():      # paid for: kept with the step's other rows for the resumed run
