@@ -296,3 +296,97 @@ def test_a_round_s_replies_are_in_the_cache_before_its_paid_rows_are_kept(study_
         monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
         result = run_study(load_study(root, steps=2, params=OPENAI))
     assert result.status == "completed" and max(checked) == 12 * 3      # a step's three rounds, before it closes
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_copy, tmp_path):
+    """SIGKILL to a sweep of two LLM runs (its workers too) after each run closed some steps in its worker's
+    own store: nobody merges those stores, and --resume runs both again from step 0, taking the replies from
+    the cache. The steps the killed attempt closed were paid for; they were lost with the leftover store
+    (72 paid calls missing from an effect's accounting). Now the resumed runs write them as 'abandoned'."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pyarrow as pa
+
+    from desim.cli import main
+    from desim.store import journal
+    from desim.store.ledger import load_ledger, paid_as_abandoned
+    root = llm_study(study_copy)
+    hang = float(os.environ.get("DESIM_TEST_HANG_S", "600"))
+    with running_stub(latency_ms=100) as stub:     # a round takes 0.1 s: the kill comes mid-run
+        env = {**os.environ, "DESIM_LLM_BASE_URL": stub.base_url}
+        log = (tmp_path / "sweep.log").open("w")
+        proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "sweep", str(root), "--set", "llm_kind=openai",
+                                 "--replicates", "2", "--workers", "2", "--steps", "12", "-q"], env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + hang
+        while time.monotonic() < deadline:          # ready: both runs have closed step 2 in their own stores
+            closed = [journal.last_commit(j) for j in (root / "runs").glob("sweeps/*/**/journal")]
+            if len(closed) == 2 and all(c and c["step"] >= 2 for c in closed):
+                break
+            assert proc.poll() is None, (tmp_path / "sweep.log").read_text()
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the sweep's runs never closed step 2")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log.close()
+        sweep_id = next((root / "runs" / "sweeps").iterdir()).name
+        closed = []                                 # paid rows of the steps the killed attempts closed
+        for folder in (root / "runs").glob("sweeps/*/**/journal"):
+            _, logged = journal.read(folder)
+            closed += [r for batch in logged.get("llm_calls", [])
+                       for r in paid_as_abandoned(pa.Table.from_batches([batch])).to_pylist()]
+        assert len(closed) >= 2 * 2 * 12 * 3        # each run's steps 1 and 2
+        # and those of the step in flight, in the runs' ledgers (which may still list a step just closed)
+        ledgers = [r for p in (root / "runs" / "llm_unrecorded").glob("*.json") for r in load_ledger(p)]
+        kept = len({tuple(sorted(r.items())) for r in closed + ledgers})
+        while stub.stats.in_flight:                 # requests the killed runs sent: answered to nobody
+            time.sleep(0.01)
+        before = stub.stats.replies
+        os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
+        try:
+            assert main(["sweep", str(root), "--resume", sweep_id, "-q"]) == 0
+        finally:
+            del os.environ["DESIM_LLM_BASE_URL"]
+        paid_now = stub.stats.replies - before
+    [(paid, abandoned)] = query(root, "SELECT count(*) FILTER (WHERE NOT cached AND outcome <> 'unavailable'), "
+                                      "count(*) FILTER (WHERE outcome = 'abandoned') FROM llm_calls")
+    assert abandoned == kept
+    assert paid == kept + paid_now                  # every reply paid, in either invocation, is one row
+    assert not list((root / "runs" / "llm_unrecorded").glob("*.json"))
+
+
+def test_a_run_attempted_again_over_a_leftover_worker_store_keeps_what_the_first_attempt_paid(study_copy,
+                                                                                                tmp_path):
+    """An effect's control whose parent was killed before it merged the worker's store: the resumed effect
+    runs the control again into the same worker file (taking the replies from the cache). The first attempt's
+    paid rows are added to the second's as 'abandoned', so the run's paid rows are the replies the server sent."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from desim.experiments.sweep.worker import RunTask, execute_run
+    from desim.store import StudyLayout
+    root = llm_study(study_copy)
+    worker = tmp_path / "effects" / "ef1" / "ef1-c0.duckdb"
+    worker.parent.mkdir(parents=True)
+    task = RunTask(str(root), None, "ef1-c0", 7, {**load_study(root).simulation.parameters, **OPENAI}, 2,
+                   str(worker))
+    with running_stub() as stub:
+        os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
+        try:
+            assert execute_run(task).status == "completed"
+            first = stub.stats.replies
+            assert execute_run(task).status == "completed"
+        finally:
+            del os.environ["DESIM_LLM_BASE_URL"]
+        assert stub.stats.replies == first == 12 * 3 * 2       # the second attempt paid nothing
+    calls = pq.read_table(StudyLayout.at(worker).run_dir("ef1-c0") / "llm_calls.parquet").to_pylist()
+    assert sum(not c["cached"] for c in calls) == sum(c["outcome"] == "abandoned" for c in calls) == first
+    assert sum(c["cached"] for c in calls) == first                # the second attempt's own rows: cache hits
+    assert not StudyLayout(root).llm_unrecorded("ef1-c0").exists()

@@ -27,12 +27,12 @@ invocation, so they add nothing to this invocation's counters or budget.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
+
+from desim.store.ledger import load_ledger, save_ledger  # noqa: F401 - the file is the store's; the LLM layer keeps rows in it
 
 CALLS_SCHEMA = pa.schema([
     ("step", pa.int32()), ("round", pa.int32()), ("agent_id", pa.string()), ("model", pa.string()),
@@ -111,22 +111,3 @@ def ledger_path(study_root: Path, run_id: str) -> Path:
     """Where a run keeps the paid calls of a step it never closed (the study's layout says)."""
     from desim.store.layout import StudyLayout
     return StudyLayout(study_root).llm_unrecorded(run_id)
-
-
-def load_ledger(path: Path) -> list[dict[str, Any]]:
-    """The rows kept by an earlier invocation of the run (none if it kept none)."""
-    try:
-        return orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return []
-
-
-def save_ledger(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Keep ``rows`` (replacing what was kept), or remove the file when there is nothing to keep."""
-    if not rows:
-        path.unlink(missing_ok=True)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(rows))
-    os.replace(tmp, path)          # a reader sees the old rows or the new, never half a file

@@ -327,14 +327,10 @@ def carry_paid_calls(earlier: Path, new: Path) -> int:
     old = earlier / "llm_calls.parquet"
     if not old.exists():
         return 0
-    import pyarrow.compute as pc
-    calls = pq.read_table(old)
-    paid = calls.filter(pc.and_(pc.and_(pc.invert(calls["cached"]), pc.not_equal(calls["model"], "scripted")),
-                                pc.not_equal(calls["outcome"], "unavailable")))
+    from desim.store.ledger import paid_as_abandoned
+    paid = paid_as_abandoned(pq.read_table(old))
     if not paid.num_rows:
         return 0
-    paid = paid.set_column(paid.schema.get_field_index("outcome"), "outcome",
-                           pa.array(["abandoned"] * paid.num_rows, pa.string()))
     target = new / "llm_calls.parquet"
     parts = ([pq.read_table(target)] if target.exists() else []) + [paid]
     table = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else paid

@@ -102,6 +102,12 @@ class StudyLayout:
         return folder / f"{run_id}.duckdb"
 
     @staticmethod
+    def worker_stores(folder: Path) -> dict[str, Path]:
+        """The workers' stores in a sweep's or effect's folder, by run id (not the parents' extracts)."""
+        return {p.name[:-len(".duckdb")]: p for p in sorted(folder.glob("*.duckdb"))
+                if not p.name.endswith(".parent.duckdb")}
+
+    @staticmethod
     def parent_extract(folder: Path, run_id: str) -> Path:
         """The steps of ``run_id`` a branch of it replays, copied out for a worker that cannot read the study's store."""
         return folder / f"{run_id}.parent.duckdb"

@@ -47,6 +47,7 @@ from desim.experiments.sweep.worker import (
     worker_init,
 )
 from desim.store.files import remove_db, unpack_run
+from desim.store.ledger import keep_paid_calls
 from desim.study.files import FILES, read_json
 
 BACKENDS = ("local", "ray")
@@ -220,6 +221,7 @@ class InProcessExecutor(Executor):
             try:
                 outcome = execute_run(task)
             except BaseException:       # Ctrl-C: nobody will merge this run's partial file
+                keep_paid_calls(task.db_path, task.run_id, task.study_root)
                 remove_db(task.db_path, task.run_id)
                 raise
             yield outcome

@@ -40,6 +40,7 @@ from desim.experiments.sweep.worker import RunOutcome, RunTask
 from desim.store.files import remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store
 from desim.store.health import pid_alive
+from desim.store.ledger import keep_paid_calls
 from desim.study.files import load_study
 
 
@@ -86,12 +87,28 @@ def claim_folder(study_root: str | Path, sweep_id: str) -> Path:
             except (OSError, ValueError):
                 continue
             if data.get("host") == socket.gethostname() and not pid_alive(int(data.get("pid", 0))):
+                _keep_paid_calls(study_root, other)
                 shutil.rmtree(other, ignore_errors=True)
     folder = sweep_dir(study_root, sweep_id)
     folder.mkdir(parents=True, exist_ok=True)
     StudyLayout.owner_file(folder).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}),
                                        encoding="utf-8")
     return folder
+
+
+def _keep_paid_calls(study_root: str | Path, folder: Path) -> None:
+    """The paid LLM calls of the runs a killed sweep's workers left unmerged in ``folder``, kept in each
+    run's ledger for the attempt that runs it again (``desim.store.ledger``). A run the study's store
+    holds as completed was merged before the kill: its calls are there already."""
+    stores = StudyLayout.worker_stores(folder)
+    if not stores:
+        return
+    with open_store(StudyLayout(study_root)) as con:
+        catalogue = Catalogue(con)
+        merged = {run_id for run_id in stores if (catalogue.run(run_id) or {}).get("status") == "completed"}
+    for run_id, path in stores.items():
+        if run_id not in merged:
+            keep_paid_calls(path, run_id, study_root)
 
 
 def _resume_plan(study_root: Path, sweep_id: str) -> tuple[SweepPlan, dict[str, dict]]:

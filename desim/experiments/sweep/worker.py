@@ -29,6 +29,7 @@ from desim.experiments.branches import branch
 from desim.experiments.runs import run_once
 from desim.store import StudyLayout
 from desim.store.files import pack_run, remove_db
+from desim.store.ledger import keep_paid_calls
 from desim.store.replies import shared_access
 from desim.study.files import load_study, read_json
 from desim.versions import CONFIG_FILES, POPULATION_FILE, code_files, population_files
@@ -110,8 +111,11 @@ def worker_init(parent_pid: int, parent_start: str | None, every: float = 0.5,
 
 
 def execute_run(task: RunTask) -> RunOutcome:
-    """Run one planned run into ``task.db_path`` (replacing any leftover from a crashed attempt)."""
+    """Run one planned run into ``task.db_path`` (replacing any leftover from a crashed attempt, whose paid
+    LLM calls are kept for this attempt to record)."""
     started = time.perf_counter()
+    if Path(task.db_path).exists():
+        keep_paid_calls(task.db_path, task.run_id, task.study_root)
     remove_db(task.db_path, task.run_id)
     try:
         with shared_access():       # the other workers' runs use the study's LLM reply cache too

@@ -1,0 +1,83 @@
+"""The paid LLM calls a run has not written to its ``llm_calls`` yet, kept in a small file of the run.
+
+A step that never closes is not written, nor are its ``llm_calls`` rows, though its replies were paid
+for. The LLM decision model keeps those rows here (``StudyLayout.llm_unrecorded``) after every round
+that paid, and the run's next invocation writes them with that step as ``abandoned`` rows
+(``desim.llm.accounting``), so a paid call is never lost from the accounting.
+
+A sweep's or an effect's run is written to a worker's own store; when the process running it is killed
+(SIGKILL, a lost node), nobody merges that store, and the next ``--resume`` runs the run again from step
+0 (taking the replies from the cache, free). The steps the killed attempt had closed hold paid rows
+too: :func:`keep_paid_calls` adds them to this file before the leftover store is removed, so the
+attempt that runs again writes them, and the usual query of paid rows still gives the run's whole cost.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from desim.store import journal
+from desim.store.layout import StudyLayout
+
+
+def load_ledger(path: Path) -> list[dict[str, Any]]:
+    """The rows kept by an earlier invocation of the run (none if it kept none)."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return []
+
+
+def save_ledger(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Keep ``rows`` (replacing what was kept), or remove the file when there is nothing to keep."""
+    if not rows:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(rows))
+    os.replace(tmp, path)          # a reader sees the old rows or the new, never half a file
+
+
+def paid_as_abandoned(calls: pa.Table) -> pa.Table:
+    """The rows of ``calls`` that a server's reply was paid for (not cached, not scripted, not unanswered),
+    marked ``abandoned``: the attempt that paid them will not write them itself."""
+    paid = calls.filter(pc.and_(pc.and_(pc.invert(calls["cached"]), pc.not_equal(calls["model"], "scripted")),
+                                pc.not_equal(calls["outcome"], "unavailable")))
+    return paid.set_column(paid.schema.get_field_index("outcome"), "outcome",
+                           pa.array(["abandoned"] * paid.num_rows, pa.string()))
+
+
+def _left_calls(folder: Path) -> pa.Table | None:
+    """The ``llm_calls`` rows a run's folder holds: merged, or the journal's committed steps."""
+    merged = folder / "llm_calls.parquet"
+    if merged.exists():
+        return pq.read_table(merged)
+    _, logged = journal.read(folder / "journal")
+    batches = logged.get("llm_calls", [])
+    if not batches:
+        return None
+    schema = journal.unified(batches)
+    return pa.Table.from_batches([journal.conform(b, schema) for b in batches], schema)
+
+
+def keep_paid_calls(worker_file: str | Path, run_id: str, study_root: str | Path) -> int:
+    """Before a worker's leftover store of ``run_id`` (a killed attempt) is removed, add the paid calls of
+    the steps it closed to the run's ledger in the study, for the next attempt to write. Returns how many."""
+    calls = _left_calls(StudyLayout.at(worker_file).run_dir(run_id))
+    if calls is None or not calls.num_rows:
+        return 0
+    rows = paid_as_abandoned(calls).to_pylist()
+    if not rows:
+        return 0
+    path = StudyLayout(Path(study_root)).llm_unrecorded(run_id)
+    kept = load_ledger(path)
+    new = [r for r in rows if r not in kept]        # a crash before the leftover went: not kept twice
+    save_ledger(path, kept + new)
+    return len(new)
