@@ -160,3 +160,19 @@ def test_scripted_dorm_deliberation_matches_the_rule_study(study_copy):
     assert len(rows[0]) == 90 and rows[0] == rows[1]
     assert {r[3] for r in rows[0]} == {"choose_meal"}
     assert llm_run.counters["llm"]["scripted"] == 30 * 3 * 3
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": -5, "completion_tokens": "lots"}, [1, 2],
+                                   {"prompt_tokens": 3.5e9, "completion_tokens": True},
+                                   {"prompt_tokens": 1e300, "completion_tokens": None}])
+def test_a_reply_with_usage_counts_no_count_can_be_is_used_and_its_tokens_estimated(usage):
+    """A 200 with a good message but a usage block of garbage was 'not a chat completion': retried (paid again)
+    until the run failed. The reply is used; its token counts are estimated, as for a server that sends none."""
+    import orjson
+
+    from desim.llm.client import ChatClient
+    body = {"messages": [{"role": "user", "content": "x" * 40}]}
+    content = '{"opinion": 0.5}'
+    raw = orjson.dumps({"choices": [{"message": {"content": content}}], "usage": usage})
+    missing = ChatClient._read(orjson.dumps({"choices": [{"message": {"content": content}}]}), body)
+    assert ChatClient._read(raw, body) == missing == (content, 10, 4)

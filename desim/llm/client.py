@@ -267,16 +267,19 @@ class ChatClient:
         try:
             data = orjson.loads(raw)
             content = data["choices"][0]["message"].get("content")
-            usage = data.get("usage") or {}
-            tokens_in = usage.get("prompt_tokens")
-            tokens_out = usage.get("completion_tokens")
-            if tokens_in is None:
-                tokens_in = sum(estimate_tokens(m["content"]) for m in body["messages"])
+            usage = data.get("usage")
+            usage = usage if isinstance(usage, dict) else {}
             if not isinstance(content, str):
                 content = None
+            # a count that is not a whole number of tokens is estimated, as a missing one is: the reply was
+            # paid for, and refusing it for its bookkeeping would pay for it again on every retry
+            tokens_in = _token_count(usage.get("prompt_tokens"))
+            if tokens_in is None:
+                tokens_in = sum(estimate_tokens(m["content"]) for m in body["messages"])
+            tokens_out = _token_count(usage.get("completion_tokens"))
             if tokens_out is None:
                 tokens_out = estimate_tokens(content or "")
-            return content, int(tokens_in), int(tokens_out)
+            return content, tokens_in, tokens_out
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return None
 
@@ -287,6 +290,13 @@ class ChatClient:
                 await endpoint.session.close()
                 endpoint.session = None
             self._pool = None
+
+
+def _token_count(value: Any) -> int | None:
+    """A server's token count, or None when it reports none a count can be (text, negative, NaN, huge)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**31:
+        return None
+    return int(value)
 
 
 class LoopThread:
