@@ -125,7 +125,7 @@ def test_scripted_mode_runs_prompt_reply_parse_and_reproduces_the_rule(study_cop
     rule_run = run_study(load_study(rule_root, steps=4, rounds=3, params={"n_agents": 12}))  # the LLM study's size
     assert llm_run.status == rule_run.status == "completed"
     assert llm_run.counters["llm"]["scripted"] == 12 * 4 * 3 and llm_run.counters["llm"]["calls"] == 0
-    assert llm_run.counters["llm"]["fallbacks"] == 0
+    assert llm_run.counters["llm"]["fallbacks"] == 0 and not llm_run.warnings
     con = read_only(root / "runs" / "desim.duckdb")
     panel = con.execute("SELECT step, agent_id, CAST(state.opinion AS DOUBLE), action_source "
                         "FROM panel ORDER BY step, agent_id").fetchall()

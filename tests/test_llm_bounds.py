@@ -154,6 +154,10 @@ def test_replies_full_of_braces_fall_back_quickly(study_copy, monkeypatch):
         result = run_study(load_study(root, steps=1, params={"llm_kind": "openai"}))
         elapsed = time.perf_counter() - started
     assert result.status == "completed" and result.counters["llm"]["fallbacks"] == 36
+    # completed, but every decision is the rule's: said, not hidden behind the status
+    assert [w for w in result.warnings if "fell back" in w] == [
+        "36 of 36 LLM decisions (100 %) fell back to the study's rule (36 unusable replies): the panel holds the "
+        "rule's actions for them (action_source 'fallback'), and llm_calls.outcome says which"]
     assert elapsed < 30, f"{elapsed:.1f} s"        # 36 such replies: 23 min with the old scan
     assert query(root, "SELECT DISTINCT outcome FROM llm_calls") == [("fallback",)]
 
@@ -173,6 +177,8 @@ def test_fallback_on_unavailability_completes_the_run_with_the_rule(study_copy, 
     assert result.status == "completed"
     llm = result.counters["llm"]
     assert llm["calls"] == 0 and llm["fallbacks"] == 12 * 2 * 3
+    assert any(w.startswith("72 of 72 LLM decisions (100 %) fell back to the study's rule (72 unanswered "
+                            "requests)") for w in result.warnings)
     assert query(root, "SELECT outcome, count(*), count(endpoint) FROM llm_calls GROUP BY ALL") == \
         [("unavailable", 72, 0)]
     sources = query(root, "SELECT DISTINCT action_source, action_rationale LIKE 'LLM unavailable (%' FROM panel")

@@ -101,7 +101,7 @@ def record(run: Run, sink, replay: dict[int, list] | None = None, *, on_step=Non
     o = execute(run, source, sink, store_path=where, on_step=on_step, manage_gc=manage_gc,
                 handle_signals=handle_signals)
     result = RunResult(o.run_id, o.status, where, o.steps_done, o.rows_written, o.wall_seconds, o.error, o.counters,
-                       o.end_reason, o.stopped_by)
+                       o.end_reason, o.stopped_by, warnings=list(o.warnings))
     if o.ctrl_c:        # the caller's Ctrl-C: the run is kept (interrupted, or completed if it came too late
         raise RunInterrupted(result, run.root)      # to stop a step), and the caller stops too
     return result

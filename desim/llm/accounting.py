@@ -51,6 +51,7 @@ class CallLog:
         self._carried: list[dict[str, Any]] = []
         self.totals = {"calls": 0, "tokens_in": 0, "tokens_out": 0, "cache_hits": 0, "fallbacks": 0,
                        "retries": 0, "scripted": 0}
+        self.outcomes: dict[str, int] = {}      # this invocation's rows by outcome: what a warning is made of
 
     def add(self, *, step: int, round_idx: int, agent_id: str, model: str, prompt_hash: str,
             tokens_in: int, tokens_out: int, latency_ms: float, cached: bool, outcome: str,
@@ -75,6 +76,21 @@ class CallLog:
                 t["tokens_out"] += tokens_out
         if outcome in ("fallback", "unavailable"):
             t["fallbacks"] += 1
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def fallback_warning(self, share: float = 0.1) -> str | None:
+        """Said when ``share`` or more of this invocation's decisions fell back to the study's rule: the run
+        completed, but its panel is largely the rule's, which a status of ``completed`` alone hides."""
+        asked = sum(self.outcomes.values())
+        unusable, unanswered = self.outcomes.get("fallback", 0), self.outcomes.get("unavailable", 0)
+        fell = unusable + unanswered
+        if not fell or fell < share * asked:
+            return None
+        why = ", ".join(f"{n:,} {what}" for n, what in ((unusable, "unusable replies"),
+                                                         (unanswered, "unanswered requests")) if n)
+        return (f"{fell:,} of {asked:,} LLM decisions ({100 * fell / asked:.0f} %) fell back to the study's rule "
+                f"({why}): the panel holds the rule's actions for them (action_source 'fallback'), and "
+                "llm_calls.outcome says which")
 
     def _append(self, row: tuple) -> None:
         for name, value in zip(CALLS_SCHEMA.names, row):

@@ -154,6 +154,11 @@ class LLMDecision(DecisionModel):
         cache_hits, fallbacks, retries (attempts after a request's first) and scripted (free)."""
         return dict(self.log.totals)
 
+    def warnings(self) -> list[str]:
+        """What the run's author should know of this invocation's decisions: many that fell back to the rule."""
+        said = self.log.fallback_warning()
+        return [said] if said else []
+
     def close(self) -> None:
         self._keep_unrecorded()
         if self._loop is not None:

@@ -46,6 +46,7 @@ class Outcome:
     end_reason: str | None = None       # a run the study ended before n_steps (stop_when, ctx.end_run)
     stopped_by: int | None = None       # the signal that interrupted the run (its number), if one did
     ctrl_c: bool = False                # a Ctrl-C arrived, whether or not it stopped a step (the last, the merge)
+    warnings: list[str] = field(default_factory=list)   # what the behaviour model says of its decisions
 
 
 def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:",
@@ -91,8 +92,9 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
     # a run that stopped early counts the steps it stored, not the one it was in when it stopped
     done = max(sink.last_written, 0) if status != "completed" else run.ctx.step if ended else run.n_steps
     stopped_by = signals.received if signals is not None and status == "interrupted" else None
+    said = list(run.decision.warnings()) if hasattr(run.decision, "warnings") else []
     return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters, ended,
-                   stopped_by, signals is not None and signals.ctrl_c)
+                   stopped_by, signals is not None and signals.ctrl_c, said)
 
 
 def _ended(e: BaseException, run: Run) -> tuple[str, str, str | None, Exception | None]:
