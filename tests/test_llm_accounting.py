@@ -180,22 +180,29 @@ def test_a_token_budget_stops_a_paid_run_before_the_round_that_would_exceed_it(s
     assert paid_rows(root, result.run_id)[0] == last_step * 12 * 3      # whole steps only
 
 
-def test_a_budget_smaller_than_one_round_says_no_resume_can_pass_it(study_copy, monkeypatch):
-    """max_calls 5 for 12 agents: a resume has the same budget and would stop at the same round for ever."""
+def test_a_budget_smaller_than_one_round_says_no_resume_can_pass_it(study_copy, monkeypatch, capsys):
+    """max_calls 5 for 12 agents: a resume has the same budget and would stop at the same round for ever, so the
+    summary gives no resume command (it gave one, under the error saying no resume can pass)."""
+    from desim.cli import main
     root = llm_study(study_copy, max_calls=5)
     with running_stub() as stub:
         monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
         result = run_study(load_study(root, steps=2, params=OPENAI))
+        assert main(["run", str(root), "--steps", "2", "--set", "llm_kind=openai", "-q"]) == 3
         assert stub.stats.replies == 0
     assert result.status == "interrupted"
     assert "step 1 round 0 needs 12 more; that is more than the whole budget, so no resume can pass this round" \
         in result.error and "run the study anew with a larger llm.max_calls" in result.error
+    out = capsys.readouterr().out
+    assert "no resume can pass this round" in out and "--resume" not in out
     # a round that fits the budget but not what is left of it: resumable, as before
     root = llm_study(study_copy, name="fits", max_calls=20)
     with running_stub() as stub:
         monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
         result = run_study(load_study(root, steps=2, params=OPENAI))
+        assert main(["run", str(root), "--steps", "2", "--set", "llm_kind=openai", "-q"]) == 3
     assert "needs 12 more; the run stops before this step and can be resumed" in result.error
+    assert "  resume with: desim run" in capsys.readouterr().out
 
 
 def answering_then_silent(answered: int):

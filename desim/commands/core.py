@@ -177,12 +177,19 @@ def cmd_run(args) -> int:
     llm = result.counters.get("llm")
     if llm:
         print("  llm: " + ", ".join(f"{k} {v}" for k, v in llm.items()))
-    if result.status == "interrupted":
+    if resumable(result):
         print(f"  resume with: desim run {root} --resume {result.run_id}")
     print(f"  store: {db}")
     from desim.store.queries import example_for_run
     print(f"  try:   desim sql {root} \"{example_for_run(result.run_id)}\"")
     return exit_status(result)
+
+
+def resumable(result) -> bool:
+    """Whether the summary gives a resume command: an interrupted run, unless it stopped at a round that
+    needs more than its whole LLM budget (a resume would stop there again; the error says so)."""
+    from desim.llm.errors import NO_RESUME
+    return result.status == "interrupted" and NO_RESUME not in (result.error or "")
 
 
 def kept(run, *args, **kwargs):

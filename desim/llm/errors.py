@@ -33,6 +33,11 @@ class LLMRequestRejected(LLMError):
     """The server answered with an error that retrying will not fix."""
 
 
+NO_RESUME = "no resume can pass this round"
+"""What a budget stop says when its round needs more than the whole budget: the run summary then gives no
+resume command (a resume would stop at the same round)."""
+
+
 class BudgetExhausted(StopRun):
     """The next round would spend more calls or tokens than the budget allows."""
 
@@ -40,7 +45,7 @@ class BudgetExhausted(StopRun):
         self.what, self.spent, self.needed, self.limit = what, spent, needed, limit
         self.step, self.round_idx = step, round_idx
         if needed > limit:      # a budget is per invocation: a resume starts at this round with the same one
-            then = (f"that is more than the whole budget, so no resume can pass this round (a resumed run has the "
+            then = (f"that is more than the whole budget, so {NO_RESUME} (a resumed run has the "
                     f"run's own budget again): run the study anew with a larger llm.{what}")
         else:
             then = "the run stops before this step and can be resumed with 'desim run --resume' (cached replies are free)"
