@@ -269,8 +269,10 @@ def test_neighbour_majority_node_for_node_against_brute_force(tmp_path):
     for u, v in edges:
         nbrs[u].append(v)
         nbrs[v].append(u)
+    unsettled = dict(zip(m["step"], m["unsettled"]))
     x = [int(s) for s in got[0]]
-    assert changed[0] == 0
+    history = [x]
+    assert changed[0] == unsettled[0] == 0
     for t in range(1, steps + 1):
         nxt = []
         for v in range(n):
@@ -280,6 +282,27 @@ def test_neighbour_majority_node_for_node_against_brute_force(tmp_path):
         assert changed[t] == sum(a != b for a, b in zip(x, nxt)), t       # the nodes that changed in the step
         x = nxt
         assert [int(s) for s in got[t]] == x, t
+        # the nodes unlike two steps before (step 0, at step 1)
+        assert unsettled[t] == sum(a != b for a, b in zip(history[max(t - 2, 0)], x)), t
+        history.append(x)
+
+
+def test_majority_on_a_cycle_of_two_steps_ends_at_unsettled_zero_where_changed_never_does(tmp_path):
+    """A path a - b - c - d with opinions 1 0 1 0 flips every node at every step for ever (a cycle of two
+    steps): changed stays 4, the majority template's old stop (changed <= 0) never held and the run went to
+    n_steps. unsettled is 0 from step 2 on, and a stop on it ends the run there."""
+    root = write_study(tmp_path / "cycle", "MajorityRule", {}, n_steps=40,
+                       population=edges_population(4, [(0, 1), (1, 2), (2, 3)],
+                                                   attributes={"side": ["1", "0", "1", "0"]}),
+                       env={"initial": {"attribute": "side"}})
+    m = run(root, steps=6).metrics().to_pydict()
+    assert m["changed"][1:] == [4] * 6 and m["unsettled"][1:] == [4] + [0] * 5
+    path = root / "simulation" / "simulation.json"
+    config = json.loads(path.read_text())
+    config["stop_when"] = [{"metric": "unsettled", "op": "<=", "value": 0}]
+    path.write_text(json.dumps(config))
+    result = run(root)
+    assert result.status == "completed" and result.steps_done == 2 and "unsettled" in result.end_reason
 
 
 @pytest.mark.slow      # 13 s of replicates: the full suite runs it, the quick check of an install does not

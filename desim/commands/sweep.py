@@ -147,6 +147,10 @@ def cmd_sweep(args) -> int:
     print(f"sweep {result.sweep_id}: {result.completed} of {len(result.plan.runs)} runs completed "
           f"({len(result.ran)} executed now), {len(failed)} failed, wall time {result.wall_seconds:.1f} s")
     print("  (mean, sd and 95 % interval of the mean across replicates, at each run's final step)")
+    from desim.experiments.sweep.summary import capped_note
+    capped = capped_note(args.study, result.sweep_id)
+    if capped:
+        print(f"  note: {capped}")
     if failed:
         print(f"  failed: {', '.join(failed)}")
         print(f"  rerun them: desim sweep {args.study} --resume {result.sweep_id}")

@@ -13,6 +13,10 @@ in SIR; and ``changed``: how many nodes changed state during the step (the sum o
 0 once a rule-driven process (majority, threshold) has settled. Step 0 gives the initial figures
 (``new_X`` and ``changed`` count nothing).
 
+For majority rule also ``unsettled``: how many nodes are in another state than two steps before
+(synchronous majority on an undirected graph ends in a fixed point or in a cycle of two steps, where
+``changed`` stays above 0 for ever; ``unsettled`` is 0 in either).
+
 For a continuous model (bounded confidence): ``mean_opinion``, ``opinion_sd`` and
 ``changed`` (how many nodes moved in the step).
 """
@@ -54,4 +58,16 @@ class Prevalence(MetricCollector):
             out[f"new_{label}"] = e if t > 0 else 0
         out["cumulative_incidence"] = float(np.count_nonzero(environment.ever)) / n
         out["changed"] = int(environment.entered.sum()) if t > 0 else 0
+        if getattr(model, "CYCLES", False):
+            out["unsettled"] = self._unsettled(t, environment.state)
         return out
+
+    def _unsettled(self, t: int, state: np.ndarray) -> int:
+        """How many nodes are in another state than two steps before (than at step 0, at step 1): 0 once the
+        run has reached a fixed point or a cycle of two steps."""
+        if t == 0:
+            self._past = [state.copy()]
+            return 0
+        moved = int(np.count_nonzero(state != self._past[0]))
+        self._past = (self._past + [state.copy()])[-2:]
+        return moved

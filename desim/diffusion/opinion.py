@@ -75,6 +75,10 @@ class MajorityRule(DiffusionModel):
     STATES = ("0", "1")
     SEED_STATE = "1"
     KINDS = {"0": "adopt_0", "1": "adopt_1"}
+    CYCLES = True
+    """Synchronous majority on an undirected graph ends in a fixed point or a cycle of two steps (Goles &
+    Olivos 1980), where some nodes flip every step for ever: ``changed`` never reaches 0 on such a cycle,
+    so ``Prevalence`` also reports ``unsettled`` (nodes unlike two steps before), which does."""
     PARAMS = {
         "rule": Param("rule", "neighbours", choices=("neighbours", "groups")),
         "include_self": Param("include_self", False, choices=(False, True)),

@@ -233,9 +233,11 @@ class Catalogue:
                                      "FROM runs WHERE sweep_id = ? ORDER BY run_id", [sweep_id])
 
     def run_statuses(self, sweep_id: str) -> dict[str, dict[str, Any]]:
-        """``run_id -> {run_id, status, error}`` for the runs of a sweep already in the store."""
+        """``run_id -> {run_id, status, error, last_step, n_steps, end_reason}`` for the runs of a sweep already
+        in the store."""
         return {r["run_id"]: r for r in fetch_dicts(
-            self.con, "SELECT run_id, status, error FROM runs WHERE sweep_id = ?", [sweep_id])}
+            self.con, "SELECT run_id, status, error, last_step, n_steps, end_reason FROM runs WHERE sweep_id = ?",
+            [sweep_id])}
 
     # --- effects ----------------------------------------------------------------------------
     def record_effect(self, effect: dict[str, Any], pairs: list[dict[str, Any]]) -> None:

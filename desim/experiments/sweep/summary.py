@@ -132,6 +132,28 @@ def default_metrics(study_root: str | Path) -> list[str]:
     return list(read_study_file(study_root).display_metrics)
 
 
+def capped_note(study_root: str | Path, sweep_id: str) -> str | None:
+    """In words, the completed runs of a sweep of a study with ``stop_when`` that reached their last step before
+    any condition held: their process had not ended, so their final values are not its outcome (a threshold
+    cascade still spreading, an epidemic still going), which the summary of final values would otherwise hide."""
+    from desim.study.files import load_study
+    try:
+        if not load_study(study_root).simulation.stop_when:
+            return None
+    except Exception:  # noqa: BLE001 - the study's files as they are now need not load: a note, not a check
+        return None
+    with open_store(StudyLayout(study_root)) as con:
+        runs = [r for r in Catalogue(con).run_statuses(sweep_id).values() if r["status"] == "completed"]
+    capped = [r for r in runs if not r["end_reason"]]
+    if not capped:
+        return None
+    steps = sorted({r["last_step"] for r in capped})
+    at = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+    return (f"{len(capped)} of {len(runs)} completed runs stopped at their last step ({at}) before any stop_when "
+            "condition held: their process had not ended, so their final values are not its outcome (a larger "
+            "n_steps, or --steps, lets them end)")
+
+
 def sweep_table(study_root: str | Path, sweep_id: str, metrics: list[str] | None = None) -> list[dict[str, Any]]:
     """One row per combination and metric: the swept parameters, ``metric``, ``mean``, ``sd``,
     ``ci_low``, ``ci_high``, ``n`` (completed replicates) and the ``ci_clipped`` flags of :func:`describe`,
