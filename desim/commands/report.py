@@ -112,8 +112,8 @@ def register(sub) -> None:
     p.add_argument("--run", help="the run to draw (default: the latest completed run not made by a sweep or an effect, else the latest completed)")
     p.add_argument("--state", required=True, help="the state field that colours the nodes")
     p.add_argument("--view", choices=["network", "communities", "adoption", "tree", "all"],
-                   help="the view of the small multiples PNG (default: network up to 20,000 agents, communities "
-                        "above); 'all' writes a PNG of every view the run allows")
+                   help="the view of the small multiples PNG (default: network below 20,000 agents, communities "
+                        "from 20,000); 'all' writes a PNG of every view the run allows")
     p.add_argument("--messages", action="store_true",
                    help="draw who posted in each step on the PNGs (the player has a check box; off by default)")
     p.add_argument("--max-nodes", type=int, default=20000,

@@ -444,7 +444,7 @@ def network(root: Path, run_id: str, state_key: str, view: str | None = None) ->
     """One view of a run's network pictures (``desim.network_views.picture``), as the page draws it.
 
     ``view``: ``network``, ``communities``, ``adoption`` or ``tree``; default the one that reads at
-    the run's size (every agent up to 20,000 agents, the community view above). The layout and the
+    the run's size (every agent below 20,000 agents, the community view from 20,000). The layout and the
     communities are the network's stored ones (``runs/layouts/``), computed and stored on first need.
     The answer carries ``meta`` (counts over **all** agents, the categories in the study's declared
     order with its colours, the views available), the view's data, and when it draws agents the

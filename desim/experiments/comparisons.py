@@ -117,9 +117,17 @@ def population_notes(con, control: dict[str, Any], treatment: dict[str, Any]) ->
                      f"treatment {treatment.get('version_id')}; desim runs shows what changed): agents of "
                      f"one id may not be alike in both.")
     if not related and control.get("seed") != treatment.get("seed"):
-        notes.append(f"the runs have different seeds (control {control.get('seed')}, treatment "
-                     f"{treatment.get('seed')}): a population or network drawn at random differs, so agents of "
-                     f"one id may not be alike in both.")
+        seeds = f"the runs have different seeds (control {control.get('seed')}, treatment {treatment.get('seed')})"
+        differs = [] if queries.same_network(con, control["run_id"], treatment["run_id"]) else [
+            "their networks differ (drawn at random from the seed)"]
+        starts = queries.initial_states_differing(con, control["run_id"], treatment["run_id"])
+        if starts:
+            differs.append(f"{starts} of the {population['both']} agents in both start in another state")
+        if differs:
+            notes.append(f"{seeds}: {' and '.join(differs)}, so agents of one id may not be alike in both.")
+        else:       # what the store holds of them is the same; attributes a population draws are not stored
+            notes.append(f"{seeds}, with the same network and initial states: agents of one id start alike, "
+                         "unless the population draws attributes at random that the panel does not hold.")
     return population, notes
 
 

@@ -153,6 +153,19 @@ def edge_count(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
     return con.execute("SELECT count(*) FROM edges WHERE run_id = ?", [run_id]).fetchone()[0]
 
 
+def same_network(con: duckdb.DuckDBPyConnection, a: str, b: str) -> bool:
+    """Whether two runs have the same edges, row for row (a generated graph with the same ``graph_seed``, a
+    network file, explicit edges)."""
+    one_way = "SELECT source, target FROM edges WHERE run_id = ? EXCEPT ALL SELECT source, target FROM edges WHERE run_id = ?"
+    return con.execute(f"SELECT count(*) FROM (({one_way}) UNION ALL ({one_way}))", [a, b, b, a]).fetchone()[0] == 0
+
+
+def initial_states_differing(con: duckdb.DuckDBPyConnection, a: str, b: str) -> int:
+    """How many agents of both runs start in another state in one than in the other."""
+    return con.execute("SELECT count(*) FROM initial_states x JOIN initial_states y USING (agent_id) "
+                       "WHERE x.run_id = ? AND y.run_id = ? AND x.state IS DISTINCT FROM y.state", [a, b]).fetchone()[0]
+
+
 # --- the panel, one agent, messages --------------------------------------------------------------
 def panel_page(con: duckdb.DuckDBPyConnection, run_id: str, *, step: int | None, agent_id: str | None,
                action_kind: str | None, page: int, page_size: int) -> tuple[int, list[dict[str, Any]], list[str]]:
