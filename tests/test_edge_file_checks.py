@@ -165,6 +165,29 @@ def test_a_per_edge_value_missing_from_a_directed_file_names_its_line(tmp_path, 
     assert "population/contacts.csv: line 3, column p: edge 'n2' - 'n1' has no value" in err, err
 
 
+@pytest.mark.parametrize("name, text", [("contacts.csv", "source,target,weight\nn0,n1,0.2\nn2,n3,0.4\n"),
+                                        ("net.txt", "n0 n1 0.2\nn2 n3 0.4\n")], ids=["csv", "edge list"])
+def test_an_edge_attribute_the_file_does_not_have_is_named_with_those_it_has(tmp_path, capsys, name, text):
+    """A parameter reading 'p' of a file whose attribute is 'weight': the error named line 2 and a column 'p'
+    the file does not have ("has no value"), as if one cell were empty."""
+    err = refused(capsys, study(tmp_path, name, text, {"beta": {"edge": "p"}, "gamma": 0.1}))
+    assert (f"population/{name}: no edge attribute 'p' (its numeric attributes: weight); desim.diffusion:SIR's "
+            "beta reads it (decision.args.beta in simulation/simulation.json; or give a \"default\")") in err, err
+    assert "line" not in err
+
+
+def test_a_node_attribute_no_agent_has_is_named_with_those_they_have(tmp_path, capsys):
+    root = write_study(tmp_path / "roster", "SIR", {"beta": 0.1, "gamma": {"attribute": "recovery"}},
+                       population={"personas": [{"agent_id": "a", "attributes": {"recover": 0.2}},
+                                                {"agent_id": "b", "attributes": {"recover": 0.3}}],
+                                   "interaction": {"kind": "edges", "edges": [["a", "b"]]},
+                                   "propagation": "network"})
+    assert main(["run", str(root), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert ("population/population.json: personas: no agent has attribute 'recovery' (their attributes: "
+            "recover), which desim.diffusion:SIR's gamma reads") in err, err
+
+
 def test_a_per_edge_value_in_range_runs(tmp_path):
     root = study(tmp_path, "contacts.csv", "source,target,p\nn0,n1,1\nn1,n2,1\n", {"beta": {"edge": "p"},
                  "gamma": 0.0})

@@ -178,6 +178,11 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
             v = (persona.attributes if changed is None else changed[persona.agent_id]).get(name)
             if v is None:       # missing, or an empty roster cell: the default stands in for both
                 v = default
+            if v is None and not any(name in q.attributes for q in ctx.personas):     # a misspelt name, a column
+                held = sorted({k for q in ctx.personas for k in q.attributes})        # the roster lacks
+                raise StudyConfigError(POPULATION_FILE, [("personas", (
+                    f"no agent has attribute '{name}' (their attributes: {', '.join(held) or 'none'}), which "
+                    f"{owner}'s {p.name} reads (decision.args.{p.name}; or give a \"default\")"))])
             if v is None or not _number(v):
                 what = "has no attribute" if v is None else f"has {name} = {v!r}, not a number:"
                 raise StudyConfigError(POPULATION_FILE, [(f"agent '{persona.agent_id}'", (
@@ -193,6 +198,13 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
     try:
         out = network.edge_values(name, direction, default)
     except MissingEdgeValue as e:
+        net = getattr(ctx, "network", None)
+        if origin and e.edge and origin(ctx.index[e.edge[0]], ctx.index[e.edge[1]]):
+            held = sorted(net.edges()[2])
+            if name not in held:        # the file has no such attribute at all: a misspelt name, not a gap
+                raise StudyConfigError(net.file, [("", f"no edge attribute '{name}' (its numeric attributes: "
+                                                       f"{', '.join(held) or 'none'}); {owner}'s {p.name} reads it "
+                                                       f"({_ARGS.format(p.name)}; or give a \"default\")")]) from None
         found = origin and e.edge and origin(ctx.index[e.edge[0]], ctx.index[e.edge[1]], name)
         if found:           # a network file: the line (GraphML: the edge) without the value
             raise StudyConfigError(found[0], [(found[1], f"edge '{e.edge[0]}' - '{e.edge[1]}' has no value "
