@@ -54,10 +54,11 @@ class Neighbourhood(EnvironmentProvider):
         self.feed = NeighborFeed(neighbors_fn(self.ctx.graph), self.bus)
 
     def observe_batch(self, ids, t, round_idx):
-        news = [b["content"] for b in self.ctx.interventions.active_broadcasts()]
+        broadcasts = self.ctx.interventions.active_broadcasts
         return [Observation(agent_id=a, step=t, round_idx=round_idx,
                             local_physical={"support": self.support[a]},
-                            macro_information={"news": news},
+                            # what reaches this agent: everyone's broadcasts and those whose selector matches it
+                            macro_information={"news": [b["content"] for b in broadcasts(a)]},
                             local_information={"heard": [m.content["support"]
                                                          for m in self.feed.local_for(a, t, round_idx)]})
                 for a in ids]
