@@ -27,7 +27,7 @@ def starter(tmp_path, monkeypatch, override: str | None):
     model = tmp_path / "studies" / "mine" / "model.py"
     if override:
         text = model.read_text()
-        anchor = "    def observe_batch(self, ids, t, round_idx):\n        news ="
+        anchor = "    def observe_batch(self, ids, t, round_idx):\n"
         assert anchor in text
         model.write_text(text.replace(anchor, OVERRIDES[override] + "\n" + anchor, 1))
     return tmp_path / "studies" / "mine"
