@@ -118,11 +118,20 @@ class Crowd(desim.PopulationProvider):
     def personas(self, rng):
         if self.made == "duplicate":
             return [desim.Persona(agent_id="a"), desim.Persona(agent_id="b"), desim.Persona(agent_id="a")]
+        if self.made == "int id":       # model_construct validates nothing (README: for providers of many agents)
+            return [desim.Persona.model_construct(agent_id=i) for i in range(3)]
+        if self.made == "empty id":
+            return [desim.Persona(agent_id="a"), desim.Persona.model_construct(agent_id="")]
+        if self.made == "list attributes":
+            return [desim.Persona.model_construct(agent_id="a", attributes=[1, 2])]
         return [desim.Persona(agent_id="a"), {"agent_id": "b"}]
 
 
 @pytest.mark.parametrize("made, says", [("duplicate", "duplicate agent_id 'a'"),
-                                        ("dict", "item 1 is a dict, not a Persona")])
+                                        ("dict", "item 1 is a dict, not a Persona"),
+                                        ("int id", r"item 0: agent_id 0 is int, not text \(str\(0\), say\)"),
+                                        ("empty id", "item 1: agent_id is empty"),
+                                        ("list attributes", "item 0: attributes is list, not a dict")])
 def test_a_population_provider_returning_duplicates_or_non_personas_is_refused_by_name(tmp_path, made, says):
     study = desim.Study(environment=Line, decision=Walk(rate=0.3, noise=0.5), collector=Mean,
                         population=Crowd(made), steps=2, folder=tmp_path / "s")

@@ -165,6 +165,14 @@ def _population(spec: StudySpec, streams: Streams) -> list[Persona]:
         raise RunError(f"population provider {pop.provider.ref}: item {i} is a "
                        f"{type(p).__name__}, not a Persona")
     ids = [p.agent_id for p in personas]
+    # what Persona(...) validates and Persona.model_construct(...) takes on trust: a text id, a dict of attributes
+    if set(map(type, ids)) - {str} or "" in ids or set(type(p.attributes) for p in personas) - {dict}:
+        i, p = next((i, p) for i, p in enumerate(personas)
+                    if type(p.agent_id) is not str or not p.agent_id or type(p.attributes) is not dict)
+        what = (f"agent_id {p.agent_id!r} is {type(p.agent_id).__name__}, not text (str({p.agent_id!r}), say)"
+                if type(p.agent_id) is not str else "agent_id is empty" if not p.agent_id else
+                f"attributes is {type(p.attributes).__name__}, not a dict")
+        raise RunError(f"population provider {pop.provider.ref}: item {i}: {what}")
     if len(set(ids)) != len(ids):
         seen: set[str] = set()
         duplicate = next(a for a in ids if a in seen or seen.add(a))
