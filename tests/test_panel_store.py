@@ -459,6 +459,20 @@ def test_a_bare_state_field_in_sql_says_how_sql_names_it(study_copy, capsys):
     assert main(["sql", str(root), "SELECT avg(state.opinion) FROM panel"]) == 0
 
 
+def test_a_function_of_a_json_field_says_to_cast_it_in_one_line_and_a_hint(study_copy, capsys):
+    """avg(content.opinion) on the messages table: DuckDB's error listed all 15 overloads of avg, and nothing
+    said that content is JSON (the README said the store needs no casts)."""
+    root = study_copy("opinion_diffusion")
+    desim.run_study(desim.load_study(root, steps=2, params={"n_agents": 10}))
+    assert main(["sql", str(root), "SELECT avg(content.opinion) FROM messages"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["desim: error: query failed: Binder Error: No function matches the given name and argument "
+                   "types 'avg(JSON)'. You might need to add explicit type casts.",
+                   "avg() got a JSON value: messages.content and events.detail are JSON, and so is a field of them "
+                   "(content.x); cast it to what it holds: content.x::DOUBLE, or content->>'x' for text"]
+    assert main(["sql", str(root), "SELECT avg(content.opinion::DOUBLE) FROM messages"]) == 0
+
+
 def test_which_payload_fields_belong_to_which_action_kind(study_copy):
     """The panel's payload columns are the union of every kind's fields; payload_fields says whose is which,
     as the panel's own non-null cells say."""

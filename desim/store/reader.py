@@ -404,8 +404,10 @@ def user_query(study: "str | Path | StudyLayout", text: str, params: list | dict
         except duckdb.Error as e:
             if named_file(e, layout.data) is not None:
                 raise                   # a damaged data file: open_store names it and its run
-            hint = bare_field_hint(con, str(e)) if isinstance(e, duckdb.BinderException) else None
-            raise QueryError(f"{e}\n{hint}" if hint else str(e)) from None
+            message = _without_candidates(str(e))
+            hint = (bare_field_hint(con, message) or json_hint(message)) if isinstance(e, duckdb.BinderException) \
+                else None
+            raise QueryError(f"{message}\n{hint}" if hint else message) from None
 
 
 JSON_FIELD = {b"duckdb_type": b"JSON"}
@@ -474,6 +476,26 @@ def bare_field_hint(con: duckdb.DuckDBPyConnection, message: str) -> str | None:
             return (f"'{name}' is a {column} field: in SQL, {column} fields are {column}.<name> "
                     f"({column}.{name}); desim.open(...).panel() and pandas name it {name if column == 'state' else 'payload_' + name}")
     return None
+
+
+def _without_candidates(message: str) -> str:
+    """DuckDB's message without the list of every overload of the function it could not match (dozens of
+    lines after "Candidate functions:"): the first line says what did not match, and the hint how to fix it."""
+    head, sep, _ = message.partition("\n\tCandidate functions:")
+    return head if sep else message
+
+
+_JSON_ARGUMENT = re.compile(r"No function matches the given name and argument types '(\w+)\([^)]*JSON")
+
+
+def json_hint(message: str) -> str | None:
+    """When a function got a JSON value (``messages.content``, ``events.detail``, a field of either), how to make
+    it the value it holds: JSON stays JSON in SQL until it is cast."""
+    m = _JSON_ARGUMENT.search(message)
+    if m is None:
+        return None
+    return (f"{m.group(1)}() got a JSON value: messages.content and events.detail are JSON, and so is a field of "
+            "them (content.x); cast it to what it holds: content.x::DOUBLE, or content->>'x' for text")
 
 
 def _literal(text: str) -> str:
