@@ -151,8 +151,28 @@ def _probe(spec: StudySpec, report: Report) -> None:
             w.append(f"{POPULATION}: {len(alone):,} of {len(run.ids):,} agents have no edge in {given} "
                      f"({', '.join(alone[:5])}{', ...' if len(alone) > 5 else ''}): nothing reaches them or "
                      "leaves them along the network")
+    w += _new_attributes_like_old(spec, run.personas)
     if pop.interaction.kind == "none" and wired and not any("interaction.kind is 'none'" in x for x in w):
         w.append(f"{POPULATION}: a message bus is wired but interaction.kind is 'none': no agent has neighbours")
+
+
+def _new_attributes_like_old(spec: StudySpec, personas) -> list[str]:
+    """An event that sets an attribute no agent has, close to the name of one they have (``grup``, ``group``):
+    most likely a typo, after which the event changes an attribute nothing reads and the intervention silently
+    does nothing. A new name unlike any (``vaccinated``) is left alone: setting a new attribute is legitimate."""
+    import difflib
+    have = sorted({k for p in personas for k in p.attributes})
+    out, made = [], set()
+    for i, ev in sorted(enumerate(spec.environment.scheduled_events), key=lambda pair: pair[1].at_step):
+        if ev.selector is None or ev.target in have or ev.target in made:
+            continue
+        made.add(ev.target)
+        near = difflib.get_close_matches(ev.target, have, n=1, cutoff=0.75)
+        if near:
+            out.append(f"{ENVIRONMENT}: scheduled_events[{i}].target: no agent has attribute '{ev.target}', so event "
+                       f"'{ev.name}' gives its agents a new one; did you mean '{near[0]}'? (a study reading "
+                       f"'{near[0]}' would see no change)")
+    return out
 
 
 def message_bus(env) -> object | None:

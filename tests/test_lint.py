@@ -239,3 +239,21 @@ def test_validate_refuses_a_warm_start_from_a_run_the_store_does_not_have(study_
     sim_file.write_text(_json.dumps(sim))
     assert _main(["validate", str(root)]) == 2
     assert "warm_start.from_run: no run 'rnosuchrun0' in this study's store" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target, warned", [("grup", True), ("vaccinated", False), ("group", False)])
+def test_an_event_setting_an_attribute_like_one_the_agents_have_warns(tmp_path, target, warned):
+    """'grup' for 'group' on a selected event passed validate --strict: the event gave its agents a new
+    attribute nothing reads and the intervention did nothing. A new name unlike any is legitimate."""
+    root = make_study(tmp_path / "s", propagation="contagion", bus=True, rounds=2)
+    pop = json.loads((root / "population" / "population.json").read_text())
+    pop["personas"] = [{"agent_id": f"a{i}", "attributes": {"group": "L" if i < 3 else "R"}} for i in range(6)]
+    (root / "population" / "population.json").write_text(json.dumps(pop))
+    env = json.loads((root / "environment" / "environment.json").read_text())
+    env["scheduled_events"] = [{"at_step": 2, "name": "shock", "target": target, "value": "M",
+                                "selector": {"group": "L"}}]
+    (root / "environment" / "environment.json").write_text(json.dumps(env))
+    said = [w for w in validate(root).warnings if "scheduled_events[0].target" in w]
+    assert said == ([f"environment/environment.json: scheduled_events[0].target: no agent has attribute 'grup', so "
+                     "event 'shock' gives its agents a new one; did you mean 'group'? (a study reading 'group' would "
+                     "see no change)"] if warned else [])
