@@ -151,6 +151,11 @@ def _probe(spec: StudySpec, report: Report) -> None:
             w.append(f"{POPULATION}: {len(alone):,} of {len(run.ids):,} agents have no edge in {given} "
                      f"({', '.join(alone[:5])}{', ...' if len(alone) > 5 else ''}): nothing reaches them or "
                      "leaves them along the network")
+    silent = bus is not None and not report.messages_in_probe and getattr(bus, "latest_step", 0) is None
+    if silent and (spec.rounds > 1 or carry):       # a bus nothing was posted to (stored or not) in step 1
+        w.append(f"{SIMULATION}: a message bus is wired but step 1 posted no message: NeighborFeed.ingest posts "
+                 "only actions of kind 'post' or 'reply' (others pass through it untouched), so unless the study "
+                 "posts later, no agent hears another")
     w += _new_attributes_like_old(spec, run.personas)
     if pop.interaction.kind == "none" and wired and not any("interaction.kind is 'none'" in x for x in w):
         w.append(f"{POPULATION}: a message bus is wired but interaction.kind is 'none': no agent has neighbours")

@@ -257,3 +257,13 @@ def test_an_event_setting_an_attribute_like_one_the_agents_have_warns(tmp_path, 
     assert said == ([f"environment/environment.json: scheduled_events[0].target: no agent has attribute 'grup', so "
                      "event 'shock' gives its agents a new one; did you mean 'group'? (a study reading 'group' would "
                      "see no change)"] if warned else [])
+
+
+def test_a_wired_bus_that_gets_no_post_warns_naming_the_kinds_ingest_posts(tmp_path):
+    """Actions of kind 'share' through NeighborFeed.ingest post nothing (the seed's rule: only post and reply);
+    a study of three rounds on a network validated without a word, and stored no message."""
+    root = make_study(tmp_path / "s", propagation="contagion", bus=True, rounds=3, kind="share")
+    [said] = [w for w in validate(root).warnings if "posted no message" in w]
+    assert "NeighborFeed.ingest posts only actions of kind 'post' or 'reply'" in said
+    assert not [w for w in validate(make_study(tmp_path / "t", propagation="contagion", bus=True, rounds=3)).warnings
+                if "posted no message" in w]

@@ -213,6 +213,11 @@ class InMemoryMessageBus(MessageBus):
         self.taken_at = ""  # where the study drained them: "model.py:88", for the error that says so
         self._storing = False
 
+    @property
+    def latest_step(self) -> int | None:
+        """The latest step anything was posted at; None while nothing has been."""
+        return self._latest_step
+
     # --- posting
     def post(self, message: Message) -> None:
         """One message made by study code (in ``apply``, a SimPy process): its content is checked here,
