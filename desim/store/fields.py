@@ -260,9 +260,11 @@ class Fields:
         if kind == "float" and name not in self.allow_nonfinite:
             i = _first_nonfinite(arr)
             if i is not None:
+                posted = (" (a payload that a message bus posts cannot hold them even then: a message's content "
+                          "is JSON, which has neither)" if self.what == "payload" else "")
                 raise FieldError(f"step {step}: agent '{agents[i]}': {self.what}.{name} is {float(values[i])}; "
                                  f"NaN and infinity are refused unless simulation.json lists '{name}' "
-                                 "in panel.allow_nonfinite")
+                                 f"in panel.allow_nonfinite{posted}")
         return arr
 
     def _fix(self, name: str, kind: str) -> str:
@@ -275,9 +277,12 @@ class Fields:
             got = stored_kind(value)
         except Unstorable as e:
             self._unstorable(step, agent, name, value, str(e))
+        widen = (f"; whole numbers that become fractions (an average of integer starting values) are "
+                 f"floats from the start: float(x) where the first values are made, or 1.0 rather than 1 in a "
+                 f"roster" if kind == "int" and got == "float" else "")
         raise FieldError(f"step {step}: agent '{agent}': {self.what}.{name} = {describe(value)} is {got}, but "
                          f"this run stores {self.what}.{name} as {kind} (fixed by its first values); keep one "
-                         "type per field")
+                         f"type per field{widen}")
 
     def _unstorable(self, step: int, agent: str, name: str, value: Any, why: str):
         raise FieldError(f"step {step}: agent '{agent}': {self.what}.{name} = {describe(value)} "
