@@ -50,9 +50,9 @@ def test_an_action_for_an_agent_away_this_round_is_refused():
 def test_metrics_must_be_numbers():
     assert checked_metrics({"m": np.float32(1.5), "n": 2}, 4, "C") == {"m": 1.5, "n": 2.0}
     assert checked_metrics(None, 4, "C") == {}
-    for bad, message in ((["m"], "C.collect returned list"), ({"m": "high"}, "metric 'm' is 'high'"),
-                         ({"m": True}, "metric 'm' is True"), ({"m": None}, "metric 'm' is None"),
-                         ({"m": object()}, "metric 'm' is <object")):
+    for bad, message in ((["m"], "C.collect returned list"), ({"m": "high"}, "C.collect: metric 'm' is 'high'"),
+                         ({"m": True}, "C.collect: metric 'm' is True"), ({"m": None}, "C.collect: metric 'm' is None"),
+                         ({"m": object()}, "C.collect: metric 'm' is <object")):
         with pytest.raises(RunError, match=f"step 4: {message}"):
             checked_metrics(bad, 4, "C")
 

@@ -190,7 +190,7 @@ def test_a_metric_that_is_not_a_number_at_step_0_is_refused_before_anything_is_w
     like a bad file, with nothing recorded."""
     root = study(collector={"metric": [value]})
     code, err = run(capsys)
-    assert code == 2 and err[0] == f"desim: error: step 0: metric 'm' is {value!r}, not a number"
+    assert code == 2 and err[0] == f"desim: error: step 0: Metrics.collect: metric 'm' is {value!r}, not a number"
     assert untouched(root)
 
 
@@ -199,7 +199,7 @@ def test_a_metric_that_is_not_a_number_later_fails_the_run_by_name(study, capsys
     root = study(collector={"metric": [1.0, value]})
     code, err = run(capsys)
     [(run_id, status, error, last)] = sql(root, "SELECT run_id, status, error, last_step FROM runs")
-    summary = f"RunError: step 1: metric 'm' is {value!r}, not a number"
+    summary = f"RunError: step 1: Metrics.collect: metric 'm' is {value!r}, not a number"
     assert code == 2 and err[0] == f"desim: error: run {run_id} failed: {summary}"
     assert (status, error, last) == ("failed", summary, 0)
 

@@ -181,11 +181,11 @@ def checked_metrics(raw: Any, t: int, collector: str) -> dict[str, float]:
     out = {}
     for name, value in raw.items():
         if isinstance(value, (str, bool, np.bool_)) or value is None:
-            raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number")
+            raise RunError(f"step {t}: {collector}.collect: metric '{name}' is {value!r:.60}, not a number")
         try:
             out[str(name)] = float(value)
         except (TypeError, ValueError):
-            raise RunError(f"step {t}: metric '{name}' is {value!r:.60}, not a number") from None
+            raise RunError(f"step {t}: {collector}.collect: metric '{name}' is {value!r:.60}, not a number") from None
     if len(out) < len(raw) or len({n.lower() for n in out}) < len(out) or not RESERVED_METRICS.isdisjoint(
             n.lower() for n in out):
         _refuse_metric_names(list(raw), t, collector)
