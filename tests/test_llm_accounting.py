@@ -306,7 +306,7 @@ def test_a_round_s_replies_are_in_the_cache_before_its_paid_rows_are_kept(study_
 
 
 @pytest.mark.slow
-def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_copy, tmp_path):
+def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_copy, tmp_path, capsys):
     """SIGKILL to a sweep of two LLM runs (its workers too) after each run closed some steps in its worker's
     own store: nobody merges those stores, and --resume runs both again from step 0, taking the replies from
     the cache. The steps the killed attempt closed were paid for; they were lost with the leftover store
@@ -365,6 +365,8 @@ def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_co
                                       "count(*) FILTER (WHERE outcome = 'abandoned') FROM llm_calls")
     assert abandoned == kept
     assert paid == kept + paid_now                  # every reply paid, in either invocation, is one row
+    # and the sweep's summary says what its runs cost, over both invocations
+    assert f"  llm: the sweep's 2 runs paid for {paid:,} calls, tokens_in " in capsys.readouterr().out
     assert not list((root / "runs" / "llm_unrecorded").glob("*.json"))
 
 
@@ -397,3 +399,38 @@ def test_a_run_attempted_again_over_a_leftover_worker_store_keeps_what_the_first
     assert sum(not c["cached"] for c in calls) == sum(c["outcome"] == "abandoned" for c in calls) == first
     assert sum(c["cached"] for c in calls) == first                # the second attempt's own rows: cache hits
     assert not StudyLayout(root).llm_unrecorded("ef1-c0").exists()
+
+
+def test_a_branch_and_an_effect_say_what_they_paid_for(study_copy, capsys):
+    """desim run printed its llm line; a branch (396 paid calls in a reviewer's case) and an effect (2,484)
+    printed nothing of what they cost."""
+    from desim.cli import main
+    import json
+    root = llm_study(study_copy)
+    set_simulation(root, record_rounds=True)
+    sim = json.loads((root / "simulation" / "simulation.json").read_text())
+    sim["parameters"]["campaign"] = 0.9         # the campaign's position, as a parameter a branch may change
+    (root / "simulation" / "simulation.json").write_text(json.dumps(sim))
+    env = json.loads((root / "environment" / "environment.json").read_text())
+    env["scheduled_events"][0]["value"] = "$campaign"
+    (root / "environment" / "environment.json").write_text(json.dumps(env))
+    with running_stub() as stub:
+        import os
+        os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
+        try:
+            parent = run_study(load_study(root, steps=3, params=OPENAI)).run_id
+            capsys.readouterr()
+            before = stub.stats.replies
+            assert main(["branch", str(root), "--from-run", parent, "--at-step", "2", "--set", "campaign=0.1",
+                         "-q"]) == 0
+            branch_paid = stub.stats.replies - before
+            out = capsys.readouterr().out
+            before = stub.stats.replies
+            assert main(["effect", str(root), "--at-step", "2", "--set", "campaign=0.1", "--control-set",
+                         "llm_kind=openai", "--replicates", "2", "--workers", "1", "--steps", "3", "-q"]) == 0
+            effect_out = capsys.readouterr().out
+            effect_paid = stub.stats.replies - before
+        finally:
+            del os.environ["DESIM_LLM_BASE_URL"]
+    assert branch_paid == 12 * 3 * 2 and f"  llm: calls {branch_paid}, " in out
+    assert effect_paid > 0 and f"  llm: the effect's 4 runs paid for {effect_paid:,} calls" in effect_out

@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from desim.commands.core import (Progress, add_quiet_arg, add_study_arg, exit_status, kept, parse_sets, resumable,
+from desim.commands.core import (Progress, add_quiet_arg, add_study_arg, exit_status, kept, parse_sets, print_llm, resumable,
                                  print_table, replayed_and_decided)
 
 
@@ -29,6 +29,7 @@ def cmd_branch(args) -> int:
     print(f"  {replayed_and_decided(args.at_step, result.steps_done)}; wall time {result.wall_seconds:.2f} s")
     if result.end_reason:
         print(f"  ended after step {result.steps_done}: {result.end_reason}")
+    print_llm(result)
     if resumable(result):
         print(f"  resume with: desim run {args.study} --resume {result.run_id}")
     print(f"  compare: desim compare {args.study} {args.from_run} {result.run_id}")

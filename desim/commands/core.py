@@ -174,15 +174,32 @@ def cmd_run(args) -> int:
         print(f"  ended after step {result.steps_done} of {n_steps}: {result.end_reason}")
     print(f"  steps {result.steps_done}, panel rows written {result.rows_written}, "
           f"messages {result.counters['messages']}, wall time {result.wall_seconds:.2f} s")
-    llm = result.counters.get("llm")
-    if llm:
-        print("  llm: " + ", ".join(f"{k} {v}" for k, v in llm.items()))
+    print_llm(result)
     if resumable(result):
         print(f"  resume with: desim run {root} --resume {result.run_id}")
     print(f"  store: {db}")
     from desim.store.queries import example_for_run
     print(f"  try:   desim sql {root} \"{example_for_run(result.run_id)}\"")
     return exit_status(result)
+
+
+def print_llm(result) -> None:
+    """The ``llm:`` line of a run's or a branch's summary: what this invocation asked, paid and fell back on."""
+    llm = result.counters.get("llm")
+    if llm:
+        print("  llm: " + ", ".join(f"{k} {v}" for k, v in llm.items()))
+
+
+def print_llm_spend(study, run_ids: list[str], whose: str) -> None:
+    """The ``llm:`` line of a sweep's or an effect's summary, whose runs went through worker processes: what
+    an LLM server was paid for by ``run_ids``, over all their invocations (nothing for a study without LLM)."""
+    from desim.store import StudyLayout, open_store, queries
+    with open_store(StudyLayout(study)) as con:
+        spend = queries.llm_spend(con, run_ids)
+    if spend:
+        print(f"  llm: {whose} {spend['runs']} runs paid for {spend['calls']:,} calls, tokens_in "
+              f"{spend['tokens_in']:,}, tokens_out {spend['tokens_out']:,} (every invocation of each; cache hits "
+              "and scripted replies are free)")
 
 
 def resumable(result) -> bool:

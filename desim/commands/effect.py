@@ -1,7 +1,7 @@
 """``desim effect``: an intervention's paired effect over replicate control runs, with 95 % intervals."""
 from __future__ import annotations
 
-from desim.commands.core import add_study_arg, print_table
+from desim.commands.core import add_study_arg, print_llm_spend, print_table
 from desim.commands.progress import Progress, add_quiet_arg
 
 
@@ -156,6 +156,8 @@ def cmd_effect(args) -> int:
               f"ended before step {at_step} (stop_when or end_run), so nothing is decided after it and the "
               "treatment is the control, a difference of 0")
     print("  (treatment - control per pair; mean and 95 % interval of the mean over pairs, Student t)")
+    print_llm_spend(args.study, sorted({p[f"{arm}_run_id"] for p in result.pairs for arm in ("control", "treatment")}),
+                    "the effect's")
     print(f"  figure: desim report {args.study} --effect {result.effect_id}")
     if result.completed < len(result.pairs):
         for run_id, error in sorted(result.errors.items()):

@@ -1,7 +1,7 @@
 """``desim sweep``: a grid of parameter values x replicates, on a local process pool or Ray."""
 from __future__ import annotations
 
-from desim.commands.core import add_study_arg, parse_sets, print_table
+from desim.commands.core import add_study_arg, parse_sets, print_llm_spend, print_table
 from desim.commands.progress import Progress, add_quiet_arg
 
 
@@ -147,6 +147,7 @@ def cmd_sweep(args) -> int:
     print(f"sweep {result.sweep_id}: {result.completed} of {len(result.plan.runs)} runs completed "
           f"({len(result.ran)} executed now), {len(failed)} failed, wall time {result.wall_seconds:.1f} s")
     print("  (mean, sd and 95 % interval of the mean across replicates, at each run's final step)")
+    print_llm_spend(args.study, [r.run_id for r in result.plan.runs], "the sweep's")
     from desim.experiments.sweep.summary import capped_note
     capped = capped_note(args.study, result.sweep_id)
     if capped:

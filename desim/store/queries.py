@@ -305,6 +305,22 @@ def example_for_run(run_id: str) -> str:
     return f"SELECT step, name, value FROM metrics WHERE run_id = '{run_id}' ORDER BY step, name"
 
 
+def llm_spend(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int] | None:
+    """What an LLM server was paid for by ``run_ids``, over every invocation of each (the accounting's paid rows:
+    not cached, not scripted, answered, ``abandoned`` ones included): ``{runs, calls, tokens_in, tokens_out}``, or
+    None when none of the runs has ``llm_calls`` rows (no LLM in the study)."""
+    if not run_ids:
+        return None
+    rows, runs, calls, tokens_in, tokens_out = con.execute(
+        f"SELECT count(*), count(DISTINCT run_id), count(*) FILTER (WHERE {PAID_CALL}), "
+        f"coalesce(sum(tokens_in) FILTER (WHERE {PAID_CALL}), 0), "
+        f"coalesce(sum(tokens_out) FILTER (WHERE {PAID_CALL}), 0) "
+        "FROM llm_calls WHERE run_id IN (SELECT unnest($ids))", {"ids": list(run_ids)}).fetchall()[0]
+    if not rows:
+        return None
+    return {"runs": runs, "calls": calls, "tokens_in": int(tokens_in), "tokens_out": int(tokens_out)}
+
+
 def example_for_sweep(sweep_id: str) -> str:
     """A first query of a sweep's runs, for ``desim sweep`` to suggest."""
     return f"SELECT parameters, seed, status FROM runs WHERE sweep_id = '{sweep_id}'"
