@@ -352,6 +352,11 @@ def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_co
         # and those of the step in flight, in the runs' ledgers (which may still list a step just closed)
         ledgers = [r for p in (root / "runs" / "llm_unrecorded").glob("*.json") for r in load_ledger(p)]
         kept = len({tuple(sorted(r.items())) for r in closed + ledgers})
+        capsys.readouterr()
+        assert main(["runs", str(root)]) == 0         # no run of the killed sweep was merged: its plan says it
+        last = capsys.readouterr().out.splitlines()[-1]
+        assert last.startswith(f"sweep {sweep_id}  ") and last.endswith(
+            f"  0 of 2 runs completed; finish it: desim sweep {root} --resume {sweep_id}")
         while stub.stats.in_flight:                 # requests the killed runs sent: answered to nobody
             time.sleep(0.01)
         before = stub.stats.replies

@@ -267,6 +267,7 @@ def cmd_runs(args) -> int:
         runs = catalogue.runs(with_config=False)
         versions = catalogue.versions()
         swept = catalogue.sweep_grids({r["sweep_id"] for r in runs if r.get("sweep_id")})
+        unfinished = catalogue.unfinished()
     by_id = {v["version_id"]: v for v in versions}
     for r in runs:
         r["last_step"] = last_step(layout, r["run_id"], r["last_step"], r["status"])
@@ -318,6 +319,10 @@ def cmd_runs(args) -> int:
         print("runs without a version of their own")
         for r in orphans:
             show(r, 1)
+    for u in unfinished:        # stopped, failed or still going: a killed one has no run above to show it
+        what = "runs" if u["kind"] == "sweep" else "pairs"
+        print(f"{u['kind']} {u['id']}  {u['created_at']:%Y-%m-%d %H:%M:%S}  {u['done']} of {u['planned']} {what} "
+              f"completed; finish it: desim {u['kind']} {args.study} --resume {u['id']}")
     return 0
 
 

@@ -214,6 +214,21 @@ class Catalogue:
         rows = fetch_dicts(self.con, "SELECT * FROM sweeps WHERE sweep_id = ?", [sweep_id])
         return rows[0] if rows else None
 
+    def unfinished(self) -> list[dict[str, Any]]:
+        """Sweeps and effects with runs still to complete (``kind``, ``id``, ``done``, ``planned``), oldest
+        first: one killed before it merged any run has no run in the store to show it, only its plan."""
+        out = []
+        if has_table(self.con, "sweeps"):
+            out += fetch_dicts(self.con, """
+                SELECT 'sweep' AS kind, s.sweep_id AS id, s.created_at,
+                       (SELECT count(*) FROM runs r WHERE r.sweep_id = s.sweep_id AND r.status = 'completed') AS done,
+                       json_array_length(s.plan -> '$.runs') AS planned
+                FROM sweeps s""")
+        if has_table(self.con, "effects"):
+            out += [{"kind": "effect", "id": e["effect_id"], "created_at": e["created_at"],
+                     "done": e["completed_pairs"], "planned": e["replicates"]} for e in self.effects()]
+        return sorted((u for u in out if u["done"] < u["planned"]), key=lambda u: (u["created_at"], u["id"]))
+
     def sweep_grids(self, sweep_ids) -> dict[str, list[str]]:
         """The parameters each sweep varies, in the order given (``[]`` for replicates alone), by sweep id."""
         out = {}
