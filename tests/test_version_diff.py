@@ -204,3 +204,21 @@ def test_diff_of_a_branch_shows_the_values_it_set(study_copy, capsys):
         assert not any("n_agents" in line for line in out)              # the same in both runs: not a change
     assert main(["diff", str(root), parent, branch]) == 0               # the other way round
     assert "  campaign_week: 3 -> 2" in capsys.readouterr().out.splitlines()
+
+
+def test_a_new_version_descends_from_the_last_run_made_by_hand_not_a_sweep_s(tmp_path):
+    """Edit the code after a run by hand and a sweep: the new version's first run named a sweep's (in the
+    reviewer's case an effect's control) run as its parent, not the run the edit was made from."""
+    from desim.experiments.sweep import run_sweep
+    from desim.store.catalogue import Catalogue
+    from desim.store.connection import open_store
+    from walk_study import write_walk_study
+    root = write_walk_study(tmp_path / "walk", n_steps=2)
+    by_hand = desim.run_study(desim.load_study(root)).run_id
+    swept = run_sweep(root, {}, replicates=2, workers=1)
+    assert swept.completed == 2
+    model = root / "model.py"
+    model.write_text(model.read_text() + "# an edit\n")
+    edited = desim.run_study(desim.load_study(root)).run_id
+    with open_store(root) as con:
+        assert Catalogue(con).run(edited)["parent_run_id"] == by_hand

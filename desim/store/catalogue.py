@@ -192,9 +192,12 @@ class Catalogue:
         return row[0] if row else None
 
     def latest_run_of(self, version_id: str) -> str | None:
-        row = self.con.execute("SELECT run_id FROM runs WHERE version_id=? ORDER BY started_at DESC LIMIT 1",
-                               [version_id]).fetchone()
-        return row[0] if row else None
+        """The run a new version's first run descends from: the newest of ``version_id`` made by hand, else the
+        newest of any kind (a sweep's or an effect's run is not where the next version was worked on from)."""
+        made = MADE_BY_HAND if has_table(self.con, "effect_pairs") else "sweep_id IS NULL"   # an older store
+        rows = self.con.execute(f"SELECT run_id FROM runs WHERE version_id=? ORDER BY ({made}) DESC, started_at DESC, "
+                                "run_id DESC LIMIT 1", [version_id]).fetchall()
+        return rows[0][0] if rows else None
 
     def versions(self) -> list[dict[str, Any]]:
         """Every version without its configuration, oldest first."""
