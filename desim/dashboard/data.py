@@ -251,6 +251,7 @@ def study_store(root: Path) -> dict[str, Any]:
         metric_names = queries.metric_names(con)
         effects = catalogue.effects()
         swept = catalogue.sweep_grids({r["sweep_id"] for r in runs if r.get("sweep_id")})
+        llm = queries.llm_by_run(con)
         latest = next((r for r in reversed(runs) if r["status"] == "completed"), runs[-1] if runs else None)
         population: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
@@ -272,6 +273,7 @@ def study_store(root: Path) -> dict[str, Any]:
         # a derived seed has 19 digits, past what a JavaScript number holds exactly: sent as text
         r["seed"] = None if r.get("seed") is None else str(r["seed"])
         r["interventions"] = resolved.get(r["run_id"])     # as the run resolved them: the charts' markers
+        r["llm"] = llm.get(r["run_id"])     # what it paid an LLM server, and how many decisions fell back
         r["health"] = health_of(layout, r)      # "stale": its process is gone (desim.store.health)
         # a run holds the database only at its start and end, so a readable store says nothing about
         # who is writing: a "running" run is stalled when its process is gone

@@ -305,6 +305,20 @@ def example_for_run(run_id: str) -> str:
     return f"SELECT step, name, value FROM metrics WHERE run_id = '{run_id}' ORDER BY step, name"
 
 
+def llm_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, int]]:
+    """Each run's LLM decisions in short, by run id (runs without ``llm_calls`` rows left out): ``decisions``
+    (rows, ``abandoned`` ones not: they were paid in a step that never closed), paid ``calls`` and their tokens,
+    ``cache_hits``, ``scripted`` and ``fallbacks`` (unusable or unanswered, decided by the rule)."""
+    rows = con.execute(
+        "SELECT run_id, count(*) FILTER (WHERE outcome <> 'abandoned'), "
+        f"count(*) FILTER (WHERE {PAID_CALL}), coalesce(sum(tokens_in) FILTER (WHERE {PAID_CALL}), 0), "
+        f"coalesce(sum(tokens_out) FILTER (WHERE {PAID_CALL}), 0), count(*) FILTER (WHERE cached), "
+        "count(*) FILTER (WHERE model = 'scripted'), count(*) FILTER (WHERE outcome IN ('fallback', 'unavailable')) "
+        "FROM llm_calls GROUP BY run_id").fetchall()
+    keys = ("decisions", "calls", "tokens_in", "tokens_out", "cache_hits", "scripted", "fallbacks")
+    return {r[0]: dict(zip(keys, map(int, r[1:]))) for r in rows}
+
+
 def llm_spend(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int] | None:
     """What an LLM server was paid for by ``run_ids``, over every invocation of each (the accounting's paid rows:
     not cached, not scripted, answered, ``abandoned`` ones included): ``{runs, calls, tokens_in, tokens_out}``, or

@@ -530,6 +530,7 @@ function renderRuns(S) {
       r.sweep_id ? h("span", {class: "muted", text: ` sweep ${r.sweep_id}` + (r.sweep_values ? `: ${r.sweep_values}` : "")}) : null,
       r.overrides_text ? h("div", {}, h("code", {class: "run-set", title: "what this run changed from the study's files",
         text: r.overrides_text})) : null,
+      r.llm ? llmLine(r.llm) : null,
       r.note ? h("em", {text: ` “${r.note}”`}) : null,
       r.error ? h("div", {class: "run-error", text: r.error}) : null,
       v && v.diff && v.diff.length ? versionDiff(S, v) : null,
@@ -538,6 +539,19 @@ function renderRuns(S) {
   const tree = (parent, depth) => h("ul", {class: "runs" + (depth ? "" : " root")},
     depth ? (children[parent] || []).map(r => one(r, depth)) : grouped(S, children[""] || [], r => one(r, 0)));
   fill(S.els.runs, S.runs.length ? tree("", 0) : h("p", {class: "muted", text: "No runs yet."}));
+}
+
+/* A run's LLM decisions in one line: what it paid for, and how many fell back to the study's rule; a tenth or
+   more fallen back is marked, as desim run warns (the run is "completed", but its panel is largely the rule's). */
+function llmLine(llm) {
+  const n = x => x.toLocaleString("en-US");
+  const share = llm.decisions ? llm.fallbacks / llm.decisions : 0;
+  const parts = [`LLM: ${n(llm.calls)} paid calls (tokens ${n(llm.tokens_in)} in, ${n(llm.tokens_out)} out)`];
+  if (llm.cache_hits) parts.push(`${n(llm.cache_hits)} from the cache`);
+  if (llm.scripted) parts.push(`${n(llm.scripted)} scripted`);
+  parts.push(`${n(llm.fallbacks)} of ${n(llm.decisions)} decisions fell back to the rule` +
+             (llm.fallbacks ? ` (${Math.round(100 * share)} %)` : ""));
+  return h("div", {class: "run-llm" + (share >= 0.1 ? " run-llm-warn" : ""), text: parts.join(", ")});
 }
 
 /* The top of the runs tree, a large sweep's runs folded into one line that opens (a sweep of 200 runs was 200
