@@ -400,8 +400,8 @@ def cli_error(capsys, root) -> str:
     ("SIR", {"beta": 0.1, "gamma": 0.1}, {"seeds": 500}, "environment.json: provider.args.seeds: 500 seeds for 200"),
     ("SIR", {"beta": 0.1, "gamma": 0.1}, {"seed_nodes": ["n001", "n007", "n001"]},
      "environment.json: provider.args.seed_nodes: lists 'n001' more than once"),
-    ("SIR", {"beta": 0.1, "gamma": {"attribute": "recovery"}}, {}, "population.json: agent 'n000': has no "
-                                                                   "attribute 'recovery'"),
+    ("SIR", {"beta": 0.1, "gamma": {"attribute": "recovery"}}, {}, "population.json: personas: no agent has "
+                                                                   "attribute 'recovery' (their attributes: none)"),
 ])
 def test_bad_input_is_refused_before_anything_is_written(tmp_path, capsys, model, args, env, where):
     root = write_study(tmp_path / "bad", model, args, env=env)
