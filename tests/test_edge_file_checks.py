@@ -203,3 +203,14 @@ def test_the_fast_edge_list_reader_keeps_each_edges_line(tmp_path):
     assert fast is not None and fast[3].tolist() == [1, 3, 4, 7] and fast[3].dtype == np.int32
     slow = edges._edgelist(path.read_text(), path)
     assert [r[0] for r in slow] == [1, 3, 4, 7]
+
+
+def test_a_node_attribute_one_agent_lacks_names_that_agent(tmp_path, capsys):
+    root = write_study(tmp_path / "roster", "SIR", {"beta": 0.1, "gamma": {"attribute": "recovery"}},
+                       population={"personas": [{"agent_id": "a", "attributes": {"recovery": 0.2}},
+                                                {"agent_id": "b", "attributes": {"recover": 0.3}}],
+                                   "interaction": {"kind": "edges", "edges": [["a", "b"]]},
+                                   "propagation": "network"})
+    assert main(["run", str(root), "-q"]) == 2
+    assert ("population/population.json: agent 'b': has no attribute 'recovery', which desim.diffusion:SIR's gamma "
+            "reads") in capsys.readouterr().err
