@@ -16,6 +16,9 @@ OVERRIDES = {
                       "        return [{'kind': 'weather', 'name': 'rain', 'detail': t}]\n"),
     "both": ("    def advance_to(self, t):\n        fired = super().advance_to(t)\n"
              "        return fired + [{'kind': 'weather', 'name': 'rain', 'detail': t}]\n"),
+    "copies": ("    def advance_to(self, t):\n        fired = super().advance_to(t)\n"
+               "        return [{**r, 'detail': {'seen': True}} for r in fired] + "
+               "[{'kind': 'weather', 'name': 'rain', 'detail': t}]\n"),
 }
 
 
@@ -48,7 +51,7 @@ def test_an_override_without_super_is_refused_naming_the_call_and_the_interventi
     assert "did not call super().advance_to(0)" in err and "environment.json" in err
 
 
-@pytest.mark.parametrize("override", ["no return", "own rows only", "both"])
+@pytest.mark.parametrize("override", ["no return", "own rows only", "both", "copies"])
 def test_what_fired_is_recorded_whatever_the_override_returns(tmp_path, monkeypatch, override):
     plain = desim.run_study(desim.load_study(starter(tmp_path / "a", monkeypatch, None)))
     changed = desim.run_study(desim.load_study(starter(tmp_path / "b", monkeypatch, override)))

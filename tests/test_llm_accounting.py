@@ -375,6 +375,89 @@ def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_co
     assert not list((root / "runs" / "llm_unrecorded").glob("*.json"))
 
 
+@pytest.mark.slow
+def test_a_sweep_whose_workers_die_keeps_what_they_paid_for(study_copy, tmp_path, capsys):
+    """SIGKILL to the worker processes alone, after each run closed step 2: the sweep goes on, records both runs
+    as crashed and removed their stores with its folder, and the calls of the steps they had closed were lost
+    (216 of 300 paid replies in a reviewer's case). Now they are kept in each run's ledger first."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from desim.cli import main
+    from desim.store import journal
+    from desim.store.ledger import load_ledger
+
+    def children(pid: int) -> list[int]:
+        listed = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+        return [int(x) for x in listed.split()]
+    root = llm_study(study_copy)
+    hang = float(os.environ.get("DESIM_TEST_HANG_S", "600"))
+    with running_stub(latency_ms=100) as stub:
+        env = {**os.environ, "DESIM_LLM_BASE_URL": stub.base_url}
+        log = (tmp_path / "sweep.log").open("w")
+        proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "sweep", str(root), "--set", "llm_kind=openai",
+                                 "--replicates", "2", "--workers", "2", "--steps", "12", "-q"], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + hang
+        while time.monotonic() < deadline:          # ready: both runs have closed step 2 in their own stores
+            closed = [journal.last_commit(j) for j in (root / "runs").glob("sweeps/*/**/journal")]
+            if len(closed) == 2 and all(c and c["step"] >= 2 for c in closed):
+                break
+            assert proc.poll() is None, (tmp_path / "sweep.log").read_text()
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the sweep's runs never closed step 2")
+        for worker in (w for child in children(proc.pid) for w in children(child)):   # the forkserver's children
+            os.kill(worker, signal.SIGKILL)
+        assert proc.wait() == 2                     # the sweep ends, its two runs failed (crashed)
+        log.close()
+        ledgers = [r for p in (root / "runs" / "llm_unrecorded").glob("*.json") for r in load_ledger(p)]
+        assert len(ledgers) >= 2 * 2 * 12 * 3       # each run's steps 1 and 2 at least, not only its step in flight
+        sweep_id = query(root, "SELECT sweep_id FROM sweeps")[0][0]
+        while stub.stats.in_flight:
+            time.sleep(0.01)
+        before = stub.stats.replies
+        os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
+        try:
+            assert main(["sweep", str(root), "--resume", sweep_id, "-q"]) == 0
+        finally:
+            del os.environ["DESIM_LLM_BASE_URL"]
+        paid_now = stub.stats.replies - before
+    [(paid, abandoned)] = query(root, "SELECT count(*) FILTER (WHERE NOT cached AND outcome <> 'unavailable'), "
+                                      "count(*) FILTER (WHERE outcome = 'abandoned') FROM llm_calls")
+    assert abandoned == len(ledgers) and paid == len(ledgers) + paid_now
+    assert not list((root / "runs" / "llm_unrecorded").glob("*.json"))
+
+
+def test_a_sweep_another_live_process_runs_is_not_run_again_beside_it(tmp_path):
+    """Resuming a sweep while it still runs (desim runs listed it as unfinished) took its live workers' stores
+    for leftovers of a killed attempt, and removed them under the workers' feet."""
+    import json
+    import socket
+    import subprocess
+
+    from desim.experiments.sweep import run_sweep
+    from desim.experiments.sweep.plan import SweepError
+    from desim.store import StudyLayout
+    from walk_study import write_walk_study
+    root = write_walk_study(tmp_path / "walk", n_steps=2)
+    swept = run_sweep(root, {}, replicates=2, workers=1)
+    folder = StudyLayout(root).sweep_dir(swept.sweep_id)
+    folder.mkdir(parents=True)
+    other = subprocess.Popen(["sleep", "600"])
+    try:
+        StudyLayout.owner_file(folder).write_text(json.dumps({"pid": other.pid, "host": socket.gethostname()}))
+        with pytest.raises(SweepError, match=rf"sweep {swept.sweep_id} is running \(pid {other.pid} on "):
+            run_sweep(root, {}, replicates=2, workers=1, resume=swept.sweep_id)
+    finally:
+        other.kill()
+        other.wait()
+    assert run_sweep(root, {}, replicates=2, workers=1, resume=swept.sweep_id).completed == 2   # its owner gone
+
+
 def test_a_run_attempted_again_over_a_leftover_worker_store_keeps_what_the_first_attempt_paid(study_copy,
                                                                                                 tmp_path):
     """An effect's control whose parent was killed before it merged the worker's store: the resumed effect

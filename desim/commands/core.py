@@ -197,7 +197,8 @@ def print_llm_spend(study, run_ids: list[str], whose: str) -> None:
     with open_store(StudyLayout(study)) as con:
         spend = queries.llm_spend(con, run_ids)
     if spend:
-        print(f"  llm: {whose} {spend['runs']} runs paid for {spend['calls']:,} calls, tokens_in "
+        print(f"  llm: {whose} {spend['runs']} run{'' if spend['runs'] == 1 else 's'} paid for {spend['calls']:,} "
+              f"calls, tokens_in "
               f"{spend['tokens_in']:,}, tokens_out {spend['tokens_out']:,} (every invocation of each; cache hits "
               "and scripted replies are free)")
 
@@ -254,7 +255,7 @@ def _diff_summary(diff: list[dict], limit: int = 4) -> str:
 def cmd_runs(args) -> int:
     from desim.commands import UserError
     from desim.store import Catalogue, StudyLayout, open_store
-    from desim.store.health import health_of, last_step
+    from desim.store.health import folder_owner, health_of, last_step
     from desim.versions import describe_overrides, describe_sweep_values
     layout = StudyLayout(args.study)
     if not layout.db.exists():
@@ -321,8 +322,12 @@ def cmd_runs(args) -> int:
             show(r, 1)
     for u in unfinished:        # stopped, failed or still going: a killed one has no run above to show it
         what = "runs" if u["kind"] == "sweep" else "pairs"
+        folder = layout.sweep_dir(u["id"]) if u["kind"] == "sweep" else layout.effect_dir(u["id"])
+        owner = folder_owner(folder)
+        then = (f"running (pid {owner.get('pid')} on {owner.get('host')})" if owner else
+                f"finish it: desim {u['kind']} {args.study} --resume {u['id']}")
         print(f"{u['kind']} {u['id']}  {u['created_at']:%Y-%m-%d %H:%M:%S}  {u['done']} of {u['planned']} {what} "
-              f"completed; finish it: desim {u['kind']} {args.study} --resume {u['id']}")
+              f"completed; {then}")
     return 0
 
 

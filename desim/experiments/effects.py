@@ -32,12 +32,13 @@ from desim.experiments.branches import check_branch_changes
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, refuse_unrunnable, unknown_names
 from desim.experiments.sweep.executors import RunsInProcessWarning  # noqa: F401 (what desim.effect may warn with)
 from desim.experiments.sweep.executors import check_executor, check_workers, make_executor
-from desim.experiments.sweep.merge import WaitFn, merge_run, writing
+from desim.experiments.sweep.merge import WaitFn, keep_unmerged_calls, merge_run, writing
 from desim.experiments.sweep.plan import plain, seed_for
 from desim.experiments.sweep.summary import RunsFailedWarning  # noqa: F401 (what desim.effect warns with)
 from desim.experiments.sweep.summary import describe, metric_bounds, warn_runs_failed
 from desim.experiments.sweep.worker import RunOutcome, RunTask
 from desim.store.files import remove_db
+from desim.store.health import claim_folder as claim
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
 from desim.study.files import StudySpec, load_study, read_study_file
@@ -299,7 +300,10 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
                               f"{p['control_status'] or 'no longer in the store'}: run the effect anew")
     root_text = str(root.resolve())
     folder = db.effect_dir(effect_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        claim(folder, f"effect {effect_id}")
+    except RuntimeError as e:
+        raise EffectError(str(e)) from None
     errors: dict[str, str] = {}
     try:
         controls = [RunTask(root_text, None, p["control_run_id"], p["seed"], effect.control, effect.steps,
@@ -331,6 +335,7 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
         _run_tasks(root, db, branches, branch_version, backend, workers, address, "treatment", on_run, on_wait,
                    errors)
     finally:
+        keep_unmerged_calls(db, folder, on_wait)    # a worker that died (its run never merged): what it paid
         shutil.rmtree(folder, ignore_errors=True)
         try:
             folder.parent.rmdir()       # runs/effects, once no effect is running

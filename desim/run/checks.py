@@ -303,8 +303,17 @@ def with_interventions(events: list[dict], interventions, t: int, env: str) -> l
                        f"broadcasts of environment.json never fire"
                        f"{' (this step: ' + ', '.join(due) + ')' if due else ''}; call it and return its rows "
                        "with any of your own")
-    returned = {id(e) for e in events}
-    missing = [e for e in interventions.fired if id(e) not in returned]
+    # matched by kind and name, not by identity: an override may return copies of the rows, or enrich them
+    returned: dict[tuple, int] = {}
+    for e in events:
+        returned[(e["kind"], e["name"])] = returned.get((e["kind"], e["name"]), 0) + 1
+    missing = []
+    for e in interventions.fired:
+        key = (e["kind"], e["name"])
+        if returned.get(key):
+            returned[key] -= 1
+        else:
+            missing.append(e)
     return missing + events if missing else events
 
 

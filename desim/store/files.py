@@ -332,6 +332,13 @@ def carry_paid_calls(earlier: Path, new: Path) -> int:
     if not paid.num_rows:
         return 0
     target = new / "llm_calls.parquet"
+    if target.exists():     # rows the new attempt wrote already (a killed attempt's, kept in the run's ledger)
+        names = paid.column_names
+        have = {tuple(r[c] for c in names) for r in pq.read_table(target).to_pylist() if r["outcome"] == "abandoned"}
+        fresh = [tuple(r[c] for c in names) not in have for r in paid.to_pylist()]
+        paid = paid.filter(pa.array(fresh, pa.bool_()))
+        if not paid.num_rows:
+            return 0
     parts = ([pq.read_table(target)] if target.exists() else []) + [paid]
     table = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else paid
     tmp = new / f".llm_calls-{uuid.uuid4().hex[:6]}.tmp"

@@ -38,6 +38,36 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def folder_owner(folder) -> dict[str, Any] | None:
+    """The process working in a sweep's or an effect's worker folder (``{"pid", "host"}``, its owner file), or
+    None when there is none or it is gone (a process of this host that no longer runs). One of another host is
+    taken as alive: whether it runs cannot be told from here."""
+    import json
+    try:
+        owner = json.loads(StudyLayout.owner_file(folder).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(owner, dict):
+        return None
+    if owner.get("host") == socket.gethostname() and not pid_alive(int(owner.get("pid") or 0)):
+        return None
+    return owner
+
+
+def claim_folder(folder, what: str) -> None:
+    """Mark ``folder`` (a sweep's or an effect's worker folder) as this process's, refusing when another live
+    process works in it: two processes running the same sweep or effect would each take the other's worker
+    stores for leftovers of a killed attempt. ``what`` names it in the error (``sweep sw1a2b``)."""
+    import json
+    owner = folder_owner(folder)
+    if owner is not None and (owner.get("pid"), owner.get("host")) != (os.getpid(), socket.gethostname()):
+        raise RuntimeError(f"{what} is running (pid {owner.get('pid')} on {owner.get('host')}): wait for it to "
+                           "end, or stop it, before running it again")
+    folder.mkdir(parents=True, exist_ok=True)
+    StudyLayout.owner_file(folder).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}),
+                                              encoding="utf-8")
+
+
 def _age(stamp: Any, now: datetime) -> float | None:
     if stamp is None:
         return None

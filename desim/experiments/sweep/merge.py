@@ -26,11 +26,12 @@ from desim.experiments.sweep.plan import PlannedRun, SweepPlan
 from desim.store import Catalogue, StudyLayout, layout_of, open_store
 from desim.store.connection import WaitFn
 from desim.store.files import carry_paid_calls, remove_run_data, replace_folder
+from desim.store.ledger import keep_paid_calls
 from desim.study.files import StudySpec
 from desim.study.refs import study_code
 
-__all__ = ["WaitFn", "load_plan", "merge_run", "record_failure", "record_plan", "run_statuses", "study_version",
-           "writing"]
+__all__ = ["WaitFn", "keep_unmerged_calls", "load_plan", "merge_run", "record_failure", "record_plan", "run_statuses",
+           "study_version", "writing"]
 
 
 def writing(study: "str | Path | StudyLayout", on_wait: WaitFn | None = None):
@@ -62,6 +63,23 @@ def merge_run(study: "str | Path | StudyLayout", worker_file: str | Path, run_id
 
     with writing(layout, on_wait) as con:
         Catalogue(con).merge_run_row(worker_file, run_id, version_id, move)
+
+
+def keep_unmerged_calls(study: "str | Path | StudyLayout", folder: Path, on_wait: WaitFn | None = None) -> None:
+    """Before a sweep's or an effect's worker folder is removed: the paid LLM calls of the runs whose workers
+    left their stores unmerged (a worker, or the whole sweep, killed), kept in each run's ledger for the attempt
+    that runs it again (``desim.store.ledger``). A run the study's store holds as completed was merged before
+    the kill: its calls are there already. Waits, as a merge does, while another process writes the store."""
+    stores = StudyLayout.worker_stores(folder)
+    if not stores:
+        return
+    layout = layout_of(study)
+    with writing(layout, on_wait) as con:
+        catalogue = Catalogue(con)
+        merged = {run_id for run_id in stores if (catalogue.run(run_id) or {}).get("status") == "completed"}
+    for run_id, path in stores.items():
+        if run_id not in merged:
+            keep_paid_calls(path, run_id, layout.root)
 
 
 def record_failure(study: "str | Path | StudyLayout", spec: StudySpec, plan: SweepPlan, run: PlannedRun,

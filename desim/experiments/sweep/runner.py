@@ -14,10 +14,7 @@ would have.
 """
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +24,7 @@ from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, unknown_names
 from desim.experiments.sweep.executors import check_executor, check_workers, make_executor
 from desim.experiments.sweep.merge import (
     WaitFn,
+    keep_unmerged_calls,
     load_plan,
     merge_run,
     record_failure,
@@ -39,8 +37,8 @@ from desim.experiments.sweep.summary import sweep_table, warn_runs_failed
 from desim.experiments.sweep.worker import RunOutcome, RunTask
 from desim.store.files import remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store
-from desim.store.health import pid_alive
-from desim.store.ledger import keep_paid_calls
+from desim.store.health import claim_folder as claim
+from desim.store.health import folder_owner
 from desim.study.files import load_study
 
 
@@ -75,40 +73,22 @@ def sweep_dir(study_root: str | Path, sweep_id: str) -> Path:
     return StudyLayout(study_root).sweep_dir(sweep_id)
 
 
-def claim_folder(study_root: str | Path, sweep_id: str) -> Path:
-    """The sweep's worker folder, marked with this process; folders left by sweeps whose
-    process died (killed parents) are removed first, so none piles up."""
+def claim_folder(study_root: str | Path, sweep_id: str, on_wait: WaitFn | None = None) -> Path:
+    """The sweep's worker folder, marked with this process; folders left by sweeps whose process died
+    (killed parents) are removed first, so none piles up, once the paid LLM calls of the runs they left
+    unmerged are kept (:func:`keep_unmerged_calls`). A sweep another live process is running is refused."""
     base = StudyLayout(study_root).sweeps
     if base.is_dir():
         for other in base.iterdir():
-            owner = StudyLayout.owner_file(other)
-            try:
-                data = json.loads(owner.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if data.get("host") == socket.gethostname() and not pid_alive(int(data.get("pid", 0))):
-                _keep_paid_calls(study_root, other)
+            if StudyLayout.owner_file(other).exists() and folder_owner(other) is None:
+                keep_unmerged_calls(study_root, other, on_wait)
                 shutil.rmtree(other, ignore_errors=True)
     folder = sweep_dir(study_root, sweep_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    StudyLayout.owner_file(folder).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}),
-                                       encoding="utf-8")
+    try:
+        claim(folder, f"sweep {sweep_id}")
+    except RuntimeError as e:
+        raise SweepError(str(e)) from None
     return folder
-
-
-def _keep_paid_calls(study_root: str | Path, folder: Path) -> None:
-    """The paid LLM calls of the runs a killed sweep's workers left unmerged in ``folder``, kept in each
-    run's ledger for the attempt that runs it again (``desim.store.ledger``). A run the study's store
-    holds as completed was merged before the kill: its calls are there already."""
-    stores = StudyLayout.worker_stores(folder)
-    if not stores:
-        return
-    with open_store(StudyLayout(study_root)) as con:
-        catalogue = Catalogue(con)
-        merged = {run_id for run_id in stores if (catalogue.run(run_id) or {}).get("status") == "completed"}
-    for run_id, path in stores.items():
-        if run_id not in merged:
-            keep_paid_calls(path, run_id, study_root)
 
 
 def _resume_plan(study_root: Path, sweep_id: str) -> tuple[SweepPlan, dict[str, dict]]:
@@ -202,7 +182,7 @@ def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics,
     if not resume:
         record_plan(db, plan, on_wait)
     version_id = study_version(db, load_study(root), on_wait)
-    folder = claim_folder(root, plan.sweep_id)
+    folder = claim_folder(root, plan.sweep_id, on_wait)
     tasks = [RunTask(str(root.resolve()), plan.sweep_id, r.run_id, r.seed, r.parameters, plan.n_steps,
                      str(StudyLayout.worker_store(folder, r.run_id).resolve())) for r in todo]
     if on_start:
@@ -217,6 +197,7 @@ def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics,
                     errors[outcome.run_id] = outcome.error
                 if on_run:
                     on_run(outcome, done, len(tasks))
+    keep_unmerged_calls(db, folder, on_wait)        # a worker that died (its run never merged): what it paid
     shutil.rmtree(folder, ignore_errors=True)
     try:
         folder.parent.rmdir()   # runs/sweeps, once no sweep is in progress
