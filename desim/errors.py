@@ -116,3 +116,9 @@ class StopRun(DesimError):
 
 
 __all__ = ["DesimError", "FieldError", "RunFailed", "RunInterrupted", "RunStoppedMidStep", "StopRun", "StoreError", "StudyConfigError", "StudyError"]
+
+
+NO_RESUME = "no resume can pass this round"
+"""What an LLM budget stop says when its round needs more than the whole budget (``desim.llm.errors``): the run
+summary then gives no resume command, since a resume would stop at the same round. Here, at the bottom, so that
+the summary of a run without LLM does not import the LLM layer (and its HTTP client) to read it."""

@@ -206,7 +206,7 @@ def print_llm_spend(study, run_ids: list[str], whose: str) -> None:
 def resumable(result) -> bool:
     """Whether the summary gives a resume command: an interrupted run, unless it stopped at a round that
     needs more than its whole LLM budget (a resume would stop there again; the error says so)."""
-    from desim.llm.errors import NO_RESUME
+    from desim.errors import NO_RESUME
     return result.status == "interrupted" and NO_RESUME not in (result.error or "")
 
 

@@ -18,7 +18,7 @@ or a URL's ``user:password@`` (:mod:`desim.llm.scrub`).
 """
 from __future__ import annotations
 
-from desim.errors import DesimError, StopRun
+from desim.errors import NO_RESUME, DesimError, StopRun
 
 
 class LLMError(DesimError, RuntimeError):
@@ -31,11 +31,6 @@ class LLMUnavailable(LLMError):
 
 class LLMRequestRejected(LLMError):
     """The server answered with an error that retrying will not fix."""
-
-
-NO_RESUME = "no resume can pass this round"
-"""What a budget stop says when its round needs more than the whole budget: the run summary then gives no
-resume command (a resume would stop at the same round)."""
 
 
 class BudgetExhausted(StopRun):

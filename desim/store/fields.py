@@ -260,11 +260,9 @@ class Fields:
         if kind == "float" and name not in self.allow_nonfinite:
             i = _first_nonfinite(arr)
             if i is not None:
-                posted = (" (a payload that a message bus posts cannot hold them even then: a message's content "
-                          "is JSON, which has neither)" if self.what == "payload" else "")
                 raise FieldError(f"step {step}: agent '{agents[i]}': {self.what}.{name} is {float(values[i])}; "
                                  f"NaN and infinity are refused unless simulation.json lists '{name}' "
-                                 f"in panel.allow_nonfinite{posted}")
+                                 "in panel.allow_nonfinite")
         return arr
 
     def _fix(self, name: str, kind: str) -> str:
