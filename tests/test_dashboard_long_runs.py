@@ -102,8 +102,10 @@ def test_a_long_live_run_has_its_own_axis_and_joins_the_comparison_only_when_tic
         page.screenshot(path=str(ARTIFACTS / "dashboard_live_own_axis.png"), full_page=True)
         # ticked, the live run is compared with the finished one, deliberately, on one axis
         page.check(f'#runs-tree input.overlay[data-run="{rid}"]')
-        page.wait_for_function(f"{points(metric, rid)} === 2")
-        assert page.get_attribute(metric, "data-xmax") == "400" and page.evaluate(x_max) == 400
+        # the series are set on the figure before its chart is built: wait for both, the chart on one axis
+        page.wait_for_function(f"{points(metric, rid)} === 2 && (document.querySelector('{metric}').uplot "
+                               "|| {scales: {x: {}}}).scales.x.max === 400")
+        assert page.get_attribute(metric, "data-xmax") == "400"
         assert set(series(page, metric)) == {short, rid}
     finally:
         finish(study, run)
