@@ -305,6 +305,56 @@ def test_a_round_s_replies_are_in_the_cache_before_its_paid_rows_are_kept(study_
     assert result.status == "completed" and max(checked) == 12 * 3      # a step's three rounds, before it closes
 
 
+def sweep_until_step_2(root, stub, tmp_path, **popen):
+    """``desim sweep`` of two LLM runs (12 steps, 2 workers) against ``stub`` as a process of its own, returned
+    once both runs have closed step 2 in their workers' stores."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from desim.store import journal
+    env = {**os.environ, "DESIM_LLM_BASE_URL": stub.base_url}
+    log = tmp_path / "sweep.log"
+    with log.open("w") as out:      # a file, not a pipe nobody reads while the sweep writes
+        proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "sweep", str(root), "--set", "llm_kind=openai",
+                                 "--replicates", "2", "--workers", "2", "--steps", "12", "-q"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, **popen)
+    deadline = time.monotonic() + float(os.environ.get("DESIM_TEST_HANG_S", "600"))
+    while time.monotonic() < deadline:
+        closed = [journal.last_commit(j) for j in (root / "runs").glob("sweeps/*/**/journal")]
+        if len(closed) == 2 and all(c and c["step"] >= 2 for c in closed):
+            return proc
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.05)
+    raise AssertionError("the sweep's runs never closed step 2")
+
+
+def resumed_paying(root, stub, sweep_id: str) -> int:
+    """``desim sweep --resume`` against ``stub`` once the killed runs' requests are all answered (to nobody);
+    returns the replies the resume was sent."""
+    import os
+    import time
+
+    from desim.cli import main
+    while stub.stats.in_flight:
+        time.sleep(0.01)
+    before = stub.stats.replies
+    os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
+    try:
+        assert main(["sweep", str(root), "--resume", sweep_id, "-q"]) == 0
+    finally:
+        del os.environ["DESIM_LLM_BASE_URL"]
+    return stub.stats.replies - before
+
+
+def paid_and_abandoned(root) -> tuple[int, int]:
+    """The study's paid llm_calls rows, and of them those written as 'abandoned'."""
+    [(paid, abandoned)] = query(root, "SELECT count(*) FILTER (WHERE NOT cached AND outcome <> 'unavailable'), "
+                                      "count(*) FILTER (WHERE outcome = 'abandoned') FROM llm_calls")
+    return paid, abandoned
+
+
 @pytest.mark.slow
 def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_copy, tmp_path, capsys):
     """SIGKILL to a sweep of two LLM runs (its workers too) after each run closed some steps in its worker's
@@ -313,9 +363,6 @@ def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_co
     (72 paid calls missing from an effect's accounting). Now the resumed runs write them as 'abandoned'."""
     import os
     import signal
-    import subprocess
-    import sys
-    import time
 
     import pyarrow as pa
 
@@ -323,25 +370,10 @@ def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_co
     from desim.store import journal
     from desim.store.ledger import load_ledger, paid_as_abandoned
     root = llm_study(study_copy)
-    hang = float(os.environ.get("DESIM_TEST_HANG_S", "600"))
     with running_stub(latency_ms=100) as stub:     # a round takes 0.1 s: the kill comes mid-run
-        env = {**os.environ, "DESIM_LLM_BASE_URL": stub.base_url}
-        log = (tmp_path / "sweep.log").open("w")
-        proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "sweep", str(root), "--set", "llm_kind=openai",
-                                 "--replicates", "2", "--workers", "2", "--steps", "12", "-q"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + hang
-        while time.monotonic() < deadline:          # ready: both runs have closed step 2 in their own stores
-            closed = [journal.last_commit(j) for j in (root / "runs").glob("sweeps/*/**/journal")]
-            if len(closed) == 2 and all(c and c["step"] >= 2 for c in closed):
-                break
-            assert proc.poll() is None, (tmp_path / "sweep.log").read_text()
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the sweep's runs never closed step 2")
+        proc = sweep_until_step_2(root, stub, tmp_path, start_new_session=True)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        log.close()
         sweep_id = next((root / "runs" / "sweeps").iterdir()).name
         closed = []                                 # paid rows of the steps the killed attempts closed
         for folder in (root / "runs").glob("sweeps/*/**/journal"):
@@ -357,17 +389,8 @@ def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_co
         last = capsys.readouterr().out.splitlines()[-1]
         assert last.startswith(f"sweep {sweep_id}  ") and last.endswith(
             f"  0 of 2 runs completed; finish it: desim sweep {root} --resume {sweep_id}")
-        while stub.stats.in_flight:                 # requests the killed runs sent: answered to nobody
-            time.sleep(0.01)
-        before = stub.stats.replies
-        os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
-        try:
-            assert main(["sweep", str(root), "--resume", sweep_id, "-q"]) == 0
-        finally:
-            del os.environ["DESIM_LLM_BASE_URL"]
-        paid_now = stub.stats.replies - before
-    [(paid, abandoned)] = query(root, "SELECT count(*) FILTER (WHERE NOT cached AND outcome <> 'unavailable'), "
-                                      "count(*) FILTER (WHERE outcome = 'abandoned') FROM llm_calls")
+        paid_now = resumed_paying(root, stub, sweep_id)
+    paid, abandoned = paid_and_abandoned(root)
     assert abandoned == kept
     assert paid == kept + paid_now                  # every reply paid, in either invocation, is one row
     # and the sweep's summary says what its runs cost, over both invocations
@@ -376,58 +399,30 @@ def test_a_killed_sweep_s_paid_calls_reach_llm_calls_when_it_is_resumed(study_co
 
 
 @pytest.mark.slow
-def test_a_sweep_whose_workers_die_keeps_what_they_paid_for(study_copy, tmp_path, capsys):
+def test_a_sweep_whose_workers_die_keeps_what_they_paid_for(study_copy, tmp_path):
     """SIGKILL to the worker processes alone, after each run closed step 2: the sweep goes on, records both runs
     as crashed and removed their stores with its folder, and the calls of the steps they had closed were lost
     (216 of 300 paid replies in a reviewer's case). Now they are kept in each run's ledger first."""
     import os
     import signal
     import subprocess
-    import sys
-    import time
 
-    from desim.cli import main
-    from desim.store import journal
     from desim.store.ledger import load_ledger
 
     def children(pid: int) -> list[int]:
         listed = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
         return [int(x) for x in listed.split()]
     root = llm_study(study_copy)
-    hang = float(os.environ.get("DESIM_TEST_HANG_S", "600"))
     with running_stub(latency_ms=100) as stub:
-        env = {**os.environ, "DESIM_LLM_BASE_URL": stub.base_url}
-        log = (tmp_path / "sweep.log").open("w")
-        proc = subprocess.Popen([sys.executable, "-m", "desim.cli", "sweep", str(root), "--set", "llm_kind=openai",
-                                 "--replicates", "2", "--workers", "2", "--steps", "12", "-q"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + hang
-        while time.monotonic() < deadline:          # ready: both runs have closed step 2 in their own stores
-            closed = [journal.last_commit(j) for j in (root / "runs").glob("sweeps/*/**/journal")]
-            if len(closed) == 2 and all(c and c["step"] >= 2 for c in closed):
-                break
-            assert proc.poll() is None, (tmp_path / "sweep.log").read_text()
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the sweep's runs never closed step 2")
+        proc = sweep_until_step_2(root, stub, tmp_path)
         for worker in (w for child in children(proc.pid) for w in children(child)):   # the forkserver's children
             os.kill(worker, signal.SIGKILL)
         assert proc.wait() == 2                     # the sweep ends, its two runs failed (crashed)
-        log.close()
         ledgers = [r for p in (root / "runs" / "llm_unrecorded").glob("*.json") for r in load_ledger(p)]
         assert len(ledgers) >= 2 * 2 * 12 * 3       # each run's steps 1 and 2 at least, not only its step in flight
         sweep_id = query(root, "SELECT sweep_id FROM sweeps")[0][0]
-        while stub.stats.in_flight:
-            time.sleep(0.01)
-        before = stub.stats.replies
-        os.environ["DESIM_LLM_BASE_URL"] = stub.base_url
-        try:
-            assert main(["sweep", str(root), "--resume", sweep_id, "-q"]) == 0
-        finally:
-            del os.environ["DESIM_LLM_BASE_URL"]
-        paid_now = stub.stats.replies - before
-    [(paid, abandoned)] = query(root, "SELECT count(*) FILTER (WHERE NOT cached AND outcome <> 'unavailable'), "
-                                      "count(*) FILTER (WHERE outcome = 'abandoned') FROM llm_calls")
+        paid_now = resumed_paying(root, stub, sweep_id)
+    paid, abandoned = paid_and_abandoned(root)
     assert abandoned == len(ledgers) and paid == len(ledgers) + paid_now
     assert not list((root / "runs" / "llm_unrecorded").glob("*.json"))
 
