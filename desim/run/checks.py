@@ -8,6 +8,7 @@ records walked in Python, to word the error.
 """
 from __future__ import annotations
 
+from collections import Counter
 from operator import attrgetter
 from typing import Any
 
@@ -304,14 +305,11 @@ def with_interventions(events: list[dict], interventions, t: int, env: str) -> l
                        f"{' (this step: ' + ', '.join(due) + ')' if due else ''}; call it and return its rows "
                        "with any of your own")
     # matched by kind and name, not by identity: an override may return copies of the rows, or enrich them
-    returned: dict[tuple, int] = {}
-    for e in events:
-        returned[(e["kind"], e["name"])] = returned.get((e["kind"], e["name"]), 0) + 1
+    returned = Counter((e["kind"], e["name"]) for e in events)
     missing = []
     for e in interventions.fired:
-        key = (e["kind"], e["name"])
-        if returned.get(key):
-            returned[key] -= 1
+        if returned[e["kind"], e["name"]]:
+            returned[e["kind"], e["name"]] -= 1
         else:
             missing.append(e)
     return missing + events if missing else events

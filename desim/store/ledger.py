@@ -46,8 +46,9 @@ def save_ledger(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def paid_as_abandoned(calls: pa.Table) -> pa.Table:
-    """The rows of ``calls`` that a server's reply was paid for (not cached, not scripted, not unanswered),
-    marked ``abandoned``: the attempt that paid them will not write them itself."""
+    """The rows of ``calls`` that a server's reply was paid for (not cached, not scripted, not unanswered: the
+    rule ``queries.PAID_CALL`` says in SQL), marked ``abandoned``: the attempt that paid them will not write them
+    itself."""
     paid = calls.filter(pc.and_(pc.and_(pc.invert(calls["cached"]), pc.not_equal(calls["model"], "scripted")),
                                 pc.not_equal(calls["outcome"], "unavailable")))
     return paid.set_column(paid.schema.get_field_index("outcome"), "outcome",

@@ -320,19 +320,13 @@ def llm_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, int]]:
 
 
 def llm_spend(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int] | None:
-    """What an LLM server was paid for by ``run_ids``, over every invocation of each (the accounting's paid rows:
-    not cached, not scripted, answered, ``abandoned`` ones included): ``{runs, calls, tokens_in, tokens_out}``, or
-    None when none of the runs has ``llm_calls`` rows (no LLM in the study)."""
-    if not run_ids:
+    """What an LLM server was paid for by ``run_ids``, over every invocation of each (:func:`llm_by_run` summed):
+    ``{runs, calls, tokens_in, tokens_out}``, or None when none of the runs has ``llm_calls`` rows."""
+    by_run = llm_by_run(con)
+    found = [by_run[r] for r in dict.fromkeys(run_ids) if r in by_run]
+    if not found:
         return None
-    rows, runs, calls, tokens_in, tokens_out = con.execute(
-        f"SELECT count(*), count(DISTINCT run_id), count(*) FILTER (WHERE {PAID_CALL}), "
-        f"coalesce(sum(tokens_in) FILTER (WHERE {PAID_CALL}), 0), "
-        f"coalesce(sum(tokens_out) FILTER (WHERE {PAID_CALL}), 0) "
-        "FROM llm_calls WHERE run_id IN (SELECT unnest($ids))", {"ids": list(run_ids)}).fetchall()[0]
-    if not rows:
-        return None
-    return {"runs": runs, "calls": calls, "tokens_in": int(tokens_in), "tokens_out": int(tokens_out)}
+    return {"runs": len(found), **{k: sum(f[k] for f in found) for k in ("calls", "tokens_in", "tokens_out")}}
 
 
 def example_for_sweep(sweep_id: str) -> str:
