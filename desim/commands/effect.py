@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from desim.commands.core import add_study_arg, print_llm_spend, print_table
-from desim.commands.progress import Progress, add_quiet_arg
+from desim.commands.progress import Progress, RunsProgress, add_quiet_arg
 
 
-class PairsProgress:
+class PairsProgress(RunsProgress):
     """The pairs' runs as they finish (controls, then branches): the commands' progress over runs, with a
     line of its own for a run that did not complete; the warnings once the effect is recorded."""
 
@@ -25,20 +25,7 @@ class PairsProgress:
         self.offset = {"control": 0, "treatment": n_controls}
 
     def __call__(self, phase: str, outcome, done: int, total: int) -> None:
-        if self.bar is None:
-            return
-        if outcome.status != "completed":
-            self.bar.note(f"{phase} {outcome.run_id} {outcome.status}: {outcome.error}")
-        self.bar(self.offset.get(phase, 0) + done)
-
-    def waiting(self, message: str) -> None:
-        if self.bar is not None:
-            self.bar.note(message)
-
-    def finish(self) -> None:
-        """Closes the bar's line, whether every run was done or not (a stop, a failure to go on)."""
-        if self.bar is not None:
-            self.bar.finish()
+        self.run_done(outcome, self.offset.get(phase, 0) + done, f"{phase} {outcome.run_id} {outcome.status}")
 
 
 def outside_the_run_of_effect(study: str, steps: int | None, control: dict, treatment: dict) -> list[str]:

@@ -179,6 +179,31 @@ class Progress:
         self.stream.flush()
 
 
+class RunsProgress:
+    """Progress over the runs of a sweep or an effect, once they are planned (``start``, which the
+    command writes): a line of its own for a run that did not complete, and ``waiting`` for a note
+    while nothing finishes."""
+
+    bar: Progress | None = None
+
+    def waiting(self, message: str) -> None:
+        if self.bar is not None:
+            self.bar.note(message)
+
+    def run_done(self, outcome, done: int, label: str) -> None:
+        """``done`` runs so far; ``label`` names the run that ended in the line of one not completed."""
+        if self.bar is None:
+            return
+        if outcome.status != "completed":
+            self.bar.note(f"{label}: {outcome.error}")
+        self.bar(done)
+
+    def finish(self) -> None:
+        """Closes the bar's line, whether every run was done or not (a stop, a failure to go on)."""
+        if self.bar is not None:
+            self.bar.finish()
+
+
 def add_quiet_arg(p) -> None:
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress on stderr (also DESIM_PROGRESS=off; =lines for timestamped lines, =bar)")

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from desim.commands.core import add_study_arg, parse_sets, print_llm_spend, print_table
-from desim.commands.progress import Progress, add_quiet_arg
+from desim.commands.progress import Progress, RunsProgress, add_quiet_arg
 
 
-class RunsProgress:
+class SweepProgress(RunsProgress):
     """The sweep's runs as they finish: the commands' progress over runs (a bar with the time left on a
     terminal, timestamped lines elsewhere), with a line of its own for a run that failed."""
 
@@ -24,21 +24,8 @@ class RunsProgress:
                       f"{n_to_run} runs to go on {self.backend}{workers} "
                       f"(if interrupted: desim sweep {self.study} --resume {plan.sweep_id})")
 
-    def waiting(self, message: str) -> None:
-        if self.bar is not None:
-            self.bar.note(message)
-
-    def finish(self) -> None:
-        """Closes the bar's line, whether every run was done or not (a stop, a failure to go on)."""
-        if self.bar is not None:
-            self.bar.finish()
-
     def __call__(self, outcome, done: int, total: int) -> None:
-        if self.bar is None:
-            return
-        if outcome.status != "completed":
-            self.bar.note(f"{outcome.run_id} failed: {outcome.error}")
-        self.bar(done)
+        self.run_done(outcome, done, f"{outcome.run_id} failed")
 
 
 def outside_the_run_of_grid(study: str, grid: dict[str, list], steps: int | None) -> list[str]:
@@ -108,8 +95,8 @@ def cmd_sweep(args) -> int:
     from desim.commands import UserError
     from desim.experiments.sweep import RunsFailedWarning, SweepError, parse_grid, run_sweep
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    progress = RunsProgress(args.study.rstrip("/").split("/")[-1], args.study, args.backend, args.workers,
-                            quiet=args.quiet)
+    progress = SweepProgress(args.study.rstrip("/").split("/")[-1], args.study, args.backend, args.workers,
+                             quiet=args.quiet)
     try:
         grid = parse_grid(sets_once(args.set, grid=True))
         if not args.resume and not grid and (args.replicates or 1) < 2:
