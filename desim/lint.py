@@ -181,24 +181,11 @@ def _new_attributes_like_old(spec: StudySpec, personas) -> list[str]:
 
 
 def message_bus(env) -> object | None:
-    """The message bus ``env`` holds after reset: ``self.bus`` (the convention), else the first attribute
-    that is a ``MessageBus`` or a ``ColumnarFeed`` (the columnar path keeps one in, say, ``self.feed``; it
-    is not a ``MessageBus`` subclass), or the bus of a ``NeighborFeed`` attribute. None when it holds none."""
-    bus = getattr(env, "bus", None)
-    if bus is not None:
-        return bus
-    # here, not at the top: `desim run` imports this module for its warnings, and the columnar feed
-    # brings networkx, which a run without a network never loads (tests/test_cli_startup.py)
-    from desim.messaging.bus import MessageBus
-    from desim.messaging.columnar import ColumnarFeed
-    from desim.messaging.feed import NeighborFeed
-    values = list(getattr(env, "__dict__", {}).values())
-    for value in values + [v for d in values if isinstance(d, dict) for v in d.values()]:   # a dict of feeds too
-        if isinstance(value, NeighborFeed):
-            value = value.bus
-        if isinstance(value, (MessageBus, ColumnarFeed)):
-            return value
-    return None
+    """The first message bus ``env`` holds after reset (:func:`desim.study.contract.message_buses`, the
+    rule by which its messages are stored), None when it holds none."""
+    from desim.study.contract import message_buses
+    buses = message_buses(env)
+    return buses[0] if buses else None
 
 
 def _state_fields(run: Run) -> set[str]:

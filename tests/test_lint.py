@@ -137,7 +137,8 @@ def test_cli_strict_refuses_warnings_with_status_2(tmp_path, capsys):
 def test_a_bus_held_only_by_a_neighbor_feed_is_found(tmp_path):
     report = validate(make_study(tmp_path / "feed", propagation="contagion", bus=True, carry=True,
                                  env="FeedOnlyEnv"))
-    assert report.messages_in_probe == 0        # nothing stored, yet agents hear each other through self.feed
+    # the bus only in self.feed is found and its posts stored (they were left out of the messages table)
+    assert report.messages_in_probe > 0
     assert report.warnings == []
 
 

@@ -339,7 +339,7 @@ def test_a_study_that_drains_the_bus_itself_is_told_instead_of_losing_the_messag
     spec, db = keeper_run(tmp_path, "Keeper")
     with pytest.raises(RunFailed) as failed:
         run_study(spec, db_path=db)
-    assert re.search(r"21 messages were drained from Keeper\.bus before desim stored them \(the study calls "
+    assert re.search(r"21 messages were drained from Keeper's InMemoryMessageBus before desim stored them \(the study calls "
                      r"bus\.drain\(\) itself, at model\.py:\d+\)", str(failed.value)), str(failed.value)
     assert "override drain_messages to return what you drain" in str(failed.value)
     # handing its own drain to the store is the documented way to keep both: nothing is missing
@@ -350,6 +350,33 @@ def test_a_study_that_drains_the_bus_itself_is_told_instead_of_losing_the_messag
         (kept,) = con.execute("SELECT DISTINCT CAST(state.kept AS INTEGER) FROM panel WHERE run_id = ? AND step = 4",
                               [result.run_id]).fetchone()
     assert stored == kept == 4 * 3 * 7
+
+
+@pytest.mark.parametrize("where", ["renamed", "feed_only", "two_buses"])
+def test_every_bus_the_environment_holds_is_stored_whatever_its_name(tmp_path, where):
+    """The seed lets the environment own its bus under any name: a bus kept as ``self.chatter``, or only
+    inside its ``NeighborFeed``, had its messages silently left out of the table (0 stored of 63)."""
+    spec = chatter_study(tmp_path / where, rounds=3, steps=3, record_rounds=False)
+    model = CHATTER
+    if where == "renamed":
+        model = model.replace("self.bus", "self.chatter")
+    elif where == "feed_only":
+        model = model.replace("self.bus = InMemoryMessageBus(carry_previous_step=False)\n        ", "").replace(
+            "NeighborFeed(neighbors_fn(self.ctx.graph), self.bus)",
+            "NeighborFeed(neighbors_fn(self.ctx.graph), InMemoryMessageBus(carry_previous_step=False))")
+    else:       # a second feed, in a dict by channel, over a bus of its own: both buses' posts are stored
+        model = model.replace("        self.said = {", "        self.side = {'gossip': NeighborFeed(neighbors_fn(self.ctx.graph), "
+                              "InMemoryMessageBus())}\n        self.said = {").replace(
+            "        self.feed.ingest(actions, self.ctx.step, self.ctx.round_idx)",
+            "        self.feed.ingest(actions, self.ctx.step, self.ctx.round_idx)\n"
+            "        self.side['gossip'].ingest(actions[:1], self.ctx.step, self.ctx.round_idx)")
+    assert model != CHATTER
+    (spec.root / "model.py").write_text(model)
+    db = tmp_path / f"{where}.duckdb"
+    run_id = run_study(load_study(spec.root), db_path=db).run_id
+    with duckdb.connect(str(db), read_only=True) as con:
+        (stored,) = con.execute("SELECT count(*) FROM messages WHERE run_id = ?", [run_id]).fetchone()
+    assert stored == 3 * 3 * 7 + (3 * 3 if where == "two_buses" else 0)
 
 
 def test_rounds_leave_no_trace_without_record_rounds(tmp_path):

@@ -178,7 +178,8 @@ class EnvironmentProvider(Component):
     Override ``observe_batch``, ``apply`` and ``agent_state``. The default
     ``advance_to`` fires the scheduled events and broadcasts of
     ``environment.json``; call ``super().advance_to(t)`` when overriding it.
-    An environment that lets agents talk owns a message bus in ``self.bus``.
+    An environment that lets agents talk owns a message bus, by convention in ``self.bus`` (any
+    attribute holding a bus or a feed over one is found: :func:`message_buses`).
     """
 
     bus: Any = None
@@ -227,25 +228,31 @@ class EnvironmentProvider(Component):
         """Messages posted since the last call, for the ``messages`` table (the collector calls it).
 
         A list of ``Message``; the same as a dict of lists by field, which is what this default
-        returns: ``self.bus.drain_columns()``, which every ``MessageBus`` gives (``InMemoryMessageBus``
-        without a ``Message`` object per post); or (columnar studies) a pyarrow Table shaped like
+        returns: ``drain_columns()`` of every bus the environment holds (:func:`message_buses`: ``self.bus``
+        by convention, but a bus kept under another name, or only inside a ``NeighborFeed``, is stored
+        too), which every ``MessageBus`` gives (``InMemoryMessageBus`` without a ``Message`` object per
+        post); or (columnar studies) a pyarrow Table shaped like
         ``desim.messaging.columnar.ColumnarFeed.drain()``: round, author_id, channel, kind, content, audience,
-        reply_to (a ``ColumnarFeed`` as ``self.bus`` gives it as its ``drain_columns`` too).
+        reply_to (a ``ColumnarFeed`` gives it as its ``drain_columns`` too).
         """
-        bus = self.bus
-        if bus is None:
+        buses = message_buses(self)
+        if not buses:
             return []
-        taken = getattr(bus, "taken", 0)      # what a study drained itself (desim's buses count it)
-        if taken > getattr(self, "_taken_seen", 0):
-            lost, self._taken_seen = taken - getattr(self, "_taken_seen", 0), taken
-            where = getattr(bus, "taken_at", "")
-            raise RuntimeError(
-                f"{lost} messages were drained from {type(self).__name__}.bus before desim stored them (the study "
-                f"calls bus.drain() itself{', at ' + where if where else ''}), so the messages table would miss them. desim stores every round's "
-                "posts in the messages table at each step's close; read them there, read the bus without "
-                "draining it (feed.local_for, bus.contents_by_author), or override drain_messages to return "
-                "what you drain")
-        return bus.drain_columns()
+        seen = self.__dict__.setdefault("_desim_taken_seen", {})
+        for bus in buses:
+            taken = getattr(bus, "taken", 0)      # what a study drained itself (desim's buses count it)
+            if taken > seen.get(id(bus), 0):
+                lost, seen[id(bus)] = taken - seen.get(id(bus), 0), taken
+                where = getattr(bus, "taken_at", "")
+                raise RuntimeError(
+                    f"{lost} messages were drained from {type(self).__name__}'s {type(bus).__name__} before desim "
+                    f"stored them (the study calls bus.drain() itself{', at ' + where if where else ''}), so the "
+                    "messages table would miss them. desim stores every round's posts in the messages table at "
+                    "each step's close; read them there, read the bus without draining it (feed.local_for, "
+                    "bus.contents_by_author), or override drain_messages to return what you drain")
+        if len(buses) == 1:
+            return buses[0].drain_columns()
+        return _joined([bus.drain_columns() for bus in buses], type(self).__name__)
 
     # --- columnar path (optional) -------------------------------------------
     def observe_columns(self, idx: np.ndarray, t: int, round_idx: int) -> dict[str, np.ndarray]:
@@ -263,6 +270,47 @@ class EnvironmentProvider(Component):
         the stored panel is the same. An environment written for both paths keeps
         ``agent_state`` on the per-agent one."""
         raise NotImplementedError
+
+
+def message_buses(env: Any) -> list:
+    """The message buses ``env`` holds, each once: ``self.bus`` (the convention) first, then any other
+    attribute that is a bus (anything with ``drain_columns``: desim's buses and the columnar feed) or a
+    feed over one (``NeighborFeed.bus``), alone or in a small dict or list (a feed per channel). The
+    seed leaves the bus's name to the study, so a bus kept as ``self.chatter`` or only inside a feed is
+    found and its messages stored, not lost. Duck-typed: this layer does not import the messaging one."""
+    found: dict[int, Any] = {}
+
+    def add(value: Any) -> None:
+        if value is None or isinstance(value, (str, bytes, int, float, np.ndarray)):
+            return
+        if not callable(getattr(value, "drain_columns", None)):
+            value = getattr(value, "bus", None)
+            if value is None or not callable(getattr(value, "drain_columns", None)):
+                return
+        found.setdefault(id(value), value)
+
+    add(getattr(env, "bus", None))
+    for value in list(getattr(env, "__dict__", {}).values()):
+        if isinstance(value, (dict, list, tuple)):
+            if len(value) <= 64:        # a feed per channel, not a value per agent
+                for item in (value.values() if isinstance(value, dict) else value):
+                    add(item)
+        else:
+            add(value)
+    return list(found.values())
+
+
+def _joined(parts: list, owner: str):
+    """Several buses' drained messages as one: their dicts of lists joined field by field, or their
+    Arrow tables (the columnar feed's) concatenated."""
+    if all(isinstance(p, dict) for p in parts):
+        keys = list(parts[0])
+        return {k: [v for p in parts for v in p.get(k, [])] for k in keys}
+    if all(hasattr(p, "schema") for p in parts):
+        import pyarrow as pa
+        return pa.concat_tables(parts, promote_options="default")
+    raise RuntimeError(f"{owner} holds message buses of both paths (an InMemoryMessageBus and a ColumnarFeed); "
+                       "override drain_messages to return their messages in one form")
 
 
 class PopulationProvider(Component):
