@@ -168,3 +168,64 @@ def test_edits_become_versions_with_a_diff(tmp_path):
     assert rows(db, "SELECT parent_run_id FROM runs WHERE run_id=?", [c.run_id]) == [(b.run_id,)]
     (diff,), = rows(db, "SELECT diff FROM versions WHERE kind='version'")
     assert json.loads(diff) == [{"path": "environment.layers.level", "old": 1.0, "new": 2.0}]
+
+
+NULLABLE = '''
+from desim import Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, NeighborFeed, Observation, neighbors_fn
+
+
+class Env(EnvironmentProvider):
+    def reset(self, seed):
+        self.bus = InMemoryMessageBus(carry_previous_step=True)
+        self.feed = NeighborFeed(neighbors_fn(self.ctx.graph), self.bus)
+        self.waited = {a: 0.0 for a in self.ctx.agent_ids}
+
+    def observe_batch(self, ids, t, r):
+        return [Observation(agent_id=a, step=t, round_idx=r, local_physical={"waited": self.waited[a]}) for a in ids]
+
+    def apply(self, actions):
+        for a in actions:
+            wait = a.payload["wait"]          # None when the agent did not queue: a key the study relies on
+            self.waited[a.agent_id] += 0.0 if wait is None else wait
+        self.feed.ingest(actions, self.ctx.step, self.ctx.round_idx)
+
+    def agent_state(self, agent_id):
+        return {"waited": self.waited[agent_id]}
+
+
+class Queue(DecisionModel):
+    def decide_batch(self, observations, memories):
+        out = []
+        for o in observations:
+            queued = (o.step + o.round_idx + int(o.agent_id[1:])) % 3 == 0
+            out.append(Action(agent_id=o.agent_id, step=o.step, kind="post",
+                              payload={"queued": queued, "wait": 1.5 if queued else None}))
+        return out
+'''
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_a_branch_replays_a_payload_field_the_study_set_to_none(tmp_path, rounds):
+    """The stored payload struct holds every kind's fields, nulls for those a kind lacks; the replay dropped
+    every null, so ``apply`` reading ``payload["wait"]`` (None when the agent did not queue) failed with
+    KeyError in the branch, and the replayed messages lost ``"wait": null``."""
+    root = tmp_path / f"nullable{rounds}"
+    for sub in ("environment", "population", "simulation"):
+        (root / sub).mkdir(parents=True)
+    (root / "model.py").write_text(NULLABLE)
+    (root / "study.json").write_text(json.dumps({"id": "nullable"}))
+    (root / "environment" / "environment.json").write_text(json.dumps({"provider": {"ref": "model:Env"}}))
+    (root / "population" / "population.json").write_text(json.dumps({
+        "personas": [{"agent_id": f"p{i}"} for i in range(6)], "interaction": {"kind": "ring", "k": 2},
+        "propagation": "contagion"}))
+    (root / "simulation" / "simulation.json").write_text(json.dumps({
+        "n_steps": 6, "interaction_rounds": rounds, "record_rounds": rounds > 1, "seed": 3,
+        "decision": {"ref": "model:Queue"}}))
+    parent = desim.run_study(desim.load_study(root))
+    child = branch(root, parent.run_id, 4)
+    assert child.status == "completed"
+    db = store_path(root)
+    assert panel(db, child.run_id) == panel(db, parent.run_id)
+    messages = "SELECT step, round, author_id, content::VARCHAR FROM messages WHERE run_id=? ORDER BY ALL"
+    got, want = rows(db, messages, [child.run_id]), rows(db, messages, [parent.run_id])
+    assert got == want and any('"wait":null' in c for *_, c in want)

@@ -229,11 +229,14 @@ def _payload_types(root: Path, run_id: str, rounds: int = 1) -> dict[str, str]:
     return types.get("round_payload" if rounds > 1 else "payload", {})
 
 
-def _payload(value: dict | None, json_fields: set[str]) -> dict:
-    """A stored payload struct as the dict the study returned (a null field is an absent one)."""
+def _payload(value: dict | None, json_fields: set[str], own: frozenset[str] = frozenset()) -> dict:
+    """A stored payload struct as the dict the study returned. The struct holds every kind's fields, so a
+    null one is absent, unless it is one of the kind's ``own`` fields (filled in some action of that kind
+    in the run): then the study returned it as None, and ``apply`` reading ``payload["wait"]`` finds it."""
     if not value:
         return {}
-    return {k: (orjson.loads(v) if k in json_fields else v) for k, v in value.items() if v is not None}
+    return {k: (orjson.loads(v) if k in json_fields and v is not None else v) for k, v in value.items()
+            if v is not None or k in own}
 
 
 def round_sources(con, parent: dict, until: int) -> list[tuple[dict, int, int]]:
@@ -281,10 +284,12 @@ def _replay_actions(con, parent: dict, until: int, rounds: int, columnar_ids: li
     for run, lo, hi in segments:
         types = _payload_types(root, run["run_id"], rounds) if root is not None else {}
         json_fields = {k for k, t in types.items() if t == "json"}
+        own = {kind: frozenset(names) for kind, names in queries.payload_fields_by_kind(
+            con, run["run_id"], list(types), "panel" if rounds == 1 else "round_actions").items()}
         for step, r, agent_id, kind, payload, rationale in queries.stored_actions(con, run["run_id"], hi, rounds):
             if step >= lo:
                 replay[step][r].append(Action(agent_id=agent_id, step=step, kind=kind,
-                                              payload=_payload(payload, json_fields),
+                                              payload=_payload(payload, json_fields, own.get(kind, frozenset())),
                                               rationale=rationale or "", source="replay"))
     return replay
 

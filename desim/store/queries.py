@@ -287,15 +287,19 @@ def stored_action_columns(con: duckdb.DuckDBPyConnection, run_id: str, until: in
 
 
 # --- queries to show users -----------------------------------------------------------------------
-def payload_fields_by_kind(con: duckdb.DuckDBPyConnection, run_id: str, fields: list[str]) -> dict[str, list[str]]:
+def payload_fields_by_kind(con: duckdb.DuckDBPyConnection, run_id: str, fields: list[str],
+                           table: str = "panel") -> dict[str, list[str]]:
     """Which payload fields each action kind of a run fills: ``{kind: [field, ...]}`` in the fields' order.
 
     The panel's ``payload`` struct is the union of every kind's fields (a ``post`` has ``content``, a
-    ``move`` has ``to_x``), each null in the rows of the kinds that lack it; this says which are whose."""
+    ``move`` has ``to_x``), each null in the rows of the kinds that lack it; this says which are whose.
+    ``table`` is ``panel`` (final rounds) or ``round_actions`` (every round, with ``record_rounds``)."""
     if not fields:
         return {}
+    if table not in ("panel", "round_actions"):
+        raise ValueError(f"payload fields are in panel or round_actions, not {table!r}")
     counts = ", ".join(f"count({field('payload', f)})" for f in fields)
-    rows = con.execute(f"SELECT action_kind, {counts} FROM panel WHERE run_id = ? AND action_kind IS NOT NULL "
+    rows = con.execute(f"SELECT action_kind, {counts} FROM {table} WHERE run_id = ? AND action_kind IS NOT NULL "
                        "GROUP BY action_kind ORDER BY action_kind", [run_id]).fetchall()
     return {kind: [f for f, n in zip(fields, counts) if n] for kind, *counts in rows}
 
