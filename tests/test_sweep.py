@@ -173,3 +173,22 @@ def test_killed_worker_fails_its_run_only_and_resume_completes_it(tmp_path, caps
     # the marker is a file the study reads, so the resumed runs are of a new version (and one only)
     assert query(root, "SELECT count(*) FROM versions") == [(2,)]
     assert [r["n"] for r in sweep_table(root, result.sweep_id)] == [2, 2, 2]
+
+
+def test_a_folder_named_desim_where_the_sweep_runs_does_not_shadow_the_package(tmp_path):
+    """Run from a folder holding a clone of desim's repository (a ``desim/`` folder with no
+    ``__init__.py``), every worker imported that folder as the package and each run failed with "cannot
+    import name ... from 'desim' (unknown location)": the forkserver put the current folder first on its
+    path. The command runs as users run it, the installed ``desim`` script, in a process of its own."""
+    import subprocess
+    import sys
+    script = Path(sys.executable).with_name("desim")
+    assert script.exists(), f"the desim command is installed beside {sys.executable}"
+    (tmp_path / "desim" / "tests").mkdir(parents=True)          # what a clone of the repository looks like
+    (tmp_path / "desim" / "pyproject.toml").write_text("")
+    shutil.copytree(ROOT / "studies" / "schelling", tmp_path / "schelling",
+                    ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    done = subprocess.run([str(script), "sweep", "schelling", "--set", "homophily=0.3", "--replicates", "2",
+                           "--workers", "1", "--steps", "2", "-q"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 of 2 runs completed" in done.stdout

@@ -80,6 +80,24 @@ def _mp_context():
     return ctx
 
 
+def _start_forkserver() -> None:
+    """Start the forkserver without the current folder on its ``sys.path``. It runs as ``python -c``, which
+    puts the folder first, and (up to Python 3.11 at least) preloads desim before taking the parent's path:
+    a folder named ``desim`` where the command runs (a clone of desim's repository) then shadowed the
+    installed package, and every run failed with "cannot import name ... from 'desim' (unknown location)".
+    ``PYTHONSAFEPATH`` (Python 3.11 on) keeps the folder off; the workers' own path is the parent's."""
+    from multiprocessing import forkserver
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        forkserver.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
+
+
 class LocalExecutor(Executor):
     """``workers`` one-process pools on this machine (default: the number of CPUs)."""
 
@@ -95,6 +113,8 @@ class LocalExecutor(Executor):
 
     def _lane(self, i: int) -> ProcessPoolExecutor:
         if self._lanes[i] is None:
+            if self._ctx.get_start_method() == "forkserver":
+                _start_forkserver()
             self._lanes[i] = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=worker_init,
                                                  initargs=self._me)
         return self._lanes[i]
