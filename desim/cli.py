@@ -17,6 +17,7 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 
 from desim.version import __version__
 
@@ -55,7 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         p.print_help()
         return 1
-    from desim.errors import DesimError, RunFailed, StudyConfigError
+    from desim.errors import DesimError, DesimNotice, RunFailed, StudyConfigError
+    show = warnings.showwarning
+
+    def note(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DesimNotice):
+            print(f"desim: note: {message}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = note
     try:
         return int(args.func(args) or 0)
     except DesimError as e:     # a study mistake, a store problem, a failed run: one line, exit status 2
@@ -76,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. `| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        warnings.showwarning = show
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,6 +27,11 @@ class DesimError(Exception):
     """The root of every error desim raises on purpose."""
 
 
+class DesimNotice(UserWarning):
+    """Something desim did on its own that the user should know of (a warning, not an error): the command
+    line prints it as one ``desim: note:`` line."""
+
+
 class StudyError(DesimError):
     """A mistake in a study (its files, its code, what it returns, what is asked of it) that its
     author can fix; the message names the file, field, step or agent."""

@@ -62,3 +62,24 @@ def test_a_state_field_named_like_a_panel_column_in_another_case_keeps_its_own_c
     panel = run.panel()
     assert "state_Step" in panel.column_names and "Step" not in panel.column_names
     assert set(panel.column("state_Step").to_pylist()) == {7} and set(panel.column("step").to_pylist()) == {1, 2}
+
+
+def test_a_deleted_database_leaves_no_ghost_runs_in_the_new_one(tmp_path, capsys):
+    """The views read every run folder of ``runs/data``: after ``rm runs/desim.duckdb`` and a new run, the
+    deleted store's run came back in ``panel`` (counted twice over all runs, shown by the dashboard as a run
+    it could not open). Its folder is now set aside, not deleted, and the command says where."""
+    from desim.cli import main
+    from desim.store import StudyLayout
+    root = write_walk_study(tmp_path / "walk", n_steps=3)
+    old = run_study(load_study(root, seed=1)).run_id
+    layout = StudyLayout(root)
+    layout.db.unlink()
+    assert main(["run", str(root), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "desim: note:" in err and "1 run folder of an earlier store was beside it" in err
+    with open_store(root) as con:
+        runs = [r[0] for r in con.execute("SELECT DISTINCT run_id FROM panel").fetchall()]
+        listed = [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()]
+    assert runs == listed and old not in runs and len(runs) == 1
+    (aside,) = list(layout.runs.glob("orphaned-*"))
+    assert any((aside / f"run_id={old}").rglob("*.parquet"))       # its data kept

@@ -129,6 +129,7 @@ def _is_lock(error: Exception) -> bool:
 def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyConnection:
     path = layout.db
     path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = not path.exists()
     for attempt in range(max(1, attempts)):  # a reader (the dashboard) holds the file for milliseconds
         try:
             con = duckdb.connect(str(path))
@@ -153,6 +154,8 @@ def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
         check_layout(con, path)
         for statement in MIGRATIONS:
             con.execute(statement)
+        if fresh:
+            set_aside_orphans(layout)
         ensure_anchors(layout.data)
         # a writer records runs; it never reads a running run's rows, so it does not register the live
         # journals (which would bind every view again, reading every run's file footers)
@@ -161,6 +164,31 @@ def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
         con.close()
         raise
     return con
+
+
+def set_aside_orphans(layout: StudyLayout) -> Path | None:
+    """Move the run folders a new database finds beside it to ``runs/orphaned-<time>/``, and say so.
+
+    They belong to a database that was deleted: the views read every run folder, so without this a
+    deleted store's runs came back in ``panel`` and ``edges`` as runs with no row in ``runs`` (counted
+    twice in any query over all runs, shown by the dashboard as runs it could not open). Moved, not
+    deleted: their Parquet files can still be read by hand."""
+    found = layout.run_dirs()
+    if not found:
+        return None
+    import warnings
+    from datetime import datetime, timezone
+
+    from desim.errors import DesimNotice
+    aside = layout.orphaned(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
+    aside.mkdir(parents=True, exist_ok=True)
+    for folder in found:
+        folder.rename(aside / folder.name)
+    warnings.warn(DesimNotice(
+        f"{layout.db} is new, but {len(found)} run folder{'s' if len(found) != 1 else ''} of an earlier store "
+        f"{'were' if len(found) != 1 else 'was'} beside it (its database was deleted): moved to {aside}, so "
+        "that they are not read as runs of this one"), stacklevel=2)
+    return aside
 
 
 def _writer_waiting(layout: StudyLayout, attempts: int | None, wait: float,

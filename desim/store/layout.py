@@ -10,6 +10,7 @@ Everything a study writes goes under ``<study>/runs/`` (git-ignored)::
     runs/effects/<effect_id>/      an effect's worker stores until they are merged
     runs/llm_cache.duckdb          the LLM reply cache (its path can be set in ``simulation.json``)
     runs/layouts/<key>.parquet     a network's layout (positions of its agents), shared by every run of it
+    runs/orphaned-<time>/          run folders found without their database (it was deleted), set aside
 
 A sweep worker keeps its run in a DuckDB file of its own (``<name>.duckdb``), with its data folder
 beside it as ``<name>-data/`` so that workers never share one: ``StudyLayout.at(db)`` is that
@@ -56,6 +57,17 @@ class StudyLayout:
 
     def run_dir(self, run_id: str) -> Path:
         return self.data / f"run_id={run_id}"
+
+    def run_dirs(self) -> list[Path]:
+        """The data folder's run folders (not the empty tables that let the views bind, ``run_id=_``)."""
+        if not self.data.is_dir():
+            return []
+        return sorted(p for p in self.data.glob("run_id=*") if p.is_dir() and p.name != "run_id=_")
+
+    def orphaned(self, stamp: str) -> Path:
+        """Where a new database sets aside the run folders of one that was deleted."""
+        return self.db.parent / f"orphaned-{stamp}" if self.db.name == DB_NAME else \
+            self.db.parent / f"{self.db.stem}-orphaned-{stamp}"
 
     @property
     def live(self) -> Path:
