@@ -38,6 +38,7 @@ def site(tmp_path_factory):
     studies["ba"] = ba_study(studies_dir, BA_AGENTS)
     studies["sir"] = sir_study(studies_dir, BA_AGENTS)
     studies["live"] = held_study(studies_dir, HOLDS)
+    studies["live_slow"] = held_study(studies_dir, (2,), name="live_slow")
     studies["timing"] = timing_study(studies_dir)
     studies["seeds"] = sweep_study(studies_dir)
     studies["fold"] = fold_study(studies_dir)
@@ -579,6 +580,30 @@ def test_broken_study_shows_error_card(site, page):
     page.wait_for_selector("#population-card")
     assert "does not exist" in page.inner_text(".error-card")
     assert "too_late" in page.inner_text("#population-card .warnings")
+
+
+def test_the_live_card_polls_while_the_stores_reads_are_still_going(site, page):
+    """The page began polling a running run only once it had read the finished runs' metrics, states and
+    panel, which take seconds on a store of long runs: the live card sat at "Waiting for the run's first
+    steps" meanwhile. Here the metrics read is held unanswered; the live curves must still come."""
+    study = site["live_slow"]
+    run = subprocess.Popen([sys.executable, "-m", "desim.cli", "run", str(study), "--steps", "4",
+                            "--set", "n_agents=60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    held = []
+    try:
+        wait_for_file(study / "held-2", run)          # running, its first steps in its live file
+        page.route("**/api/studies/live_slow/metrics**", lambda route: held.append(route))
+        page.goto(site["url"] + "/#/study/live_slow")
+        page.wait_for_selector(".live-card .live-charts")       # drawn from the live file
+        assert held, "the page asked the store for the finished run's metrics"
+        assert page.locator(READY).count() == 0                 # and is still waiting for them
+    finally:
+        (study / "release-2").touch()
+        for route in held:
+            route.continue_()
+        out, err = run.communicate(timeout=HANG_S)
+    assert run.returncode == 0, err
+    page.wait_for_selector(READY)
 
 
 def test_run_started_during_the_test_appears_live_and_grows(site, page):

@@ -258,14 +258,17 @@ async function studyView(view, sid, prev) {
   const stateRun = S.runs.filter(r => S.selected.has(r.run_id) && S.liveStatus[r.run_id] !== "running").pop();
   if (els.states) fill(els.states, stateRun ? loadingNote(`Reading the states of run ${stateRun.run_id} from the store…`)
     : h("p", {class: "muted", text: "Tick a finished run to see its states."}));
+  // the live card polls from the start: a running run's curves grow while the finished runs' metrics,
+  // states and panel are still being read (those reads take seconds on a store of long runs)
+  const firstPoll = pollLive(S);
+  every(() => pollLive(S), POLL_MS);
   await loadMetrics(S);
-  await pollLive(S);
+  await firstPoll;
   await S.panelLoaded;
   // the first loads are drawn: nothing above the panel moves any more (the browser tests wait for this)
   if (token === viewToken) document.getElementById("study-title").dataset.ready = "1";
   if (grid && token === viewToken) grid.querySelector("#grid-state") && later(() => gridShow(grid), 0);
   if (st.busy) later(() => { if (token === viewToken) reload(S); }, 2500);
-  every(() => pollLive(S), POLL_MS);
 }
 
 function gridShow(grid) { const button = grid.querySelector(".grid-controls button.primary"); if (button) button.click(); }
