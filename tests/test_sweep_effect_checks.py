@@ -69,6 +69,27 @@ def test_a_sweep_or_an_effect_refuses_a_value_the_study_refuses_before_recording
     assert not store_path(root).exists()
 
 
+def test_a_value_the_studys_reset_fails_on_is_refused_before_recording(tmp_path, capsys):
+    """A value that fails only in the environment's ``reset`` (rumor_network's ``n_seeds=-3``: numpy's
+    "negative dimensions") passed the check, which built the study but never set it up: the sweep was
+    recorded with failed runs. ``desim run`` refuses it before writing; so do a sweep and an effect now."""
+    root = write_walk_study(tmp_path / "walk", n_steps=4, lockdown_day=3)
+    model = root / "model.py"
+    model.write_text(model.read_text().replace(
+        "        self.x = {a: 0.0 for a in self.ctx.agent_ids}",
+        "        if self.ctx.params['base_drift'] < 0:\n"
+        "            raise ValueError('negative dimensions are not allowed')\n"
+        "        self.x = {a: 0.0 for a in self.ctx.agent_ids}", 1))
+    assert main(["sweep", str(root), "--set", "base_drift=0.0,-1.0", *ONE]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "--set base_drift=-1.0: " in line and "reset" in line and "negative dimensions" in line
+    assert main(["effect", str(root), "--at-step", "2", "--set", "lockdown_day=2", "--control-set",
+                 "base_drift=-1.0", "--replicates", "2", *ONE]) == 2
+    assert "the controls: " in one_error_line(capsys.readouterr().err)
+    assert not store_path(root).exists()
+    assert main(["sweep", str(root), "--set", "base_drift=0.0,0.5", "-q", *ONE]) == 0     # set-ups that pass run
+
+
 def test_unknown_state_and_metric_names_are_refused_before_anything_runs(tmp_path, capsys):
     root = write_walk_study(tmp_path / "walk", n_steps=5)
     effect = ["effect", str(root), "--at-step", "3", "--set", "lockdown_day=3", "--replicates", "2", *ONE]

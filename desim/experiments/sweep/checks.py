@@ -19,12 +19,29 @@ from desim.store.recorder import MemorySink
 from desim.study.files import StudySpec, load_study
 
 
+class _SetUpDone(Exception):
+    """Raised by :class:`_SetUpOnly` where a run would be recorded: its set-up went through."""
+
+
+class _SetUpOnly(MemorySink):
+    """A sink that ends a run in memory at the moment ``desim run`` would record it: after the study's
+    set-up (``reset``, step 0's events, initial states and metrics), before its first step."""
+
+    def open(self, run) -> None:
+        raise _SetUpDone
+
+
 def refuse_unrunnable(spec: StudySpec, error: type[Exception], where: str) -> None:
     """Raise ``error`` (its message starting with ``where``) when ``desim run`` would refuse ``spec`` before
-    writing anything: the study assembled with these values, its population, network and objects built and
-    its behaviour model reset. A value only the study's own code checks (``rule=foo``) is refused here."""
+    writing anything: the study assembled with these values, its population, network and objects built,
+    and its set-up run in memory up to step 0 (``reset`` included: ``n_seeds=-3`` failing there was recorded
+    as a failed run of a sweep that no ``--resume`` could mend). A value only the study's own code checks
+    (``rule=foo``) is refused here."""
     try:
-        assemble(spec).decision.close()
+        try:
+            record(assemble(spec), _SetUpOnly(), manage_gc=False, handle_signals=False)
+        except _SetUpDone:
+            pass
     except DesimError as e:
         if isinstance(e, StudyConfigError):     # its file named from where the command was typed, as desim run does
             e = e.under(spec.root)
