@@ -228,3 +228,28 @@ def test_desims_own_errors_are_not_blamed_on_a_line_of_desim():
     except KeyError as e:
         bug = failure(e, "Env.apply", None, 3, 0)
     assert str(bug).startswith("step 3 round 0: Env.apply failed at ") and "KeyError: 'topik'" in str(bug)
+
+
+@pytest.mark.parametrize("point", ["process", "errand"])
+def test_study_code_kept_outside_the_study_folder_fails_with_when_who_and_where(study, capsys, tmp_path, point):
+    """Classes in a module beside a notebook (the README's advice for notebooks) failing in a study
+    process: the failure was taken for the engine's own ("KeyError: 'x'", no time, agent or line)
+    because only frames in the study folder counted as the study's."""
+    import sys
+    root = study(env={"fail": point})
+    outside = tmp_path / "notebook_code"
+    outside.mkdir()
+    (outside / "probe_code.py").write_text((root / "model.py").read_text())
+    line = line_of(root, point)         # the same line in the module outside
+    (root / "model.py").write_text(f"import sys\nsys.path.insert(0, {str(outside)!r})\nfrom probe_code import *\n")
+    try:
+        code, err = run(capsys)
+    finally:
+        sys.path.remove(str(outside))
+        sys.modules.pop("probe_code", None)
+    [(error,)] = sql(root, "SELECT error FROM runs")
+    assert code == 2
+    expected = {"process": "t=1.5 (step 1): study process Env.ticker failed at ",
+                "errand": "t=1.6 (step 1), agent 'p1': study process Env.errand failed at "}[point]
+    assert error.startswith(expected), error
+    assert f"probe_code.py:{line}: KeyError: 'topik'" in error

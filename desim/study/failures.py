@@ -63,15 +63,49 @@ def _inside(filename: str, folder: Path | None) -> bool:
         return False
 
 
+def _library_folders() -> tuple[Path, ...]:
+    """Where installed code lives: desim's package, the standard library and site-packages."""
+    import sysconfig
+    paths = sysconfig.get_paths()
+    found = {Path(__file__).resolve().parent.parent}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if paths.get(key):
+            found.add(Path(paths[key]).resolve())
+    return tuple(found)
+
+
+_LIBRARY: tuple[Path, ...] | None = None
+
+
+def _library(filename: str) -> bool:
+    """``filename`` is installed code (desim, SimPy, the standard library), or no file (``<frozen ...>``)."""
+    global _LIBRARY
+    if filename.startswith("<") and not filename.startswith("<ipython-input"):
+        return True
+    if _LIBRARY is None:
+        _LIBRARY = _library_folders()
+    try:
+        path = Path(filename).resolve()
+    except (OSError, ValueError):
+        return True
+    return any(path.is_relative_to(folder) for folder in _LIBRARY)
+
+
 def study_frames(exc: BaseException, root: Path | None) -> list[tuple[Any, int]]:
-    """The traceback's frames in the study folder, outermost first."""
+    """The traceback's frames of study code, outermost first: those in the study folder, or, when none is,
+    those of no installed library: a study whose classes live in a module beside a notebook (or in the
+    notebook), whose failing process was otherwise taken for the engine's own and said without when,
+    who or where."""
     folder = Path(root).resolve() if root is not None else None
-    return [(f, line) for f, line in _frames(exc.__traceback__) if _inside(f.f_code.co_filename, folder)]
+    frames = list(_frames(exc.__traceback__))
+    inside = [(f, line) for f, line in frames if _inside(f.f_code.co_filename, folder)]
+    return inside or [(f, line) for f, line in frames if not _library(f.f_code.co_filename)]
 
 
 def place(exc: BaseException, root: Path | None, also: str | None = None) -> str:
     """``file:line`` of the innermost frame in the study folder (or in the file ``also``,
-    the component's own module when it is not study code), else of the innermost frame."""
+    the component's own module when it is not study code), else of the innermost frame of no installed
+    library (study code kept elsewhere), else of the innermost frame."""
     frames = list(_frames(exc.__traceback__))
     if not frames:
         return "?"
@@ -82,8 +116,9 @@ def place(exc: BaseException, root: Path | None, also: str | None = None) -> str
         name = f.f_code.co_filename
         if _inside(name, folder) or (extra is not None and Path(name).resolve() == extra):
             chosen = (name, line)
-    if chosen is None:
-        chosen = (frames[-1][0].f_code.co_filename, frames[-1][1])
+    if chosen is None:      # study code outside the folder: its innermost frame of no installed library
+        ours = [(f.f_code.co_filename, line) for f, line in frames if not _library(f.f_code.co_filename)]
+        chosen = ours[-1] if ours else (frames[-1][0].f_code.co_filename, frames[-1][1])
     return f"{shown(chosen[0])}:{chosen[1]}"
 
 
