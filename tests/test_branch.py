@@ -229,3 +229,28 @@ def test_a_branch_replays_a_payload_field_the_study_set_to_none(tmp_path, rounds
     messages = "SELECT step, round, author_id, content::VARCHAR FROM messages WHERE run_id=? ORDER BY ALL"
     got, want = rows(db, messages, [child.run_id]), rows(db, messages, [parent.run_id])
     assert got == want and any('"wait":null' in c for *_, c in want)
+
+
+def test_compare_trusts_branches_of_one_run_and_warns_of_a_new_version_with_another_seed(tmp_path):
+    """A new version's first run names the run before it as its parent: compare took the two for a branch
+    and its parent and said nothing of their different code and seed. Two branches of one run, each a
+    version of its own (their interventions differ), were warned of as different versions."""
+    root = write_probe_study(tmp_path / "probe", n_steps=8)
+    base = desim.run_study(desim.load_study(root, seed=11))
+    set_env(root, lambda d: d["layers"].update(level=2.0))          # an edit: the next run starts a version
+    edited = desim.run_study(desim.load_study(root, seed=12))
+    db = store_path(root)
+    assert rows(db, "SELECT kind, parent_run_id FROM runs WHERE run_id=?", [edited.run_id]) == \
+        [("version", base.run_id)]
+    notes = compare(root, base.run_id, edited.run_id)["notes"]
+    assert any("different versions" in n for n in notes) and any("different seeds" in n for n in notes), notes
+
+    set_env(root, lambda d: d["layers"].update(level=1.0))
+    parent = desim.run_study(desim.load_study(root))
+    set_env(root, lambda d: d["scheduled_events"].append(EVENT7))
+    first = branch(root, parent.run_id, 7)
+    set_env(root, lambda d: d["scheduled_events"].__setitem__(-1, {**EVENT7, "value": 5.0}))
+    second = branch(root, parent.run_id, 7)
+    third = branch(root, second.run_id, 8)                           # a branch of a branch
+    for a, b in ((first.run_id, second.run_id), (first.run_id, third.run_id), (parent.run_id, third.run_id)):
+        assert compare(root, a, b)["notes"] == [], (a, b)

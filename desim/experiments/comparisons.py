@@ -110,8 +110,11 @@ def population_notes(con, control: dict[str, Any], treatment: dict[str, Any]) ->
                      f"{population['control_only']} only in control {control['run_id']}, "
                      f"{population['treatment_only']} only in treatment {treatment['run_id']}; "
                      f"per-agent differences pair only the {population['both']} agents in both.")
-    related = (treatment.get("parent_run_id") == control["run_id"]
-               or control.get("parent_run_id") == treatment["run_id"])
+    # the same agents for sure: one run is a branch of the other, or both branch from one run (a branch has
+    # its parent's seed and code; its interventions, which make it a version of its own, are the question).
+    # A new version's first run names the run before it as its parent too, with other code and seed: that
+    # is no reason to trust the pairs.
+    related = _branch_root(con, control) == _branch_root(con, treatment)
     if not related and control.get("version_id") != treatment.get("version_id"):
         notes.append(f"the runs come from different versions of the study (control {control.get('version_id')}, "
                      f"treatment {treatment.get('version_id')}; desim runs shows what changed): agents of "
@@ -129,6 +132,18 @@ def population_notes(con, control: dict[str, Any], treatment: dict[str, Any]) ->
             notes.append(f"{seeds}, with the same network and initial states: agents of one id start alike, "
                          "unless the population draws attributes at random that the panel does not hold.")
     return population, notes
+
+
+def _branch_root(con, run: dict[str, Any]) -> str:
+    """The run ``run`` branches from, through branches of branches: itself when it is no branch."""
+    seen = set()
+    while run.get("kind") == "branch" and run.get("parent_run_id") and run["run_id"] not in seen:
+        seen.add(run["run_id"])
+        parent = Catalogue(con).run(run["parent_run_id"])
+        if parent is None:
+            break
+        run = parent
+    return run["run_id"]
 
 
 def held_runs(con, treatment: str, control: str) -> list[dict[str, Any]]:
