@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -254,3 +255,41 @@ def test_compare_trusts_branches_of_one_run_and_warns_of_a_new_version_with_anot
     third = branch(root, second.run_id, 8)                           # a branch of a branch
     for a, b in ((first.run_id, second.run_id), (first.run_id, third.run_id), (parent.run_id, third.run_id)):
         assert compare(root, a, b)["notes"] == [], (a, b)
+
+
+@pytest.mark.parametrize("damage", ["short", "garbled"])
+def test_a_journal_damaged_by_a_power_loss_costs_its_steps_not_the_study(tmp_path, damage):
+    """A killed run whose journal segment is shorter than its commit log says (a power loss: the log's last
+    lines reached the disk, the segment's last bytes not) made every read of the study fail with a raw
+    OSError. Now its last whole step is what is read, and resume goes on from there. Bytes that are there
+    but garbled leave that one run out of the views, with a note; the other runs stay readable."""
+    root = write_probe_study(tmp_path / "probe", n_agents=7, n_steps=10,
+                             decision_args={"mode": "sigkill_once", "fail_step": 6})
+    proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root)], capture_output=True, text=True,
+                          timeout=HANG_S)
+    assert proc.returncode == -9
+    db = store_path(root)
+    (run_id,), = rows(db, "SELECT run_id FROM runs")
+    folder = StudyLayout(root).run_dir(run_id) / "journal"
+    segment = folder / "metrics.0.arrows"
+    if damage == "short":
+        os.truncate(segment, segment.stat().st_size - 10)
+        assert sql_desim(root, "SELECT max(step) FROM metrics")[0][0] == 4       # step 5 is not whole
+        proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--resume", run_id],
+                              capture_output=True, text=True, timeout=HANG_S)
+        assert proc.returncode == 0, proc.stderr
+        fresh = desim.run_study(desim.load_study(root))
+        assert panel(db, run_id) == panel(db, fresh.run_id)
+        metric = "SELECT step, name, value FROM metrics WHERE run_id=? ORDER BY step, name"
+        assert rows(db, metric, [run_id]) == rows(db, metric, [fresh.run_id])
+    else:
+        other = desim.run_study(desim.load_study(root)).run_id          # the marker exists: runs through
+        data = bytearray(segment.read_bytes())
+        data[len(data) // 2:] = b"\xff" * (len(data) - len(data) // 2)
+        segment.write_bytes(bytes(data))
+        out = subprocess.run([sys.executable, "-m", "desim.cli", "sql", str(root),
+                              "SELECT DISTINCT run_id FROM metrics", "--csv"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["run_id", other]
+        assert f"desim: note: run {run_id} is left out of the views: " in out.stderr
+        assert "metrics.0.arrows is damaged" in out.stderr

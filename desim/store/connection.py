@@ -298,7 +298,14 @@ def live_journals(con: duckdb.DuckDBPyConnection, data: Path) -> dict[str, list[
     for n, log in enumerate(sorted(data.glob(f"run_id=*/journal/{journal.LOG}"))):
         run_dir = log.parent.parent
         run_id = run_dir.name.removeprefix("run_id=")
-        _, tables = journal.read(log.parent)
+        try:
+            _, tables = journal.read(log.parent)
+        except StoreError as e:     # one damaged run is left out, not every query of the study refused
+            import warnings
+
+            from desim.errors import DesimNotice
+            warnings.warn(DesimNotice(f"run {run_id} is left out of the views: {e}"), stacklevel=2)
+            continue
         for name, batches in tables.items():
             if not batches:
                 continue

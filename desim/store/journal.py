@@ -62,6 +62,9 @@ class Journal:
         uncommitted bytes are cut off and its segments closed, so new writes go to new segments."""
         self.folder.mkdir(parents=True, exist_ok=True)
         last = last_commit(self.folder)
+        logged = commits(self.folder)
+        if logged and logged[-1] != last:           # lines of steps that are not whole (a power loss): gone
+            cut_after(self.folder, last["step"] if last else -1)
         self.sizes = dict(last["sizes"]) if last else {}
         for path in self.folder.glob("*.arrows"):
             if path.name not in self.sizes:
@@ -112,7 +115,9 @@ class Journal:
 
 
 def last_commit(folder: Path) -> dict | None:
-    """The last complete line of the commit log (``None``: nothing committed)."""
+    """The last complete line of the commit log whose segments hold every byte it names (``None``:
+    nothing committed). After a power loss the log may have reached the disk and a segment's last
+    writes not (nothing was synced while the run went): that step is not whole, and the one before is."""
     try:
         with open(folder / LOG, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -124,10 +129,24 @@ def last_commit(folder: Path) -> dict | None:
     lines = tail.split(b"\n")[:-1]          # the part after the last newline is a line in flight
     for line in reversed(lines):
         try:
-            return json.loads(line)
+            commit = json.loads(line)
         except ValueError:                  # the cut first line of the tail
             continue
+        if _whole(folder, commit):
+            return commit
+        return next((c for c in reversed(commits(folder)) if _whole(folder, c)), None)   # the rare path
     return None
+
+
+def _whole(folder: Path, commit: dict) -> bool:
+    """Every segment ``commit`` names is on disk with at least the bytes it names."""
+    for segment, size in commit["sizes"].items():
+        try:
+            if (folder / segment).stat().st_size < size:
+                return False
+        except FileNotFoundError:
+            return False
+    return True
 
 
 def commits(folder: Path) -> list[dict]:
@@ -162,14 +181,17 @@ def read(folder: Path) -> tuple[int, dict[str, list[pa.RecordBatch]]]:
         return -1, {}
     out: dict[str, list[pa.RecordBatch]] = {}
     segments = sorted(last["sizes"], key=lambda s: (s.split(".")[0], int(s.split(".")[1])))
-    try:
-        for segment in segments:
-            size = last["sizes"][segment]
+    for segment in segments:
+        size = last["sizes"][segment]
+        try:
             with pa.memory_map(str(folder / segment)) as mm:
                 buffer = mm.read_buffer(size)
             out.setdefault(segment.split(".")[0], []).extend(pa.ipc.open_stream(buffer))
-    except FileNotFoundError:
-        return -1, {}
+        except FileNotFoundError:
+            return -1, {}
+        except (OSError, pa.ArrowInvalid) as e:     # bytes the log names, but not what was written
+            raise StoreError(f"{folder / segment} is damaged ({' '.join(str(e).split())[:120]}): the run's "
+                             f"steps up to {last['step']} cannot be read from it") from None
     return last["step"], out
 
 
