@@ -80,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
             kept = f"completed steps are kept in {e.db_path}; " if isinstance(e, RunFailed) else ""
             print(f"desim: {kept}--traceback (or DESIM_TRACEBACK=1) shows the traceback", file=sys.stderr)
         return 2
+    except Exception as e:      # DuckDB refusing the store's file mid-query (a damaged block): said, not a traceback
+        if not type(e).__module__.startswith(("duckdb", "_duckdb")):
+            raise
+        print(f"desim: error: the study's store: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as e:     # a second Ctrl-C inside a run says which run and how to go on
         print(f"desim: interrupted{': ' + str(e) if str(e) else ''}", file=sys.stderr)
         return 130

@@ -83,3 +83,22 @@ def test_a_deleted_database_leaves_no_ghost_runs_in_the_new_one(tmp_path, capsys
     assert runs == listed and old not in runs and len(runs) == 1
     (aside,) = list(layout.runs.glob("orphaned-*"))
     assert any((aside / f"run_id={old}").rglob("*.parquet"))       # its data kept
+
+
+def test_a_database_file_with_a_damaged_block_is_one_error_line(tmp_path, capsys):
+    """Bytes overwritten inside ``desim.duckdb`` (a checksum that fails) gave DuckDB's traceback and exit
+    status 1 from every command; a truncated file was already said as damaged."""
+    from desim.cli import main
+    from desim.store import StudyLayout
+    root = write_walk_study(tmp_path / "walk", n_steps=8)
+    run_study(load_study(root, seed=1))
+    db = StudyLayout(root).db
+    data = bytearray(db.read_bytes())
+    data[40960:40960 + 81920] = b"\xa5" * 81920
+    db.write_bytes(bytes(data))
+    capsys.readouterr()
+    for argv in (["runs", str(root)], ["sql", str(root), "SELECT count(*) FROM runs"], ["run", str(root), "-q"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("desim: error: "), err
+        assert "damaged" in err[0] or "store" in err[0]

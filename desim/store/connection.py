@@ -105,6 +105,8 @@ def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
                 raise StoreBroken(f"{path} cannot be opened (damaged or truncated?): {e}") from None
             last = e
             time.sleep(wait)
+        except duckdb.Error as e:   # a block whose checksum fails, and DuckDB's other refusals of the file
+            raise _broken(path, e) from None
     else:
         raise StoreBusyError(f"{path} is locked by a writing process: {last}")
     try:
@@ -119,6 +121,11 @@ def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
         con.close()
         raise
     return con
+
+
+def _broken(path: Path, error: Exception) -> StoreBroken:
+    return StoreBroken(f"{path} cannot be opened (damaged or truncated?): {' '.join(str(error).split())}. "
+                       "Restore it from a copy, or move the study's runs/ folder aside to start a new store")
 
 
 def _is_lock(error: Exception) -> bool:
@@ -141,14 +148,15 @@ def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
                 "keeping one open.") from None
         except duckdb.IOException as e:
             if not _is_lock(e):     # damaged or truncated: said as that, at once
-                raise StoreBroken(f"{path} cannot be opened (damaged or truncated?): {e}. Restore it from "
-                                  "a copy, or move the study's runs/ folder aside to start a new store") from None
+                raise _broken(path, e) from None
             if attempt == attempts - 1:
                 raise StoreBusyError(f"cannot open {path} for writing: {e}. Another process holds it: a desim "
                                      "run writing to it, or a reader that keeps a connection open (a notebook's "
                                      "duckdb.connect); wait for it, close that connection, or use another study "
                                      "copy.") from None
             time.sleep(wait)
+        except duckdb.Error as e:
+            raise _broken(path, e) from None
     try:
         _quiet(con)
         check_layout(con, path)
