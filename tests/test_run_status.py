@@ -161,7 +161,7 @@ def test_a_sweep_and_a_run_of_one_study_go_side_by_side(tmp_path):
     out, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 0, err
     assert result.completed == 2
-    assert all("held by another process" in n for n in notes)   # at most a short wait at the run's ends
+    assert all("Another process holds it" in n for n in notes)   # at most a short wait at the run's ends
     statuses = dict(sql(root, "SELECT coalesce(sweep_id, 'run'), status FROM runs WHERE sweep_id IS NULL"))
     assert statuses == {"run": "completed"}
 
@@ -177,3 +177,64 @@ def test_a_run_stopped_by_the_study_exits_3_and_its_resume_exits_0(tmp_path, cap
     assert status == "interrupted" and f"--resume {run_id}" in out
     assert main(["run", str(root), "--resume", run_id]) == 0
     assert sql(root, "SELECT status, last_step FROM runs") == [("completed", 6)]
+
+
+def _holder(db: Path) -> subprocess.Popen:
+    """Another process holding the study's database open read-only (a notebook's ``duckdb.connect``) until
+    its stdin is closed; returned once it holds it."""
+    code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); print('held', flush=True); "
+            "sys.stdin.read()")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def _stderr_until(proc: subprocess.Popen, text: str) -> list[str]:
+    """The run's stderr lines up to the first holding ``text`` (a failure if the run ends first)."""
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"the run ended ({proc.wait()}) without saying {text!r}: {''.join(lines)}")
+
+
+def test_a_run_waits_for_a_store_another_process_holds_and_says_so(tmp_path):
+    """A notebook's read-only connection held the database: the run said nothing while it waited at its
+    start, and at its end, all its steps done, it failed after 30 s (left 'stale'). It now says once
+    that it waits, and goes on when the store is free."""
+    from dashboard_helpers import held_study, wait_for_file
+    study = held_study(tmp_path, (2,), name="held")
+    db = StudyLayout(study).db
+    argv = [sys.executable, "-m", "desim.cli", "run", str(study), "--steps", "3", "--set", "n_agents=30"]
+    # at its end: the store is taken while the run is held in step 2
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_file(study / "held-2", run)
+        holder = _holder(db)
+        (study / "release-2").touch()
+        said = _stderr_until(run, "waits for the study's store")
+        assert said[-1].startswith("desim: note: run ") and "its steps all done" in said[-1]
+        holder.stdin.close()
+        holder.wait(timeout=HANG_S)
+        out, err = run.communicate(timeout=HANG_S)
+    finally:
+        (study / "release-2").touch()
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, err
+    run_id = out.split()[1].rstrip(":")
+    assert sql(study, "SELECT status, last_step FROM runs WHERE run_id = ?", [run_id]) == [("completed", 3)]
+    # at its start
+    holder = _holder(db)
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        said = _stderr_until(run, "waits for the study's store")
+        assert "Conflicting lock" in said[-1] or "lock" in said[-1].lower()
+        holder.stdin.close()
+        out, err = run.communicate(timeout=HANG_S)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, err

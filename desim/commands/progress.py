@@ -186,9 +186,11 @@ class RunsProgress:
 
     bar: Progress | None = None
 
-    def waiting(self, message: str) -> None:
+    def waiting(self, reason: str) -> None:
+        """A merge of finished runs waits for the study's store, which another process holds."""
         if self.bar is not None:
-            self.bar.note(message)
+            self.bar.note(f"the study's store is held by another process; desim waits for it and goes on when "
+                          f"it is free (workers carry on). {reason}")
 
     def run_done(self, outcome, done: int, label: str) -> None:
         """``done`` runs so far; ``label`` names the run that ended in the line of one not completed."""

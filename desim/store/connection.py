@@ -67,7 +67,7 @@ def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, att
     store if needed and brings its catalogue up to date. ``attempts`` bounds the retries while
     another process holds the file (default: 20 for a reader, 40 for a writer, 50 ms apart);
     ``forever`` makes a writer wait as long as it takes (a sweep merging while a run of the same
-    study holds the file), telling ``on_wait`` why, once.
+    study holds the file), telling ``on_wait`` why (the refusal's text), once.
     """
     layout = layout_of(study)
     if read_only:
@@ -209,8 +209,7 @@ def _writer_waiting(layout: StudyLayout, attempts: int | None, wait: float,
             if "this Python process" in str(e):
                 raise
             if on_wait and not told:
-                on_wait(f"the study's store is held by another process; desim waits for it and goes on "
-                        f"when it is free (workers carry on). {e}")
+                on_wait(str(e))         # why it waits (DuckDB names the process holding the file)
                 told = True
             time.sleep(0.5)
 

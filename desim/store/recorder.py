@@ -48,10 +48,24 @@ from desim.store.tables import (
 )
 from desim.versions import code_hash, describe_overrides, overrides_of
 
-WRITER_ATTEMPTS = 600
-"""How long a run waits for the store when it records its start and its end (50 ms apart: 30 s). A
-reader holds the file for one query batch, and a batch over a store of long runs (the dashboard's,
-a report's) takes seconds: a run must wait it out, not fail or leave its end unrecorded."""
+WRITER_ATTEMPTS = 100
+"""How many times (50 ms apart: 5 s) a run tries the store, when it records its start and its end,
+before it says it is waiting (then it goes on trying). A reader holds the file for one query batch, and a batch over a store of
+long runs (the dashboard's, a report's) takes seconds; a plain ``duckdb.connect`` in a notebook holds it
+until closed. A run waits it out, as long as it takes, rather than fail at its end (all its steps done,
+and the run left unrecorded) or at its start."""
+
+
+def _waiting(what: str):
+    """What a run says, once, while another process holds the store it must write to."""
+    def say(reason: str) -> None:
+        import warnings
+
+        from desim.errors import DesimNotice
+        warnings.warn(DesimNotice(f"{what} waits for the study's store, held by another process (close a "
+                                  f"notebook's duckdb connection to it; Ctrl-C stops the run): {reason}"),
+                      stacklevel=2)
+    return say
 
 
 @dataclass
@@ -155,9 +169,10 @@ class Recorder(MemorySink):
 
     def open(self, run) -> None:
         journal.check_fsync()
-        self.started = time.perf_counter()
         files = RunFiles(self.layout.data, run.run_id)
-        with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS) as con:
+        with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS, forever=True,
+                        on_wait=_waiting(f"run {run.run_id}")) as con:
+            self.started = time.perf_counter()      # the run's time: not the wait for the store
             catalogue = Catalogue(con)
             if self.resume:
                 self._reopen(catalogue, run, files)
@@ -246,7 +261,8 @@ class Recorder(MemorySink):
         except OSError:     # the runs folder went away: the merge below will say so
             pass
         try:
-            with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS) as con:
+            with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS, forever=True,
+                            on_wait=_waiting(f"run {self.run.run_id}, its steps all done,")) as con:
                 try:
                     self.files.merge()
                 finally:
