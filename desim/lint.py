@@ -54,16 +54,23 @@ def validate(root: str | Path, probe: bool = True) -> Report:
 
 
 def _check_warm_start(spec: StudySpec) -> None:
-    """A warm start must name a run of this study's store (``desim run`` checks the rest, as a branch does)."""
+    """A warm start must name a run of this study's store that a branch at its step can start from: what
+    ``desim run`` refuses (a parent whose rounds were not stored, code changed since) is refused here too."""
     warm = spec.simulation.warm_start
     if warm is None:
         return
+    from desim.experiments.branches import BranchRefused, check_branchable
     from desim.store import Catalogue, StoreMissing, StudyLayout, open_store
+    layout = StudyLayout(spec.root)
     try:
-        with open_store(StudyLayout(spec.root)) as con:
+        with open_store(layout) as con:
             row = Catalogue(con).run(warm.from_run)
+            if row is not None:
+                check_branchable(con, layout, row, spec, warm.at_step, spec.root)
     except StoreMissing:
         row = None
+    except BranchRefused as e:
+        raise StudyConfigError(spec.root / SIMULATION, [("warm_start", str(e))]) from None
     if row is None:
         raise StudyConfigError(spec.root / SIMULATION, [("warm_start.from_run", f"no run '{warm.from_run}' in this "
                                                         "study's store (desim runs lists them)")])

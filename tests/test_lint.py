@@ -268,3 +268,23 @@ def test_a_wired_bus_that_gets_no_post_warns_naming_the_kinds_ingest_posts(tmp_p
     assert "NeighborFeed.ingest posts only actions of kind 'post' or 'reply'" in said
     assert not [w for w in validate(make_study(tmp_path / "t", propagation="contagion", bus=True, rounds=3)).warnings
                 if "posted no message" in w]
+
+
+def test_validate_refuses_a_warm_start_that_desim_run_would_refuse(study_copy, capsys):
+    """A warm start from a 3-round run that did not record its rounds passed validate ("valid") and was
+    then refused by desim run; both refuse it now, naming simulation.json's warm_start."""
+    import json as _json
+    from desim.cli import main as _main
+    root = study_copy("opinion_diffusion")
+    sim_file = root / "simulation" / "simulation.json"
+    sim = _json.loads(sim_file.read_text())
+    sim.update(interaction_rounds=3, record_rounds=False, n_steps=3)
+    sim_file.write_text(_json.dumps(sim))
+    assert _main(["run", str(root), "-q", "--set", "n_agents=40"]) == 0
+    (run_id,) = [line.split()[1].rstrip(":") for line in capsys.readouterr().out.splitlines() if line.startswith("run ")]
+    sim["warm_start"] = {"from_run": run_id, "at_step": 2}
+    sim_file.write_text(_json.dumps(sim))
+    for command in (["validate", str(root)], ["run", str(root), "-q"]):
+        assert _main(command) == 2, command
+        err = capsys.readouterr().err
+        assert f"{sim_file}: warm_start: interaction_rounds is 3" in err, err

@@ -61,6 +61,11 @@ class BranchRefused(StudyError, ValueError):
     """A branch or resume that cannot be exact; nothing was decided or written."""
 
 
+class WarmStartRefused(StudyConfigError, BranchRefused):
+    """A warm start that cannot be exact: what ``BranchRefused`` says, as the mistake of the ``warm_start``
+    of ``simulation.json`` (it is still a ``BranchRefused`` to a caller that catches those)."""
+
+
 def _parent_row(con, run_id: str) -> dict[str, Any]:
     row = Catalogue(con).run(run_id)
     if row is None:
@@ -363,27 +368,9 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
         raise BranchRefused(f"{layout.db} does not exist: run the study before branching it")
     with open_store(layout) as con:
         parent = _parent_row(con, from_run)
-        parent_config = json.loads(parent["config"])
         spec = spec or inherit_spec(root, parent, params, steps)
-        parent["last_step"] = last_step(layout, from_run, parent["last_step"], parent["status"])
-        check_fork_step(parent, at_step, spec.simulation.n_steps)
+        check_branchable(con, layout, parent, spec, at_step, root)
         rounds = max(1, parent["interaction_rounds"])
-        if at_step > 1 and (rounds != 1 or spec.rounds != 1):       # a branch at step 1 replays nothing
-            if not parent_config["simulation"].get("record_rounds"):
-                raise BranchRefused(
-                    f"interaction_rounds is {max(rounds, spec.rounds)}: a branch replays stored actions, but the "
-                    "panel keeps only each step's final-round actions, so a multi-round step cannot be "
-                    "reproduced from it. Re-run the study from step 0, or run the parent with "
-                    "record_rounds: true so that every round is stored and can be replayed.")
-            missing = _unrecorded_rounds(con, parent, at_step - 1)
-            if missing:
-                run, lo, hi = missing
-                raise BranchRefused(f"run {run['run_id']} did not store every round of steps {lo}..{hi}, "
-                                    f"which a branch of {from_run} at step {at_step} replays")
-        problems = check_code(parent, root) + check_branch_changes(parent_config, spec, at_step)
-        if problems:
-            raise BranchRefused(f"a branch at step {at_step} may only add or change interventions at steps >= "
-                                f"{at_step}; this one changes:\n  - " + "\n  - ".join(problems))
         with gc_paused(manage_gc):
             run = assemble(spec, run_id)
         replay = _replay_actions(con, parent, at_step - 1, rounds, run.ids if run.columnar else None, root)
@@ -395,6 +382,35 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
         if differs:
             result.warnings.append(differs)
     return result
+
+
+def check_branchable(con, layout: StudyLayout, parent: dict[str, Any], spec: StudySpec, at_step: int,
+                     root: Path) -> None:
+    """Refuse (``BranchRefused``) a branch of the run ``parent`` (its ``runs`` row; its ``last_step`` is
+    brought up to date) at ``at_step`` as ``spec``: the parent not complete up to ``at_step - 1``, a
+    multi-round parent whose rounds were not all stored, or a change other than interventions at steps >=
+    ``at_step``. What ``desim branch``, a warm start and ``desim validate`` of a warm start check alike."""
+    from_run = parent["run_id"]
+    parent_config = json.loads(parent["config"])
+    parent["last_step"] = last_step(layout, from_run, parent["last_step"], parent["status"])
+    check_fork_step(parent, at_step, spec.simulation.n_steps)
+    rounds = max(1, parent["interaction_rounds"])
+    if at_step > 1 and (rounds != 1 or spec.rounds != 1):       # a branch at step 1 replays nothing
+        if not parent_config["simulation"].get("record_rounds"):
+            raise BranchRefused(
+                f"interaction_rounds is {max(rounds, spec.rounds)}: a branch replays stored actions, but the "
+                "panel keeps only each step's final-round actions, so a multi-round step cannot be "
+                "reproduced from it. Re-run the study from step 0, or run the parent with "
+                "record_rounds: true so that every round is stored and can be replayed.")
+        missing = _unrecorded_rounds(con, parent, at_step - 1)
+        if missing:
+            run, lo, hi = missing
+            raise BranchRefused(f"run {run['run_id']} did not store every round of steps {lo}..{hi}, "
+                                f"which a branch of {from_run} at step {at_step} replays")
+    problems = check_code(parent, root) + check_branch_changes(parent_config, spec, at_step)
+    if problems:
+        raise BranchRefused(f"a branch at step {at_step} may only add or change interventions at steps >= "
+                            f"{at_step}; this one changes:\n  - " + "\n  - ".join(problems))
 
 
 def replay_mismatch(study_root: str | Path, parent_id: str, branch_id: str, step: int) -> str | None:

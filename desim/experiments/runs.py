@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from desim.experiments.branches import branch
+from desim.experiments.branches import BranchRefused, WarmStartRefused, branch
 from desim.experiments.recording import RunResult, as_spec, record, sink_for
 from desim.run.assemble import assemble
 from desim.run.execute import gc_paused
@@ -43,9 +43,12 @@ def run_study(study, *, db_path: str | Path | None = None, run_id: str | None = 
     warnings = outside_the_run(spec)
     warm = spec.simulation.warm_start
     if warm:
-        result = branch(spec.root, warm.from_run, warm.at_step, spec=spec, note=note or "warm start", db_path=db_path,
-                        run_id=run_id, sweep_id=sweep_id, on_step=on_step, manage_gc=manage_gc,
-                        handle_signals=handle_signals)
+        try:
+            result = branch(spec.root, warm.from_run, warm.at_step, spec=spec, note=note or "warm start",
+                            db_path=db_path, run_id=run_id, sweep_id=sweep_id, on_step=on_step, manage_gc=manage_gc,
+                            handle_signals=handle_signals)
+        except BranchRefused as e:      # refused before anything is written: said as the file's mistake
+            raise WarmStartRefused(spec.root / FILES["simulation"][0], [("warm_start", str(e))]) from None
     else:
         result = run_once(spec, db_path=db_path, run_id=run_id, sweep_id=sweep_id, note=note, on_step=on_step,
                           manage_gc=manage_gc, handle_signals=handle_signals)
