@@ -30,7 +30,7 @@ def test_diff_shows_the_code_and_data_that_changed_as_a_unified_diff(edited, cap
     con = duckdb.connect(str(store_path(root)), read_only=True)
     v1, v2 = (con.execute("SELECT version_id FROM runs WHERE run_id = ?", [r]).fetchone()[0] for r in (first, second))
     con.close()
-    assert out[0] == f"version {v2} against {v1}"
+    assert out[0] == f"version {v2} since {v1} (each change as {v1}'s -> {v2}'s)"
     assert "model.py (edited)" in out and f"--- {v1}/model.py" in out and f"+++ {v2}/model.py" in out
     assert "+# the confidence bound is read once" in out
     assert "weights.txt (added)" in out and "+0.25" in out

@@ -97,7 +97,7 @@ def cmd_diff(args) -> int:
         data = version_changes(args.study, args.newer, args.older)
     except ValueError as e:
         raise UserError(str(e)) from None
-    print(f"version {data['newer']} against {data['older']}")
+    print(f"version {data['newer']} since {data['older']} (each change as {data['older']}'s -> {data['newer']}'s)")
     config = [c for c in data["config"] if not c["path"].startswith("code.")]
     if not config and not data["files"]:
         print("  no change" + (" to the study's files" if data["parameters"] else ""))
@@ -138,10 +138,11 @@ def register(sub) -> None:
     p.add_argument("--out", help="write the comparison as JSON for plotting")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("diff", help="what changed between two versions of the study: its files' settings and "
-                                    "a diff of its code and data files")
+    p = sub.add_parser("diff", help="what changed in a version of the study since another (OTHER -> "
+                                    "VERSION_OR_RUN): its files' settings and a diff of its code and data files")
     add_study_arg(p)
     p.add_argument("newer", metavar="VERSION_OR_RUN", help="a version id, or a run id for its run's version")
     p.add_argument("older", metavar="OTHER", nargs="?", default=None,
-                   help="the version (or run) to compare it with (default: its parent version)")
+                   help="the version (or run) it is compared with, the old side of every change (default: its "
+                        "parent version)")
     p.set_defaults(func=cmd_diff)
