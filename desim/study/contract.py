@@ -193,6 +193,10 @@ class EnvironmentProvider(Component):
         """Fire step ``t``'s exogenous input, once, before round 0. Returns what fired: the rows of the
         ``events`` table, each a dict with ``kind``, ``name`` and ``detail`` (a JSON-able value).
 
+        It is called with ``t = 0`` too, once, after ``reset`` and before the initial states are kept (the
+        events scheduled at step 0): an override that changes the world at every call changes the
+        initial states as well.
+
         An override may add rows of its own to what ``super().advance_to(t)`` returns, to record what a
         study process did since the last step (a news item that arrived at t = 2.3, a price the market
         maker set), as rows of step ``t``::
