@@ -293,3 +293,20 @@ def test_a_journal_damaged_by_a_power_loss_costs_its_steps_not_the_study(tmp_pat
         assert out.stdout.split() == ["run_id", other]
         assert f"desim: note: run {run_id} is left out of the views: " in out.stderr
         assert "metrics.0.arrows is damaged" in out.stderr
+
+
+def test_a_killed_run_is_exported_and_read_as_desim_runs_shows_it(tmp_path):
+    """``desim export`` of a run killed at step 6 wrote ``status=running, last_step=-1`` beside a panel of
+    five steps (the table's values until a run ends); ``desim.open(...).runs()`` said the same."""
+    import pyarrow.parquet as pq
+    root = write_probe_study(tmp_path / "probe", n_agents=7, n_steps=10,
+                             decision_args={"mode": "sigkill_once", "fail_step": 6})
+    proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root)], capture_output=True, text=True,
+                          timeout=HANG_S)
+    assert proc.returncode == -9
+    runs = desim.open(root).runs()
+    assert (runs.column("status").to_pylist(), runs.column("last_step").to_pylist()) == (["stale"], [5])
+    assert main(["export", str(root), "--out", str(tmp_path / "out")]) == 0
+    exported = pq.read_table(tmp_path / "out" / "runs.parquet")
+    assert (exported.column("status").to_pylist(), exported.column("last_step").to_pylist()) == (["stale"], [5])
+    assert pq.read_table(tmp_path / "out" / "panel.parquet").column("step").to_pylist()[-1] == 5

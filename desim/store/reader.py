@@ -26,6 +26,7 @@ from desim.store import queries
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreError, StoreMissing, field, named_file, open_store
 from desim.store.files import RunFiles
+from desim.store.health import health_of, last_step
 from desim.store.layout import StudyLayout, layout_of
 from desim.store.schema import files_sql
 
@@ -89,8 +90,22 @@ class StudyData:
     def runs(self) -> pa.Table:
         """Every run, oldest first: the ``runs`` table, with what a run belongs to as typed columns of its
         own (``sweep_id``; ``effect_id`` and ``arm``, ``control`` or ``treatment``, for an effect's runs)
-        and one column per study parameter, ``param_<name>``, typed by its values (no JSON to parse)."""
+        and one column per study parameter, ``param_<name>``, typed by its values (no JSON to parse).
+
+        A run still ``running`` in the table is as ``desim runs`` shows it: ``status`` ``stale`` when its
+        process is gone (killed), and ``last_step`` the last step it has stored (the table's is written
+        when a run ends, -1 until then)."""
         table = self._roles()
+        running = [i for i, s in enumerate(table.column("status").to_pylist()) if s == "running"]
+        if running:
+            rows = table.to_pylist()
+            status, last = table.column("status").to_pylist(), table.column("last_step").to_pylist()
+            for i in running:
+                status[i] = health_of(self.layout, rows[i])
+                last[i] = last_step(self.layout, rows[i]["run_id"], last[i], "running")
+            for name, values in (("status", status), ("last_step", last)):
+                at = table.schema.get_field_index(name)
+                table = table.set_column(at, table.schema.field(at), pa.array(values, table.schema.field(at).type))
         values = [json.loads(p) if p else {} for p in table.column("parameters").to_pylist()]
         for name in dict.fromkeys(k for v in values for k in v):
             try:
