@@ -249,3 +249,31 @@ def test_a_parameter_nothing_reads_is_refused_by_a_sweep_and_warned_of_by_run_an
     (root / "model.py").write_text((root / "model.py").read_text() + "\nBETA = 'beta'\n")
     assert main(["sweep", str(root), "--set", "beta=0.1,0.2", "-q", *ONE]) == 0
     capsys.readouterr()
+
+
+def test_a_sweep_or_effect_is_not_resumed_after_its_code_changed(tmp_path, capsys):
+    """A resume after an edit ran the rest of an effect on other code (its branches all refused, and every
+    attempt said to resume again); a sweep's runs would mix two versions. Both refuse now, naming the file."""
+    import duckdb
+    root = write_walk_study(tmp_path / "walk", n_steps=4, lockdown_day=3)
+    assert main(["sweep", str(root), "--set", "base_drift=0.0,0.5", "-q", *ONE]) == 0
+    assert main(["effect", str(root), "--at-step", "2", "--set", "lockdown_day=2", "--replicates", "2", "-q",
+                 *ONE]) == 0
+    sweep_id, effect_id = sql(root, "SELECT sweep_id FROM sweeps")[0][0], sql(root, "SELECT effect_id FROM effects")[0][0]
+    # a run of each left failed, as a killed worker leaves it: something to resume
+    with duckdb.connect(str(store_path(root))) as con:
+        con.execute("UPDATE runs SET status = 'failed' WHERE run_id IN (SELECT max(run_id) FROM runs WHERE "
+                    "sweep_id = ? UNION ALL SELECT max(treatment_run_id) FROM effect_pairs WHERE effect_id = ?)",
+                    [sweep_id, effect_id])
+    model = root / "model.py"
+    model.write_text(model.read_text() + "\n# an edit\n")
+    capsys.readouterr()
+    assert main(["sweep", str(root), "--resume", sweep_id, *ONE]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"cannot resume sweep {sweep_id}: the study's code changed since its runs ran (model.py" in line
+    assert main(["effect", str(root), "--resume", effect_id, *ONE]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"cannot resume effect {effect_id}: the study's code changed since its runs ran (model.py" in line
+    model.write_text(model.read_text().replace("\n# an edit\n", ""))        # restored: both resume
+    assert main(["sweep", str(root), "--resume", sweep_id, "-q", *ONE]) == 0
+    assert main(["effect", str(root), "--resume", effect_id, "-q", *ONE]) == 0

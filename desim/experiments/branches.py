@@ -73,6 +73,28 @@ def _parent_row(con, run_id: str) -> dict[str, Any]:
     return row
 
 
+def code_changed_since(run: dict, root: Path) -> list[str]:
+    """The study's code and data files that differ now from those ``run`` (its ``runs`` row) ran with."""
+    population = json.loads(run["config"]).get("population") or {}
+    now = {**code_files(root, population_files(population)), **outside_code(root, json.loads(run["config"]))}
+    return code_changes(json.loads(run["code"]), now)
+
+
+def refuse_resume_after_edit(root: Path, run_id: str, error: type[Exception], what: str) -> None:
+    """Raise ``error`` when the study's code changed since ``run_id`` (a completed run of the sweep or effect
+    ``what`` names) ran: resumed, the rest of its runs would come from other code than the first, and
+    every attempt would say to resume again."""
+    with open_store(StudyLayout(root)) as con:
+        row = Catalogue(con).run(run_id)
+    if row is None or not row.get("code"):
+        return
+    changed = code_changed_since(row, root)
+    if changed:
+        raise error(f"cannot resume {what}: the study's code changed since its runs ran ({', '.join(changed)}), so "
+                    f"the rest would come from other code. Restore it to resume (`desim diff {root} {run_id}` "
+                    "with the new version's id shows the change), or start a new one")
+
+
 def check_code(parent: dict, root: Path) -> list[str]:
     """The study's code files that differ from those the parent ran with (as problems)."""
     if not parent.get("code"):
@@ -80,8 +102,7 @@ def check_code(parent: dict, root: Path) -> list[str]:
                 "cannot be checked against the study's"]
     population = json.loads(parent["config"]).get("population") or {}
     problems = _roster_rule(parent, population)
-    now = {**code_files(root, population_files(population)), **outside_code(root, json.loads(parent["config"]))}
-    changed = code_changes(json.loads(parent["code"]), now)
+    changed = code_changed_since(parent, root)
     if changed:
         problems.append(f"the study's code changed since run {parent['run_id']}: {', '.join(changed)}; the "
                         "replayed steps would come from one model and the rest from another")

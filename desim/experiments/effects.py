@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from desim.jsontext import parsed
 from desim.errors import StudyError
-from desim.experiments.branches import check_branch_changes
+from desim.experiments.branches import check_branch_changes, refuse_resume_after_edit
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, refuse_unrunnable, unknown_names
 from desim.experiments.sweep.executors import RunsInProcessWarning  # noqa: F401 (what desim.effect may warn with)
 from desim.experiments.sweep.executors import check_executor, check_workers, make_executor
@@ -402,6 +402,12 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
                 raise EffectError(f"resume runs a recorded effect with its own settings; do not give "
                                   f"{', '.join(given)} too")
             effect = _recorded(root, resume)
+            with open_store(StudyLayout(root)) as con:
+                pairs = Catalogue(con).effect_pairs(resume)
+                ran = [rid for p in pairs for rid in (p["control_run_id"], p["treatment_run_id"])
+                       if (Catalogue(con).run(rid) or {}).get("status") == "completed"]
+            if ran and len(ran) < 2 * len(pairs):
+                refuse_resume_after_edit(root, ran[0], EffectError, f"effect {resume}")
             wrong = unknown_names(root, effect.control, metrics, states)
             if wrong:
                 raise EffectError(wrong)

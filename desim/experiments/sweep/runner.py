@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from desim.experiments.branches import refuse_resume_after_edit
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, unknown_names
 from desim.experiments.sweep.executors import check_executor, check_workers, make_executor
 from desim.experiments.sweep.merge import (
@@ -171,6 +172,9 @@ def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics,
             raise SweepError("--resume reruns a recorded sweep with its own grid; do not give --set too")
         plan, known = _resume_plan(root, resume)
         todo = [r for r in plan.runs if known.get(r.run_id, {}).get("status") != "completed"]
+        done = [r.run_id for r in plan.runs if known.get(r.run_id, {}).get("status") == "completed"]
+        if todo and done:
+            refuse_resume_after_edit(root, done[0], SweepError, f"sweep {resume}")
     else:
         plan = make_plan(root, grid or {}, replicates, seed=seed, steps=steps)
         todo = list(plan.runs)
