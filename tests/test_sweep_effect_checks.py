@@ -277,3 +277,17 @@ def test_a_sweep_or_effect_is_not_resumed_after_its_code_changed(tmp_path, capsy
     model.write_text(model.read_text().replace("\n# an edit\n", ""))        # restored: both resume
     assert main(["sweep", str(root), "--resume", sweep_id, "-q", *ONE]) == 0
     assert main(["effect", str(root), "--resume", effect_id, "-q", *ONE]) == 0
+
+
+def test_a_sweep_that_repeats_stored_runs_says_so(tmp_path, capsys):
+    """Its seeds come from its values, so the same sweep again stores the same runs: pooled in SQL with the
+    first, each would count twice (pseudo-replication). It runs, and a note says so; another seed does not."""
+    root = write_walk_study(tmp_path / "walk", n_steps=4, lockdown_day=3)
+    argv = ["sweep", str(root), "--set", "base_drift=0.0,0.5", "--replicates", "2", "-q", *ONE]
+    assert main(argv) == 0
+    first = sql(root, "SELECT sweep_id FROM sweeps")[0][0]
+    assert "desim: note:" not in capsys.readouterr().err
+    assert main(argv) == 0
+    assert f"repeats runs already stored (4 of sweep {first})" in capsys.readouterr().err
+    assert main(argv + ["--seed", "99"]) == 0
+    assert "repeats runs" not in capsys.readouterr().err

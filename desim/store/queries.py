@@ -304,6 +304,15 @@ def payload_fields_by_kind(con: duckdb.DuckDBPyConnection, run_id: str, fields: 
     return {kind: [f for f, n in zip(fields, counts) if n] for kind, *counts in rows}
 
 
+def repeated_sweep_runs(con: duckdb.DuckDBPyConnection, version_id: str, seeds: list[int], n_steps: int,
+                        sweep_id: str) -> list[tuple[str, int]]:
+    """``[(sweep id, runs)]``: completed runs of other sweeps with the same version, seed and number of steps
+    as the runs ``seeds`` of ``sweep_id`` will be (a sweep's seeds come from its values: the same runs)."""
+    return con.execute("SELECT sweep_id, count(*) FROM runs WHERE version_id = ? AND n_steps = ? AND status = "
+                       "'completed' AND sweep_id IS NOT NULL AND sweep_id <> ? AND seed IN (SELECT unnest(?)) "
+                       "GROUP BY sweep_id ORDER BY sweep_id", [version_id, n_steps, sweep_id, seeds]).fetchall()
+
+
 def example_for_run(run_id: str) -> str:
     """A first query of a run's metrics, for ``desim run`` to suggest."""
     return f"SELECT step, name, value FROM metrics WHERE run_id = '{run_id}' ORDER BY step, name"

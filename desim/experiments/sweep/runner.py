@@ -37,7 +37,7 @@ from desim.experiments.sweep.plan import PlannedRun, SweepError, SweepPlan, make
 from desim.experiments.sweep.summary import sweep_table, warn_runs_failed
 from desim.experiments.sweep.worker import RunOutcome, RunTask
 from desim.store.files import remove_db
-from desim.store import Catalogue, StoreError, StudyLayout, open_store
+from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store.health import claim_folder as claim
 from desim.store.health import folder_owner
 from desim.study.files import load_study
@@ -90,6 +90,21 @@ def claim_folder(study_root: str | Path, sweep_id: str, on_wait: WaitFn | None =
     except RuntimeError as e:
         raise SweepError(str(e)) from None
     return folder
+
+
+def _say_repeats(db: StudyLayout, plan: SweepPlan, version_id: str, n_steps: int) -> None:
+    """A note when runs of this sweep repeat completed runs of another, exactly (same code, values, seeds
+    and steps: the same panels): a query pooling the two sweeps would count each of them twice."""
+    with open_store(db) as con:
+        repeats = queries.repeated_sweep_runs(con, version_id, [r.seed for r in plan.runs], n_steps, plan.sweep_id)
+    if repeats:
+        import warnings
+
+        from desim.errors import DesimNotice
+        said = ", ".join(f"{n} of sweep {s}" for s, n in repeats)
+        warnings.warn(DesimNotice(f"sweep {plan.sweep_id} repeats runs already stored ({said}): same code, values, "
+                                  "seeds and steps, so the same panels; pooling the sweeps in SQL would count those "
+                                  "runs twice (--seed gives other replicates)"), stacklevel=3)
 
 
 def _resume_plan(study_root: Path, sweep_id: str) -> tuple[SweepPlan, dict[str, dict]]:
@@ -186,6 +201,8 @@ def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics,
     if not resume:
         record_plan(db, plan, on_wait)
     version_id = study_version(db, load_study(root), on_wait)
+    if not resume:
+        _say_repeats(db, plan, version_id, load_study(root, steps=plan.n_steps).simulation.n_steps)
     folder = claim_folder(root, plan.sweep_id, on_wait)
     tasks = [RunTask(str(root.resolve()), plan.sweep_id, r.run_id, r.seed, r.parameters, plan.n_steps,
                      str(StudyLayout.worker_store(folder, r.run_id).resolve())) for r in todo]
