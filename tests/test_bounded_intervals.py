@@ -345,6 +345,7 @@ def test_an_effect_clips_share_and_metric_differences_and_marks_them(tmp_path, c
     ({"adopted_share": ["0", 1]}, "metric_bounds.adopted_share[0]: Input should be a valid number"),
     ({"adopted_share": [0, True]}, "metric_bounds.adopted_share[1]: Input should be a valid number"),
     ({"adopted_share": [0]}, "metric_bounds.adopted_share[1]: required field is missing"),
+    ({"adopted_share": [None, None]}, "'adopted_share': no bound on either side"),
 ])
 def test_invalid_metric_bounds_are_refused_naming_the_metric(tmp_path, capsys, bounds, words):
     root = write_town(tmp_path / "town", bounds=bounds)
@@ -375,3 +376,13 @@ def test_a_sweep_whose_values_leave_the_declared_bounds_says_the_bounds_are_wron
     with pytest.raises(SweepError, match=r"metric 'adopters' of sweep sw\w+: a run's final value \d+\.0 is "
                                          r"outside \[0, 1\], its metric_bounds in study.json"):
         sweep_table(root, result.sweep_id, ["adopters"])
+
+
+def test_an_open_side_is_no_bound_on_that_side():
+    """[0, null]: a count, clipped below at 0 and never above (a stand-in like 1e300 is not needed)."""
+    from desim.experiments.sweep.summary import describe
+    inf = float("inf")
+    low = describe([0.0, 1.0], (0.0, inf))
+    assert low["ci_low"] == 0.0 and low["ci_low_clipped"] and not low["ci_high_clipped"]
+    big = describe([1e6, 3e6], (0.0, inf))
+    assert big["ci_high"] > 3e6 and not big["ci_high_clipped"]

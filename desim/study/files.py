@@ -95,9 +95,10 @@ class StudyFile(Strict):
     state_colors: dict[str, dict[str, str]] = Field(default_factory=dict, description=(
         'per state field, a "#rrggbb" colour per category: {"status": {"S": "#4c9a5b", "I": "#d62728"}}'))
     tags: list[str] = Field(default_factory=list, description="free labels")
-    metric_bounds: dict[str, tuple[Finite, Finite]] = Field(default_factory=dict, description=(
-        'per metric, the [low, high] its values cannot leave: {"share_I": [0, 1]}; sweep and effect intervals '
-        "are clipped to them (an effect's to [low - high, high - low]) and the clipped end is marked"))
+    metric_bounds: dict[str, tuple[Finite | None, Finite | None]] = Field(default_factory=dict, description=(
+        'per metric, the [low, high] its values cannot leave: {"share_I": [0, 1]}, {"count_I": [0, null]} (null: '
+        "no bound on that side); sweep and effect intervals are clipped to them (an effect's to [low - high, "
+        "high - low]) and the clipped end is marked"))
 
     @model_validator(mode="after")
     def _colors(self) -> "StudyFile":
@@ -109,9 +110,11 @@ class StudyFile(Strict):
 
     @field_validator("metric_bounds")
     @classmethod
-    def _bounds(cls, bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    def _bounds(cls, bounds: dict[str, tuple[float | None, float | None]]) -> dict[str, tuple[float | None, float | None]]:
         for name, (low, high) in bounds.items():
-            if not low < high:
+            if low is None and high is None:
+                raise ValueError(f"'{name}': no bound on either side (give [low, high], null for an open side)")
+            if low is not None and high is not None and not low < high:
                 raise ValueError(f"'{name}': low {low:g} is not below high {high:g} (give [low, high])")
         return bounds
 

@@ -123,8 +123,11 @@ def describe(values: list[float], bounds: Bounds | None = None) -> dict[str, Any
 
 
 def metric_bounds(study_root: str | Path) -> dict[str, Bounds]:
-    """The study's ``metric_bounds`` (study.json, validated: an invalid entry is an error naming the metric)."""
-    return dict(read_study_file(study_root).metric_bounds)
+    """The study's ``metric_bounds`` (study.json, validated: an invalid entry is an error naming the metric),
+    an open side (null) as an infinite bound."""
+    inf = float("inf")
+    return {name: (-inf if low is None else low, inf if high is None else high)
+            for name, (low, high) in read_study_file(study_root).metric_bounds.items()}
 
 
 def default_metrics(study_root: str | Path) -> list[str]:
