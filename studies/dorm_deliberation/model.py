@@ -28,16 +28,25 @@ ones show the peers' posts and invite revision).
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
 import simpy
 
 from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector,
-                   NeighborFeed, Observation, Persona, PopulationProvider, neighbors_fn)
+                   NeighborFeed, Observation, Persona, PopulationProvider, StudyConfigError, neighbors_fn)
 
 OPTIONS = ("canteen", "delivery", "cook")
 DAYS_PER_MONTH = 30
+
+
+def refuse(checks: list[tuple[str, bool, str]]) -> None:
+    """Raise one StudyConfigError naming every parameter whose check failed (``--set name=...`` or
+    simulation.json's ``parameters``)."""
+    problems = [(f"parameters.{name}", f"dorm_deliberation: {message}") for name, ok, message in checks if not ok]
+    if problems:
+        raise StudyConfigError("simulation/simulation.json", problems)
 
 
 # --- population ------------------------------------------------------------------
@@ -47,8 +56,8 @@ class Students(PopulationProvider):
 
     def __init__(self, n: int = 150, dorm_size: int = 6):
         self.n, self.dorm_size = int(n), int(dorm_size)
-        if self.n < 1 or self.dorm_size < 1:
-            raise ValueError(f"Students: n ({n}) and dorm_size ({dorm_size}) must be at least 1")
+        refuse([("n_students", self.n >= 1, f"must be at least 1 (got {self.n})"),
+                ("dorm_size", self.dorm_size >= 1, f"must be at least 1 (got {self.dorm_size})")])
 
     def personas(self, rng):
         n = self.n
@@ -139,8 +148,7 @@ class DormEnvironment(EnvironmentProvider):
     def __init__(self, lunch_days: int = 10, lunch_window_minutes: float = 40.0):
         self.lunch_days = int(lunch_days)
         self.lunch_window = float(lunch_window_minutes)
-        if not 1 <= self.lunch_days <= 28:
-            raise ValueError(f"DormEnvironment: lunch_days must be 1..28, got {lunch_days}")
+        refuse([("lunch_days", 1 <= self.lunch_days <= 28, f"must be in 1..28 (got {self.lunch_days})")])
 
     def reset(self, seed):
         ctx = self.ctx
@@ -157,6 +165,13 @@ class DormEnvironment(EnvironmentProvider):
         self.own_wait: dict[str, float | None] = {a: None for a in ctx.agent_ids}
         self._month_waits: dict[str, list[float]] = {}
         self.canteen: simpy.Resource | None = None
+        # the canteen's layers as the study sets them (from the parameters of the same names), checked before
+        # the first month rather than when the first diners queue
+        servers, service = iv.value("canteen_servers"), float(iv.value("service_minutes"))
+        refuse([("canteen_servers", servers >= 1,
+                 f"the canteen's servers (layer canteen_servers), must be at least 1 (got {servers:g})"),
+                ("service_minutes", 0.0 <= service < math.inf,
+                 f"the mean service time (layer service_minutes), must be 0 or more (got {service:g})")])
 
     def advance_to(self, t):
         fired = super().advance_to(t)
@@ -290,6 +305,9 @@ class RuleDeliberation(DecisionModel):
 
     def __init__(self, habit: float = 0.6, noise: float = 1.0):
         self.habit, self.noise = float(habit), float(noise)
+        refuse([("habit", math.isfinite(self.habit), f"must be a finite number (got {self.habit:g})"),
+                ("noise", 0.0 <= self.noise < math.inf,
+                 f"the scale of the taste shocks, must be 0 or more (got {self.noise:g})")])
 
     def decide_batch(self, observations, memories):
         if not observations:

@@ -39,6 +39,9 @@ RULES = ("hegselmann_krause", "deffuant")
 class Population(PopulationProvider):
     def __init__(self, n: int = 500):
         self.n = int(n)
+        if self.n < 1:
+            raise StudyConfigError("simulation/simulation.json", [
+                ("parameters.n_agents", f"opinion_diffusion: must be at least 1 (got {self.n})")])
 
     def personas(self, rng):
         width = len(str(self.n - 1))

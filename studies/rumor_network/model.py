@@ -36,6 +36,13 @@ In both modes, from the step of the ``official_correction`` broadcast on,
 spreaders also stop with probability ``correction_stop`` per round and
 ignorants believe with ``p_believe * (1 - correction_doubt)``.
 
+In both modes an agent who hears the rumour and does not believe it stays
+``ignorant`` (its ``heard`` state and ``reach`` record the hearing): the state
+means "not convinced", not Maki-Thompson's "never heard" (``1 - reach``); the
+two agree when ``p_believe = 1``. The probabilities are checked to lie in
+[0, 1], ``n_agents`` and ``n_seeds`` to be at least 1 (``n_seeds`` at most
+``n_agents``), each refusal naming the parameter in simulation.json.
+
 The state changes only through ``apply``, and every draw comes from
 ``ctx.rng`` (per step and round), so a branch that replays stored rounds
 reproduces the parent exactly up to its fork.
@@ -50,17 +57,28 @@ CORRECTION_CHANNEL = "official"
 TRANSMISSIONS = ("contagion", "maki_thompson")
 
 
+def refuse(checks: list[tuple[str, bool, str]]) -> None:
+    """Raise one StudyConfigError naming every parameter whose check failed (``--set name=...`` or
+    simulation.json's ``parameters``)."""
+    problems = [(f"parameters.{name}", f"rumor_network: {message}") for name, ok, message in checks if not ok]
+    if problems:
+        raise StudyConfigError("simulation/simulation.json", problems)
+
+
 def check_transmission(transmission: str) -> str:
-    if transmission not in TRANSMISSIONS:
-        raise StudyConfigError("simulation/simulation.json", [(
-            "parameters.transmission", f"rumor_network: must be one of {', '.join(TRANSMISSIONS)} "
-                                       f"(got '{transmission}')")])
+    refuse([("transmission", transmission in TRANSMISSIONS,
+             f"must be one of {', '.join(TRANSMISSIONS)} (got '{transmission}')")])
     return transmission
+
+
+def probability(name: str, value: float) -> tuple[str, bool, str]:
+    return name, 0.0 <= value <= 1.0, f"a probability, must be in [0, 1] (got {value:g})"
 
 
 class Population(PopulationProvider):
     def __init__(self, n: int = 1000):
         self.n = int(n)
+        refuse([("n_agents", self.n >= 1, f"must be at least 1 (got {self.n})")])
 
     def personas(self, rng):
         width = len(str(self.n - 1))
@@ -73,9 +91,12 @@ class RumorEnvironment(EnvironmentProvider):
     def __init__(self, n_seeds: int = 5, transmission: str = "contagion"):
         self.n_seeds = int(n_seeds)
         self.transmission = check_transmission(transmission)
+        refuse([("n_seeds", self.n_seeds >= 1, f"must be at least 1 (got {self.n_seeds})")])
 
     def reset(self, seed):
         ctx = self.ctx
+        refuse([("n_seeds", self.n_seeds <= len(ctx.agent_ids),
+                 f"must be at most the number of agents, {len(ctx.agent_ids)} (got {self.n_seeds})")])
         self.neighbors = neighbors_fn(ctx.graph)
         self.state = {a: IGNORANT for a in ctx.agent_ids}
         self.heard: set[str] = set()
@@ -175,6 +196,9 @@ class RumorRule(DecisionModel):
         self.p_believe, self.p_stop = float(p_believe), float(p_stop)
         self.correction_stop, self.correction_doubt = float(correction_stop), float(correction_doubt)
         self.transmission = check_transmission(transmission)
+        refuse([probability("p_believe", self.p_believe), probability("p_stop", self.p_stop),
+                probability("correction_stop", self.correction_stop),
+                probability("correction_doubt", self.correction_doubt)])
 
     def decide_batch(self, observations, memories):
         if self.transmission == "maki_thompson":

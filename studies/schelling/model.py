@@ -1,7 +1,7 @@
 """schelling: residential segregation from mild preferences (Schelling 1971), on the columnar path.
 
-The world is a ``width`` x ``height`` grid, bounded by default (as Mesa's example,
-whose outcomes SPEC section 11 quotes) or a torus with ``torus``,
+The world is a ``width`` x ``height`` grid, bounded by default (as Mesa's example)
+or a torus with ``torus``,
 with at most one agent per cell. An agent's neighbourhood is the Moore
 neighbourhood (the 8 surrounding cells). An agent is *happy* when at least
 ``homophily`` of its occupied neighbour cells hold its own type.
@@ -176,6 +176,8 @@ class Relocation(DecisionModel):
             raise bad_parameter("homophily", f"must be in [0, 1] (got {self.homophily})")
         if self.rule not in RULES:
             raise bad_parameter("rule", f"rule must be one of {RULES} (got '{self.rule}')")
+        if not 0.0 < self.max_jump < math.inf:   # a jump is drawn from [0, max_jump)
+            raise bad_parameter("max_jump", f"must be a number above 0 (got {self.max_jump:g})")
 
     def decide_columns(self, obs, idx, t, round_idx):
         grid = obs["grid"]
