@@ -17,6 +17,7 @@ from desim.cli import main
 from desim.report import write_sweep_report
 from storeq import store_path
 from desim.experiments.sweep import run_sweep
+from desim.experiments.sweep.summary import metric_bounds
 from images import decode
 
 # n_agents has one value: fixed for the sweep, so epsilon (the first varied parameter) is the x axis
@@ -91,8 +92,9 @@ def query(root, sql: str, params: list) -> list[tuple]:
 
 
 def expected_summary(root, sweep_id: str) -> dict[tuple, tuple]:
-    """(metric, epsilon, mu) -> (mean, sd, ci_low, ci_high, n) from SQL over the metrics table,
-    each run's last recorded step, intervals with scipy's t quantile."""
+    """(metric, epsilon, mu) -> (mean, sd, ci_low, ci_high, n, low clipped, high clipped) from SQL over the
+    metrics table, each run's last recorded step, intervals with scipy's t quantile clipped to the study's
+    metric_bounds."""
     rows = query(root, """
         SELECT m.name, CAST(r.parameters->>'epsilon' AS DOUBLE), CAST(r.parameters->>'mu' AS DOUBLE),
                avg(m.value), stddev_samp(m.value), count(*)
@@ -100,10 +102,13 @@ def expected_summary(root, sweep_id: str) -> dict[tuple, tuple]:
         WHERE r.sweep_id = ? AND r.status = 'completed'
           AND m.step = (SELECT max(step) FROM metrics x WHERE x.run_id = m.run_id)
         GROUP BY ALL""", [sweep_id])
+    bounds = metric_bounds(root)
     out = {}
     for name, eps, mu, mean, sd, n in rows:
         half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-        out[(name, eps, mu)] = (mean, sd, mean - half, mean + half, n)
+        low, high = bounds.get(name, (-math.inf, math.inf))
+        out[(name, eps, mu)] = (mean, sd, max(mean - half, low), min(mean + half, high), n,
+                                mean - half < low, mean + half > high)
     return out
 
 
@@ -169,7 +174,8 @@ def test_sweep_report_figures_and_table_match_sql(swept):
         assert len(rows) == 6
         for eps, mu, *values in rows:
             want = expected[(metric, float(eps), float(mu))]
-            got = [float(v) for v in values]
+            got = [float(v.removesuffix("\u2020")) for v in values]     # a dagger marks an end clipped at a bound
+            assert (values[2].endswith("\u2020"), values[3].endswith("\u2020")) == want[5:], (metric, values)
             assert got[4] == want[4] == REPLICATES
             # printed to the digits the interval supports: each within half a unit of its last printed digit
             for text, value, true in zip(values[:4], got[:4], want[:4]):

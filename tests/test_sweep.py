@@ -14,6 +14,7 @@ import pytest
 from desim.cli import main
 from storeq import store_path
 from desim.experiments.sweep import SweepError, make_plan, run_sweep, sweep_table
+from desim.experiments.sweep.summary import metric_bounds
 from sweep_study import panels_by_slot, write_crashy_study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,14 +78,17 @@ def test_summary_matches_sql_over_the_metrics_table(swept):
         expected[(eps, mu, name)] = (mean, sd, n)
     assert result.metrics == ["mean_opinion", "support_share", "opinion_sd"]   # study.json display_metrics
     assert len(result.table) == 6 * 3
+    bounds = metric_bounds(root)          # the study's metric_bounds clip the interval (docs/sweep.md)
     for row in result.table:
         mean, sd, n = expected[(row["epsilon"], row["mu"], row["metric"])]
         assert row["n"] == n == 3
         assert row["mean"] == pytest.approx(mean, abs=1e-12)
         assert row["sd"] == pytest.approx(sd, abs=1e-12)
         half = T975_DF2 * sd / math.sqrt(3)
-        assert row["ci_low"] == pytest.approx(mean - half, abs=1e-9)
-        assert row["ci_high"] == pytest.approx(mean + half, abs=1e-9)
+        low, high = bounds.get(row["metric"], (-math.inf, math.inf))
+        assert row["ci_low"] == pytest.approx(max(mean - half, low), abs=1e-9)
+        assert row["ci_high"] == pytest.approx(min(mean + half, high), abs=1e-9)
+        assert (row["ci_low_clipped"], row["ci_high_clipped"]) == (mean - half < low, mean + half > high)
     # and mean_opinion's means agree with the panel itself (the collector averages the final opinions)
     from_panel = dict(((e, m), v) for e, m, v in query(root, """
             SELECT CAST(r.parameters->>'epsilon' AS DOUBLE) AS e, CAST(r.parameters->>'mu' AS DOUBLE) AS m,
