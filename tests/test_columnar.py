@@ -178,3 +178,24 @@ def test_a_large_drained_table_becomes_json_a_slice_at_a_time_with_every_text_in
     for i in (0, 3, _JSON_SLICE - 1, _JSON_SLICE, n - 1):
         want = None if i % 50_000 == 3 else orjson.dumps({"v": float(v[i]), "a": i}, option=orjson.OPT_SORT_KEYS).decode()
         assert texts[i] == want
+
+
+def test_a_columnar_feed_keeps_what_a_study_drains_for_the_store():
+    """As InMemoryMessageBus: once desim stores the feed's posts (drain_columns), a study's own drain() no
+    longer takes them from the messages table; before that it is counted as taken (and the run says so)."""
+    import networkx as nx
+    import numpy as np
+
+    from desim.messaging.columnar import ColumnarFeed
+    g = nx.relabel_nodes(nx.path_graph(4), {i: f"v{i}" for i in range(4)})
+    feed = ColumnarFeed.from_graph(g, [f"v{i}" for i in range(4)])
+    post = lambda step, r, who: feed.post(np.array(who), step, r, {"x": np.array([float(w) for w in who])})
+    post(0, 0, [0])
+    assert feed.drain().num_rows == 1 and feed.taken == 1                # before any store drain: lost
+    post(1, 0, [1])
+    assert feed.drain_columns().column("author_id").to_pylist() == ["v1"]
+    post(1, 1, [2])
+    assert feed.drain().num_rows == 1 and feed.taken == 1                # a study's own: kept
+    post(2, 0, [3])
+    assert feed.drain_columns().column("author_id").to_pylist() == ["v2", "v3"]
+    assert feed.drain_columns().num_rows == 0

@@ -119,14 +119,18 @@ def test_drain_returns_in_posting_order_and_clears():
     assert seen(f.local_for("a", 1, 2)) == {("b", 1, 0), ("c", 1, 1)}
 
 
-def test_the_bus_counts_what_a_study_drains_itself_not_what_the_store_drains():
+def test_what_a_study_drains_itself_is_kept_for_the_store_once_desim_stores_the_bus():
     f = feed()
-    f.ingest([post("a", 1), post("b", 1)], 1, 0)
-    f.bus.drain_columns()                                           # the store's drain
-    assert f.bus.taken == 0
+    f.ingest([post("a", 1)], 1, 0)
+    assert len(f.bus.drain()) == 1 and f.bus.taken == 1             # before desim stored any: counted as lost
+    f.ingest([post("b", 1)], 1, 0)
+    assert f.bus.drain_columns()["author_id"] == ["b"] and f.bus.taken == 1     # the store's drain
     f.bus.post(Message(author_id="c", step=1, round=1, content={}))
     f.bus.post_batch(1, 2, [], [])                                   # an empty batch posts nothing
-    assert len(f.bus.drain()) == 1 and f.bus.taken == 1             # a study's own
+    assert len(f.bus.drain()) == 1 and f.bus.taken == 1             # a study's own: kept for the store
+    f.bus.post(Message(author_id="d", step=1, round=2, content={}))
+    assert f.bus.drain_columns()["author_id"] == ["c", "d"]          # what it took, then the rest, in order
+    assert f.bus.drain_columns()["author_id"] == [] and f.bus.drain() == []
 
     class Quiet(InMemoryMessageBus):                                # a bus whose drain is its rule for the store
         def drain(self):
@@ -136,6 +140,10 @@ def test_the_bus_counts_what_a_study_drains_itself_not_what_the_store_drains():
     quiet.post(Message(author_id="a", step=1, round=0, content="secret"))
     quiet.post(Message(author_id="b", step=1, round=0, content="shown"))
     assert quiet.drain_columns()["content"] == ["shown"] and quiet.taken == 0
+    quiet.post(Message(author_id="c", step=2, round=0, content="secret"))
+    quiet.post(Message(author_id="d", step=2, round=0, content="kept"))
+    assert [m.content for m in quiet.drain()] == ["kept"]            # the study's drain, by its rule
+    assert quiet.drain_columns()["content"] == ["kept"]             # kept for the store, by the same rule
 
 
 def test_old_steps_are_pruned():
@@ -335,21 +343,36 @@ def keeper_run(tmp_path, env: str):
     return load_study(spec.root), tmp_path / f"{env}.duckdb"
 
 
-def test_a_study_that_drains_the_bus_itself_is_told_instead_of_losing_the_messages_table(tmp_path):
-    spec, db = keeper_run(tmp_path, "Keeper")
-    with pytest.raises(RunFailed) as failed:
-        run_study(spec, db_path=db)
-    assert re.search(r"21 messages were drained from Keeper's InMemoryMessageBus before desim stored them \(the study calls "
-                     r"bus\.drain\(\) itself, at model\.py:\d+\)", str(failed.value)), str(failed.value)
-    assert "override drain_messages to return what you drain" in str(failed.value)
-    # handing its own drain to the store is the documented way to keep both: nothing is missing
-    spec, db = keeper_run(tmp_path, "KeeperThatStores")
+@pytest.mark.parametrize("env", ["Keeper", "KeeperThatStores"])
+def test_a_study_that_drains_the_bus_itself_as_the_seed_says_loses_nothing(tmp_path, env):
+    """The seed persists messages "via bus.drain()": a study doing that at each step's close stopped the run
+    (the messages table would have lost them). desim now keeps what a study drains for the store, so the
+    table is whole either way, and a study handing its own drain to the store (drain_messages) counts once."""
+    spec, db = keeper_run(tmp_path, env)
     result = run_study(spec, db_path=db)
     with duckdb.connect(str(db), read_only=True) as con:
         (stored,) = con.execute("SELECT count(*) FROM messages WHERE run_id = ?", [result.run_id]).fetchone()
+        (distinct,) = con.execute("SELECT count(DISTINCT (step, round, author_id)) FROM messages WHERE run_id = ?",
+                                  [result.run_id]).fetchone()
         (kept,) = con.execute("SELECT DISTINCT CAST(state.kept AS INTEGER) FROM panel WHERE run_id = ? AND step = 4",
                               [result.run_id]).fetchone()
-    assert stored == kept == 4 * 3 * 7
+    assert stored == distinct == kept == 4 * 3 * 7
+
+
+def test_a_study_that_drains_before_desim_stores_anything_is_told(tmp_path):
+    """Posts drained in reset, before step 0's messages are stored, cannot be kept for the table: said."""
+    spec, db = keeper_run(tmp_path, "Keeper")
+    model = spec.root / "model.py"
+    model.write_text(model.read_text().replace(
+        "        super().reset(seed)\n        self.kept = []",
+        "        super().reset(seed)\n        self.bus.post(Message(author_id='p0', step=0, round=0, content={}))\n"
+        "        self.kept = list(self.bus.drain())", 1).replace("from desim import Action,",
+                                                              "from desim import Message, Action,", 1))
+    with pytest.raises(Exception) as failed:        # at set-up: nothing recorded
+        run_study(load_study(spec.root), db_path=db)
+    assert not db.exists()
+    assert re.search(r"1 messages were drained from Keeper's InMemoryMessageBus before desim stored them \(the "
+                     r"study calls bus\.drain\(\) itself, at model\.py:\d+\)", str(failed.value)), str(failed.value)
 
 
 @pytest.mark.parametrize("where", ["renamed", "feed_only", "two_buses"])

@@ -209,7 +209,12 @@ class InMemoryMessageBus(MessageBus):
         self._steps: dict[int, StepPosts] = {}
         self._latest_step: int | None = None
         self._undrained: list[Batch] = []
-        self.taken = 0      # messages a study drained itself, not for the store (read by drain_messages)
+        # A study may drain the bus itself (the seed's way of persisting messages); once desim stores this
+        # bus's messages (its first drain_columns, at step 0), what the study takes is kept for the store
+        # too. Before that, or when desim never stores them (an own drain_messages), nothing is kept.
+        self._for_store = False
+        self._kept: list[Batch] = []
+        self.taken = 0      # messages a study drained before desim stored any: missing from the messages table
         self.taken_at = ""  # where the study drained them: "model.py:88", for the error that says so
         self._storing = False
 
@@ -330,16 +335,24 @@ class InMemoryMessageBus(MessageBus):
         return ByAuthor(out.authors, out.contents)
 
     def drain(self) -> list[Message]:
+        if self._storing:           # desim's drain (a subclass's own drain runs here too)
+            self._for_store = True
+            batches, self._kept, self._undrained = self._kept + self._undrained, [], []
+            return [m for b in batches for m in b.messages()]
         batches, self._undrained = self._undrained, []
         drained = [m for b in batches for m in b.messages()]
-        if not self._storing:       # a study's own drain: these will be missing from the messages table
+        if self._for_store:         # a study's own drain: kept for the store as well
+            self._kept += batches
+        else:                       # before desim stores anything: these will be missing from the table
             self.taken += len(drained)
             self.taken_at = _caller()
         return drained
 
     def drain_columns(self) -> dict[str, list]:
-        """:meth:`MessageBus.drain_columns` from the batches' lists, without a ``Message`` per post."""
-        batches, self._undrained = self._undrained, []
+        """:meth:`MessageBus.drain_columns` from the batches' lists, without a ``Message`` per post: what
+        the study drained itself since the last call, then the rest, in posting order."""
+        self._for_store = True
+        batches, self._kept, self._undrained = self._kept + self._undrained, [], []
         out: dict[str, list] = {name: [] for name in Message._fields}
         for b in batches:
             n = len(b.authors)

@@ -129,7 +129,9 @@ class ColumnarFeed:
         self._rows_all = np.repeat(np.arange(self.n, dtype=np.int32), np.diff(self.indptr))
         self._batches: list[_Batch] = []
         self._undrained: list[_Batch] = []
-        self.taken = 0      # posts a study drained itself, not for the store (read by drain_messages)
+        self._for_store = False     # as InMemoryMessageBus: once desim stores, a study's own drains are kept
+        self._kept: list[_Batch] = []
+        self.taken = 0      # posts a study drained before desim stored any: missing from the messages table
         self.taken_at = ""  # where the study drained them, for the error that says so
         self._storing = False
 
@@ -315,10 +317,16 @@ class ColumnarFeed:
     def drain(self) -> pa.Table:
         """The posts since the last drain as one Arrow table (step, round, author_id, channel,
         kind, content struct, audience, reply_to), in posting order; the buffer is cleared."""
-        batches, self._undrained = self._undrained, []
-        if not self._storing:       # a study's own drain: these will be missing from the messages table
-            self.taken += sum(len(b.authors) for b in batches)
-            self.taken_at = _caller()
+        if self._storing:           # desim's drain: what the study drained itself first, then the rest
+            self._for_store = True
+            batches, self._kept, self._undrained = self._kept + self._undrained, [], []
+        else:
+            batches, self._undrained = self._undrained, []
+            if self._for_store:
+                self._kept += batches
+            else:                   # a study's own drain before desim stored anything: missing from the table
+                self.taken += sum(len(b.authors) for b in batches)
+                self.taken_at = _caller()
         tables = []
         for b in batches:
             n = len(b.authors)

@@ -251,9 +251,9 @@ class EnvironmentProvider(Component):
                 raise RuntimeError(
                     f"{lost} messages were drained from {type(self).__name__}'s {type(bus).__name__} before desim "
                     f"stored them (the study calls bus.drain() itself{', at ' + where if where else ''}), so the "
-                    "messages table would miss them. desim stores every round's posts in the messages table at "
-                    "each step's close; read them there, read the bus without draining it (feed.local_for, "
-                    "bus.contents_by_author), or override drain_messages to return what you drain")
+                    "messages table would miss them. From step 0's close on, what a study drains is kept for the "
+                    "table; drain at a step's close (end_step), not while setting up, or override drain_messages "
+                    "to return what you drain")
         if len(buses) == 1:
             return buses[0].drain_columns()
         return _joined([bus.drain_columns() for bus in buses], type(self).__name__)
