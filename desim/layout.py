@@ -17,7 +17,7 @@ The method, chosen by measurement (``benchmarks/bench_network_views.py``, RESULT
   igraph's own DrL schedule (750 iterations, 100 of them in the costly "simmer" phase) takes
   16 s for 5,000 agents; :func:`drl_schedule` keeps its phases in proportion at 125
   iterations and no simmer, about 2 s at 5,000 (more iterations for small networks).
-* Above :data:`MULTILEVEL_FROM` agents DrL's set-up alone grows to tens of seconds (its per-node
+* From :data:`MULTILEVEL_FROM` agents on (a connected piece of that many) DrL's set-up alone grows to tens of seconds (its per-node
   neighbour maps), so a piece is laid out in two levels: Leiden groups (igraph, modularity at a
   high resolution: groups of some tens of agents) are contracted into a graph of at most
   :data:`COARSE_MAX` nodes, kept to each group's :data:`BACKBONE` heaviest links that weigh at

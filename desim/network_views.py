@@ -290,6 +290,7 @@ LAYOUT_SEED = 1            # one layout per network, whatever the seed of the ru
 NUMERIC_BINS = 32          # colours of a numeric state (viridis)
 NO_VALUE = 255             # the code of "no value" in a frame
 MAX_NODES = 20_000         # the offline player embeds every agent up to this many (then the community view)
+MAX_CATEGORIES = 20        # a categorical state with more values than this (agent ids, free text) is refused
 SIZE_BY_DEGREE_FROM = 4.0  # nodes are sized by degree when the largest degree is this many times the median
 MISSING_COLOR = "#cccccc"
 
@@ -342,17 +343,26 @@ def stored_positions(net: RunNetwork, progress=None) -> tuple[np.ndarray, dict[s
     from desim.store import layouts
     found = layouts.read_positions(net.study_root, net.key, net.ids)
     where = _relative(layouts.positions_file(net.study_root, net.key), net.study_root)
+    levels = {"two_levels": two_level_layout(net)}
     if found is not None:
         xy, meta = found
         return xy, {"method": meta.get("method", METHOD), "seconds": meta.get("seconds"), "reused": True,
-                    "file": where}
+                    "file": where, **levels}
     c0, w0 = time.process_time(), time.perf_counter()
     xy = layout(net.edges, np.arange(net.n), seed=LAYOUT_SEED, progress=progress)
     meta = {"method": METHOD, "seed": LAYOUT_SEED, "n": net.n, "links": int(len(net.edges)),
             "seconds": round(time.perf_counter() - w0, 3), "cpu_seconds": round(time.process_time() - c0, 3),
             "run_id": net.run_id}
     layouts.write_positions(net.study_root, net.key, net.ids, xy, meta)
-    return xy, {"method": METHOD, "seconds": meta["seconds"], "reused": False, "file": where}
+    return xy, {"method": METHOD, "seconds": meta["seconds"], "reused": False, "file": where, **levels}
+
+
+def two_level_layout(net: RunNetwork) -> bool:
+    """Whether :func:`desim.layout.layout` draws (part of) this network in two levels: it does so for each
+    connected piece of ``MULTILEVEL_FROM`` agents or more (its clumps are then Leiden groups placed
+    first, a drawing device, not the communities of the community view)."""
+    from desim import layout as lay
+    return net.n >= lay.MULTILEVEL_FROM and len(lay.components(net.n, net.edges)[0]) >= lay.MULTILEVEL_FROM
 
 
 def stored_communities(net: RunNetwork, progress=None) -> tuple[np.ndarray, dict[str, Any]]:
@@ -427,8 +437,14 @@ class StateFrames:
         return ramp_colors(NUMERIC_BINS)
 
 
-def read_frames(con, run_id: str, name: str, n: int, declared: dict[str, str] | None = None) -> StateFrames:
-    """The state field ``name`` of every agent and step, from the store (``con``)."""
+def read_frames(con, run_id: str, name: str, n: int, declared: dict[str, str] | None = None,
+                ids: Sequence[str] = ()) -> StateFrames:
+    """The state field ``name`` of every agent and step, from the store (``con``).
+
+    A categorical field of more than :data:`MAX_CATEGORIES` values is refused (``ReportError``): one
+    colour per category cannot tell thousands apart (a field of agent ids such as ``infected_by``, whose
+    picture is the transmission tree), and the frames hold a category in one byte. ``ids``, the run's
+    agents, only make the message say when the values are agent ids."""
     from desim.report import data
     from desim.report.figures import ordered_categories
     from desim.report.palette import category_colors
@@ -446,10 +462,24 @@ def read_frames(con, run_id: str, name: str, n: int, declared: dict[str, str] | 
         return StateFrames(name, kind, steps, [], [], values=values, range=rng)
     labels = raw["labels"]
     cats = ordered_categories(labels, declared)
+    if len(cats) > MAX_CATEGORIES:
+        raise data.ReportError(too_many_categories(run_id, name, cats, ids))
     remap = np.array([cats.index(c) for c in labels] + [-1], dtype=np.int64)
     codes = np.full((len(steps), n), -1, dtype=np.int16)
     codes[row, raw["pos"]] = remap[raw["code"]]
     return StateFrames(name, kind, steps, cats, category_colors(cats, declared), codes=codes)
+
+
+def too_many_categories(run_id: str, name: str, categories: Sequence[str], ids: Sequence[str] = ()) -> str:
+    """Why a state field with too many values has no network picture, and what to draw instead."""
+    known = set(ids)
+    agent_ids = bool(known) and sum(c in known for c in categories) > len(categories) / 2
+    what = " (most are agent ids)" if agent_ids else ""
+    instead = ("; who passed the state to whom is the transmission tree: `--view tree` with the model's state "
+               "field (e.g. --state state)" if agent_ids else "")
+    return (f"run {run_id}: state field '{name}' has {len(categories):,} distinct values{what}; the network "
+            f"views colour agents by category and draw at most {MAX_CATEGORIES} categories: choose a state field "
+            f"with fewer values{instead}")
 
 
 def seed_agents(frames: StateFrames) -> tuple[np.ndarray, str]:
@@ -575,7 +605,7 @@ def picture(study_root, state: str, run_id: str | None = None, *, views: Sequenc
         run = data.recorded_run(con, run_id, root)
         rid = run["run_id"]
         net = read_network(con, root, rid)
-        frames = read_frames(con, rid, state, net.n, declared)
+        frames = read_frames(con, rid, state, net.n, declared, net.ids)
         n_messages = network_reads.message_count(con, rid)
         post_step, post_pos = network_reads.posters(con, rid) if n_messages else (np.zeros(0, np.int64),) * 2
         transmissions = network_reads.first_transmissions(con, rid) if frames.kind == "categorical" else None
@@ -585,6 +615,16 @@ def picture(study_root, state: str, run_id: str | None = None, *, views: Sequenc
     node_ok = net.n <= max_nodes
     allowed = (["network"] if node_ok else []) + ["communities"] \
         + (["adoption"] if node_ok and categorical and net.n else []) + (["tree"] if node_ok and has_tree else [])
+    # each view this run does not allow, and why, so a caller can say what it left out
+    left_out: dict[str, str] = {}
+    if not node_ok:
+        left_out = dict.fromkeys(("network", "adoption", "tree"), f"{net.n:,} agents, more than max_nodes ({max_nodes:,})")
+    else:
+        if not categorical:
+            left_out["adoption"] = f"'{state}' is a number, not a state agents adopt"
+        if not has_tree:
+            left_out["tree"] = ("the run records no 'infected_by' (who passed the state to whom)" if categorical
+                                else f"'{state}' is a number")
     suggested = suggested_view(net.n) if suggested_view(net.n) in allowed else (allowed[0] if allowed else "communities")
     wanted = [v for v in dict.fromkeys(suggested if v == "suggested" else v for v in (allowed if views is None else views))
               if v in allowed]
@@ -595,7 +635,9 @@ def picture(study_root, state: str, run_id: str | None = None, *, views: Sequenc
         "steps": frames.steps, "categories": frames.categories, "palette": frames.palette, "missing": MISSING_COLOR,
         "n_messages": int(n_messages), "has_messages": bool(n_messages),
         "seeds": {"count": int(len(seeds)), "rule": seed_rule},
-        "available": allowed, "views": wanted, "suggested": suggested,
+        "available": allowed, "views": wanted, "suggested": suggested, "left_out": left_out,
+        # how far the run had got: a run still going, stopped or failed is drawn up to its last stored step
+        "run": {"status": run["status"], "n_steps": run.get("n_steps"), "error": run.get("error")},
         "size_by": size_by, "degree": {"min": int(net.degree.min()) if net.n else 0,
                                        "median": float(np.median(net.degree)) if net.n else 0.0,
                                        "max": int(net.degree.max()) if net.n else 0},
@@ -669,7 +711,10 @@ def picture(study_root, state: str, run_id: str | None = None, *, views: Sequenc
         when = np.full(net.n, -1, dtype=np.int64)
         parent[pos] = by
         when[pos] = step
-        when[seeds] = np.where(when[seeds] >= 0, when[seeds], 0)
+        # a seed is a root infected at step 0: in SIS a seed that recovers and is infected again has an
+        # infector in its state, and keeping it would close a loop (it infected its infector first)
+        parent[seeds] = -1
+        when[seeds] = 0
         t = tree_data(parent, when, seeds)
         offspring = t["offspring"]
         out["tree"] = {"nodes": t["nodes"].tolist(), "x": t["x"].tolist(), "y": _r(t["y"], 5),

@@ -65,6 +65,16 @@ def cmd_viz_diffusion(args) -> int:
     except ReportError as e:
         raise UserError(str(e)) from None
     meta = paths["picture"]["meta"]
+    from desim.report.diffusion import missing_view_why, run_note
+    if run_note(meta):      # a run not ended is drawn up to its last stored step: said even with --quiet
+        print(f"desim: warning: {run_note(meta)}", file=sys.stderr)
+    if args.view == "all":  # the views the run does not allow are not drawn: say which, and why (once per reason)
+        reasons: dict[str, list[str]] = {}
+        for view in meta.get("left_out") or {}:
+            reasons.setdefault(missing_view_why(meta, view, cli=True), []).append(view)
+        for why, views in reasons.items():
+            named = views[0] if len(views) == 1 else f"{', '.join(views[:-1])} and {views[-1]}"
+            print(f"desim: note: not drawn: the {named} view{'s' if len(views) > 1 else ''}{why}", file=sys.stderr)
     lay = paths["picture"].get("network", {}).get("layout")
     if lay:
         # the page names the file within the study; here it is a path from where the command was typed

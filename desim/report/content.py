@@ -195,8 +195,10 @@ def states_section(con, rd: RunData) -> Section | None:
                        + _left_out(bands))
         else:
             counts = data.category_counts(con, rd.run_id, name)
-            png = figures.categorical_shares(name, counts, rd.event_steps(), rd.run["time_unit"],
-                                             (rd.study.get("state_colors") or {}).get(name))
+            declared = (rd.study.get("state_colors") or {}).get(name)
+            # the study's order (S, I, R), in the figure and the sentence alike, not the store's sorted one
+            counts["categories"] = figures.ordered_categories(counts["categories"], declared)
+            png = figures.categorical_shares(name, counts, rd.event_steps(), rd.run["time_unit"], declared)
             caption = f"'{name}': share of {_whom(counts)} in each category at each step." + _left_out(counts)
             last = counts["steps"][-1] if counts["steps"] else None
             if last is not None:

@@ -61,6 +61,7 @@ TITLE_PT, SUB_PT, KEY_PT, PANEL_PT, SHARE_PT, NOTE_PT = 12.5, 9.5, 9.0, 9.5, 8.5
 NO_VALUE = 255
 OVERLAY = "#e6781e"     # message links
 EDGE = "#7d8a97"
+WARN = "#b42318"        # a run drawn before it ended
 VIEW_NAMES = {"network": "network", "communities": "communities", "adoption": "adoption", "tree": "transmission tree"}
 
 
@@ -103,7 +104,8 @@ def captions(pic: dict) -> dict[str, str]:
         lay = pic["network"]["layout"]
         out["network"] = (f"Every one of the {m['n_agents']:,} agents at its place in the network's layout "
                           f"({lay['method']}: igraph's DrL force-directed layout"
-                          + (", in two levels (groups of agents first)" if m["n_agents"] >= 30_000 else "")
+                          + (", in two levels: groups of agents placed first, so its clumps are a drawing "
+                             "device, not communities" if lay.get("two_levels") else "")
                           + f"; computed once for this network and stored, the same for every run, branch and view "
                           f"of it). {colour}. "
                           f"{size_key(m, 'network')[0].upper() + size_key(m, 'network')[1:]}; a state never "
@@ -135,6 +137,26 @@ def captions(pic: dict) -> dict[str, str]:
                        f"infections is a band (the largest first). {colour}; agents not yet infected at the step "
                        f"are hollow.")
     return out
+
+
+def run_note(meta: dict) -> str:
+    """How far the drawn run had got, when it had not simply completed: a run still going, stopped or failed
+    is drawn up to its last stored step, and a picture of it must not read as the whole run ("" otherwise).
+    The statuses are ``desim report``'s (``desim.store.health``: ``stale`` when its process is gone)."""
+    run = meta.get("run") or {}
+    status = run.get("status")
+    if not status or status == "completed":
+        return ""
+    unit, last = meta["time_unit"], meta["steps"][-1] if meta["steps"] else 0
+    where = f"{unit} {last:,}" + (f" of {run['n_steps']:,}" if run.get("n_steps") else "")
+    if status == "running":
+        return (f"Run {meta['run_id']} was still going when this was drawn: shown up to {where}, the steps stored "
+                f"so far; draw it again when it ends.")
+    if status == "stale":
+        return (f"Run {meta['run_id']} stopped at {where} without ending (stale: its process is gone); "
+                f"`desim run --resume {meta['run_id']}` continues it.")
+    why = f": {run['error']}" if run.get("error") else ""
+    return f"Run {meta['run_id']} is {status}: it stopped at {where}{why}."
 
 
 def subtitle(pic: dict, view: str) -> str:
@@ -248,7 +270,23 @@ def _share_items(meta: dict, k: int) -> list[tuple[str, str, str]]:
         return [("", "#222", "mean n/a" if mean is None else f"mean {mean:.3g}")]
     counts = meta["counts"][k]
     total = max(1, sum(counts))
-    return [("\u25cf", c, f"{100 * v / total:.1f} %") for c, v in zip(meta["palette"], counts)]
+    return [("\u25cf", c, share_text(v, total)) for c, v in zip(meta["palette"], counts)]
+
+
+def share_text(count: int, total: int) -> str:
+    """A category's share of the agents, to one decimal, that never rounds agents away: a share that would
+    print as 0.0 % (2 of 5,000) or 100.0 % (4,999 of 5,000) reads "<0.1 % (2)" or ">99.9 % (4,999)", the
+    count beside it; none at all is "0 %", everyone "100 %"."""
+    if count == 0:
+        return "0 %"
+    if count == total:
+        return "100 %"
+    text = f"{100 * count / total:.1f}"
+    if text == "0.0":
+        return f"<0.1 % ({count:,})"
+    if text == "100.0":
+        return f">99.9 % ({count:,})"
+    return f"{text} %"
 
 
 def _panels(sheet: Sheet, meta: dict, chosen: list[int], cols: int, aspect: float = 1.0) -> list[tuple[int, float, float]]:
@@ -295,10 +333,15 @@ def _ordinal(k: int) -> str:
 def _frame_note(meta: dict, chosen: list[int], stride: int) -> str:
     n = len(meta["steps"])
     unit = meta["time_unit"]
+    # a run not completed had more steps to come: the note says these are the ones stored, and why
+    status = (meta.get("run") or {}).get("status") or "completed"
+    so_far, why = ("", "") if status == "completed" else (" stored so far", {
+        "running": "the run was still going; ", "stale": "the run stopped without ending (stale); "}.get(
+        status, f"the run is {status}; "))
     if stride == 1:
-        return f"Every {unit} shown ({n} frames: the initial state and {n - 1} {unit}s)."
+        return f"Every {unit} shown ({why}{n} frames: the initial state and {n - 1} {unit}s{so_far})."
     last = chosen[-1] - chosen[-2] != stride
-    return (f"Every {_ordinal(stride)} {unit} of {n - 1} ({len(chosen)} of {n} frames)"
+    return (f"Every {_ordinal(stride)} {unit} of {n - 1}{so_far} ({why}{len(chosen)} of {n} frames)"
             + (f", and the last ({unit} {meta['steps'][-1]})." if last else "."))
 
 
@@ -375,6 +418,8 @@ def _figure_head(sheet: Sheet, pic: dict, view: str, extra_keys: list[tuple[str,
     m = pic["meta"]
     sheet.lines(m.get("title") or m["study"], TITLE_PT, weight="bold")
     sheet.lines(subtitle(pic, view), SUB_PT, color="#444")
+    if run_note(m):
+        sheet.lines(run_note(m), SUB_PT, weight="bold", color=WARN)
     sheet.gap(4)
     sheet.keys(_category_keys(m) + extra_keys)
     sheet.gap(6)
@@ -410,6 +455,9 @@ def node_figure(pic: dict, view: str = "network", *, messages: bool = False, max
     if view == "network":
         lay = pic["network"]["layout"]
         note += f" Layout: {lay['method']} ({'reused from ' + lay['file'] if lay['reused'] else 'computed and stored'})."
+        if lay.get("two_levels"):
+            note += (f" Laid out in two levels ({m['n_agents']:,} agents): its clumps are a drawing device, not "
+                     f"communities (the communities view shows those).")
     else:
         note += (" Rings: hops from the seeds (0 = seeds; outermost: not reached)." if mode == "hops" and
                  "hops" in pic["adoption"] else " Rings: the step each agent first changed state (outermost: never).")
@@ -587,9 +635,9 @@ def player_html(pic: dict) -> str:
     title = m.get("title") or m["study"]
     sub = (f"{m['study']}: '{m['field']}' over the network of {m['n_agents']:,} agents ({m['n_links']:,} links), "
            f"run {m['run_id']}")
-    note = ""
+    note = f'<p class="dn-note dn-run-note">{escape(run_note(m))}</p>' if run_note(m) else ""
     if "network" not in pic and m["n_agents"] > m["max_nodes"]:
-        note = (f'<p class="dn-note">{m["n_agents"]:,} agents: this player shows the community view only '
+        note += (f'<p class="dn-note">{m["n_agents"]:,} agents: this player shows the community view only '
                 f"(every agent is drawn up to {m['max_nodes']:,}; `desim viz diffusion --max-nodes "
                 f"{m['n_agents']}` or the dashboard draw them all).</p>")
     return f"""<!DOCTYPE html>
@@ -610,6 +658,19 @@ DesimNet.mount(document.getElementById('desim-net'), JSON.parse(document.getElem
 </script>
 </body></html>
 """
+
+
+def missing_view_why(meta: dict, view: str, cli: bool = False) -> str:
+    """Why the run has no ``view`` (": ..." or ""), naming the option that draws it when there is one
+    (``cli``: the command's option only, else the Python argument too)."""
+    why = (meta.get("left_out") or {}).get(view)
+    if not why:
+        return ""
+    n = meta["n_agents"]
+    if n > meta["max_nodes"] and view in ("network", "adoption", "tree"):
+        return (f": {n:,} agents, more than --max-nodes ({meta['max_nodes']:,}); give --max-nodes {n}"
+                + ("" if cli else f" (max_nodes={n} in Python)") + " to draw every agent")
+    return f": {why}"
 
 
 def diffusion_player(study_root: str | Path, state: str, run_id: str | None = None, *, picture: dict | None = None,
@@ -633,8 +694,8 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
     drawable = [v for v in m["views"] if v in picture]
     main = view or (m["suggested"] if m["suggested"] in drawable else (drawable[0] if drawable else None))
     if main not in drawable:
-        raise ReportError(f"no '{main}' view in this picture (views: {', '.join(drawable) or 'none'}; "
-                          f"available for this run: {', '.join(m['available'])})")
+        raise ReportError(f"no '{main}' view of run {m['run_id']}{missing_view_why(m, main)} (views available for "
+                          f"this run: {', '.join(m['available'])}; in this picture: {', '.join(drawable) or 'none'})")
     extra = [v for v in (drawable if pngs == ["all"] else (pngs or [])) if v != main]
     unknown = [v for v in extra if v not in drawable]
     if unknown:

@@ -193,13 +193,14 @@ def numeric_distribution(name: str, bands: dict[str, list], events: dict[int, li
 
 def categorical_shares(name: str, counts: dict, events: dict[int, list[str]], time_unit: str,
                        colors: dict[str, str] | None = None) -> bytes:
-    """Stacked shares of each category of a categorical or boolean state field, in the study's colours."""
+    """Stacked shares of each category of a categorical or boolean state field, in the study's colours and
+    declared order (the first declared at the bottom, as the dashboard stacks them: S, I, R, not I, R, S)."""
     fig, (ax,) = _subplots(1)
     steps = counts["steps"]
-    totals = [sum(counts["counts"][c][i] for c in counts["categories"]) or 1 for i in range(len(steps))]
-    shares = [[n / t for n, t in zip(counts["counts"][c], totals)] for c in counts["categories"]]
-    ax.stackplot(steps, *shares, labels=counts["categories"],
-                 colors=category_colors(counts["categories"], colors), alpha=0.9)
+    categories = ordered_categories(counts["categories"], colors)
+    totals = [sum(counts["counts"][c][i] for c in categories) or 1 for i in range(len(steps))]
+    shares = [[n / t for n, t in zip(counts["counts"][c], totals)] for c in categories]
+    ax.stackplot(steps, *shares, labels=categories, colors=category_colors(categories, colors), alpha=0.9)
     ax.set_ylim(0, 1)
     ax.set_xlim(min(steps, default=0), max(steps, default=1))
     ax.set_ylabel("share of agents")

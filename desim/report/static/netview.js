@@ -58,6 +58,12 @@ window.DesimNet = (function () {
     const ctx = canvas.getContext("2d");
 
     // --- legend: declared order, counts over all agents -------------------------------------------
+    // a share that never rounds agents away: 10 of 30,000 is "<0.1 %", not "0.0 %" (as the PNGs write it)
+    function shareText(count, total) {
+      if (count === 0 || count === total) return count === 0 ? "0 %" : "100 %";
+      const text = (100 * count / total).toFixed(1);
+      return text === "0.0" ? "<0.1 %" : text === "100.0" ? ">99.9 %" : `${text} %`;
+    }
     function renderLegend() {
       const k = S.k;
       if (M.kind === "categorical") {
@@ -65,7 +71,7 @@ window.DesimNet = (function () {
         legend.replaceChildren(...M.categories.map((c, i) => el("span", {class: "dn-key", "data-category": c},
           el("i", {style: `background:${M.palette[i]}`}), el("span", {class: "dn-label", text: c}),
           el("span", {class: "dn-count", "data-count": counts[i],
-                      text: `${nf.format(counts[i])} (${(100 * counts[i] / total).toFixed(1)} %)`}))),
+                      text: `${nf.format(counts[i])} (${shareText(counts[i], total)})`}))),
           el("span", {class: "dn-total muted", text: `counts over all ${nf.format(n)} agents`}));
         legend.dataset.counts = JSON.stringify(Object.fromEntries(M.categories.map((c, i) => [c, counts[i]])));
       } else {
