@@ -294,6 +294,13 @@ function populationCard(st) {
     p.distributions_from ? h("p", {class: "muted", text: "Distributions: " + p.distributions_from}) : null, dists);
 }
 
+/* Where a run's step axis ends: a run in progress runs to its n_steps; one that has ended (a stop_when
+   condition, a budget, a failure) ends at its last step, as the report's figures do, so a run that stopped
+   at step 90 of a 500-step cap is not drawn in the first fifth of its charts. */
+function runEnd(r, running) {
+  return !running && Number.isInteger(r.last_step) && r.last_step >= 0 ? r.last_step : (r.n_steps || 0);
+}
+
 /* Steps of the latest run (a run may override the study file's n_steps with --steps). */
 function stepsOfLatest(st) {
   const runs = st.store.runs || [];
@@ -352,7 +359,8 @@ function interventionsCard(st) {
   // the interventions as the run whose fired events are shown resolved them (its --set values in);
   // the study files' own only when no run is stored
   const shown = (st.store.runs || []).find(r => r.run_id === st.store.events_run);
-  const iv = (shown && shown.interventions) || st.interventions, unit = unitOf(st), last = stepsOfLatest(st);
+  const iv = (shown && shown.interventions) || st.interventions, unit = unitOf(st);
+  const last = shown ? runEnd(shown, shown.status === "running") : stepsOfLatest(st);
   const fired = st.store.events || [];
   const n = Math.max(last, ...iv.scheduled_events.map(e => e.at_step), ...iv.broadcasts.map(b => b.at_step),
     ...fired.map(e => e.step));
@@ -383,7 +391,7 @@ function interventionsCard(st) {
   const X = v => gutter + (v / Math.max(1, n)) * W;
   const rowHeight = p => rowH + (p.steps.length > 1 ? noteH : 0);
   const height = 14 + (planned.length ? rowH + planned.reduce((a, p) => a + rowHeight(p), 0) : 0) + rowH * (groups.size + 1) + 34;
-  const svg = s("svg", {id: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", height});
+  const svg = s("svg", {id: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", height, "data-xmax": n});
   const label = (y, text, cls) => s("text", {x: 6, y: y + 4, class: cls || "tl-label"}, s("title", {}, text), text.length > 34 ? text.slice(0, 33) + "…" : text);
   // a description beside its mark, on the side with more room, cut to fit: it never runs off the picture
   // or into the row names
@@ -445,7 +453,7 @@ function interventionsCard(st) {
     svg.append(s("text", {x: Math.min(X(t), width - 2 - half), y: axisY + 13, "text-anchor": "middle", class: "tl-tick"}, text));
   }
   svg.append(s("text", {x: gutter + W, y: axisY + 27, "text-anchor": "end", class: "tl-unit"}, unit));
-  if (n > last) svg.append(s("line", {x1: X(last), x2: X(last), y1: 4, y2: axisY, class: "run-end"}, s("title", {}, "last step of the latest run")));
+  if (n > last) svg.append(s("line", {x1: X(last), x2: X(last), y1: 4, y2: axisY, class: "run-end"}, s("title", {}, `last step of run ${shown ? shown.run_id : "the latest run"}`)));
   // what fired, one line per intervention (its steps, and its detail when every firing had the same)
   const details = new Map();
   for (const e of fired) {
@@ -707,7 +715,7 @@ function renderCharts(S) {
   const selected = S.runs.filter(r => S.selected.has(r.run_id));
   // the step axis covers the ticked runs' own steps (a run may have been started with --steps): runs ticked
   // together are compared, on one axis; a run in progress that is not ticked has its own card
-  const xmax = Math.max(1, ...selected.map(r => r.n_steps || 0));
+  const xmax = Math.max(1, ...selected.map(r => runEnd(r, S.liveStatus[r.run_id] === "running")));
   const {markers, spans} = interventionMarks(S.st, xmax, selected);
   const seen = new Set(markers.map(mk => mk.step + " " + mk.name));
   for (const r of selected) for (const e of S.events[r.run_id] || []) {
@@ -735,12 +743,26 @@ function renderCharts(S) {
   };
   const shown = S.diff ? selected.filter(r => parentOf(S, r.run_id)) : selected;
   if (S.diff && !shown.length) { fill(S.els.charts, infoCard("None of the ticked runs has a parent run to compare with.")); return; }
-  fill(S.els.charts, ...names.map(name => timeChart({
+  const seriesOf = name => shown.map(r => ({label: r.run_id, color: runColor(S, r.run_id),
+    dash: S.liveStatus[r.run_id] === "running" ? [4, 2] : undefined,
+    points: S.diff ? diffOf(r.run_id, name) : pointsOf(r.run_id, name)}));
+  // a metric the study does not display that holds one value at every step of every run shown (an SIR's
+  // new_S, 0 throughout) is named with its value under the charts, not drawn as a flat line
+  const declared = S.st.study.display_metrics || [];
+  const flat = names.filter(n => !declared.includes(n)).map(n => [n, oneValue(seriesOf(n))]).filter(([, v]) => v !== null);
+  const flatNames = flat.map(([n]) => n);
+  fill(S.els.charts, ...names.filter(n => !flatNames.includes(n)).map(name => timeChart({
     title: S.diff ? `${name}: run − parent` : name, key: name, mode: S.diff ? "diff" : "level", xmax, markers, spans,
-    xLabel: unitOf(S.st),
-    zeroLine: S.diff,
-    series: shown.map(r => ({label: r.run_id, color: runColor(S, r.run_id), dash: S.liveStatus[r.run_id] === "running" ? [4, 2] : undefined,
-      points: S.diff ? diffOf(r.run_id, name) : pointsOf(r.run_id, name)}))})));
+    xLabel: unitOf(S.st), zeroLine: S.diff, series: seriesOf(name)})),
+    flat.length ? h("p", {class: "muted flat-metrics", "data-metrics": flatNames.join(","), style: "grid-column: 1 / -1",
+      text: `Not drawn, the same at every ${unitOf(S.st)} of the runs shown: ` +
+        flat.map(([n, v]) => `${n}${S.diff ? " (run − parent)" : ""} = ${valueLabel(v)}`).join(", ")}) : null);
+}
+
+/* The one value every point of these series holds (at least two points in all), else null. */
+function oneValue(series) {
+  const values = series.flatMap(se => se.points.map(p => p[1])).filter(v => v !== null && Number.isFinite(v));
+  return values.length >= 2 && values.every(v => v === values[0]) ? values[0] : null;
 }
 
 /* Display states of one run: stacked shares per category (booleans too), or quantile bands of numbers. */
@@ -757,7 +779,7 @@ async function renderStates(S) {
     try { summary = await getJSON(`/api/studies/${enc(S.sid)}/states?run=${enc(run.run_id)}&state=${enc(key)}`); }
     catch (e) { return errorCard(e.message, key); }
     if (summary.busy) return infoCard(summary.message);
-    const xmax = Math.max(1, run.n_steps || 0, ...summary.steps);
+    const xmax = Math.max(1, runEnd(run, false), ...summary.steps);
     const title = `${key} (run ${run.run_id}${summary.excluded ? ", living agents" : ""})`;
     const xLabel = unitOf(S.st);
     // dead agents (alive = false) leave every other state's distribution: said under the chart
@@ -920,7 +942,7 @@ async function agentView(view, sid, rid, aid) {
   take(0, a.initial);
   a.steps.forEach(r => take(r.step, r.state));
   const charts = h("div", {class: "chart-grid"}, Object.entries(numeric).map(([k, pts]) =>
-    timeChart({title: k, key: k, xmax: a.run.n_steps, xLabel: a.run.time_unit || "step",
+    timeChart({title: k, key: k, xmax: runEnd(a.run, a.run.status === "running"), xLabel: a.run.time_unit || "step",
       series: [{label: rid, color: COLORS[0], points: pts}]})));
   const rows = [h("tr", {class: "initial"}, h("td", {text: "0 (initial)"}), valueCell(a.initial, 300), h("td", {}), h("td", {}), h("td", {}), h("td", {}))];
   for (const r of a.steps) rows.push(h("tr", {"data-step": r.step},
