@@ -28,11 +28,18 @@ def site(tmp_path_factory):
     assert main(["new", "sir", "--template", "sir", "--dir", str(studies_dir)]) == 0
     study = studies_dir / "sir"
     assert main(["run", str(study), "-q"]) == 0
+    # a run killed mid-way (SIGKILL at step 6): its row still says running, its process is gone
+    import subprocess
+    import sys
+    from probe_study import write_probe_study
+    killed = write_probe_study(studies_dir / "killed", n_agents=5, n_steps=10,
+                               decision_args={"mode": "sigkill_once", "fail_step": 6})
+    assert subprocess.run([sys.executable, "-m", "desim.cli", "run", str(killed)], capture_output=True).returncode == -9
     ARTIFACTS.mkdir(exist_ok=True)
     with server_process(studies_dir) as url:
         with sync_playwright() as pw:
             browser = launch(pw)
-            yield {"url": url, "browser": browser, "study": study}
+            yield {"url": url, "browser": browser, "study": study, "killed": killed}
             browser.close()
 
 
@@ -80,3 +87,14 @@ def test_the_player_s_legend_never_rounds_agents_away(site, page, tmp_path):
     counts = dict(page.eval_on_selector_all(".dn-legend [data-category]",
                                             "els => els.map(e => [e.dataset.category, e.querySelector('.dn-count').textContent])"))
     assert counts["I"] == "1 (<0.1 %)" and counts["S"] == "2,499 (>99.9 %)" and counts["R"] == "0 (0 %)"
+
+
+def test_a_killed_run_is_called_stale_as_desim_runs_calls_it(site, page, capsys):
+    """The dashboard's badge said "interrupted" for a run killed with SIGKILL, `desim runs` "stale" and the
+    docs "stalled"; "interrupted" is a clean stop at a step's end, which this was not. One name: stale."""
+    assert main(["runs", str(site["killed"])]) == 0
+    assert " stale " in capsys.readouterr().out
+    page.goto(f"{site['url']}/#/study/killed")
+    page.wait_for_selector(READY)
+    badge = page.locator("#runs-tree li .badge").first
+    assert badge.inner_text() == "stale" and badge.get_attribute("data-status") == "stale"

@@ -534,7 +534,7 @@ function renderRuns(S) {
       h("label", {}, box, h("span", {class: "swatch", style: `background:${runColor(S, r.run_id)}`}),
         h("span", {class: "run-id", text: r.run_id})), " ",
       h("span", {class: "muted", text: r.kind + (r.fork_step ? ` from step ${r.fork_step}` : "")}), " ",
-      badge(r.stalled ? "interrupted" : r.status), h("span", {class: "muted", text: progress}),
+      badge(r.stalled ? "stale" : r.status), h("span", {class: "muted", text: progress}),
       r.stalled ? h("span", {class: "muted", text: " (marked running, but no process writes the store)"}) : null,
       r.seed !== undefined && r.seed !== null ? h("span", {class: "muted run-seed", "data-seed": r.seed,
         title: `seed ${r.seed}`, text: ` seed ${seedText(r.seed)}`}) : null,
@@ -578,9 +578,9 @@ function grouped(S, roots, one) {
     if (!runs || runs.length < FOLD_SWEEP) { out.push(one(r)); continue; }
     if (placed.has(r.sweep_id)) continue;
     placed.add(r.sweep_id);
-    const count = status => runs.filter(x => (x.stalled ? "interrupted" : x.status) === status).length;
+    const count = status => runs.filter(x => (x.stalled ? "stale" : x.status) === status).length;
     const parts = [["completed", count("completed")], ["failed", count("failed")],
-                   ["interrupted", count("interrupted")], ["running", count("running")]].filter(([, n]) => n);
+                   ["interrupted", count("interrupted")], ["stale", count("stale")], ["running", count("running")]].filter(([, n]) => n);
     S.openSweeps = S.openSweeps || {};
     const drawn = runs.filter(x => S.selected.has(x.run_id)).length;
     const box = h("details", {class: "sweep-runs"},
