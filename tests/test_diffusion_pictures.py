@@ -287,3 +287,11 @@ def test_the_docs_networkx_example_runs(tmp_path, monkeypatch, capsys):
                                                "(SELECT count(*) FROM edges)")[0]
     assert (n_agents, n_edges) == (5000, 14_991)
     assert "5,000 agents `0` ... `4999` and its 14,991 edges" in section
+
+
+def test_a_step_axis_names_the_unit_once():
+    """A study whose time unit is the step itself labelled its axes "step (step)"."""
+    from desim.report.figures import step_axis
+    assert [step_axis("day"), step_axis("step"), step_axis(None), step_axis("step", "0 = initial state"),
+            step_axis("week", "0 = initial state")] == \
+        ["step (day)", "step", "step", "step (0 = initial state)", "step (week; 0 = initial state)"]

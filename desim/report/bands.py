@@ -123,7 +123,7 @@ def draw(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[st
             ax.axhline(ref["value"], color=color, linestyle="--", linewidth=1.2, label=ref["label"])
     if fork is not None:
         ax.axvline(fork, color="tab:red", linewidth=1.3, zorder=0, label=f"fork at step {fork}")
-    ax.set_xlabel(f"step ({time_unit})")
+    ax.set_xlabel(figures.step_axis(time_unit))
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))

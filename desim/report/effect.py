@@ -115,7 +115,7 @@ def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str
     ax.axhline(0.0, color="0.4", linewidth=0.9, linestyle="--", zorder=0)
     last = max(steps, default=fork)     # one past the last step never fires: named in the caption, not drawn
     mark_arms(ax, {arm: {s: n for s, n in by.items() if s <= last} for arm, by in (events or {}).items()}, fork)
-    ax.set_xlabel(f"step ({unit})")
+    ax.set_xlabel(figures.step_axis(unit))
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")     # away from the curve; the marks are labelled at the top

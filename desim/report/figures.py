@@ -34,6 +34,13 @@ LABEL_FONT = 7.5      # points
 LABEL_ROWS = 4        # rows of staggered event labels at the top of a panel
 
 
+def step_axis(time_unit: str | None, note: str = "") -> str:
+    """The label of a step axis: ``step (day)``, or plain ``step`` when the study's unit is the step itself
+    (``step (step)`` said nothing); ``note`` is added inside the brackets (``0 = initial state``)."""
+    inside = [t for t in ((time_unit if time_unit and time_unit != "step" else ""), note) if t]
+    return "step" + (f" ({'; '.join(inside)})" if inside else "")
+
+
 def figure_size(rows: int) -> tuple[float, float]:
     return WIDTH / DPI, 0.7 + PANEL_HEIGHT * rows
 
@@ -160,7 +167,7 @@ def metric_trajectories(metrics: dict[str, list[tuple[int, float]]], names: list
             ax.plot(cs, cv, label=labels[1], **CONTROL_STYLE)
         ax.set_ylabel(name, fontsize=9)
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel(f"step ({time_unit})")
+    axes[-1].set_xlabel(step_axis(time_unit))
     fig.suptitle("Metric trajectories", fontsize=11)
     top = 0.45 + (0.3 if control else 0.0)
     fig.subplots_adjust(left=0.1, right=0.97, top=1 - top / fig.get_figheight(),
@@ -182,7 +189,7 @@ def numeric_distribution(name: str, bands: dict[str, list], events: dict[int, li
     ax.plot(steps, q[2], color="tab:blue", linewidth=1.8, label="median")
     ax.plot(steps, bands["mean"], color="black", linewidth=1, linestyle="--", label="mean")
     ax.set_ylabel(name)
-    ax.set_xlabel(f"step ({time_unit}; 0 = initial state)")
+    ax.set_xlabel(step_axis(time_unit, "0 = initial state"))
     ax.grid(alpha=0.3)
     fig.suptitle(f"Distribution of '{name}' over time", fontsize=11)
     fig.subplots_adjust(left=0.1, right=0.97, top=0.78, bottom=0.2)
@@ -204,7 +211,7 @@ def categorical_shares(name: str, counts: dict, events: dict[int, list[str]], ti
     ax.set_ylim(0, 1)
     ax.set_xlim(min(steps, default=0), max(steps, default=1))
     ax.set_ylabel("share of agents")
-    ax.set_xlabel(f"step ({time_unit}; 0 = initial state)")
+    ax.set_xlabel(step_axis(time_unit, "0 = initial state"))
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(f"Shares of '{name}' over time", fontsize=11)
     fig.subplots_adjust(left=0.1, right=0.84, top=0.85, bottom=0.2)
@@ -237,7 +244,7 @@ def metric_differences(diffs: dict[str, list[tuple[int, float]]], events: dict[i
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_ylabel(f"Δ {name}", fontsize=9)
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel(f"step ({time_unit})")
+    axes[-1].set_xlabel(step_axis(time_unit))
     fig.suptitle(title, fontsize=11)
     fig.subplots_adjust(left=0.1, right=0.97, top=1 - 0.45 / fig.get_figheight(),
                         bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
@@ -265,7 +272,7 @@ def paired_differences(name: str, kind: str, data: dict[str, list], fork: int | 
         ax.set_ylim(0, 1)
         ax.set_ylabel(f"share with a different {name}")
     ax.grid(alpha=0.3)
-    ax.set_xlabel(f"step ({time_unit})")
+    ax.set_xlabel(step_axis(time_unit))
     fig.suptitle(f"Per-agent paired differences in '{name}' (treatment minus control)", fontsize=11)
     fig.subplots_adjust(left=0.1, right=0.97, top=0.78 if kind == "numeric" else 0.85, bottom=0.2)
     mark_events(ax, {}, fork)
