@@ -121,7 +121,9 @@ def test_reports_show_the_grid_in_chromium(runs, tmp_path):
     with sync_playwright() as pw:
         browser = launch(pw)
         try:
-            for name, caption in (("schelling", "coloured by 'type'"), ("sugarscape", "sugar left per cell")):
+            # Sugarscape's agents coloured by their sugar, not by `alive` (its first display state: the grid
+            # draws the living, every one of them alive)
+            for name, caption in (("schelling", "coloured by 'type'"), ("sugarscape", "coloured by 'sugar'")):
                 root, run_id = runs[name]
                 paths = write_report(root, run_id=run_id)
                 assert (paths["dir"] / "grid.png").exists()

@@ -292,11 +292,13 @@ def comparison_section(con, treat: RunData, control: RunData,
 
 def grid_section(con, rd: RunData, study_root) -> Section | None:
     """For a positioned study (state fields ``x``, ``y``): the grid at the first and the last step,
-    coloured by the first display state, with the study's layer (Sugarscape: sugar left) when it has one."""
+    coloured by the first display state, with the study's layer (Sugarscape: sugar left) when it has one.
+    Not by ``alive`` while another is displayed: the grid draws the living, all of them alive."""
     from desim.report import grid
     if study_root is None or not grid.is_positioned(con, rd.run_id):
         return None
-    state = next((n for n in rd.study.get("display_states", []) if n not in ("x", "y")), None)
+    shown = [n for n in rd.study.get("display_states", []) if n not in ("x", "y")]
+    state = next((n for n in shown if n != "alive"), shown[0] if shown else None)
     if state is None:
         return None
     payload = grid.grid_payload(study_root, state, rd.run_id)

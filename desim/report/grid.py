@@ -353,11 +353,14 @@ def frames_figure(payload: dict, which: list[int], title: str | None = None) -> 
     else:
         handles.append(plt.Line2D([], [], marker="s", linestyle="", color=EMPTY_CELL, label="empty cell"))
     fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
-    if payload["kind"] == "numeric":
+    numeric = payload["kind"] == "numeric"
+    # a numeric state's colour bar gets a strip of its own at the right, laid out after the maps (made
+    # before tight_layout, it was drawn over the last map)
+    fig.tight_layout(rect=(0, 0.06, 0.88 if numeric else 1, 0.95), h_pad=2.5)
+    if numeric:
         lo, hi = payload["range"]
         sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
-        fig.colorbar(sm, ax=axes.ravel().tolist(), orientation="vertical", fraction=0.03, label=payload["field"])
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95), h_pad=2.5)
+        fig.colorbar(sm, cax=fig.add_axes((0.91, 0.3, 0.018, 0.45)), orientation="vertical", label=payload["field"])
     return png(fig)
 
 
