@@ -80,19 +80,27 @@ def main(argv: list[str] | None = None) -> int:
             kept = f"completed steps are kept in {e.db_path}; " if isinstance(e, RunFailed) else ""
             print(f"desim: {kept}--traceback (or DESIM_TRACEBACK=1) shows the traceback", file=sys.stderr)
         return 2
-    except Exception as e:      # DuckDB refusing the store's file mid-query (a damaged block): said, not a traceback
-        if not type(e).__module__.startswith(("duckdb", "_duckdb")):
-            raise
-        print(f"desim: error: the study's store: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt as e:     # a second Ctrl-C inside a run says which run and how to go on
         print(f"desim: interrupted{': ' + str(e) if str(e) else ''}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. `| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as e:      # DuckDB finding the store's file damaged mid-query: said, not a traceback
+        if not _damaged_store(e):
+            raise
+        print(f"desim: error: the study's store is damaged: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
     finally:
         warnings.showwarning = show
+
+
+def _damaged_store(error: Exception) -> bool:
+    """DuckDB's refusal of a damaged file (a block whose checksum fails); its other errors (a query's
+    mistake, a Ctrl-C) keep their own way out."""
+    duckdb = sys.modules.get("duckdb")
+    return duckdb is not None and isinstance(error, duckdb.Error) and any(
+        word in str(error) for word in ("Corrupt database file", "checksum"))
 
 
 if __name__ == "__main__":  # pragma: no cover

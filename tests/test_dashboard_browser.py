@@ -582,6 +582,9 @@ def test_broken_study_shows_error_card(site, page):
     assert "too_late" in page.inner_text("#population-card .warnings")
 
 
+METRICS_OF_SLOW = "**/api/studies/live_slow/metrics**"
+
+
 def test_the_live_card_polls_while_the_stores_reads_are_still_going(site, page):
     """The page began polling a running run only once it had read the finished runs' metrics, states and
     panel, which take seconds on a store of long runs: the live card sat at "Waiting for the run's first
@@ -592,13 +595,14 @@ def test_the_live_card_polls_while_the_stores_reads_are_still_going(site, page):
     held = []
     try:
         wait_for_file(study / "held-2", run)          # running, its first steps in its live file
-        page.route("**/api/studies/live_slow/metrics**", lambda route: held.append(route))
+        page.route(METRICS_OF_SLOW, lambda route: held.append(route))
         page.goto(site["url"] + "/#/study/live_slow")
         page.wait_for_selector(".live-card .live-charts")       # drawn from the live file
         assert held, "the page asked the store for the finished run's metrics"
         assert page.locator(READY).count() == 0                 # and is still waiting for them
     finally:
         (study / "release-2").touch()
+        page.unroute(METRICS_OF_SLOW)       # the page's later reads (its reload when the run ends) go through
         for route in held:
             route.continue_()
         out, err = run.communicate(timeout=HANG_S)

@@ -102,3 +102,17 @@ def test_a_database_file_with_a_damaged_block_is_one_error_line(tmp_path, capsys
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("desim: error: "), err
         assert "damaged" in err[0] or "store" in err[0]
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
+    """`desim sql ... | head -2`: the reader stops, the pipe breaks; exit 0 with no traceback (a catch-all
+    for DuckDB's errors, placed first, once turned this into a BrokenPipeError traceback and exit 1)."""
+    import subprocess
+    import sys
+    root = write_walk_study(tmp_path / "walk", n_steps=2)
+    run_study(load_study(root, seed=1))
+    desim_cmd = f"{sys.executable} -m desim.cli"
+    done = subprocess.run(f'{desim_cmd} sql {root} "SELECT * FROM range(200000)" --csv | head -2; '
+                          'exit ${PIPESTATUS[0]}', shell=True, executable="/bin/bash", capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.split() == ["range", "0"], done.stderr
+    assert "Traceback" not in done.stderr
