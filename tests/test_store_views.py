@@ -83,6 +83,7 @@ def test_a_deleted_database_leaves_no_ghost_runs_in_the_new_one(tmp_path, capsys
     assert runs == listed and old not in runs and len(runs) == 1
     (aside,) = list(layout.runs.glob("orphaned-*"))
     assert any((aside / f"run_id={old}").rglob("*.parquet"))       # its data kept
+    assert not layout.live_file(old).exists()       # nor is its progress file read (the dashboard listed it)
 
 
 def test_a_database_file_with_a_damaged_block_is_one_error_line(tmp_path, capsys):
@@ -116,3 +117,33 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
                           'exit ${PIPESTATUS[0]}', shell=True, executable="/bin/bash", capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.split() == ["range", "0"], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_store_created_by_another_command_a_moment_ago_is_not_taken_for_a_deleted_ones(tmp_path, monkeypatch):
+    """Two commands on a study with no store: B saw no database, A created it and its run folder, then B
+    got the lock and, taking the database for new, moved A's folder aside (A completed with no rows).
+    Whether the database is new is now told while holding its lock."""
+    import subprocess
+    import sys
+
+    import desim.store.connection as connection
+    from desim.store import StudyLayout
+    root = write_walk_study(tmp_path / "walk", n_steps=3)
+    real, first = connection.duckdb.connect, [True]
+
+    def other_command_first(*args, **kwargs):
+        if first[0]:        # between B's look and B's lock, A runs the study whole
+            first[0] = False
+            done = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "-q"], capture_output=True,
+                                  text=True)
+            assert done.returncode == 0, done.stderr
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(connection.duckdb, "connect", other_command_first)
+    b = run_study(load_study(root, seed=2)).run_id
+    monkeypatch.undo()
+    layout = StudyLayout(root)
+    assert not list(layout.runs.glob("orphaned-*"))
+    with open_store(root) as con:
+        counts = dict(con.execute("SELECT run_id, count(*) FROM panel GROUP BY run_id").fetchall())
+    assert len(counts) == 2 and b in counts and all(n > 0 for n in counts.values())

@@ -136,7 +136,6 @@ def _is_lock(error: Exception) -> bool:
 def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyConnection:
     path = layout.db
     path.parent.mkdir(parents=True, exist_ok=True)
-    fresh = not path.exists()
     for attempt in range(max(1, attempts)):  # a reader (the dashboard) holds the file for milliseconds
         try:
             con = duckdb.connect(str(path))
@@ -160,6 +159,9 @@ def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
     try:
         _quiet(con)
         check_layout(con, path)
+        # a new database, told while holding its lock: another command that created it a moment ago (and
+        # whose run folder is already there) has made its catalogue
+        fresh = not has_table(con, "runs")
         for statement in MIGRATIONS:
             con.execute(statement)
         if fresh:
@@ -192,6 +194,9 @@ def set_aside_orphans(layout: StudyLayout) -> Path | None:
     aside.mkdir(parents=True, exist_ok=True)
     for folder in found:
         folder.rename(aside / folder.name)
+        live = layout.live_file(folder.name.removeprefix("run_id="))   # its progress file: not a run of this one
+        if live.exists():
+            live.rename(aside / live.name)
     warnings.warn(DesimNotice(
         f"{layout.db} is new, but {len(found)} run folder{'s' if len(found) != 1 else ''} of an earlier store "
         f"{'were' if len(found) != 1 else 'was'} beside it (its database was deleted): moved to {aside}, so "
