@@ -80,7 +80,8 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
             finally:
                 if signals is not None:
                     signals.finishing()     # the merge below finishes, whatever signal arrives now
-                sink.close(status, error, trace, time.perf_counter() - started)
+                # the run's own time: not what it spent waiting for a store another process held
+                sink.close(status, error, trace, time.perf_counter() - started - getattr(sink, "waited", 0.0))
         finally:
             run.decision.close()
     if failure is not None:
@@ -93,7 +94,8 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
     done = max(sink.last_written, 0) if status != "completed" else run.ctx.step if ended else run.n_steps
     stopped_by = signals.received if signals is not None and status == "interrupted" else None
     said = list(run.decision.warnings()) if hasattr(run.decision, "warnings") else []
-    return Outcome(run.run_id, status, done, sink.rows_written, time.perf_counter() - started, error, counters, ended,
+    wall = time.perf_counter() - started - getattr(sink, "waited", 0.0)
+    return Outcome(run.run_id, status, done, sink.rows_written, wall, error, counters, ended,
                    stopped_by, signals is not None and signals.ctrl_c, said)
 
 

@@ -60,14 +60,15 @@ def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 @contextmanager
 def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, attempts: int | None = None,
                wait: float = 0.05, forever: bool = False, on_wait: WaitFn | None = None,
-               must_exist: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+               must_exist: bool = True, give_up_after: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to the study's store, closed when the block ends.
 
     ``read_only`` (the default) never blocks a run; a writer (``read_only=False``) creates the
     store if needed and brings its catalogue up to date. ``attempts`` bounds the retries while
     another process holds the file (default: 20 for a reader, 40 for a writer, 50 ms apart);
     ``forever`` makes a writer wait as long as it takes (a sweep merging while a run of the same
-    study holds the file), telling ``on_wait`` why (the refusal's text), once.
+    study holds the file), telling ``on_wait`` why (the refusal's text), once; ``give_up_after`` seconds
+    bound that wait (then ``StoreBusyError``).
     """
     layout = layout_of(study)
     if read_only:
@@ -75,7 +76,7 @@ def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, att
             raise StoreMissing(layout.missing_store())
         con = _reader(layout, 20 if attempts is None else attempts, wait)
     else:
-        con = _writer_waiting(layout, attempts, wait, on_wait) if forever else _writer(
+        con = _writer_waiting(layout, attempts, wait, on_wait, give_up_after) if forever else _writer(
             layout, 40 if attempts is None else attempts, wait)
     try:
         yield con
@@ -204,14 +205,15 @@ def set_aside_orphans(layout: StudyLayout) -> Path | None:
     return aside
 
 
-def _writer_waiting(layout: StudyLayout, attempts: int | None, wait: float,
-                    on_wait: WaitFn | None) -> duckdb.DuckDBPyConnection:
+def _writer_waiting(layout: StudyLayout, attempts: int | None, wait: float, on_wait: WaitFn | None,
+                    give_up_after: float | None = None) -> duckdb.DuckDBPyConnection:
     told = False
+    deadline = None if give_up_after is None else time.monotonic() + give_up_after
     while True:
         try:
             return _writer(layout, 40 if attempts is None else attempts, wait)
         except StoreBusyError as e:
-            if "this Python process" in str(e):
+            if "this Python process" in str(e) or (deadline is not None and time.monotonic() > deadline):
                 raise
             if on_wait and not told:
                 on_wait(str(e))         # why it waits (DuckDB names the process holding the file)

@@ -56,15 +56,20 @@ until closed. A run waits it out, as long as it takes, rather than fail at its e
 and the run left unrecorded) or at its start."""
 
 
-def _waiting(what: str):
+END_WAIT_S = 600.0
+"""How long a run whose steps are all done waits for a held store to record its end. Signals cannot stop
+that wait (the run's end must not be cut short), so it is bounded: then the run fails to record its end,
+its steps kept, and ``desim run --resume`` records it."""
+
+
+def _waiting(what: str, then: str):
     """What a run says, once, while another process holds the store it must write to."""
     def say(reason: str) -> None:
         import warnings
 
         from desim.errors import DesimNotice
-        warnings.warn(DesimNotice(f"{what} waits for the study's store, held by another process (close a "
-                                  f"notebook's duckdb connection to it; Ctrl-C stops the run): {reason}"),
-                      stacklevel=2)
+        warnings.warn(DesimNotice(f"{what} waits for the study's store, held by another process: close a "
+                                  f"notebook's duckdb connection to it; {then}. {reason}"), stacklevel=2)
     return say
 
 
@@ -165,14 +170,15 @@ class Recorder(MemorySink):
         self.write_from = 1
         self.files = self.live = self.beat = None
         self._saved_types = None
-        self.started = time.perf_counter()
+        self.waited = 0.0       # seconds spent waiting for a store another process held (not the run's time)
 
     def open(self, run) -> None:
         journal.check_fsync()
         files = RunFiles(self.layout.data, run.run_id)
+        asked = time.perf_counter()
         with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS, forever=True,
-                        on_wait=_waiting(f"run {run.run_id}")) as con:
-            self.started = time.perf_counter()      # the run's time: not the wait for the store
+                        on_wait=_waiting(f"run {run.run_id}", "Ctrl-C twice stops the run, nothing recorded")) as con:
+            self.waited += time.perf_counter() - asked      # not the run's own time: execute() subtracts it
             catalogue = Catalogue(con)
             if self.resume:
                 self._reopen(catalogue, run, files)
@@ -261,8 +267,13 @@ class Recorder(MemorySink):
         except OSError:     # the runs folder went away: the merge below will say so
             pass
         try:
+            asked = time.perf_counter()
             with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS, forever=True,
-                            on_wait=_waiting(f"run {self.run.run_id}, its steps all done,")) as con:
+                            give_up_after=END_WAIT_S, on_wait=_waiting(
+                                f"run {self.run.run_id}, its steps all done,",
+                                f"after {END_WAIT_S / 60:g} minutes it gives up, its steps kept, and desim run --resume "
+                                f"{self.run.run_id} records its end")) as con:
+                self.waited += time.perf_counter() - asked
                 try:
                     self.files.merge()
                 finally:
