@@ -296,7 +296,7 @@ def test_a_run_waits_out_a_reader_holding_the_store_for_longer_than_a_moment(tmp
             assert holder.stdout.readline().strip() == "let go"
             holder.wait()
 
-    monkeypatch.setattr(connection, "time", types.SimpleNamespace(sleep=sleep))
+    monkeypatch.setattr(connection, "time", types.SimpleNamespace(sleep=sleep, monotonic=__import__("time").monotonic))
     try:
         run = desim.run_study(desim.load_study(root, seed=4))
     finally:
@@ -339,7 +339,7 @@ def test_a_run_waiting_for_the_store_at_its_end_says_finishing_and_keeps_its_hea
             assert holder.stdout.readline().strip() == "let go"
             holder.wait()
 
-    monkeypatch.setattr(connection, "time", types.SimpleNamespace(sleep=sleep))
+    monkeypatch.setattr(connection, "time", types.SimpleNamespace(sleep=sleep, monotonic=__import__("time").monotonic))
     run = desim.run_study(desim.load_study(root, seed=4), on_step=on_step)
     assert run.status == "completed"
     assert seen == [("finishing", True)]
