@@ -504,3 +504,26 @@ def test_export_writes_every_rounds_actions_when_the_run_recorded_them(tmp_path)
     with duckdb.connect(str(result.store_path), read_only=True) as con:
         (stored,) = con.execute("SELECT count(*) FROM round_actions").fetchone()
     assert len(rows) == stored == 2 * 3 * 7 and {r["round"] for r in rows} == {0, 1, 2}
+
+
+def test_what_counts_as_an_environments_bus():
+    """self.bus whatever its type (a bus of the study's own that cannot be drained fails loudly, as it did);
+    other attributes only if they are desim's buses or feeds over them, alone or in a collection of any size;
+    anything else (a mock whose every attribute is callable, a dict of values) is not a bus."""
+    from unittest import mock
+
+    from desim.study.contract import EnvironmentProvider, message_buses
+
+    class Env(EnvironmentProvider):
+        pass
+
+    env = Env()
+    env.own = InMemoryMessageBus()
+    env.feeds = {f"channel{i}": NeighborFeed(lambda a: [], InMemoryMessageBus()) for i in range(65)}
+    env.opinions = {f"a{i}": 0.5 for i in range(1000)}
+    env.helper = mock.MagicMock()
+    assert len(message_buses(env)) == 66
+    env.bus = object()
+    assert message_buses(env)[0] is env.bus
+    with pytest.raises(AttributeError):
+        env.drain_messages()

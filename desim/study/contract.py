@@ -277,36 +277,49 @@ class EnvironmentProvider(Component):
 
 
 def message_buses(env: Any) -> list:
-    """The message buses ``env`` holds, each once: ``self.bus`` (the convention) first, then any other
-    attribute that is a bus (anything with ``drain_columns``: desim's buses and the columnar feed) or a
-    feed over one (``NeighborFeed.bus``), alone or in a small dict or list (a feed per channel). The
-    seed leaves the bus's name to the study, so a bus kept as ``self.chatter`` or only inside a feed is
-    found and its messages stored, not lost. Duck-typed: this layer does not import the messaging one."""
+    """The message buses ``env`` holds, each once: ``self.bus`` (the convention, whatever its type) first,
+    then any other attribute that is one of desim's buses (a ``MessageBus``, the columnar feed) or a
+    ``NeighborFeed`` over one, alone or in a dict or list of them (a feed per channel). The seed leaves the
+    bus's name to the study, so a bus kept as ``self.chatter`` or only inside a feed is found and its
+    messages stored, not lost. Known by class name: this layer does not import the messaging one."""
     found: dict[int, Any] = {}
+    if getattr(env, "bus", None) is not None:
+        found[id(env.bus)] = env.bus
 
-    def add(value: Any) -> None:
-        if value is None or isinstance(value, (str, bytes, int, float, np.ndarray)):
-            return
-        if not callable(getattr(value, "drain_columns", None)):
-            value = getattr(value, "bus", None)
-            if value is None or not callable(getattr(value, "drain_columns", None)):
-                return
-        found.setdefault(id(value), value)
+    def add(value: Any) -> bool:
+        bus = value.bus if _is(value, _FEEDS) else value
+        if not _is(bus, _BUSES):
+            return False
+        found.setdefault(id(bus), bus)
+        return True
 
-    add(getattr(env, "bus", None))
     for value in list(getattr(env, "__dict__", {}).values()):
         if isinstance(value, (dict, list, tuple)):
-            if len(value) <= 64:        # a feed per channel, not a value per agent
-                for item in (value.values() if isinstance(value, dict) else value):
+            items = list(value.values()) if isinstance(value, dict) else list(value)
+            if items and add(items[0]):         # a collection of buses or feeds; not one of values
+                for item in items[1:]:
                     add(item)
         else:
             add(value)
     return list(found.values())
 
 
+_BUSES = {("desim.messaging.bus", "MessageBus"), ("desim.messaging.columnar", "ColumnarFeed")}
+_FEEDS = {("desim.messaging.feed", "NeighborFeed")}
+
+
+def _is(value: Any, classes: set[tuple[str, str]]) -> bool:
+    """``value`` is an instance of one of ``classes`` (module, name), or of a subclass of one."""
+    return any((c.__module__, c.__name__) in classes for c in type(value).__mro__)
+
+
 def _joined(parts: list, owner: str):
     """Several buses' drained messages as one: their dicts of lists joined field by field, or their
     Arrow tables (the columnar feed's) concatenated."""
+    parts = [p for p in parts if (p.num_rows if hasattr(p, "num_rows") else len(next(iter(p.values()), [])))] \
+        or parts[:1]            # a bus with nothing posted joins nothing (an unused one beside a columnar feed)
+    if len(parts) == 1:
+        return parts[0]
     if all(isinstance(p, dict) for p in parts):
         keys = list(parts[0])
         return {k: [v for p in parts for v in p.get(k, [])] for k in keys}
