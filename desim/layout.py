@@ -9,7 +9,7 @@ names the network a stored layout belongs to (a branch shares its parent's netwo
 The method, chosen by measurement (``benchmarks/bench_network_views.py``, RESULTS.md):
 
 * **igraph's DrL** (Martin et al., the force-directed layout behind OpenOrd) for each connected
-  piece of up to :data:`MULTILEVEL_FROM` agents. Its repulsion comes from a density grid, so it
+  piece of fewer than :data:`MULTILEVEL_FROM` agents. Its repulsion comes from a density grid, so it
   costs O(n) per iteration, and it cuts long, stressed edges late in its schedule: a small-world
   network reads as its ring lattice (ropes of neighbours, shortcuts as long faint lines) and the
   hubs of a scale-free network stand apart, each with its own leaves, instead of the uniform

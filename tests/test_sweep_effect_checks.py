@@ -291,3 +291,27 @@ def test_a_sweep_that_repeats_stored_runs_says_so(tmp_path, capsys):
     assert f"repeats runs already stored (4 of sweep {first})" in capsys.readouterr().err
     assert main(argv + ["--seed", "99"]) == 0
     assert "repeats runs" not in capsys.readouterr().err
+
+
+def test_the_set_up_check_uses_the_seed_the_first_replicate_will_run_with(tmp_path, capsys):
+    """The check ran each combination with the study's own seed, which no run of a sweep uses: a set-up that
+    fails only for that seed refused a good sweep (blaming the --set value)."""
+    root = write_walk_study(tmp_path / "walk", n_steps=4, lockdown_day=3)
+    model = root / "model.py"
+    model.write_text(model.read_text().replace(
+        "        self.x = {a: 0.0 for a in self.ctx.agent_ids}",
+        "        if seed == 5:       # the study's own seed (simulation.json), no sweep run's\n"
+        "            raise ValueError('the study seed')\n"
+        "        self.x = {a: 0.0 for a in self.ctx.agent_ids}", 1))
+    assert main(["sweep", str(root), "--set", "base_drift=0.0,0.5", "-q", *ONE]) == 0, capsys.readouterr().err
+
+
+def test_frames_of_installed_libraries_are_not_study_code():
+    import site
+
+    import simpy
+
+    from desim.study.failures import _library
+    assert _library(simpy.__file__) and _library(__import__("networkx").__file__)
+    assert _library(str(__import__("pathlib").Path(site.getusersitepackages()) / "somepkg" / "mod.py"))
+    assert not _library(__file__)                   # code of one's own (here, a test file) is not

@@ -189,8 +189,9 @@ class RunsProgress:
     def waiting(self, reason: str) -> None:
         """A merge of finished runs waits for the study's store, which another process holds."""
         if self.bar is not None:
+            why = reason.split(". Another process holds it")[0]      # DuckDB's words, not the advice to give up
             self.bar.note(f"the study's store is held by another process; desim waits for it and goes on when "
-                          f"it is free (workers carry on). {reason}")
+                          f"it is free (workers carry on): {why}")
 
     def run_done(self, outcome, done: int, label: str) -> None:
         """``done`` runs so far; ``label`` names the run that ended in the line of one not completed."""

@@ -404,8 +404,8 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
             effect = _recorded(root, resume)
             with open_store(StudyLayout(root)) as con:
                 pairs = Catalogue(con).effect_pairs(resume)
-                ran = [rid for p in pairs for rid in (p["control_run_id"], p["treatment_run_id"])
-                       if (Catalogue(con).run(rid) or {}).get("status") == "completed"]
+            ran = [p[f"{arm}_run_id"] for p in pairs for arm in ("control", "treatment")
+                   if p.get(f"{arm}_status") == "completed"]
             if ran and len(ran) < 2 * len(pairs):
                 refuse_resume_after_edit(root, ran[0], EffectError, f"effect {resume}")
             wrong = unknown_names(root, effect.control, metrics, states)

@@ -64,13 +64,22 @@ def _inside(filename: str, folder: Path | None) -> bool:
 
 
 def _library_folders() -> tuple[Path, ...]:
-    """Where installed code lives: desim's package, the standard library and site-packages."""
+    """Where installed code lives: desim's package, the standard library, and every site-packages or
+    dist-packages folder (the environment's, the user's ``pip install --user``, Debian's, one on
+    ``PYTHONPATH``)."""
+    import site
     import sysconfig
     paths = sysconfig.get_paths()
+    folders = [paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    folders += list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()]
+    folders += [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
     found = {Path(__file__).resolve().parent.parent}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        if paths.get(key):
-            found.add(Path(paths[key]).resolve())
+    for folder in folders:
+        if folder:
+            try:
+                found.add(Path(folder).resolve())
+            except (OSError, ValueError):
+                continue
     return tuple(found)
 
 

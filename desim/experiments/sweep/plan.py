@@ -161,12 +161,14 @@ def make_plan(study_root: str | Path, grid: dict[str, list[Any]], replicates: in
         if len(set(map(repr, typed[name]))) != len(typed[name]):
             raise SweepError(f"--set {name}: a value is repeated in {values}")
     names = list(typed)
+    base_seed = spec.simulation.seed
     for values in itertools.product(*(typed[n] for n in names)):
         combo = dict(zip(names, values))
-        refuse_unrunnable(load_study(study_root, steps=steps, seed=seed, params=combo), SweepError,
+        # set up as its first replicate will be, with that replicate's seed
+        first = seed_for(base_seed, {**declared, **combo}, 0)
+        refuse_unrunnable(load_study(study_root, steps=steps, seed=first, params=combo), SweepError,
                           "--set " + ", ".join(f"{k}={v}" for k, v in combo.items()))
     sweep_id = sweep_id or new_sweep_id()
-    base_seed = spec.simulation.seed
     runs = []
     for combo_idx, values in enumerate(itertools.product(*(typed[n] for n in names))):
         combo = dict(zip(names, values))
