@@ -592,17 +592,17 @@ def test_the_live_card_polls_while_the_stores_reads_are_still_going(site, page):
     study = site["live_slow"]
     run = subprocess.Popen([sys.executable, "-m", "desim.cli", "run", str(study), "--steps", "4",
                             "--set", "n_agents=60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    held = []
+    held, released = [], False
     try:
         wait_for_file(study / "held-2", run)          # running, its first steps in its live file
-        page.route(METRICS_OF_SLOW, lambda route: held.append(route))
+        page.route(METRICS_OF_SLOW, lambda route: route.continue_() if released else held.append(route))
         page.goto(site["url"] + "/#/study/live_slow")
         page.wait_for_selector(".live-card .live-charts")       # drawn from the live file
         assert held, "the page asked the store for the finished run's metrics"
         assert page.locator(READY).count() == 0                 # and is still waiting for them
     finally:
         (study / "release-2").touch()
-        page.unroute(METRICS_OF_SLOW)       # the page's later reads (its reload when the run ends) go through
+        released = True                     # the page's later reads (its reload when the run ends) go through
         for route in held:
             route.continue_()
         out, err = run.communicate(timeout=HANG_S)
