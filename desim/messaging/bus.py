@@ -209,14 +209,18 @@ class InMemoryMessageBus(MessageBus):
         self._steps: dict[int, StepPosts] = {}
         self._latest_step: int | None = None
         self._undrained: list[Batch] = []
-        # A study may drain the bus itself (the seed's way of persisting messages); once desim stores this
-        # bus's messages (its first drain_columns, at step 0), what the study takes is kept for the store
-        # too. Before that, or when desim never stores them (an own drain_messages), nothing is kept.
-        self._for_store = False
-        self._kept: list[Batch] = []
-        self.taken = 0      # messages a study drained before desim stored any: missing from the messages table
-        self.taken_at = ""  # where the study drained them: "model.py:88", for the error that says so
+        self._drains = Drains()
         self._storing = False
+
+    @property
+    def taken(self) -> int:
+        """Messages a study drained before desim stored any: missing from the messages table."""
+        return self._drains.taken
+
+    @property
+    def taken_at(self) -> str:
+        """Where the study drained them ("model.py:88"), for the error that says so."""
+        return self._drains.taken_at
 
     @property
     def latest_step(self) -> int | None:
@@ -336,23 +340,17 @@ class InMemoryMessageBus(MessageBus):
 
     def drain(self) -> list[Message]:
         if self._storing:           # desim's drain (a subclass's own drain runs here too)
-            self._for_store = True
-            batches, self._kept, self._undrained = self._kept + self._undrained, [], []
+            batches, self._undrained = self._drains.by_desim(self._undrained), []
             return [m for b in batches for m in b.messages()]
         batches, self._undrained = self._undrained, []
         drained = [m for b in batches for m in b.messages()]
-        if self._for_store:         # a study's own drain: kept for the store as well
-            self._kept += batches
-        else:                       # before desim stores anything: these will be missing from the table
-            self.taken += len(drained)
-            self.taken_at = _caller()
+        self._drains.by_the_study(batches, len(drained), _caller())
         return drained
 
     def drain_columns(self) -> dict[str, list]:
         """:meth:`MessageBus.drain_columns` from the batches' lists, without a ``Message`` per post: what
         the study drained itself since the last call, then the rest, in posting order."""
-        self._for_store = True
-        batches, self._kept, self._undrained = self._kept + self._undrained, [], []
+        batches, self._undrained = self._drains.by_desim(self._undrained), []
         out: dict[str, list] = {name: [] for name in Message._fields}
         for b in batches:
             n = len(b.authors)
@@ -385,6 +383,35 @@ def _covers(windows: list[tuple[StepPosts, float]], parts: list[Latest]) -> bool
     if whole:
         now.covered = before.version
     return True
+
+
+class Drains:
+    """Who drained a bus's posts, and so what the messages table gets: desim drains every bus at each
+    step's close (``drain_columns``); a study may drain it too (the seed persists messages "via
+    ``bus.drain()``"). Once desim has stored the bus's posts (step 0's close), what a study drains is kept
+    for desim's next drain as well, so each post is stored once. Before that, or when desim never drains
+    the bus (the study's own ``drain_messages`` stores what it drains), nothing is kept: what a study took
+    then is counted (``taken``, ``taken_at``), and the run says so."""
+
+    def __init__(self):
+        self.for_store = False
+        self.kept: list = []
+        self.taken = 0
+        self.taken_at = ""
+
+    def by_desim(self, undrained: list) -> list:
+        """desim's drain: the batches the study drained since the last one, then ``undrained``."""
+        self.for_store = True
+        out, self.kept = self.kept + undrained, []
+        return out
+
+    def by_the_study(self, batches: list, posts: int, where: str) -> None:
+        """A study drained ``batches`` (``posts`` messages) at ``where``."""
+        if self.for_store:
+            self.kept += batches
+        else:
+            self.taken += posts
+            self.taken_at = where
 
 
 def _caller() -> str:

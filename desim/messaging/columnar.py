@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from desim.messaging.batches import shown
-from desim.messaging.bus import POST_KINDS, _caller, visible_windows
+from desim.messaging.bus import POST_KINDS, Drains, _caller, visible_windows
 from desim.records import Message
 
 
@@ -129,11 +129,18 @@ class ColumnarFeed:
         self._rows_all = np.repeat(np.arange(self.n, dtype=np.int32), np.diff(self.indptr))
         self._batches: list[_Batch] = []
         self._undrained: list[_Batch] = []
-        self._for_store = False     # as InMemoryMessageBus: once desim stores, a study's own drains are kept
-        self._kept: list[_Batch] = []
-        self.taken = 0      # posts a study drained before desim stored any: missing from the messages table
-        self.taken_at = ""  # where the study drained them, for the error that says so
+        self._drains = Drains()     # who drained the posts: the rule of desim.messaging.bus.Drains
         self._storing = False
+
+    @property
+    def taken(self) -> int:
+        """Posts a study drained before desim stored any: missing from the messages table."""
+        return self._drains.taken
+
+    @property
+    def taken_at(self) -> str:
+        """Where the study drained them, for the error that says so."""
+        return self._drains.taken_at
 
     @classmethod
     def from_graph(cls, graph: nx.Graph, ids: list[str], carry_previous_step: bool = False) -> "ColumnarFeed":
@@ -318,15 +325,10 @@ class ColumnarFeed:
         """The posts since the last drain as one Arrow table (step, round, author_id, channel,
         kind, content struct, audience, reply_to), in posting order; the buffer is cleared."""
         if self._storing:           # desim's drain: what the study drained itself first, then the rest
-            self._for_store = True
-            batches, self._kept, self._undrained = self._kept + self._undrained, [], []
+            batches, self._undrained = self._drains.by_desim(self._undrained), []
         else:
             batches, self._undrained = self._undrained, []
-            if self._for_store:
-                self._kept += batches
-            else:                   # a study's own drain before desim stored anything: missing from the table
-                self.taken += sum(len(b.authors) for b in batches)
-                self.taken_at = _caller()
+            self._drains.by_the_study(batches, sum(len(b.authors) for b in batches), _caller())
         tables = []
         for b in batches:
             n = len(b.authors)
