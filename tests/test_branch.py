@@ -262,7 +262,8 @@ def test_a_journal_damaged_by_a_power_loss_costs_its_steps_not_the_study(tmp_pat
     """A killed run whose journal segment is shorter than its commit log says (a power loss: the log's last
     lines reached the disk, the segment's last bytes not) made every read of the study fail with a raw
     OSError. Now its last whole step is what is read, and resume goes on from there. Bytes that are there
-    but garbled leave that one run out of the views, with a note; the other runs stay readable."""
+    but garbled leave that one run out of the views, with a note; the other runs stay readable; and resume
+    goes on from the last step that reads whole."""
     root = write_probe_study(tmp_path / "probe", n_agents=7, n_steps=10,
                              decision_args={"mode": "sigkill_once", "fail_step": 6})
     proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root)], capture_output=True, text=True,
@@ -293,6 +294,14 @@ def test_a_journal_damaged_by_a_power_loss_costs_its_steps_not_the_study(tmp_pat
         assert out.stdout.split() == ["run_id", other]
         assert f"desim: note: run {run_id} is left out of the views: " in out.stderr
         assert "metrics.0.arrows is damaged" in out.stderr
+        # a resume failed at its merge, reading the garbled bytes: it now goes on from the last step it reads
+        proc = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--resume", run_id],
+                              capture_output=True, text=True, timeout=HANG_S)
+        assert proc.returncode == 0, proc.stderr
+        assert f"run {run_id} goes on from step " in proc.stderr
+        assert panel(db, run_id) == panel(db, other)
+        metric = "SELECT step, name, value FROM metrics WHERE run_id=? ORDER BY step, name"
+        assert rows(db, metric, [run_id]) == rows(db, metric, [other])
 
 
 def test_a_killed_run_is_exported_and_read_as_desim_runs_shows_it(tmp_path):

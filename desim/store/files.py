@@ -37,6 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from desim.errors import StoreError
 from desim.store import journal
 from desim.store.layout import StudyLayout
 from desim.store.schema import VIEWS
@@ -169,7 +170,9 @@ class RunFiles:
         """The last step on disk (journal, merged or step folders); -1 when not even step 0 is."""
         if not self.on_disk:
             return -1
-        committed = journal.last_commit(self.dir / "journal")
+        return self._last_step(journal.last_commit(self.dir / "journal"))
+
+    def _last_step(self, committed: dict | None) -> int:
         last = max([committed["step"] if committed else -1, *self.step_folders()])
         merged = self.dir / "metrics.parquet"
         if merged.exists() and pq.ParquetFile(merged).metadata.num_rows:
@@ -178,6 +181,18 @@ class RunFiles:
         if last < 0 and (self.dir / "initial.parquet").exists():
             last = 0
         return last
+
+    def damaged_past(self) -> tuple[int, str] | None:
+        """``(the last step the journal still reads, what is damaged past it)`` when bytes its log names are
+        garbled (a power loss), else None: a resume goes on from that step instead of failing at its merge."""
+        folder = self.dir / "journal" if self.on_disk else None
+        if folder is None or not folder.is_dir():
+            return None
+        try:
+            journal.read(folder)
+        except StoreError as e:
+            return self._last_step(journal.readable_commit(folder)), str(e)
+        return None
 
     def drop_after(self, step: int) -> None:
         """Before a resume: forget what is on disk past ``step`` (and what never committed)."""

@@ -179,20 +179,55 @@ def read(folder: Path) -> tuple[int, dict[str, list[pa.RecordBatch]]]:
     last = last_commit(folder)
     if last is None:
         return -1, {}
+    try:
+        return last["step"], _batches(folder, last)
+    except FileNotFoundError:
+        return -1, {}
+    except (OSError, pa.ArrowInvalid) as e:     # bytes the log names, but not what was written
+        raise StoreError(f"{folder / _damaged_segment(folder, last)} is damaged ({' '.join(str(e).split())[:120]}): "
+                         f"the run's steps up to {last['step']} cannot be read from it") from None
+
+
+def _batches(folder: Path, commit: dict) -> dict[str, list[pa.RecordBatch]]:
     out: dict[str, list[pa.RecordBatch]] = {}
-    segments = sorted(last["sizes"], key=lambda s: (s.split(".")[0], int(s.split(".")[1])))
-    for segment in segments:
-        size = last["sizes"][segment]
-        try:
-            with pa.memory_map(str(folder / segment)) as mm:
-                buffer = mm.read_buffer(size)
-            out.setdefault(segment.split(".")[0], []).extend(pa.ipc.open_stream(buffer))
-        except FileNotFoundError:
-            return -1, {}
-        except (OSError, pa.ArrowInvalid) as e:     # bytes the log names, but not what was written
-            raise StoreError(f"{folder / segment} is damaged ({' '.join(str(e).split())[:120]}): the run's "
-                             f"steps up to {last['step']} cannot be read from it") from None
-    return last["step"], out
+    for segment in sorted(commit["sizes"], key=lambda s: (s.split(".")[0], int(s.split(".")[1]))):
+        with pa.memory_map(str(folder / segment)) as mm:
+            buffer = mm.read_buffer(commit["sizes"][segment])
+        out.setdefault(segment.split(".")[0], []).extend(pa.ipc.open_stream(buffer))
+    return out
+
+
+def _reads(folder: Path, commit: dict) -> bool:
+    try:
+        _batches(folder, commit)
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return True
+
+
+def _damaged_segment(folder: Path, commit: dict) -> str:
+    for segment, size in commit["sizes"].items():
+        if not _reads(folder, {"sizes": {segment: size}}):
+            return segment
+    return LOG
+
+
+def readable_commit(folder: Path) -> dict | None:
+    """The last whole commit whose bytes all read back as Arrow: a resume goes on from it when bytes past it
+    are garbled (a power loss can leave a segment its full length with blocks never written). The commits
+    that read form a prefix of the log (a step's bytes follow the earlier steps'), so a bisection finds it."""
+    last = last_commit(folder)
+    if last is None or _reads(folder, last):
+        return last
+    logged = [c for c in commits(folder) if c["step"] < last["step"]]
+    lo, hi = 0, len(logged)                 # logged[:lo] read; logged[hi:] do not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _reads(folder, logged[mid]):
+            lo = mid + 1
+        else:
+            hi = mid
+    return logged[lo - 1] if lo else None
 
 
 def unified(batches: list[pa.RecordBatch]) -> pa.Schema:

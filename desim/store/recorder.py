@@ -20,11 +20,13 @@ however the run ended.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from desim.errors import DesimNotice
 from desim.store import journal
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreMissing, open_store
@@ -65,9 +67,6 @@ its steps kept, and ``desim run --resume`` records it."""
 def _waiting(what: str, then: str):
     """What a run says, once, while another process holds the store it must write to."""
     def say(reason: str) -> None:
-        import warnings
-
-        from desim.errors import DesimNotice
         warnings.warn(DesimNotice(f"{what} waits for the study's store, held by another process: close a "
                                   f"notebook's duckdb connection to it; {then}. {reason}"), stacklevel=2)
     return say
@@ -216,6 +215,11 @@ class Recorder(MemorySink):
         if row is None:
             raise StoreMissing(f"no run '{run.run_id}' in {self.layout.db}")
         last = max(row["last_step"], files.last_step())
+        damaged = files.damaged_past()
+        if damaged is not None:     # what a power loss garbled is not kept: the resume writes those steps again
+            last, why = damaged
+            warnings.warn(DesimNotice(f"{why}; run {run.run_id} goes on from step {last}, the last it reads whole"),
+                          stacklevel=2)
         files.drop_after(last)
         self.write_from = max(1, last + 1)
         self.resume = last >= 0            # nothing stored yet: write step 0 too
