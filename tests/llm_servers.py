@@ -170,3 +170,23 @@ def echoing(status: int, after: int = 0) -> Handler:
             body = json.dumps({"error": {"message": f"cannot serve this request: {head}"}}).encode()
             await server.send(writer, http_response(status, body, "Error"))
     return handler
+
+
+def one_fails_while_others_run(delay_s: float = 0.3) -> Handler:
+    """The first request gets HTTP 500 at once; every other is answered ``delay_s`` after that failure was
+    sent (so the ones already sent are on the wire when the client learns of it). ``server.generated``
+    counts the completions it made: what a hosted API bills, whether or not the client waits for them."""
+    async def handler(server: HostileServer, reader, writer) -> None:
+        failed = server.__dict__.setdefault("failed", asyncio.Event())
+        server.__dict__.setdefault("generated", 0)
+        while True:
+            await server.read_request(reader)
+            if server.requests == 1:
+                await server.send(writer, http_response(500, b'{"error": {"message": "overloaded"}}', "Error"))
+                failed.set()
+                continue
+            await failed.wait()
+            await asyncio.sleep(delay_s)
+            server.generated += 1
+            await server.send(writer, http_response(200, completion('{"opinion": 0.5, "argument": "ok"}')))
+    return handler

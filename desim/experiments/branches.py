@@ -532,6 +532,8 @@ def resume(study_root: str | Path, run_id: str, *, on_step=None, manage_gc: bool
         if own:
             replay = {**(replay or {}), **own}
         run.ctx.stored_until = stored       # re-executed ones: an LLM decision reuses its replies or refuses
+        if stored >= 1 and hasattr(run.decision, "resume_replays"):     # and leaves to the rule what it did then
+            run.ctx.stored_unanswered = queries.unanswered_prompts(con, run_id, stored)
     sink = sink_for(spec, None, kind=row["kind"], parent_run_id=row["parent_run_id"], fork_step=row["fork_step"],
                     resume=True)
     return record(run, sink, replay, on_step=on_step, manage_gc=manage_gc, handle_signals=handle_signals)

@@ -13,8 +13,10 @@ Bounds, all derived from the ``llm`` block (:class:`~desim.llm.config.LLMConfig`
   (``Accept-Encoding: identity`` and no decompression, so what is counted is
   what is held);
 * a request has ``request_deadline_s()``; a round has ``round_deadline_s(n)``;
-* fail-fast: the first request out of retries ends the round at once, its
-  other requests cancelled, with an error naming step, round, agent and URL.
+* fail-fast: the first request out of retries ends the round at once, with an
+  error naming step, round, agent and URL: the requests not yet sent are
+  cancelled, those already sent finish (their completions are billed; the
+  caller keeps them), without retrying.
 
 Retried: 408/409/425/429, 5xx, an answer that is not a chat completion or is
 too large (after a back-off of ``backoff_s x 2^(k-1)``, jittered, at least
@@ -91,6 +93,15 @@ class _Retry(Exception):
         self.why, self.wait, self.down = why, wait, down
 
 
+class _Wire:
+    """One round's requests as they go: which are on the wire (sent, not yet answered), and whether the
+    round is stopping (a request failed for good: send nothing new, let those on the wire finish)."""
+
+    def __init__(self) -> None:
+        self.sending: set[int] = set()
+        self.stopping = False
+
+
 class ChatClient:
     """Chat completions against one or more endpoints, bounded in time, size and concurrency."""
 
@@ -131,32 +142,44 @@ class ChatClient:
                             sent: list[int] | None = None) -> tuple[dict[int, Reply], Exception | None]:
         """Send every body; ``({index: reply}, failure)``.
 
-        The first request that fails for good stops the round: the others are
-        cancelled and the replies already in are returned with the failure. So
-        is a round that outlives ``round_deadline_s``. ``where`` names the round.
-        ``sent``, if given (one zero per body), receives the attempts each request
-        actually sent, answered or not: a request that got no reply has no
-        :class:`Reply` to carry them, and its row in ``llm_calls`` must still say
-        how many attempts it made (they add up to the ``retries`` counter).
+        The first request that fails for good stops the round: the requests not yet sent (waiting for a
+        slot, or to retry) are cancelled, but those on the wire are let finish, without retrying. A server
+        generates, and bills, a completion whose client hangs up; its reply is worth keeping (the caller
+        caches it) rather than paying for it again on the resume. The replies in are returned with the
+        failure. A round that outlives ``round_deadline_s`` is cut short with everything in it. ``where``
+        names the round. ``sent``, if given (one zero per body), receives the attempts each request
+        actually sent, answered or not: a request that got no reply has no :class:`Reply` to carry them,
+        and its row in ``llm_calls`` must still say how many attempts it made (they add up to the
+        ``retries`` counter).
         """
         self._ensure().new_round()
         loop = asyncio.get_running_loop()
-        tasks = {loop.create_task(self.complete(body, label, sent, i)): i
+        wire = _Wire()
+        tasks = {loop.create_task(self.complete(body, label, sent, i, wire)): i
                  for i, (body, label) in enumerate(zip(bodies, labels))}
         deadline = self.cfg.round_deadline_s(len(bodies))
+        ends = loop.time() + deadline
         replies: dict[int, Reply] = {}
         failure: Exception | None = None
         try:
             done, pending = await asyncio.wait(tasks, timeout=deadline, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                error = task.exception()
+                if error is None:
+                    replies[tasks[task]] = task.result()
+                elif failure is None or not isinstance(failure, LLMError):
+                    failure = error
+            if pending and failure is not None:
+                wire.stopping = True            # no new request, no retry: the ones on the wire finish
+                for task in pending:
+                    if tasks[task] not in wire.sending:
+                        task.cancel()
+                done, pending = await asyncio.wait(pending, timeout=max(0.0, ends - loop.time()))
+                replies.update((tasks[t], t.result()) for t in done
+                               if not t.cancelled() and t.exception() is None)
         finally:                        # also when the caller gives up (Ctrl-C): nothing keeps running
             for task in tasks:
                 task.cancel()
-        for task in done:
-            error = task.exception()
-            if error is None:
-                replies[tasks[task]] = task.result()
-            elif failure is None or not isinstance(failure, LLMError):
-                failure = error
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
             if failure is None:
@@ -171,7 +194,7 @@ class ChatClient:
         return replies, failure
 
     async def complete(self, body: dict[str, Any], label: str, sent: list[int] | None = None,
-                       index: int = 0) -> Reply:
+                       index: int = 0, wire: _Wire | None = None) -> Reply:
         """One request: attempts until an answer, a refusal, no retries left or the request deadline.
 
         Each attempt is counted in ``sent[index]`` (if given) as it goes out, and each one after the
@@ -202,6 +225,8 @@ class ChatClient:
             if attempt > 1:
                 self.retries += 1
             sent_at = loop.time()
+            if wire is not None:
+                wire.sending.add(index)
             try:
                 reply = await self._attempt(endpoint, payload, body, min(self.cfg.timeout_s, deadline - sent_at),
                                             label)
@@ -210,7 +235,7 @@ class ChatClient:
                 last = f"{endpoint.shown}: {e.why}"
                 if e.down:
                     avoid = avoid | {endpoint}
-                if attempt == attempts:
+                if attempt == attempts or (wire is not None and wire.stopping):
                     break
                 if not e.down:      # the endpoint answered: this request backs off on its own, slot freed
                     backoff = self.cfg.backoff_s * 2 ** (attempt - 1) * self._jitter.uniform(0.5, 1.0)
@@ -220,6 +245,9 @@ class ChatClient:
             except BaseException:
                 pool.release(endpoint, None)
                 raise
+            finally:
+                if wire is not None:
+                    wire.sending.discard(index)
             pool.release(endpoint, True)
             return Reply(reply[0], reply[1], reply[2], (loop.time() - started) * 1000.0, attempt, endpoint.shown)
         tries = f"{len(tried)} attempts" if len(tried) > 1 else "1 attempt"
@@ -260,7 +288,11 @@ class ChatClient:
         text = self.scrub(bytes(data[:600]).decode("utf-8", "replace"))[:300]
         if status in RETRY_STATUS or status >= 500:
             raise _Retry(f"HTTP {status}: {text}" if text else f"HTTP {status}", wait=retry_after_seconds(headers))
-        raise LLMRequestRejected(f"{label}: {endpoint.shown}/chat/completions answered HTTP {status}: {text}")
+        hint = ""
+        if status in (401, 403):
+            hint = (" (the API key, DESIM_LLM_API_KEY, is not accepted)" if endpoint.session.headers.get("Authorization")
+                    else " (no API key was sent: set DESIM_LLM_API_KEY)")
+        raise LLMRequestRejected(f"{label}: {endpoint.shown}/chat/completions answered HTTP {status}{hint}: {text}")
 
     @staticmethod
     def _read(raw: bytes, body: dict[str, Any]) -> tuple[str | None, int, int] | None:

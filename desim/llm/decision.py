@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ class LLMDecision(DecisionModel):
         self._client: ChatClient | None = None
         self._loop: LoopThread | None = None
         self._ledger: Path | None = None
+        self._prompt_ratio = 1.0        # a server's prompt tokens over our estimate: the budget's check learns it
 
     # --- what a study provides ---------------------------------------------------
     def to_action(self, obs: Observation, reply: BaseModel) -> Action:
@@ -228,10 +230,17 @@ class LLMDecision(DecisionModel):
             self._cache = ReplyCache(self.cfg.cache_file(self._root()))
         hits = self._cache.get_many(keys) if self._cache else {}
         todo = [i for i, key in enumerate(keys) if key not in hits]
+        unanswered: str | None = None
         if todo and step <= self.ctx.stored_until:
-            raise self._not_as_stored(len(todo), len(keys), step, round_idx)
-        self._check_budget(len(todo), sum(estimate_tokens(m["content"])
-                                          for i in todo for m in requests[i][1]["messages"]))
+            left = self.ctx.stored_unanswered
+            before = {i for i in todo if (step, round_idx, keys[i]) in left}     # the rule decided them then
+            todo = [i for i in todo if i not in before]
+            if todo:
+                raise self._not_as_stored(len(todo), len(keys), step, round_idx)
+            if before:
+                unanswered = "unanswered when the run first closed this step"
+        estimated = {i: sum(estimate_tokens(m["content"]) for m in requests[i][1]["messages"]) for i in todo}
+        self._check_budget(len(todo), sum(estimated.values()))
         fresh: dict[int, Reply] = {}
         failure: Exception | None = None
         sent = [0] * len(todo)
@@ -242,6 +251,8 @@ class LLMDecision(DecisionModel):
             answered, failure = self._loop.run(self._client.complete_many(
                 [requests[i][1] for i in todo], labels, f"step {step} round {round_idx}", sent))
             fresh = {todo[j]: reply for j, reply in answered.items()}
+            for i, reply in fresh.items():      # the server counts prompts its own way: the budget learns it
+                self._prompt_ratio = max(self._prompt_ratio, reply.tokens_in / max(1, estimated[i]))
             if self._cache:
                 self._cache.put_many([(keys[i], self.model_name, r.content, r.tokens_in, r.tokens_out)
                                       for i, r in fresh.items()])
@@ -267,7 +278,7 @@ class LLMDecision(DecisionModel):
                 replies.append(Reply(hits[k].content, hits[k].tokens_in, hits[k].tokens_out, 0.0, 0))
             else:
                 replies.append(None)
-        return (replies, set(hits), (str(failure) if failure is not None else None),
+        return (replies, set(hits), (str(failure) if failure is not None else unanswered),
                 {todo[j]: n for j, n in enumerate(sent)})
 
     def _not_as_stored(self, missing: int, asked: int, step: int, round_idx: int) -> LLMError:
@@ -286,13 +297,16 @@ class LLMDecision(DecisionModel):
                         "are kept. Resume with the same cache and model, or run the study anew")
 
     def _check_budget(self, calls: int, prompt_tokens: int) -> None:
-        """Raise before a round that would go over ``max_calls`` or ``max_tokens_budget``."""
+        """Raise before a round that would go over ``max_calls`` or ``max_tokens_budget``. The round's prompt
+        tokens are an estimate (four characters a token), scaled by the largest ratio of a server's count to
+        the estimate seen so far: a tokenizer that counts more than the estimate can take the first paid round
+        past the budget; the later rounds are checked with what it counted."""
         t, cfg, ctx = self.log.totals, self.cfg, self.ctx
         if cfg.max_calls is not None and t["calls"] + calls > cfg.max_calls:
             raise BudgetExhausted("max_calls", t["calls"], calls, cfg.max_calls, ctx.step, ctx.round_idx)
         if cfg.max_tokens_budget is not None and calls:
             spent = t["tokens_in"] + t["tokens_out"]
-            worst = prompt_tokens + calls * cfg.max_tokens
+            worst = math.ceil(prompt_tokens * self._prompt_ratio) + calls * cfg.max_tokens
             if spent + worst > cfg.max_tokens_budget:
                 raise BudgetExhausted("max_tokens_budget", spent, worst, cfg.max_tokens_budget,
                                       ctx.step, ctx.round_idx)

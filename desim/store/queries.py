@@ -345,3 +345,12 @@ def llm_spend(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, i
 def example_for_sweep(sweep_id: str) -> str:
     """A first query of a sweep's runs, for ``desim sweep`` to suggest."""
     return f"SELECT parameters, seed, status FROM runs WHERE sweep_id = '{sweep_id}'"
+
+
+def unanswered_prompts(con: duckdb.DuckDBPyConnection, run_id: str, until: int) -> frozenset[tuple[int, int, str]]:
+    """``(step, round, prompt hash)`` of the run's requests left unanswered (``on_unavailable: fallback``) in
+    steps 1..``until``: a resumed run re-executing those steps leaves them to the rule again, as they were,
+    instead of asking (which would continue the run from another history than the stored one)."""
+    rows = con.execute("SELECT step, round, prompt_hash FROM llm_calls WHERE run_id = ? AND step <= ? "
+                       "AND outcome = 'unavailable'", [run_id, until]).fetchall()
+    return frozenset((int(s), int(r), h) for s, r, h in rows)

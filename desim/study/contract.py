@@ -109,6 +109,7 @@ class RunContext:
     round_idx: int = 0
     end_reason: str | None = None       # set by end_run: the run ends after the step in progress
     stored_until: int = 0               # a resumed run: steps 1..stored_until are stored and re-executed, not decided anew
+    stored_unanswered: frozenset = frozenset()  # and its (step, round, prompt hash) an LLM left unanswered then
     _rngs: dict = field(default_factory=dict, repr=False)
     _index: dict[str, int] | None = field(default=None, init=False, repr=False)
 
