@@ -163,6 +163,16 @@ class LocalExecutor(Executor):
             self._drop_lane(i)
 
 
+def import_ray(error: type[Exception] = SweepError):
+    """The ``ray`` module, or ``error`` saying how to install it. :func:`check_executor` calls it before a sweep
+    or an effect records anything, so a missing Ray leaves no recorded sweep that no ``--resume`` can finish."""
+    try:
+        import ray
+    except ImportError:
+        raise error("the ray backend needs Ray: pip install 'desim[ray]' (or pip install 'ray>=2.9')") from None
+    return ray
+
+
 class RayExecutor(Executor):
     """Ray tasks, one CPU each: on the Ray this process already joined, else on the
     cluster at ``address``, else on a Ray instance started here (and shut down by ``close``).
@@ -176,11 +186,7 @@ class RayExecutor(Executor):
     name = "ray"
 
     def __init__(self, study_root: str | Path, workers: int | None = None, address: str | None = None):
-        try:
-            import ray
-        except ImportError:
-            raise SweepError("the ray backend needs Ray: pip install 'desim[ray]' "
-                               "(or pip install 'ray>=2.9')") from None
+        ray = import_ray()
         self.ray = ray
         self.started_here = not ray.is_initialized()
         if self.started_here and address:
@@ -371,7 +377,8 @@ def worker_obstacle(study_root: str | Path, backend: str = "local") -> tuple[str
 def check_executor(backend: str, study_root: str | Path, workers: int | None, address: str | None,
                    what: str, error: type[Exception] = SweepError, stacklevel: int = 3) -> bool:
     """Refuse, before anything is recorded, what :func:`make_executor` would refuse only later (an unknown
-    backend, ``address`` for the local one, ``workers`` below 1) and a study no Ray worker can build. Returns
+    backend, ``address`` for the local one, ``workers`` below 1, the ray backend where Ray is not installed)
+    and a study no Ray worker can build. Returns
     whether the local back-end will run the runs in this process (:func:`worker_obstacle`), and says so with
     a :class:`RunsInProcessWarning` naming ``what`` (``"desim.effect"``) when ``workers`` asked for workers
     (``workers=1`` asks for one run at a time, which this is: no warning). ``stacklevel`` is
@@ -381,6 +388,8 @@ def check_executor(backend: str, study_root: str | Path, workers: int | None, ad
         raise error(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
     if backend == "local" and address:
         raise error("--address is for the ray backend")
+    if backend == "ray":
+        import_ray(error)       # now, not once the sweep or effect is recorded
     obstacle = worker_obstacle(study_root, backend)
     if obstacle is None:
         return False
