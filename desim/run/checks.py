@@ -32,7 +32,7 @@ _TEXT_OR_NONE = frozenset({str, type(None)})       # a rationale: text, or None 
 
 
 def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[str, int],
-                    everyone: frozenset[str] | None = None) -> list[Action]:
+                    everyone: frozenset[str] | None = None, observations: list | None = None) -> list[Action]:
     """``actions`` (what ``decide_batch`` returned for the agents ``ids`` of round ``r``), refused with an
     error naming the agent unless they are a list of :class:`Action`, at most one per agent of the
     round, each of step ``t``, with a known ``source``, a non-empty ``kind``, a dict ``payload`` and a
@@ -40,7 +40,9 @@ def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[st
 
     Actions for ``ids`` in their order (the usual reply) are one list comparison; any other order is
     checked through a set. ``known`` maps every agent of the run to its position; ``everyone`` is the
-    run's agents when ``ids`` are all of them (the set is then not built again)."""
+    run's agents when ``ids`` are all of them (the set is then not built again). ``observations`` (what
+    ``observe_batch`` returned) are looked at only to word an error: an action for an agent not in the
+    round may come from an observation for that agent, and then ``observe_batch`` is to blame."""
     if not isinstance(actions, list):
         raise RunError(f"step {t} round {r}: decide_batch returned {type(actions).__name__}, not a list")
     if not actions:
@@ -73,7 +75,7 @@ def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[st
             except TypeError:               # an id (or source) that cannot be looked up: a list, say
                 bad = True
             if bad:
-                refuse(a, seen, present, t, r, known)
+                refuse(a, seen, present, t, r, known, observations)
             seen.add(a.agent_id)
     return actions
 
@@ -86,10 +88,13 @@ def _among(value: Any, values) -> bool:
         return False
 
 
-def refuse(a: Any, seen: set[str], present: set[str], t: int, r: int, known: dict[str, int]) -> None:
+def refuse(a: Any, seen: set[str], present: set[str], t: int, r: int, known: dict[str, int],
+           observations: list | None = None) -> None:
     """Raise the :class:`RunError` that says what is wrong with the action ``a``."""
     if not isinstance(a, Action):
         raise RunError(f"step {t} round {r}: decide_batch returned {a!r:.80}, not an Action")
+    if observations is not None and (not _among(a.agent_id, present) or a.agent_id in seen):
+        refuse_observations(observations, present, t, r, known)
     if not _among(a.agent_id, known):
         raise RunError(f"step {t} round {r}: action for unknown agent {a.agent_id!r:.60}")
     if a.agent_id not in present:
@@ -168,17 +173,45 @@ def _short(value: Any) -> str:
 
 
 def checked_observations(observations: Any, n: int, t: int, r: int) -> Any:
+    """What ``observe_batch`` returned for the ``n`` agents of round ``r``: a list of one observation each,
+    refused otherwise here, naming ``observe_batch`` (not left to fail inside the decision model). Which
+    agent each is for is looked at only when an action is refused (:func:`refuse_observations`)."""
+    if not isinstance(observations, list):
+        raise RunError(f"step {t} round {r}: observe_batch returned {type(observations).__name__}, not a list "
+                       "of observations")
     if len(observations) != n:
         raise RunError(f"step {t} round {r}: observe_batch returned {len(observations)} observations for {n} agents")
     return observations
 
 
+def refuse_observations(observations: list, present: set[str], t: int, r: int, known: dict[str, int]) -> None:
+    """Raise naming ``observe_batch`` if one of its observations is for an agent not in round ``r`` (unknown,
+    or away) or for an agent another one is for: the decision model acts for the agent each observation
+    names, so the action it returns for that agent is refused, but the mistake is the observation's."""
+    seen: set = set()
+    for o in observations:
+        agent = getattr(o, "agent_id", None)
+        if agent is None:           # not an Observation: the study's own kind, which says no agent
+            continue
+        where = f"step {t} round {r}: observe_batch returned an observation for"
+        if not _among(agent, known):
+            raise RunError(f"{where} unknown agent {agent!r:.60}")
+        if agent not in present:
+            raise RunError(f"{where} agent '{agent}', which did not take part in this round")
+        if agent in seen:
+            raise RunError(f"{where} agent '{agent}' twice (one observation per agent of ids)")
+        seen.add(agent)
+
+
 def checked_metrics(raw: Any, t: int, collector: str) -> dict[str, float]:
-    """A collector's figures for step ``t`` as ``{name: float}``; anything but numbers is refused."""
-    raw = raw or {}
+    """A collector's figures for step ``t`` as ``{name: float}``; anything but numbers is refused. ``None`` is
+    no figures (a ``collect`` with no ``return``); any other value that is not a dict (``[]``, ``0``, ``""``)
+    is a mistake, refused rather than dropped with the step's metrics."""
+    if raw is None:
+        return {}
     if not isinstance(raw, dict):
-        raise RunError(f"step {t}: {collector}.collect returned {type(raw).__name__}, not a dict of metric name "
-                       "to number")
+        raise RunError(f"step {t}: {collector}.collect returned {type(raw).__name__} {_short(raw)}, not a dict of "
+                       "metric name to number")
     out = {}
     for name, value in raw.items():
         if isinstance(value, (str, bool, np.bool_)) or value is None:
@@ -187,8 +220,8 @@ def checked_metrics(raw: Any, t: int, collector: str) -> dict[str, float]:
             out[str(name)] = float(value)
         except (TypeError, ValueError):
             raise RunError(f"step {t}: {collector}.collect: metric '{name}' is {value!r:.60}, not a number") from None
-    if len(out) < len(raw) or len({n.lower() for n in out}) < len(out) or not RESERVED_METRICS.isdisjoint(
-            n.lower() for n in out):
+    if "" in out or len(out) < len(raw) or len({n.lower() for n in out}) < len(out) or \
+            not RESERVED_METRICS.isdisjoint(n.lower() for n in out):
         _refuse_metric_names(list(raw), t, collector)
     return out
 
@@ -199,11 +232,15 @@ RESERVED_METRICS = {"run_id", "step"}
 
 
 def _refuse_metric_names(names: list, t: int, collector: str) -> None:
-    """A ``RunError`` for the first metric name that would clash with another in the store: SQL reads names
-    without regard to case, and a name is stored as its text (``1`` and ``"1"`` are one)."""
+    """A ``RunError`` for the first metric name the store cannot hold: an empty one (no column of the wide
+    metrics table can be named ''), or one that would clash with another: SQL reads names without regard to
+    case, and a name is stored as its text (``1`` and ``"1"`` are one)."""
     seen: dict[str, Any] = {}
     for name in names:
         key = str(name).lower()
+        if not key:
+            raise RunError(f"step {t}: {collector}.collect: metric key {name!r} is not a non-empty string (a metric's "
+                           "name is a column of the wide metrics table)")
         if key in RESERVED_METRICS:
             raise RunError(f"step {t}: {collector}.collect returned a metric named '{name}', a column the metrics "
                            f"table has already ({', '.join(sorted(RESERVED_METRICS))}); rename it")

@@ -73,10 +73,10 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
                 if not engine.opened:       # the study's set-up failed: nothing was recorded, say it as is
                     raise
                 status, error, trace, failure = _ended(e, run)
-                if isinstance(e, KeyboardInterrupt):    # a second Ctrl-C: stored as interrupted below, then said
+                if isinstance(e, KeyboardInterrupt):    # stored as interrupted below, then said
                     llm = dict(run.decision.counters()) if hasattr(run.decision, "counters") else None
-                    raise RunStoppedMidStep(run.run_id, run.root, run.ctx.step, max(sink.last_written, 0),
-                                            llm) from None
+                    raise _mid_step(RunStoppedMidStep(run.run_id, run.root, run.ctx.step,
+                                                      max(sink.last_written, 0), llm), signals) from None
             finally:
                 if signals is not None:
                     signals.finishing()     # the merge below finishes, whatever signal arrives now
@@ -97,6 +97,19 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
     wall = time.perf_counter() - started - getattr(sink, "waited", 0.0)
     return Outcome(run.run_id, status, done, sink.rows_written, wall, error, counters, ended,
                    stopped_by, signals is not None and signals.ctrl_c, said)
+
+
+def _mid_step(stop: RunStoppedMidStep, signals: "Signals | None") -> RunStoppedMidStep:
+    """``stop`` as it is said: a second Ctrl-C when that is what raised the ``KeyboardInterrupt`` (the handler of
+    :class:`Signals`), else the ``KeyboardInterrupt`` itself (study code that raised it, or a Ctrl-C where desim
+    has no handler: a run in a thread, ``handle_signals=False``), so the message claims no Ctrl-C that never came."""
+    said, second = str(stop), "a second Ctrl-C stopped run"
+    if (signals is not None and signals.stopped_now) or not said.startswith(second):
+        return stop
+    how = " (study code raised it: no Ctrl-C came)" if signals is not None and signals.installed and \
+        not signals.ctrl_c else ""
+    stop.args = (f"a KeyboardInterrupt{how} stopped run{said[len(second):]}",)
+    return stop
 
 
 def _ended(e: BaseException, run: Run) -> tuple[str, str, str | None, Exception | None]:
@@ -180,6 +193,12 @@ class Signals:
         self.ctrl_c = False         # a SIGINT came, even one too late to stop anything: the caller hears of it
         self._previous: dict[int, Any] = {}
         self._finishing = False
+        self.stopped_now = False    # a second Ctrl-C raised KeyboardInterrupt inside a step
+
+    @property
+    def installed(self) -> bool:
+        """The handlers are in place (the main thread): a SIGINT that came would have been seen here."""
+        return bool(self._previous)
 
     def requested(self) -> str | None:
         return signal.Signals(self.received).name if self.received is not None else None
@@ -203,6 +222,7 @@ class Signals:
         if self._finishing:         # nothing left to stop, and the merge must not be cut short
             return
         if self.received is not None:            # asked twice: stop now
+            self.stopped_now = signum == signal.SIGINT
             raise KeyboardInterrupt if signum == signal.SIGINT else StopRun(
                 f"stopped by a second {signal.Signals(signum).name} during step {self.ctx.step}")
         self.received = signum

@@ -22,11 +22,12 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
+from traceback import format_exception
 
 import numpy as np
 import pyarrow as pa
 
-from desim.errors import DesimNotice
+from desim.errors import DesimNotice, StopRun
 from desim.store import journal
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreMissing, open_store
@@ -183,12 +184,43 @@ class Recorder(MemorySink):
                 self._reopen(catalogue, run, files)
             else:
                 self._start(catalogue, run)
-        self.files = files          # recorded: from here on, close() says how the run ended
-        self.live = LiveFile(self.layout.live_file(run.run_id), run.run_id, run.spec.id, run.n_steps, self.kind,
-                             seed=run.spec.simulation.seed,
-                             overrides_text=describe_overrides(overrides_of(run.spec), seed=False))
-        self.beat = Heartbeat(self.live, HEARTBEAT_SECONDS)
-        self.files.start()
+        try:
+            self.live = LiveFile(self.layout.live_file(run.run_id), run.run_id, run.spec.id, run.n_steps, self.kind,
+                                 seed=run.spec.simulation.seed,
+                                 overrides_text=describe_overrides(overrides_of(run.spec), seed=False))
+            self.beat = Heartbeat(self.live, HEARTBEAT_SECONDS)
+            files.start()
+        except BaseException as e:
+            self._not_started(run, e)
+            raise
+        self.files = files          # recorded and started: from here on, close() says how the run ended
+
+    def _not_started(self, run, e: BaseException) -> None:
+        """The run is recorded but could not start (its live file or its data folder cannot be made: a file
+        where the folder goes, a full disk): its row says so, ``failed`` with the error (``interrupted`` for a
+        Ctrl-C), rather than ``running`` until it is taken for a dead run, one more at each attempt. The caller
+        raises ``e`` itself, and ``close`` has nothing to do (``files`` is unset): ``e`` is the only error seen,
+        even when this record cannot be made (said then as a note on ``e``)."""
+        if self.beat:
+            self.beat.stop()
+        self.beat = None
+        status = "failed" if isinstance(e, Exception) and not isinstance(e, StopRun) else "interrupted"
+        error = "interrupted by the user" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}"
+        try:
+            if self.live:
+                self.live.finish(status, error)
+        except OSError:             # the runs folder went away: the row below still says how the run ended
+            pass
+        wait = _waiting(f"run {run.run_id}, which could not start,",
+                        f"after {END_WAIT_S / 60:g} minutes it gives up, the run left as running")
+        try:
+            with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS, forever=True,
+                            give_up_after=END_WAIT_S, on_wait=wait) as con:
+                Catalogue(con).finish_run(run.run_id, status, error, 0.0,
+                                          last_step=self.last_written if self.last_written >= 0 else None,
+                                          traceback="".join(format_exception(e)) if status == "failed" else None)
+        except Exception as failed:
+            e.add_note(f"run {run.run_id} could not be recorded as {status} either: {type(failed).__name__}: {failed}")
 
     def _start(self, catalogue: Catalogue, run) -> None:
         """Record the run (and its version: a new configuration is a new version)."""
@@ -214,6 +246,7 @@ class Recorder(MemorySink):
         row = catalogue.run(run.run_id)
         if row is None:
             raise StoreMissing(f"no run '{run.run_id}' in {self.layout.db}")
+        catalogue.reopen_run(run.run_id)       # first: refused while another process runs it, before anything is cut
         last = max(row["last_step"], files.last_step())
         damaged = files.damaged_past()
         if damaged is not None:     # what a power loss garbled is not kept: the resume writes those steps again
@@ -228,7 +261,6 @@ class Recorder(MemorySink):
             self.types = PanelTypes(self.types.state.allow_nonfinite, saved)
             self._saved_types = saved
         self.last_written = last
-        catalogue.reopen_run(run.run_id)
 
     def initial(self, tables: dict[str, pa.Table]) -> None:
         if self.resume:                             # step 0 is on disk already: nothing of it is written again
