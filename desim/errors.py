@@ -100,17 +100,18 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 class RunStoppedMidStep(KeyboardInterrupt):
-    """A second Ctrl-C stopped a run inside a step, without waiting for the step boundary: the run is
+    """A second Ctrl-C (``cause``: or a ``KeyboardInterrupt`` study code raised) stopped a run inside a step, without waiting for the step boundary: the run is
     stored ``interrupted`` with its completed steps, and the step in flight is lost (an LLM study's replies of
     that round with it). Says which run, what is kept, what this invocation paid, and how to go on."""
 
-    def __init__(self, run_id: str, root: Path | None, step: int, kept: int, llm: dict | None = None):
+    def __init__(self, run_id: str, root: Path | None, step: int, kept: int, llm: dict | None = None,
+                 cause: str = "a second Ctrl-C"):
         self.run_id, self.step, self.kept = run_id, step, kept
         paid = (f"; this invocation paid {llm['calls']} LLM calls ({llm['tokens_in']} tokens in, "
                 f"{llm['tokens_out']} out), the round in flight's replies neither cached nor counted"
                 if llm and llm.get("calls") else "")
         go_on = f"desim run {root} --resume {run_id}" if root is not None else f"desim.resume(..., {run_id!r})"
-        super().__init__(f"a second Ctrl-C stopped run {run_id} inside step {step}: steps 1..{kept} are kept, step "
+        super().__init__(f"{cause} stopped run {run_id} inside step {step}: steps 1..{kept} are kept, step "
                          f"{step} is lost{paid}; {go_on} continues it")
 
 

@@ -75,8 +75,8 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
                 status, error, trace, failure = _ended(e, run)
                 if isinstance(e, KeyboardInterrupt):    # stored as interrupted below, then said
                     llm = dict(run.decision.counters()) if hasattr(run.decision, "counters") else None
-                    raise _mid_step(RunStoppedMidStep(run.run_id, run.root, run.ctx.step,
-                                                      max(sink.last_written, 0), llm), signals) from None
+                    raise RunStoppedMidStep(run.run_id, run.root, run.ctx.step, max(sink.last_written, 0), llm,
+                                            _what_stopped(signals)) from None
             finally:
                 if signals is not None:
                     signals.finishing()     # the merge below finishes, whatever signal arrives now
@@ -99,17 +99,15 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
                    stopped_by, signals is not None and signals.ctrl_c, said)
 
 
-def _mid_step(stop: RunStoppedMidStep, signals: "Signals | None") -> RunStoppedMidStep:
-    """``stop`` as it is said: a second Ctrl-C when that is what raised the ``KeyboardInterrupt`` (the handler of
-    :class:`Signals`), else the ``KeyboardInterrupt`` itself (study code that raised it, or a Ctrl-C where desim
-    has no handler: a run in a thread, ``handle_signals=False``), so the message claims no Ctrl-C that never came."""
-    said, second = str(stop), "a second Ctrl-C stopped run"
-    if (signals is not None and signals.stopped_now) or not said.startswith(second):
-        return stop
-    how = " (study code raised it: no Ctrl-C came)" if signals is not None and signals.installed and \
-        not signals.ctrl_c else ""
-    stop.args = (f"a KeyboardInterrupt{how} stopped run{said[len(second):]}",)
-    return stop
+def _what_stopped(signals: "Signals | None") -> str:
+    """What raised the ``KeyboardInterrupt`` inside a step, as the user is told it: a second Ctrl-C when the
+    handler of :class:`Signals` raised it, else the ``KeyboardInterrupt`` itself (study code that raised it, or a
+    Ctrl-C where desim has no handler: a run in a thread, ``handle_signals=False``): no Ctrl-C that never came."""
+    if signals is not None and signals.stopped_now:
+        return "a second Ctrl-C"
+    if signals is not None and signals.installed and not signals.ctrl_c:
+        return "a KeyboardInterrupt (study code raised it: no Ctrl-C came)"
+    return "a KeyboardInterrupt"
 
 
 def _ended(e: BaseException, run: Run) -> tuple[str, str, str | None, Exception | None]:
