@@ -219,6 +219,9 @@ class RunFiles:
         self.journal.close()
         streamed = self.stream.finish() if self.stream is not None else {}
         try:
+            if not (self.dir / "journal").is_dir():     # made when the run started: someone took it away
+                raise StoreError(f"{self.dir / 'journal'} was removed while the run went: the steps it held are "
+                                 "lost with it")
             _, logged = journal.read(self.dir / "journal")
             steps = self.step_folders()
             if not logged and not steps:

@@ -27,7 +27,7 @@ from traceback import format_exception
 import numpy as np
 import pyarrow as pa
 
-from desim.errors import DesimNotice, StopRun
+from desim.errors import DesimNotice, StopRun, StoreError
 from desim.store import journal
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreMissing, open_store
@@ -310,14 +310,32 @@ class Recorder(MemorySink):
                                 f"after {END_WAIT_S / 60:g} minutes it gives up, its steps kept, and desim run --resume "
                                 f"{self.run.run_id} records its end")) as con:
                 self.waited += time.perf_counter() - asked
+                last = self.last_written if self.last_written >= 0 else None
                 try:
                     self.files.merge()
+                except Exception as e:      # not recorded completed: its data is not where a reader looks
+                    last = self.files.last_step()       # what a resume finds: the journal may be gone with its steps
+                    if status != "completed":   # the run's own end is what is said; the row adds the merge
+                        error = f"{error}; and {self._merge_failed(e)}"
+                    else:
+                        status, error, traceback = "failed", f"recorded failed, not completed: {self._merge_failed(e)}", None
+                        raise StoreError(error) from e
                 finally:
                     ended = self.run.ctx.end_reason if status == "completed" else None
                     Catalogue(con).finish_run(self.run.run_id, status, error, wall_seconds,
-                                              last_step=self.last_written if self.last_written >= 0 else None,
-                                              traceback=traceback, end_reason=ended)
+                                              last_step=last, traceback=traceback, end_reason=ended)
         finally:
             if self.beat:
                 self.beat.stop()
-            self.live.finish(status, error)
+            try:
+                self.live.finish(status, error)
+            except OSError:         # the live folder went away: the runs row above says how the run ended
+                pass
+
+    def _merge_failed(self, e: Exception) -> str:
+        """What a run whose end-of-run merge failed is recorded with: the cause, and how to go on."""
+        run_id = self.run.run_id
+        go_on = (f"desim run {self.run.root} --resume {run_id}" if self.run.root is not None
+                 else f"desim.resume(..., {run_id!r})")
+        return (f"its steps ran, but merging them into the store failed ({type(e).__name__}: {e}); once the "
+                f"cause is put right, {go_on} merges what the journal keeps (and runs again what it does not)")
