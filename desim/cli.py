@@ -74,11 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"desim: error: {e}", file=sys.stderr)
         trace = getattr(e, "traceback", "") or ("".join(traceback.format_exception(e.__cause__))
                                                  if e.__cause__ is not None else "")
-        if trace and (getattr(args, "traceback", False) or os.environ.get("DESIM_TRACEBACK") == "1"):
-            print(trace, file=sys.stderr, end="")
-        elif trace:
-            kept = f"completed steps are kept in {e.db_path}; " if isinstance(e, RunFailed) else ""
-            print(f"desim: {kept}--traceback (or DESIM_TRACEBACK=1) shows the traceback", file=sys.stderr)
+        kept = f"completed steps are kept in {e.db_path}; " if isinstance(e, RunFailed) else ""
+        _offer_traceback(args, trace, kept)
         return 2
     except KeyboardInterrupt as e:     # a second Ctrl-C inside a run says which run and how to go on
         print(f"desim: interrupted{': ' + str(e) if str(e) else ''}", file=sys.stderr)
@@ -86,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. `| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:    # the system refused a file desim had no check for (a file where a folder should be)
+        if e.filename is None:
+            raise
+        print(f"desim: error: {_os_error(e)}", file=sys.stderr)
+        _offer_traceback(args, "".join(traceback.format_exception(e)))
+        return 2
     except Exception as e:      # DuckDB finding the store's file damaged mid-query: said, not a traceback
         if not _damaged_store(e):
             raise
@@ -93,6 +96,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         warnings.showwarning = show
+
+
+def _offer_traceback(args: argparse.Namespace, trace: str, kept: str = "") -> None:
+    """Print ``trace`` when asked for (``--traceback``, ``DESIM_TRACEBACK=1``), else say how to ask."""
+    if trace and (getattr(args, "traceback", False) or os.environ.get("DESIM_TRACEBACK") == "1"):
+        print(trace, file=sys.stderr, end="")
+    elif trace:
+        ask = "--traceback (or DESIM_TRACEBACK=1)" if hasattr(args, "traceback") else "DESIM_TRACEBACK=1"
+        print(f"desim: {kept}{ask} shows the traceback", file=sys.stderr)
+
+
+def _os_error(error: OSError) -> str:
+    """An ``OSError`` about a file as one line: the file, then the system's reason (``Is a directory``)."""
+    files = f"{error.filename} -> {error.filename2}" if error.filename2 is not None else f"{error.filename}"
+    return f"{files}: {error.strerror or error}"
 
 
 def _damaged_store(error: Exception) -> bool:

@@ -71,7 +71,8 @@ def compare(study_root: str | Path, control: str, treatment: str,
             kind = (state_reads.field_kind(con, treatment, name)
                     or state_reads.field_kind(con, control, name))
             if kind is None:
-                skipped.append({"field": name, "reason": f"neither run's panel has a state field '{name}'"})
+                skipped.append({"field": name, "reason": f"neither run's panel has a state field '{name}'"
+                                                         f"{_known_fields(con, treatment, control)}"})
             elif "JSON" in (state_reads.stored_type(con, treatment, name), state_reads.stored_type(con, control, name)):
                 skipped.append({"field": name, "reason": f"'{name}' holds JSON (lists or dicts): it has no difference "
                                                          "and its values are not categories; compare it in SQL"})
@@ -85,6 +86,13 @@ def compare(study_root: str | Path, control: str, treatment: str,
     return {"control": control, "treatment": treatment, "fork_step": fork, "metrics": metrics, "paired": paired,
             "categorical": categorical, "held": held, "skipped": skipped, "population": population,
             "notes": notes}
+
+
+def _known_fields(con, treatment: str, control: str) -> str:
+    """`` (their state fields: a, b)``, the fields either run stored: a misspelt ``--state`` is skipped (the
+    other fields are still compared) and named, with what it may have meant."""
+    names = list(dict.fromkeys(state_reads.field_names(con, treatment) + state_reads.field_names(con, control)))
+    return f" (their state fields: {', '.join(names)})" if names else " (neither run stored a state field)"
 
 
 def unrecorded(run: dict[str, Any]) -> str | None:

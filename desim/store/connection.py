@@ -27,6 +27,7 @@ import pyarrow as pa
 from desim.errors import StoreError
 from desim.store import journal
 from desim.store.files import ensure_anchors
+from desim.store.health import note_missing_data
 from desim.store.layout import StudyLayout, layout_of
 from desim.store.schema import MIGRATIONS, VIEWS, file_pattern, paired_sql, view_sql
 
@@ -118,10 +119,23 @@ def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
         check_layout(con, path)
         if (layout.data / "run_id=_").is_dir():
             define_views(con, layout.data, temp=True)
+        note_missing_data(layout, ended_runs(con))
     except BaseException:
         con.close()
         raise
     return con
+
+
+def ended_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The runs that ended having stored steps, oldest first: those whose data folder must be there; none when
+    the catalogue cannot be read (a truncated file): the query that reads it then says so, as what it is."""
+    try:
+        if not has_table(con, "runs"):
+            return []
+        return [r[0] for r in con.execute("SELECT run_id FROM runs WHERE status <> 'running' AND last_step >= 0 "
+                                          "ORDER BY started_at, run_id").fetchall()]
+    except duckdb.Error:
+        return []
 
 
 def _broken(path: Path, error: Exception) -> StoreBroken:
@@ -136,6 +150,7 @@ def _is_lock(error: Exception) -> bool:
 
 def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyConnection:
     path = layout.db
+    check_folders(layout)
     path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(max(1, attempts)):  # a reader (the dashboard) holds the file for milliseconds
         try:
@@ -175,6 +190,16 @@ def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
         con.close()
         raise
     return con
+
+
+def check_folders(layout: StudyLayout) -> None:
+    """Refuse a store whose own folders (``runs/``, its run data, its live progress files) are files: a writer
+    opens before a run records anything, so the run stops here, naming the file, rather than with an
+    ``OSError`` once its row is written (a run left ``running`` with no step, then ``stale``)."""
+    for folder in (layout.db.parent, layout.data, layout.live):
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(f"{folder} is a file, but the study's store keeps a folder there; move the file "
+                             "aside (or remove it) and run again")
 
 
 def set_aside_orphans(layout: StudyLayout) -> Path | None:

@@ -71,6 +71,17 @@ def check_out(layout: StudyLayout, out: Path, names: list[str]) -> None:
                               f"wrote it{more}; export to another folder, or remove {'them' if more else 'it'} first")
 
 
+def _make_folder(out: Path) -> None:
+    """Create ``out``; a folder the system will not make (a file in its way, no permission, a read-only or
+    virtual file system such as ``/proc``) is a ``ValueError`` naming it, like the other refusals of ``out``,
+    rather than the ``OSError`` of whichever parent failed."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        at = f" ({e.filename})" if e.filename and str(e.filename) != str(out) else ""
+        raise ValueError(f"cannot export into {out}: the folder cannot be made{at}: {e.strerror or e}") from None
+
+
 def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str = "parquet") -> list[Path]:
     """Write the run (or every run) to ``out``; returns the files written. Refused, before anything is written,
     when ``out`` is inside the store or holds a file of the same name that an earlier export did not write
@@ -96,7 +107,7 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
             tables[name] = table
     names = [f"{name}.{fmt}" for name in tables] + ["runs.json"]
     check_out(data.layout, out, names)
-    out.mkdir(parents=True, exist_ok=True)
+    _make_folder(out)
     # the marker first: an export stopped half-way leaves files it owns, which the next export may replace
     earlier = exported_files(out)
     mark_exported(out, names)

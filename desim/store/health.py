@@ -99,11 +99,51 @@ def run_health(row: dict[str, Any], live: dict[str, Any] | None = None, *,
     return "running"
 
 
+MISSING_DATA = "missing data"
+"""The status a run is shown with when its data folder is gone (:func:`data_missing`)."""
+
+
 def health_of(layout: StudyLayout, row: dict[str, Any]) -> str:
-    """:func:`run_health` with the run's live file read from the study's live folder."""
+    """:func:`run_health` with the run's live file read from the study's live folder; ``missing data`` for a
+    run whose data folder is gone (:func:`data_missing`), whatever its row says."""
+    if data_missing(layout, row):
+        return MISSING_DATA
     if row.get("status") != "running":
         return row.get("status")
     return run_health(row, read_live(layout.live_file(row["run_id"])))
+
+
+def data_missing(layout: StudyLayout, row: dict[str, Any]) -> bool:
+    """Whether a run that ended having stored steps has no data folder (``rm -rf runs/data/run_id=R``, a copy
+    of the study without it): its row still says ``completed 10/10`` while every view has lost its rows. A
+    run going keeps its steps in that folder's journal, and one that failed at set-up (``last_step`` -1) has
+    none to lose."""
+    last = row.get("last_step")
+    return (row.get("status") != "running" and last is not None and last >= 0
+            and not layout.run_dir(row["run_id"]).is_dir())
+
+
+def note_missing_data(layout: StudyLayout, ended: list[str]) -> None:
+    """Say (a :class:`~desim.errors.DesimNotice`) which of ``ended``, the runs that ended having stored steps,
+    have lost their data folder: a query of ``panel`` otherwise just has no rows of them, without a word."""
+    try:
+        present = set(os.listdir(layout.data))     # one listing, no stat per run: every reader opening comes here
+    except OSError:
+        present = set()
+    gone = [run_id for run_id in ended if layout.run_dir(run_id).name not in present]
+    if not gone:
+        return
+    import warnings
+
+    from desim.errors import DesimNotice
+    shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
+    one = len(gone) == 1
+    warnings.warn(DesimNotice(
+        f"run{'' if one else 's'} {shown} {'is' if one else 'are'} in the runs table, but {'its' if one else 'their'} "
+        f"data folder{'' if one else 's'} ({layout.run_dir(gone[0])}{'' if one else ', ...'}) "
+        f"{'is' if one else 'are'} missing (deleted or moved?): the panel, metrics and every other table have no "
+        f"rows of {'it' if one else 'them'}, and desim runs shows {'it' if one else 'them'} as '{MISSING_DATA}'; "
+        f"restore {'the folder' if one else 'them'} from a copy"), stacklevel=3)
 
 
 def last_step(layout: StudyLayout, run_id: str, recorded: int | None = -1, status: str = "running") -> int:

@@ -26,7 +26,7 @@ from desim.store import queries
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreError, StoreMissing, field, named_file, open_store
 from desim.store.files import RunFiles
-from desim.store.health import health_of, last_step
+from desim.store.health import data_missing, health_of, last_step
 from desim.store.layout import StudyLayout, layout_of
 from desim.store.schema import files_sql
 
@@ -94,15 +94,18 @@ class StudyData:
 
         A run still ``running`` in the table is as ``desim runs`` shows it: ``status`` ``stale`` when its
         process is gone (killed), and ``last_step`` the last step it has stored (the table's is written
-        when a run ends, -1 until then)."""
+        when a run ends, -1 until then). A run whose data folder is gone is ``missing data``, as there
+        (``desim.store.health.data_missing``): its rows are in no table."""
         table = self._roles()
-        running = [i for i, s in enumerate(table.column("status").to_pylist()) if s == "running"]
-        if running:
+        keys = zip(*(table.column(c).to_pylist() for c in ("run_id", "status", "last_step")))
+        checked = [i for i, (run_id, status, last) in enumerate(keys) if status == "running" or data_missing(
+            self.layout, {"run_id": run_id, "status": status, "last_step": last})]
+        if checked:
             rows = table.to_pylist()
             status, last = table.column("status").to_pylist(), table.column("last_step").to_pylist()
-            for i in running:
+            for i in checked:
                 status[i] = health_of(self.layout, rows[i])
-                last[i] = last_step(self.layout, rows[i]["run_id"], last[i], "running")
+                last[i] = last_step(self.layout, rows[i]["run_id"], last[i], rows[i]["status"])
             for name, values in (("status", status), ("last_step", last)):
                 at = table.schema.get_field_index(name)
                 table = table.set_column(at, table.schema.field(at), pa.array(values, table.schema.field(at).type))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -40,7 +41,8 @@ import numpy as np
 
 from desim.errors import StudyConfigError
 from desim.study.files import read_text
-from desim.study.rosters import INTEGER, NUMBER     # a number as a CSV cell writes it: one rule for rosters and edges
+from desim.study.rosters import INTEGER, NUMBER, check_named     # one rule for rosters and edges: a CSV cell's
+                                                                  # number, a header's column without a name
 
 FORMATS = ("edgelist", "csv", "graphml")
 RESERVED = {"source", "target", "run_id"}      # the edges table's own columns (compared ignoring case)
@@ -217,6 +219,7 @@ def _csv(path: Path, source: str, target: str) -> list[Row]:
     for name in (source, target):
         if name not in header:
             raise StudyConfigError(path, [("line 1", f"no '{name}' column (columns: {', '.join(header) or 'none'})")])
+    check_named(path, header)
     clash = _clash(header)
     if clash:
         a, b = (header[i] for i in clash)
@@ -227,9 +230,6 @@ def _csv(path: Path, source: str, target: str) -> list[Row]:
     s, t = header.index(source), header.index(target)
     extra = [(i, h) for i, h in enumerate(header) if i not in (s, t)]
     for i, name in extra:
-        if not name:        # pandas' to_csv writes its index as a column with no name
-            raise StudyConfigError(path, [("line 1", f"column {i + 1} has no name; a pandas index? write the file "
-                                           "with to_csv(..., index=False), or name the column")])
         if name.lower() in RESERVED:
             raise StudyConfigError(path, [("line 1", f"column '{name}' cannot be an edge attribute (the edges table "
                                            f"has {', '.join(sorted(RESERVED))}, in any case; name it otherwise)")])
@@ -276,7 +276,7 @@ def _graphml(path: Path, ids: list[str], index: dict[str, int], directed: bool) 
     default = graph.get("edgedefault")
     if default in ("directed", "undirected") and (default == "directed") != directed:
         raise StudyConfigError(path, [("graph", _direction(f'declares edgedefault="{default}"', directed))])
-    keys = {k.get("id"): k for k in root if _local(k.tag) == "key"}
+    keys = _keys(path, root, data)
     defaults = _edge_defaults(path, keys)
     used: dict[str, str] = {}           # attribute name -> the first key id giving it, in the order first used
     used.update((name, key_id) for name, (key_id, _) in defaults.items())
@@ -307,6 +307,11 @@ def _graphml(path: Path, ids: list[str], index: dict[str, int], directed: bool) 
             if key_id not in keys:
                 raise StudyConfigError(path, [(where, f"<data key=\"{key_id}\"> names no <key> of the file")])
             key = keys[key_id]
+            if key.get("for", "all") not in ("edge", "all"):
+                raise StudyConfigError(path, [(where, (
+                    f"<data key=\"{key_id}\"> is on an edge, but key '{key_id}' is declared for=\"{key.get('for')}\" "
+                    "(GraphML: its values belong to those elements, not to edges); declare the key for=\"edge\", or "
+                    "give the edges a key of their own"))])
             name, kind = key.get("attr.name") or key_id, key.get("attr.type", "string")
             value = _graphml_number(d.text.strip(), kind, key_id, name, path, f"{where}, attribute {name}")
             if name in given and given[name] == key_id:
@@ -324,6 +329,29 @@ def _graphml(path: Path, ids: list[str], index: dict[str, int], directed: bool) 
         rows.append((n, where, a, b, attrs))
     _check_keys(path, [(key_id, name) for name, key_id in used.items()])
     return rows
+
+
+def _keys(path: Path, root: ET.Element, data: bytes) -> dict[str | None, ET.Element]:
+    """The file's ``<key>``s by id. An id declared twice is refused, naming it and its lines: GraphML's key ids
+    are unique, since a ``<data key="d0">`` names its key by id alone, and a reader keeping the last of two
+    (a ``double`` after a ``string``, or the other way round) would read or refuse the values by a
+    declaration the file's author may not have meant."""
+    keys: dict[str | None, ET.Element] = {}
+    for key in root:
+        if _local(key.tag) != "key":
+            continue
+        key_id = key.get("id")
+        if key_id in keys:
+            declared = re.finditer(rb"<(?:[\w.-]+:)?key\b[^>]*?\sid\s*=\s*([\"'])" + re.escape(str(key_id).encode())
+                                   + rb"\1", data)
+            lines = [data.count(b"\n", 0, m.start()) + 1 for m in declared][:2]
+            where = (f" (both on line {lines[0]})" if lines[0] == lines[1] else f" (lines {lines[0]} and {lines[1]})") \
+                if len(lines) == 2 else ""
+            raise StudyConfigError(path, [(f"key {key_id}", (
+                f"key id '{key_id}' is declared twice{where}: a <data key=\"{key_id}\"> could mean either; give each "
+                "<key> its own id"))])
+        keys[key_id] = key
+    return keys
 
 
 def _edge_defaults(path: Path, keys: dict[str | None, ET.Element]) -> dict[str, tuple[str, float]]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import operator
 import re
 import types
@@ -374,11 +375,33 @@ def read_text(path: Path, what: str = "file") -> str:
 
 
 class _NotJSON(ValueError):
-    """``NaN`` or ``Infinity`` in a file: Python's reader takes them, JSON has no such numbers."""
+    """A number Python's reader would take but a study cannot hold: ``NaN`` or ``Infinity`` (JSON has no such
+    numbers), or one too large for a float (``1e999``, which Python reads as infinity without a word).
+    ``args``: the text as written, and what is wrong with it."""
 
 
 def _refuse_constant(name: str) -> Any:
-    raise _NotJSON(name)
+    raise _NotJSON(name, "is not a JSON number (JSON has no NaN or Infinity; give a number, or leave the field out)")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a point or an exponent, refused when it overflows a float: read as infinity it
+    would pass every check a field makes of a number and be stored as the non-standard ``Infinity``."""
+    value = float(text)
+    if math.isinf(value):
+        raise _NotJSON(text, "is outside the range of a float (it would be read as infinity, and JSON has no "
+                             "Infinity); give a finite number")
+    return value
+
+
+def _integer(text: str) -> int:
+    """A JSON integer; one of more digits than Python converts (4,300) is refused as out of range rather than
+    escaping as Python's own ``ValueError``."""
+    try:
+        return int(text)
+    except ValueError:
+        raise _NotJSON(text, f"is an integer of {len(text.lstrip('-'))} digits, far outside what a study "
+                             "file can hold") from None
 
 
 class _TwiceGiven(ValueError):
@@ -397,10 +420,12 @@ def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def read_json(path: Path) -> Any:
     """Read a JSON file; a syntax error names the file, line and column. ``NaN`` and ``Infinity`` are
     refused like any other error of syntax: they are not JSON, and a value that is not a number would
-    otherwise reach a field's check as something else (``None`` once re-read)."""
+    otherwise reach a field's check as something else (``None`` once re-read). So is a number too large
+    for a float (``1e999``), which Python's reader turns into that same infinity."""
     text = read_text(path)
     try:
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_repeated_keys)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_integer,
+                          object_pairs_hook=_refuse_repeated_keys)
     except _TwiceGiven as e:
         key = str(e)
         # the lines when the key is written only twice in the file (elsewhere it may be another object's key)
@@ -412,12 +437,13 @@ def read_json(path: Path) -> Any:
     except json.JSONDecodeError as e:
         raise StudyConfigError(path, [("", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}")]) from None
     except _NotJSON as e:
-        at = re.search(rf"(?<![\w\"]){re.escape(str(e))}(?![\w\"])", text)
+        written, why = e.args
+        at = re.search(rf"(?<![\w\".]){re.escape(written)}(?![\w\".])", text)
         line, column = (text.count("\n", 0, at.start()) + 1, at.start() - text.rfind("\n", 0, at.start())) \
             if at else (None, None)
         where = f" at line {line} column {column}" if at else ""
-        raise StudyConfigError(path, [("", f"malformed JSON{where}: {e} is not a JSON number (JSON has no "
-                                           "NaN or Infinity; give a number, or leave the field out)")]) from None
+        shown = written if len(written) <= 40 else f"{written[:20]}...{written[-8:]}"
+        raise StudyConfigError(path, [("", f"malformed JSON{where}: {shown} {why}")]) from None
     except RecursionError:
         raise StudyConfigError(path, [("", "JSON nested too deeply to be a study file")]) from None
 
@@ -426,9 +452,18 @@ def validate_file(path: Path, model: type[BaseModel], data: Any) -> BaseModel:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        errors = e.errors()
-        raise StudyConfigError(path, _misspelt([(err["type"], err["loc"], describe_error(err)) for err in errors],
-                                               _optional_meant(model, data, errors))) from None
+        raise StudyConfigError(path, config_problems(model, data, e.errors())) from None
+
+
+def config_problems(model: type[BaseModel], data: Any, errors: list[dict],
+                    prefix: tuple = ()) -> list[tuple[str, str]]:
+    """The ``(field, message)`` problems of ``data`` validated as ``model`` (pydantic's ``errors``), an unknown
+    key close to a known one saying which it may be (``n_step``: "did you mean 'n_steps'?"). Every check of a
+    study file's object says its problems through this; ``prefix`` is where ``data`` sits in its file (the
+    ``llm`` block of ``simulation.json``: ``("llm",)``)."""
+    meant = _optional_meant(model, data, errors)
+    return _misspelt([(err["type"], prefix + tuple(err["loc"]), describe_error(err)) for err in errors],
+                     {prefix + loc: name for loc, name in meant.items()})
 
 
 def _models_at(model: type[BaseModel], loc: tuple) -> list[type[BaseModel]]:
@@ -543,8 +578,7 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     parameter the study does not declare is an error.
     """
     root = Path(root)
-    if not root.is_dir():
-        raise StudyConfigError(root, [("", "study folder not found")])
+    _check_folder(root)
     loaded: dict[str, Any] = {}
     files: dict[str, Any] = {}
     for key, (rel, model) in FILES.items():
@@ -630,6 +664,17 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
     return StudySpec(root=root, files=files, **loaded)
 
 
+def _check_folder(root: Path) -> None:
+    """The study folder exists; a path the system refuses to look at (a name too long, a loop of links) is
+    said as that, naming it, rather than as Python's ``OSError``."""
+    try:
+        found = root.is_dir()
+    except OSError as e:
+        raise StudyConfigError(root, [("", f"cannot be a study folder: {e.strerror or e}")]) from None
+    if not found:
+        raise StudyConfigError(root, [("", "study folder not found")])
+
+
 def _from_parameters(err: StudyConfigError, raw: Any, params: dict[str, Any],
                      given: dict[str, Any]) -> StudyConfigError:
     """``err`` with each refused value that came from a ``"$name"`` naming its parameter, its value and
@@ -647,12 +692,30 @@ def _from_parameters(err: StudyConfigError, raw: Any, params: dict[str, Any],
 
 def _check_layers(path: Path, env: EnvironmentFile) -> None:
     """An event without a selector changes a layer: it must be one ``layers`` declares (a typo
-    would otherwise make a new layer nobody reads, or fail mid-run on ``add``)."""
+    would otherwise make a new layer nobody reads, or fail mid-run on ``add``), and a ``set`` of a layer
+    that holds a number must give a number (:func:`_sets_a_number`)."""
     for i, ev in enumerate(env.scheduled_events):
         if ev.selector is None and ev.target not in env.layers:
             known = f"layers: {', '.join(env.layers)}" if env.layers else "environment.json declares no layers"
             raise StudyConfigError(path, [(f"scheduled_events[{i}].target", f"unknown layer '{ev.target}' "
                                            f"({known}; an event with a selector changes agent attributes)")])
+        if ev.selector is None and not _sets_a_number(ev.op, ev.value, env.layers[ev.target]):
+            raise StudyConfigError(path, [(f"scheduled_events[{i}].value", (
+                f"{json.dumps(ev.value, default=str)[:40]} is not a number (layer {ev.target} is "
+                f"{json.dumps(env.layers[ev.target])}): the study's code reads a number there, and would fail "
+                "or misread it at that step, mid-run; give a number"))])
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _sets_a_number(op: str, value: Any, layer: Any) -> bool:
+    """Whether an event's ``value`` fits the layer it changes. Only what cannot be right is refused: a
+    ``set`` of a layer declared as a number to text, a flag, null, a list or an object (the study's code
+    does arithmetic with it, and ``"abc"`` failed there at the event's step, deep in the run). A layer of
+    text, a flag or null may be set to anything; ``add`` and ``multiply`` check their own value."""
+    return op != "set" or not _is_number(layer) or _is_number(value)
 
 
 def check_population(spec: StudySpec, personas: list[Persona]) -> None:

@@ -173,11 +173,7 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
         return Network.of_graph(build_graph(interaction, personas, seed), ids)
     path = Path(root or ".") / POPULATION_DIR / str(interaction.path)
     fmt = format_of(path, interaction.format)
-    try:
-        content = hash_file(path)       # the content, not size and mtime: those survive a rewrite by cp -p
-    except FileNotFoundError:
-        from desim.errors import StudyConfigError
-        raise StudyConfigError(path, [("", "network file not found (interaction.path in population.json)")]) from None
+    content = _content(path)
     columns = (interaction.source_column or "source", interaction.target_column or "target")
     key = (str(path.resolve()), content, fmt, interaction.directed, columns, hash(tuple(ids)))
     if key not in _FILES:
@@ -190,6 +186,21 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
             array.flags.writeable = False       # shared by the runs of this process: nobody changes it
     src, dst, attrs, lines = _FILES[key]
     return Network(ids, interaction.directed, src, dst, attrs, file=path, format=fmt, lines=lines)
+
+
+def _content(path: Path) -> str:
+    """The network file's hash (its content, not size and mtime: those survive a rewrite by ``cp -p``); a path
+    that names no readable file (missing, a folder, unreadable) is the study's mistake, said naming it."""
+    from desim.errors import StudyConfigError
+    setting = "(interaction.path in population.json)"
+    try:
+        return hash_file(path)
+    except FileNotFoundError:
+        raise StudyConfigError(path, [("", f"network file not found {setting}")]) from None
+    except IsADirectoryError:
+        raise StudyConfigError(path, [("", f"is a directory, not a network file {setting}")]) from None
+    except OSError as e:
+        raise StudyConfigError(path, [("", f"network file cannot be read: {e.strerror or e} {setting}")]) from None
 
 
 def build_graph(interaction: Interaction, personas: list[Persona], seed: int) -> nx.Graph:

@@ -52,6 +52,7 @@ def _read_csv_roster(path: Path) -> list[Persona]:
     header = [h.strip() for h in header]
     if "agent_id" not in header:
         raise StudyConfigError(path, [("line 1", f"no agent_id column (columns: {', '.join(header)})")])
+    check_named(path, header)
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
         raise StudyConfigError(path, [("line 1", f"column {twice[0]!r} appears twice")])
@@ -84,6 +85,17 @@ def _read_csv_roster(path: Path) -> list[Persona]:
     columns = [_csv_column(path, name, cells[header.index(name)], lines) for name in names]
     return [Persona.model_construct(agent_id=agent_id, attributes=dict(zip(names, values)), description="")
             for agent_id, values in zip(ids, zip(*columns) if columns else ([] for _ in ids))]
+
+
+def check_named(path: Path, header: list[str]) -> None:
+    """Refuse a CSV header (stripped) with a column of no name, for a roster and a network file alike: pandas'
+    ``to_csv`` writes its index so (``,agent_id,age``), and a line ending in a comma gives one too. Read, it
+    became an attribute named ``''`` (the index's numbers, or nothing), which no model meant to have."""
+    for i, name in enumerate(header):
+        if not name:
+            why = ("a pandas index? write the file with to_csv(..., index=False)" if i == 0 else
+                   "a comma at the end of the line? remove it" if i == len(header) - 1 else "an extra comma?")
+            raise StudyConfigError(path, [("line 1", f"column {i + 1} has no name; {why}, or name the column")])
 
 
 # a number in plain decimal notation, with an optional exponent: 3, -0.25, .5, 1e-05 (what spreadsheets,
