@@ -29,7 +29,7 @@ def cmd_branch(args) -> int:
     print(f"  {replayed_and_decided(args.at_step, result.steps_done)}; wall time {result.wall_seconds:.2f} s")
     if result.end_reason:
         print(f"  ended after step {result.steps_done}: {result.end_reason}")
-    print_llm(result)
+    print_llm(result, args.study)
     if resumable(result):
         print(f"  resume with: desim run {args.study} --resume {result.run_id}")
     print(f"  compare: desim compare {args.study} {args.from_run} {result.run_id}")

@@ -174,7 +174,7 @@ def cmd_run(args) -> int:
         print(f"  ended after step {result.steps_done} of {n_steps}: {result.end_reason}")
     print(f"  steps {result.steps_done}, panel rows written {result.rows_written}, "
           f"messages {result.counters['messages']}, wall time {result.wall_seconds:.2f} s")
-    print_llm(result)
+    print_llm(result, root, resumed=bool(args.resume))
     if resumable(result):
         print(f"  resume with: desim run {root} --resume {result.run_id}")
     print(f"  store: {db}")
@@ -183,24 +183,62 @@ def cmd_run(args) -> int:
     return exit_status(result)
 
 
-def print_llm(result) -> None:
-    """The ``llm:`` line of a run's or a branch's summary: what this invocation asked, paid and fell back on."""
+def print_llm(result, study=None, resumed: bool = False) -> None:
+    """The ``llm:`` line of a run's or a branch's summary: what this invocation asked, paid and fell back on;
+    with ``study``, also what the run has paid over all its invocations (after a resume) and how many of its
+    paid calls are in a step it has not closed yet (kept in its ledger until a resume records them)."""
     llm = result.counters.get("llm")
     if llm:
         print("  llm: " + ", ".join(f"{k} {v}" for k, v in llm.items()))
+    if llm and study is not None:
+        from desim.errors import StoreError
+        from desim.store import StudyLayout
+        layout = StudyLayout(study)
+        try:
+            spend = llm_spend_of(layout, [result.run_id])
+        except StoreError as e:      # another process holds the store: the run is done, its status stands
+            print(f"  llm: the run's total over its invocations cannot be read now ({e})")
+            return
+        if spend and resumed and spend["calls"]:
+            print(f"  llm: the run paid for {spend_text(spend)} over all its invocations")
+        if spend and spend["unrecorded"]:
+            print(f"  llm: {kept_text(spend, layout.llm_unrecorded(result.run_id), 'the run')}")
+
+
+def llm_spend_of(layout, run_ids: list[str]) -> dict[str, int] | None:
+    """``queries.llm_spend`` of ``run_ids``: their ``llm_calls`` rows and the paid calls their ledgers keep."""
+    from desim.store import open_store, queries
+    from desim.store.ledger import unrecorded_calls
+    unrecorded = unrecorded_calls(layout, run_ids)
+    with open_store(layout) as con:
+        return queries.llm_spend(con, run_ids, unrecorded)
+
+
+def spend_text(spend: dict[str, int]) -> str:
+    return (f"{spend['calls']:,} calls, tokens_in {spend['tokens_in']:,}, tokens_out {spend['tokens_out']:,}")
+
+
+def kept_text(spend: dict[str, int], where, whose: str) -> str:
+    """How many of the paid calls are in steps not closed yet, where they are kept, and what records them."""
+    runs = spend.get("unrecorded_runs", 1)
+    of_runs = f" ({runs} run{'' if runs == 1 else 's'})" if spend["runs"] > 1 else ""
+    return (f"{spend['unrecorded']:,} of these calls{of_runs} are in steps not closed yet: kept in {where} "
+            f"until {whose} is resumed (--resume), which writes them to llm_calls as outcome 'abandoned'")
 
 
 def print_llm_spend(study, run_ids: list[str], whose: str) -> None:
     """The ``llm:`` line of a sweep's or an effect's summary, whose runs went through worker processes: what
-    an LLM server was paid for by ``run_ids``, over all their invocations (nothing for a study without LLM)."""
-    from desim.store import StudyLayout, open_store, queries
-    with open_store(StudyLayout(study)) as con:
-        spend = queries.llm_spend(con, run_ids)
+    an LLM server was paid for by ``run_ids``, over all their invocations, the paid calls of steps not closed
+    yet (kept in the runs' ledgers) included, and how many those are (nothing for a study without LLM)."""
+    from desim.store import StudyLayout
+    layout = StudyLayout(study)
+    spend = llm_spend_of(layout, run_ids)
     if spend:
-        print(f"  llm: {whose} {spend['runs']} run{'' if spend['runs'] == 1 else 's'} paid for {spend['calls']:,} "
-              f"calls, tokens_in "
-              f"{spend['tokens_in']:,}, tokens_out {spend['tokens_out']:,} (every invocation of each; cache hits "
-              "and scripted replies are free)")
+        print(f"  llm: {whose} {spend['runs']} run{'' if spend['runs'] == 1 else 's'} paid for {spend_text(spend)} "
+              "(every invocation of each; cache hits and scripted replies are free)")
+        if spend["unrecorded"]:
+            who = whose.removesuffix("'s")          # "the sweep's" runs: until the sweep is resumed
+            print(f"  llm: {kept_text(spend, f'{layout.llm_unrecorded_dir}/', who)}")
 
 
 def resumable(result) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import unicodedata
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -33,7 +34,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator
 
 from desim.records import Strict
-from desim.study.files import StudyConfigError, describe_error, field_path
+from desim.study.files import StudyConfigError, config_problems, describe_error, field_path
 from desim.versions import SIMULATION_FILE
 
 ENV_BASE_URL = "DESIM_LLM_BASE_URL"
@@ -154,8 +155,8 @@ def load_llm_config(block: dict[str, Any] | None, environ: dict[str, str] | None
             if err["loc"] and err["loc"][0] in from_env:
                 raise StudyConfigError(f"environment variable {env[err['loc'][0]]}",
                                        [("llm." + field_path(err["loc"]), describe_error(err))]) from None
-        raise StudyConfigError(where, [("llm." + field_path(err["loc"]), describe_error(err))
-                                       for err in errors]) from None
+        # the file's own keys: an unknown one close to a known one says which (the rule of every study file)
+        raise StudyConfigError(where, config_problems(LLMConfig, dict(block or {}), errors, ("llm",))) from None
 
 
 def shown_url(url: str) -> str:
@@ -168,6 +169,38 @@ def shown_url(url: str) -> str:
 
 
 def api_key(environ: dict[str, str] | None = None) -> str | None:
-    """The API key, from ``DESIM_LLM_API_KEY`` only (``None`` for local servers)."""
+    """The API key, from ``DESIM_LLM_API_KEY`` only (``None`` for local servers).
+
+    A key is visible ASCII: one with a space, a newline (a key read from a file keeps its last one), another
+    control character or a character outside ASCII is refused here, with an :class:`LLMError` naming the
+    variable and what is wrong where (never the key). Sent as it is, the HTTP library refuses the header
+    (which looked like a server that never answers, after every retry) or the server the key."""
     environ = os.environ if environ is None else environ
-    return environ.get(ENV_API_KEY) or None
+    key = environ.get(ENV_API_KEY) or None
+    if key is not None:
+        bad = next((i for i, ch in enumerate(key) if not "!" <= ch <= "~"), None)
+        if bad is not None:
+            from desim.llm.errors import LLMError
+            raise LLMError(f"{ENV_API_KEY} has {_unprintable(key[bad])} {_where(bad, len(key))}: an API key is "
+                           "visible ASCII characters only, without spaces or line breaks (a key read from a file "
+                           f"often keeps the file's last newline); set {ENV_API_KEY} to the key alone")
+    return key
+
+
+def _unprintable(ch: str) -> str:
+    """What a character that cannot be in a key is, without showing the key."""
+    names = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a space"}
+    if ch in names:
+        return names[ch]
+    if ch.isspace():
+        return f"a space character (U+{ord(ch):04X})"
+    if unicodedata.category(ch) == "Cc":
+        return f"a control character (U+{ord(ch):04X})"
+    if unicodedata.category(ch) == "Cf":
+        return f"an invisible formatting character (U+{ord(ch):04X})"
+    return f"a character outside ASCII (U+{ord(ch):04X})"
+
+
+def _where(i: int, n: int) -> str:
+    return ("at its end" if i == n - 1 else "at its start" if i == 0
+            else f"at character {i + 1} of {n}")

@@ -9,6 +9,7 @@ Everything a study writes goes under ``<study>/runs/`` (git-ignored)::
     runs/sweeps/<sweep_id>/        a sweep's worker stores until they are merged
     runs/effects/<effect_id>/      an effect's worker stores until they are merged
     runs/llm_cache.duckdb          the LLM reply cache (its path can be set in ``simulation.json``)
+    runs/llm_unrecorded/<R>.json   the paid LLM calls of a step run R never closed (``desim.store.ledger``)
     runs/layouts/<key>.parquet     a network's layout (positions of its agents), shared by every run of it
     runs/orphaned-<time>/          run folders found without their database (it was deleted), set aside
 
@@ -133,9 +134,21 @@ class StudyLayout:
         """The LLM reply cache: ``configured`` (relative to the study folder) or ``runs/llm_cache.duckdb``."""
         return self.root / (configured or Path("runs") / "llm_cache.duckdb")
 
+    @property
+    def llm_unrecorded_dir(self) -> Path:
+        """The runs' ledgers of paid LLM calls not recorded yet (:meth:`llm_unrecorded`)."""
+        return self.runs / "llm_unrecorded"
+
     def llm_unrecorded(self, run_id: str) -> Path:
         """The paid LLM calls of a step a run never closed, kept for its resume to record."""
-        return self.runs / "llm_unrecorded" / f"{run_id}.json"
+        return self.llm_unrecorded_dir / f"{run_id}.json"
+
+    def llm_unrecorded_files(self) -> dict[str, Path]:
+        """Every run's ledger of paid LLM calls not recorded yet, by run id (none when no run keeps any)."""
+        folder = self.llm_unrecorded_dir
+        if not folder.is_dir():
+            return {}
+        return {p.name[:-len(".json")]: p for p in sorted(folder.glob("*.json")) if p.is_file()}
 
 
 def layout_of(study: "str | Path | StudyLayout") -> StudyLayout:

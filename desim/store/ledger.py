@@ -10,6 +10,9 @@ A sweep's or an effect's run is written to a worker's own store; when the proces
 0 (taking the replies from the cache, free). The steps the killed attempt had closed hold paid rows
 too: :func:`keep_paid_calls` adds them to this file before the leftover store is removed, so the
 attempt that runs again writes them, and the usual query of paid rows still gives the run's whole cost.
+
+Until then these rows are in no table: :func:`unrecorded_calls` reads them for the spend summaries
+(``queries.llm_by_run`` and ``queries.llm_spend``), which count them with the run's ``llm_calls`` rows.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from desim.store import journal
-from desim.store.layout import StudyLayout
+from desim.store.layout import StudyLayout, layout_of
 
 
 def load_ledger(path: Path) -> list[dict[str, Any]]:
@@ -43,6 +46,28 @@ def save_ledger(path: Path, rows: list[dict[str, Any]]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(orjson.dumps(rows))
     os.replace(tmp, path)          # a reader sees the old rows or the new, never half a file
+
+
+UNRECORDED_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("step", pa.int32()), ("round", pa.int32()), ("model", pa.string()),
+    ("cached", pa.bool_()), ("outcome", pa.string()), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
+])
+"""What the spend summaries read of the kept rows: the ``llm_calls`` columns that say whether and what a row cost."""
+
+
+def unrecorded_calls(study: "str | Path | StudyLayout", run_ids: list[str] | None = None) -> pa.Table:
+    """The rows the runs ``run_ids`` (every run, by default) keep in their ledgers, with their run id, in
+    :data:`UNRECORDED_SCHEMA`: for ``queries.llm_by_run``, which counts those of steps not written yet."""
+    layout = layout_of(study)
+    files = (layout.llm_unrecorded_files() if run_ids is None
+             else {run_id: layout.llm_unrecorded(run_id) for run_id in dict.fromkeys(run_ids)})
+    columns: dict[str, list[Any]] = {name: [] for name in UNRECORDED_SCHEMA.names}
+    for run_id, path in files.items():
+        for row in load_ledger(path):
+            columns["run_id"].append(run_id)
+            for name in UNRECORDED_SCHEMA.names[1:]:
+                columns[name].append(row.get(name))
+    return pa.table(columns, schema=UNRECORDED_SCHEMA)
 
 
 def paid_as_abandoned(calls: pa.Table) -> pa.Table:

@@ -318,10 +318,16 @@ def example_for_run(run_id: str) -> str:
     return f"SELECT step, name, value FROM metrics WHERE run_id = '{run_id}' ORDER BY step, name"
 
 
-def llm_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, int]]:
-    """Each run's LLM decisions in short, by run id (runs without ``llm_calls`` rows left out): ``decisions``
-    (rows, ``abandoned`` ones not: they were paid in a step that never closed), paid ``calls`` and their tokens,
-    ``cache_hits``, ``scripted`` and ``fallbacks`` (unusable or unanswered, decided by the rule)."""
+def llm_by_run(con: duckdb.DuckDBPyConnection, unrecorded: pa.Table | None) -> dict[str, dict[str, int]]:
+    """Each run's LLM decisions in short, by run id (runs with neither ``llm_calls`` rows nor kept rows left out):
+    ``decisions`` (rows, ``abandoned`` ones not: they were paid in a step that never closed), paid ``calls`` and
+    their tokens, ``cache_hits``, ``scripted`` and ``fallbacks`` (unusable or unanswered, decided by the rule),
+    and ``unrecorded``: how many of the paid ``calls`` are in steps the run has not closed yet.
+
+    ``unrecorded`` is what the runs keep in their ledgers (``desim.store.ledger.unrecorded_calls``): the paid
+    calls of a step that never closed are in no table until a resume of the run closes that step and writes them
+    as ``abandoned`` rows. Those of steps ``llm_calls`` does not hold yet are counted (those of a written step
+    are in ``llm_calls`` already: a ledger is rewritten a round after its step closes). ``None``: none kept."""
     rows = con.execute(
         "SELECT run_id, count(*) FILTER (WHERE outcome <> 'abandoned'), "
         f"count(*) FILTER (WHERE {PAID_CALL}), coalesce(sum(tokens_in) FILTER (WHERE {PAID_CALL}), 0), "
@@ -329,17 +335,44 @@ def llm_by_run(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, int]]:
         "count(*) FILTER (WHERE model = 'scripted'), count(*) FILTER (WHERE outcome IN ('fallback', 'unavailable')) "
         "FROM llm_calls GROUP BY run_id").fetchall()
     keys = ("decisions", "calls", "tokens_in", "tokens_out", "cache_hits", "scripted", "fallbacks")
-    return {r[0]: dict(zip(keys, map(int, r[1:]))) for r in rows}
+    out = {r[0]: {**dict(zip(keys, map(int, r[1:]))), "unrecorded": 0} for r in rows}
+    for run_id, calls, tokens_in, tokens_out in _unrecorded_by_run(con, unrecorded):
+        run = out.setdefault(run_id, {**dict.fromkeys(keys, 0), "unrecorded": 0})
+        run["calls"] += int(calls)
+        run["tokens_in"] += int(tokens_in)
+        run["tokens_out"] += int(tokens_out)
+        run["unrecorded"] = int(calls)
+    return out
 
 
-def llm_spend(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, int] | None:
-    """What an LLM server was paid for by ``run_ids``, over every invocation of each (:func:`llm_by_run` summed):
-    ``{runs, calls, tokens_in, tokens_out}``, or None when none of the runs has ``llm_calls`` rows."""
-    by_run = llm_by_run(con)
+def _unrecorded_by_run(con: duckdb.DuckDBPyConnection, unrecorded: pa.Table | None) -> list[tuple[str, int, int, int]]:
+    """``(run_id, paid calls, tokens_in, tokens_out)`` of the kept rows (:data:`PAID_CALL`) of steps that
+    ``llm_calls`` does not hold for their run."""
+    if unrecorded is None or not unrecorded.num_rows:
+        return []
+    con.register("_llm_unrecorded", unrecorded)
+    try:
+        return con.execute(
+            "SELECT k.run_id, count(*), coalesce(sum(k.tokens_in), 0), coalesce(sum(k.tokens_out), 0) "
+            f"FROM _llm_unrecorded k WHERE {PAID_CALL} AND NOT EXISTS "
+            "(SELECT 1 FROM llm_calls c WHERE c.run_id = k.run_id AND c.step = k.step) "
+            "GROUP BY k.run_id ORDER BY k.run_id").fetchall()
+    finally:
+        con.unregister("_llm_unrecorded")
+
+
+def llm_spend(con: duckdb.DuckDBPyConnection, run_ids: list[str], unrecorded: pa.Table | None) -> dict[str, int] | None:
+    """What an LLM server was paid for by ``run_ids``, over every invocation of each (:func:`llm_by_run` summed,
+    the calls kept in the runs' ledgers included): ``{runs, calls, tokens_in, tokens_out, unrecorded,
+    unrecorded_runs}`` (``unrecorded``: how many of the calls are in steps not closed yet, kept by
+    ``unrecorded_runs`` runs), or None when none of the runs has ``llm_calls`` rows or kept rows."""
+    by_run = llm_by_run(con, unrecorded)
     found = [by_run[r] for r in dict.fromkeys(run_ids) if r in by_run]
     if not found:
         return None
-    return {"runs": len(found), **{k: sum(f[k] for f in found) for k in ("calls", "tokens_in", "tokens_out")}}
+    return {"runs": len(found), **{k: sum(f[k] for f in found) for k in ("calls", "tokens_in", "tokens_out",
+                                                                          "unrecorded")},
+            "unrecorded_runs": sum(1 for f in found if f["unrecorded"])}
 
 
 def example_for_sweep(sweep_id: str) -> str:

@@ -558,6 +558,7 @@ function llmLine(llm) {
   const n = x => x.toLocaleString("en-US");
   const share = llm.decisions ? llm.fallbacks / llm.decisions : 0;
   const parts = [`LLM: ${n(llm.calls)} paid calls (tokens ${n(llm.tokens_in)} in, ${n(llm.tokens_out)} out)`];
+  if (llm.unrecorded) parts.push(`${n(llm.unrecorded)} of them in steps not closed yet (recorded when the run is resumed)`);
   if (llm.cache_hits) parts.push(`${n(llm.cache_hits)} from the cache`);
   if (llm.scripted) parts.push(`${n(llm.scripted)} scripted`);
   parts.push(`${n(llm.fallbacks)} of ${n(llm.decisions)} decisions fell back to the rule` +
