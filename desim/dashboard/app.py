@@ -344,8 +344,9 @@ class Dashboard:
         try:
             return version_changes(root, version)
         except ValueError as e:     # paths as the page names them: relative to the studies folder
-            raise NotFound(str(e).replace(str(self.studies_dir.resolve()) + "/", "")
-                           .replace(str(self.studies_dir) + "/", "")) from None
+            said = str(e).replace(str(self.studies_dir.resolve()) + "/", "").replace(str(self.studies_dir) + "/", "")
+            # a store that cannot be read (StoreBroken is a ValueError too) is a 422, not an unknown version
+            raise (data.BrokenStore if isinstance(e, data.BrokenStore) else NotFound)(said) from None
 
     def grid(self, request: Request) -> dict:
         """One step of a positioned run (agents with ``x`` and ``y``) on its grid, coloured by a state field."""

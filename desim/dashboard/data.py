@@ -20,7 +20,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from desim.store import (
 from desim.store.connection import reading_checked
 from desim.store.files import RunFiles
 from desim.store.health import health_of, last_step, run_health
+from desim.store.ledger import unrecorded_calls
 from desim.store.live import live_runs as _live_files
 from desim.study.files import StudyConfigError, is_study_folder, load_study, study_file_or_none
 from desim.study.params import described
@@ -49,8 +50,8 @@ SAMPLE_ROWS = 20000        # initial states read for the attribute distributions
 MESSAGES_PER_ROUND = 200   # messages listed per round (the count is always exact)
 
 
-NoStore = StoreMissing          # the study has no database yet (never run), or it is not a DuckDB file
-BrokenStore = StoreBroken       # the database exists but cannot be read (HTTP 422)
+NoStore = StoreMissing          # the study has no database yet (never run): HTTP 404
+BrokenStore = StoreBroken       # a file is there but cannot be read (not a DuckDB file, truncated): HTTP 422
 
 
 # --- studies and the store ------------------------------------------------------
@@ -71,8 +72,19 @@ def reading(root: Path):
     The files' footers are read once per request (every reader keeps them, see
     ``desim.store.connection``): a request makes several reads of the same run, and a
     long run's footer is large.
+
+    A store file that is not a DuckDB database is :class:`BrokenStore` too, not :class:`NoStore`: the
+    store is there and cannot be read (422), as a truncated one; "not found" (404) is for a study that has
+    no store file.
     """
-    with reading_checked(StudyLayout(root), relative_to=root.parent) as con:
+    layout = StudyLayout(root)
+    with ExitStack() as stack:
+        try:
+            con = stack.enter_context(reading_checked(layout, relative_to=root.parent))
+        except NoStore as e:
+            if layout.db.is_file():     # there, but not a DuckDB database
+                raise BrokenStore(str(e)) from None
+            raise
         yield con
 
 
@@ -251,7 +263,7 @@ def study_store(root: Path) -> dict[str, Any]:
         metric_names = queries.metric_names(con)
         effects = catalogue.effects()
         swept = catalogue.sweep_grids({r["sweep_id"] for r in runs if r.get("sweep_id")})
-        llm = queries.llm_by_run(con)
+        llm = queries.llm_by_run(con, unrecorded_calls(layout))    # the paid calls of steps not closed too
         latest = next((r for r in reversed(runs) if r["status"] == "completed"), runs[-1] if runs else None)
         population: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
