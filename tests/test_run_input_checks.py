@@ -189,3 +189,22 @@ def test_a_keyboard_interrupt_raised_by_study_code_is_not_said_to_be_a_second_ct
     assert err == (f"desim: interrupted: a KeyboardInterrupt (study code raised it: no Ctrl-C came) stopped run "
                    f"{run_id} inside step 3: steps 1..2 are kept, step 3 is lost; desim run {study.folder} --resume "
                    f"{run_id} continues it")
+
+
+def test_a_misspelt_allow_nonfinite_name_is_said_when_the_run_ends(tmp_path):
+    """``panel.allow_nonfinite: ["nosuch"]`` was taken silently: the field meant goes on refusing NaN and the
+    name does nothing. The names no state or payload field has are said (the fields are known at the end)."""
+    import json
+
+    from walk_study import write_walk_study
+    root = write_walk_study(tmp_path / "walk", n_steps=3)
+    path = root / "simulation" / "simulation.json"
+    data = json.loads(path.read_text())
+    data["panel"] = {"allow_nonfinite": ["nosuch", "x"]}
+    path.write_text(json.dumps(data))
+    result = desim.run_study(desim.load_study(root))
+    said = [w for w in result.warnings if "allow_nonfinite" in w]
+    assert len(said) == 1 and "'nosuch'" in said[0] and "'x'" not in said[0] and "its fields: x" in said[0]
+    data["panel"] = {"allow_nonfinite": ["x"]}
+    path.write_text(json.dumps(data))
+    assert not [w for w in desim.run_study(desim.load_study(root)).warnings if "allow_nonfinite" in w]

@@ -93,6 +93,16 @@ class MemorySink:
         self.messages = 0
         self.last_written = -1
 
+    def warnings(self) -> list[str]:
+        """What the run's author should know of how it was stored: ``panel.allow_nonfinite`` names no field has."""
+        types = getattr(self, "types", None)
+        unknown = types.unknown_nonfinite() if types is not None else []
+        if not unknown:
+            return []
+        fields = ", ".join(sorted(set(types.state.types) | set(types.payload.types))) or "none"
+        return [f"simulation.json: panel.allow_nonfinite names {', '.join(map(repr, unknown))}, which no state or "
+                f"payload field of this run has (its fields: {fields}): a misspelling?"]
+
     # --- step 0, then the run ---------------------------------------------------------------------
     def step_zero(self, run, states, metrics: dict[str, float], events: list[dict], messages) -> dict[str, pa.Table]:
         """The run's shape, and the agents before step 1 (states: one dict per agent, or columns) with step

@@ -39,6 +39,12 @@ class PanelTypes:
         return {"state": self.state.to_json(), "payload": self.payload.to_json(),
                 "round_payload": self.round_payload.to_json()}
 
+    def unknown_nonfinite(self) -> list[str]:
+        """The names ``panel.allow_nonfinite`` lists that no state or payload field of the run has (a
+        misspelling leaves the field it meant refusing NaN; said when the run ends, once every field is known)."""
+        known = set(self.state.types) | set(self.payload.types) | set(self.round_payload.types)
+        return sorted(set(self.state.allow_nonfinite) - known)
+
 
 def _steps(step: int, n: int) -> pa.Array:
     return pa.array(np.full(n, step, np.int32))
