@@ -94,7 +94,7 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
     done = max(sink.last_written, 0) if status != "completed" else run.ctx.step if ended else run.n_steps
     stopped_by = signals.received if signals is not None and status == "interrupted" else None
     said = list(run.decision.warnings()) if hasattr(run.decision, "warnings") else []
-    said += sink.warnings() if hasattr(sink, "warnings") else []
+    said += sink.warnings()
     wall = time.perf_counter() - started - getattr(sink, "waited", 0.0)
     return Outcome(run.run_id, status, done, sink.rows_written, wall, error, counters, ended,
                    stopped_by, signals is not None and signals.ctrl_c, said)

@@ -51,3 +51,6 @@ class Sink(Protocol):
 
     def close(self, status: str, error: str | None, traceback: str | None, wall_seconds: float) -> None:
         """The run ended ``status`` (``completed``, ``interrupted`` or ``failed``)."""
+
+    def warnings(self) -> list[str]:
+        """What the run's author should know of how the run was kept (a setting that named no field)."""
