@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import duckdb
+
 from storeq import sql
 from test_run_status import live_step, start, wait_for
 from walk_study import write_walk_study
@@ -28,6 +30,11 @@ def test_a_run_still_going_is_not_resumed_beside_itself(tmp_path):
     try:
         wait_for(lambda: live_step(root) >= 2, what="step 2 of the first run")
         (run_id,), = sql(root, "SELECT run_id FROM runs")
+        # a run started long ago: its row's own stamps are old, its live file's heartbeat is what is fresh
+        con = duckdb.connect(str(root / "runs" / "desim.duckdb"))
+        con.execute("UPDATE runs SET started_at = started_at - INTERVAL 10 MINUTE, "
+                    "heartbeat_at = heartbeat_at - INTERVAL 10 MINUTE")
+        con.close()
         again = subprocess.run([sys.executable, "-m", "desim.cli", "run", str(root), "--resume", run_id],
                                capture_output=True, text=True, timeout=HANG_S)
         assert again.returncode == 2, again.stderr

@@ -53,16 +53,7 @@ class Catalogue:
              json.dumps(code or {}, sort_keys=True), code_hash, os.getpid(), socket.gethostname(), now()])
 
     def reopen_run(self, run_id: str) -> None:
-        """Mark an interrupted or failed run as running again (resume), in this process. Refused while another
-        live process runs it: two writers of one run's journal cut each other's steps (the second's resume cuts
-        the log the first still appends to), and the run would end ``completed`` without them. Decided here,
-        with the store held, so two resumes cannot both pass."""
-        from desim.store.health import run_health
-        row = self.run(run_id)
-        if row is not None and row["status"] == "running" and run_health(row) == "running" \
-                and (row["pid"], row["host"]) != (os.getpid(), socket.gethostname()):
-            raise StoreError(f"run {run_id} is running (pid {row['pid']} on {row['host']}): wait for it to end, or "
-                             "stop it, before resuming it; a run whose process is gone is resumed as it is")
+        """Mark an interrupted or failed run as running again (resume), in this process."""
         self.con.execute("UPDATE runs SET status='running', finished_at=NULL, error=NULL, end_reason=NULL, pid=?, "
                          "host=?, heartbeat_at=? WHERE run_id=?", [os.getpid(), socket.gethostname(), now(), run_id])
 

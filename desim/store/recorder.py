@@ -19,6 +19,8 @@ however the run ended.
 """
 from __future__ import annotations
 
+import os
+import socket
 import time
 import warnings
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ from desim.store import journal
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreMissing, open_store
 from desim.store.files import RunFiles
-from desim.store.health import HEARTBEAT_SECONDS
+from desim.store.health import HEARTBEAT_SECONDS, health_of
 from desim.store.layout import StudyLayout
 from desim.store.live import Heartbeat, LiveFile
 from desim.store.tables import (
@@ -256,7 +258,7 @@ class Recorder(MemorySink):
         row = catalogue.run(run.run_id)
         if row is None:
             raise StoreMissing(f"no run '{run.run_id}' in {self.layout.db}")
-        catalogue.reopen_run(run.run_id)       # first: refused while another process runs it, before anything is cut
+        self._refuse_if_going(row)      # first, before anything is cut, decided with the store held
         last = max(row["last_step"], files.last_step())
         damaged = files.damaged_past()
         if damaged is not None:     # what a power loss garbled is not kept: the resume writes those steps again
@@ -271,6 +273,17 @@ class Recorder(MemorySink):
             self.types = PanelTypes(self.types.state.allow_nonfinite, saved)
             self._saved_types = saved
         self.last_written = last
+        catalogue.reopen_run(run.run_id)
+
+    def _refuse_if_going(self, row: dict) -> None:
+        """Refuse to resume a run another live process is running (its pid alive here, or its live file's
+        heartbeat fresh): two writers of one journal cut each other's steps (this resume would cut the log the
+        other still appends to), and the run would end ``completed`` without them."""
+        if row["status"] != "running" or (row["pid"], row["host"]) == (os.getpid(), socket.gethostname()):
+            return
+        if health_of(self.layout, row) == "running":
+            raise StoreError(f"run {row['run_id']} is running (pid {row['pid']} on {row['host']}): wait for it to "
+                             "end, or stop it, before resuming it; a run whose process is gone is resumed as it is")
 
     def initial(self, tables: dict[str, pa.Table]) -> None:
         if self.resume:                             # step 0 is on disk already: nothing of it is written again
@@ -324,11 +337,16 @@ class Recorder(MemorySink):
                 try:
                     self.files.merge()
                 except Exception as e:      # not recorded completed: its data is not where a reader looks
-                    last = self.files.last_step()       # what a resume finds: the journal may be gone with its steps
-                    if status != "completed":   # the run's own end is what is said; the row adds the merge
-                        error = f"{error}; and {self._merge_failed(e)}"
-                    else:
+                    completed = status == "completed"
+                    if completed:
                         status, error, traceback = "failed", f"recorded failed, not completed: {self._merge_failed(e)}", None
+                    else:                       # the run's own end is what is said; the row adds the merge
+                        error = f"{error}; and {self._merge_failed(e)}"
+                    try:
+                        last = self.files.last_step()   # what a resume finds: the journal may be gone with its steps
+                    except Exception:           # noqa: BLE001 - nothing readable: a resume runs the run again
+                        last = -1
+                    if completed:
                         raise StoreError(error) from e
                 finally:
                     ended = self.run.ctx.end_reason if status == "completed" else None
