@@ -189,11 +189,18 @@ def read(folder: Path) -> tuple[int, dict[str, list[pa.RecordBatch]]]:
 
 
 def _batches(folder: Path, commit: dict) -> dict[str, list[pa.RecordBatch]]:
+    """The batches of each segment up to the size ``commit`` names. Every byte of it must belong to a
+    batch: blocks a power loss never wrote read back as zeros, which Arrow takes for the end of the
+    stream, so a segment that ends early is as damaged as one that does not parse."""
     out: dict[str, list[pa.RecordBatch]] = {}
     for segment in sorted(commit["sizes"], key=lambda s: (s.split(".")[0], int(s.split(".")[1]))):
+        size = commit["sizes"][segment]
         with pa.memory_map(str(folder / segment)) as mm:
-            buffer = mm.read_buffer(commit["sizes"][segment])
-        out.setdefault(segment.split(".")[0], []).extend(pa.ipc.open_stream(buffer))
+            buffer = mm.read_buffer(size)
+        reader = pa.BufferReader(buffer)
+        out.setdefault(segment.split(".")[0], []).extend(pa.ipc.open_stream(reader))
+        if reader.tell() != size:
+            raise pa.ArrowInvalid(f"the stream ends at byte {reader.tell()} of the {size} the commit log names")
     return out
 
 
