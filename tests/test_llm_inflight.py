@@ -82,3 +82,61 @@ def test_the_token_budget_learns_a_server_that_counts_more_prompt_tokens_than_th
     llm = result.counters["llm"]
     assert result.status == "interrupted" and llm["calls"] == server.requests >= 12
     assert llm["tokens_in"] + llm["tokens_out"] <= 20_000
+
+
+def test_a_fallback_before_the_last_stored_step_resumes_with_the_same_history(study_copy, monkeypatch):
+    """An agent left unanswered in step 1's last round remembers that action in step 2's prompt. Its rationale
+    named the failure, which a re-execution cannot repeat, so the resume's step 2 prompt missed the cache
+    and the resume was refused. The rationale of an unanswered request is now the same whatever the failure."""
+    from llm_servers import completion, http_response
+
+    async def fails_25th(server, reader, writer):
+        while True:
+            await server.read_request(reader)
+            if server.requests == 25:          # step 1, round 2 (its last round): one request fails
+                await server.send(writer, http_response(500, b'{"error": {"message": "overloaded"}}', "Error"))
+                continue
+            await server.send(writer, http_response(200, completion('{"opinion": 0.5, "argument": "ok"}')))
+
+    root = llm_study(study_copy, max_retries=0, concurrency=4, on_unavailable="fallback", max_calls=75)
+    with HostileServer(fails_25th) as server:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", server.base_url)
+        first = run_study(load_study(root, steps=4, params=OPENAI))
+    assert first.status == "interrupted" and first.steps_done == 2
+    assert query(root, "SELECT count(*) FROM llm_calls WHERE outcome = 'unavailable'")[0][0] >= 1
+    with running_stub() as stub:
+        monkeypatch.setenv("DESIM_LLM_BASE_URL", stub.base_url)
+        resumed = resume(root, first.run_id)
+    assert resumed.status == "completed"
+
+
+def test_nothing_new_is_sent_once_a_request_has_failed_for_good():
+    """The failing request gave its slot back before the round heard of the failure, so a waiting request took
+    it and went out. Now the round is stopping before the slot is given back: the waiter returns it unsent."""
+    import asyncio
+
+    from llm_servers import completion, http_response
+
+    from desim.llm.client import ChatClient
+    from desim.llm.config import LLMConfig
+
+    async def first_fails(server, reader, writer):
+        while True:
+            await server.read_request(reader)
+            status = 500 if server.requests == 1 else 200
+            await server.send(writer, http_response(status, completion('{"opinion": 0.5, "argument": "ok"}')))
+
+    with HostileServer(first_fails) as server:
+        client = ChatClient(LLMConfig(base_url=server.base_url, max_retries=0, concurrency=1), None)
+        bodies = [{"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(4)]
+
+        async def round_():
+            try:
+                return await client.complete_many(bodies, [f"agent {i}" for i in range(4)], "step 1 round 0")
+            finally:
+                await client.aclose()
+
+        replies, failure = asyncio.run(round_())
+        sent = server.requests
+    assert failure is not None and "agent 0" in str(failure)
+    assert sent == 1 and replies == {}

@@ -102,6 +102,16 @@ class _Wire:
         self.stopping = False
 
 
+class _NotSent(Exception):
+    """A request that got its slot after its round had begun to stop: given back unsent."""
+
+
+def _not_if_stopping(pool: EndpointPool, endpoint: Endpoint, wire: _Wire | None) -> None:
+    if wire is not None and wire.stopping:
+        pool.release(endpoint, None)
+        raise _NotSent
+
+
 class ChatClient:
     """Chat completions against one or more endpoints, bounded in time, size and concurrency."""
 
@@ -167,6 +177,8 @@ class ChatClient:
                 error = task.exception()
                 if error is None:
                     replies[tasks[task]] = task.result()
+                elif isinstance(error, _NotSent):
+                    continue
                 elif failure is None or not isinstance(failure, LLMError):
                     failure = error
             if pending and failure is not None:
@@ -204,6 +216,7 @@ class ChatClient:
         payload = orjson.dumps(body)
         loop = asyncio.get_running_loop()
         endpoint = await pool.acquire(0)
+        _not_if_stopping(pool, endpoint, wire)
         started = loop.time()
         deadline = started + self.cfg.request_deadline_s()
         last, tried, avoid = "", [], frozenset()
@@ -216,6 +229,7 @@ class ChatClient:
                         endpoint = await pool.acquire(attempt - 1, avoid)
                 except TimeoutError:
                     break
+                _not_if_stopping(pool, endpoint, wire)
                 if loop.time() >= deadline:
                     pool.release(endpoint, None)
                     break
@@ -231,18 +245,23 @@ class ChatClient:
                 reply = await self._attempt(endpoint, payload, body, min(self.cfg.timeout_s, deadline - sent_at),
                                             label)
             except _Retry as e:
+                final = attempt == attempts or (wire is not None and wire.stopping)
+                if final and wire is not None:
+                    wire.stopping = True        # before the slot goes to a request waiting for it
                 pool.release(endpoint, not e.down, sent_at)      # an HTTP error still shows it alive
                 last = f"{endpoint.shown}: {e.why}"
                 if e.down:
                     avoid = avoid | {endpoint}
-                if attempt == attempts or (wire is not None and wire.stopping):
+                if final:
                     break
                 if not e.down:      # the endpoint answered: this request backs off on its own, slot freed
                     backoff = self.cfg.backoff_s * 2 ** (attempt - 1) * self._jitter.uniform(0.5, 1.0)
                     wait = min(self.cfg.backoff_max_s, max(e.wait, backoff), max(0.0, deadline - loop.time()))
                     await asyncio.sleep(wait)
                 continue
-            except BaseException:
+            except BaseException as e:
+                if wire is not None and isinstance(e, Exception):
+                    wire.stopping = True        # refused (LLMRequestRejected): the round fails; nothing new is sent
                 pool.release(endpoint, None)
                 raise
             finally:
@@ -250,6 +269,8 @@ class ChatClient:
                     wire.sending.discard(index)
             pool.release(endpoint, True)
             return Reply(reply[0], reply[1], reply[2], (loop.time() - started) * 1000.0, attempt, endpoint.shown)
+        if wire is not None:
+            wire.stopping = True
         tries = f"{len(tried)} attempts" if len(tried) > 1 else "1 attempt"
         ran_out = "" if len(tried) == attempts else f", out of its deadline of {self.cfg.request_deadline_s():g} s"
         raise LLMUnavailable(f"{label}: {', '.join(dict.fromkeys(tried))} failed after {tries}{ran_out} "

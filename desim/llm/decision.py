@@ -80,6 +80,7 @@ class LLMDecision(DecisionModel):
         self._loop: LoopThread | None = None
         self._ledger: Path | None = None
         self._prompt_ratio = 1.0        # a server's prompt tokens over our estimate: the budget's check learns it
+        self._unanswered: str | None = None     # why the first request left unanswered was (for warnings)
 
     # --- what a study provides ---------------------------------------------------
     def to_action(self, obs: Observation, reply: BaseModel) -> Action:
@@ -121,7 +122,10 @@ class LLMDecision(DecisionModel):
         unusable: dict[int, str] = {}
         for i, (obs, reply) in enumerate(zip(observations, replies)):
             if reply is None:                   # the server failed and the study falls back
-                action, why, outcome = None, f"LLM unavailable ({unanswered})", "unavailable"
+                # the rationale (which later prompts show as memory) says no more than this, the same in a resume
+                # that re-executes the step: why the server failed is in the run's warnings, not in the history
+                action, why, outcome = None, "LLM unavailable (no reply)", "unavailable"
+                self._unanswered = self._unanswered or unanswered
                 reply = dataclasses.replace(_NO_REPLY, attempts=sent.get(i, 0))   # the attempts it did make
             else:
                 action, why = self._parse(obs, reply.content)
@@ -159,6 +163,8 @@ class LLMDecision(DecisionModel):
     def warnings(self) -> list[str]:
         """What the run's author should know of this invocation's decisions: many that fell back to the rule."""
         said = self.log.fallback_warning()
+        if said and self._unanswered:
+            said += f"; the first request left unanswered: {self._unanswered}"
         return [said] if said else []
 
     def close(self) -> None:
@@ -230,15 +236,12 @@ class LLMDecision(DecisionModel):
             self._cache = ReplyCache(self.cfg.cache_file(self._root()))
         hits = self._cache.get_many(keys) if self._cache else {}
         todo = [i for i, key in enumerate(keys) if key not in hits]
-        unanswered: str | None = None
         if todo and step <= self.ctx.stored_until:
             left = self.ctx.stored_unanswered
             before = {i for i in todo if (step, round_idx, keys[i]) in left}     # the rule decided them then
             todo = [i for i in todo if i not in before]
             if todo:
                 raise self._not_as_stored(len(todo), len(keys), step, round_idx)
-            if before:
-                unanswered = "unanswered when the run first closed this step"
         estimated = {i: sum(estimate_tokens(m["content"]) for m in requests[i][1]["messages"]) for i in todo}
         self._check_budget(len(todo), sum(estimated.values()))
         fresh: dict[int, Reply] = {}
@@ -278,7 +281,7 @@ class LLMDecision(DecisionModel):
                 replies.append(Reply(hits[k].content, hits[k].tokens_in, hits[k].tokens_out, 0.0, 0))
             else:
                 replies.append(None)
-        return (replies, set(hits), (str(failure) if failure is not None else unanswered),
+        return (replies, set(hits), (str(failure) if failure is not None else None),
                 {todo[j]: n for j, n in enumerate(sent)})
 
     def _not_as_stored(self, missing: int, asked: int, step: int, round_idx: int) -> LLMError:
