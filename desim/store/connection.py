@@ -119,7 +119,8 @@ def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
         check_layout(con, path)
         if (layout.data / "run_id=_").is_dir():
             define_views(con, layout.data, temp=True)
-        note_missing_data(layout, ended_runs(con))
+        if not has_table(con, "panel"):     # its rows in tables of its own (an effect's extract of a parent
+            note_missing_data(layout, ended_runs(con))     # run), not in data folders: none can be missing
     except BaseException:
         con.close()
         raise
