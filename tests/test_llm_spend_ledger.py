@@ -89,3 +89,19 @@ def test_desim_run_stopped_on_its_budget_says_what_it_paid_and_what_is_kept(stud
     assert paid_line(out)[0] == 72 and "not closed yet" not in out, out
     assert not kept.exists()
     assert spend(root, [run_id])["calls"] == 72 and spend(root, [run_id])["unrecorded"] == 0
+
+
+def test_a_damaged_ledger_is_named_and_a_spend_summary_goes_on_without_it(tmp_path):
+    import pytest as _pytest
+
+    from desim.errors import DesimNotice, StoreError
+    from desim.store import StudyLayout
+    from desim.store.ledger import load_ledger, unrecorded_calls
+    layout = StudyLayout(tmp_path / "s")
+    path = layout.llm_unrecorded("r1")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'[{"step": 1, "round": 0')                    # cut short
+    with _pytest.raises(StoreError, match=r"r1\.json is damaged .* move it aside"):
+        load_ledger(path)
+    with _pytest.warns(DesimNotice, match="left out of what the runs paid for"):
+        assert unrecorded_calls(layout).num_rows == 0

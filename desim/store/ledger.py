@@ -17,6 +17,7 @@ Until then these rows are in no table: :func:`unrecorded_calls` reads them for t
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +26,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from desim.errors import DesimNotice, StoreError
 from desim.store import journal
 from desim.store.layout import StudyLayout, layout_of
 
 
 def load_ledger(path: Path) -> list[dict[str, Any]]:
-    """The rows kept by an earlier invocation of the run (none if it kept none)."""
+    """The rows kept by an earlier invocation of the run (none if it kept none); a file that is not such a list
+    (damaged: it is replaced whole, so only a disk or a hand can do it) is a :class:`StoreError` naming it."""
     try:
-        return orjson.loads(path.read_bytes())
+        rows = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         return []
+    except ValueError as e:
+        rows = e
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise StoreError(f"{path} is damaged ({rows if isinstance(rows, Exception) else 'not a list of rows'}): it "
+                         "keeps the paid LLM calls of a step its run never closed; move it aside to go on without "
+                         "them (the replies stay in the reply cache)")
+    return rows
 
 
 def save_ledger(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -63,7 +73,12 @@ def unrecorded_calls(study: "str | Path | StudyLayout", run_ids: list[str] | Non
              else {run_id: layout.llm_unrecorded(run_id) for run_id in dict.fromkeys(run_ids)})
     columns: dict[str, list[Any]] = {name: [] for name in UNRECORDED_SCHEMA.names}
     for run_id, path in files.items():
-        for row in load_ledger(path):
+        try:
+            kept = load_ledger(path)
+        except StoreError as e:     # a summary goes on without it, and says so
+            warnings.warn(DesimNotice(f"{e}; left out of what the runs paid for"), stacklevel=2)
+            continue
+        for row in kept:
             columns["run_id"].append(run_id)
             for name in UNRECORDED_SCHEMA.names[1:]:
                 columns[name].append(row.get(name))
