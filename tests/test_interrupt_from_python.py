@@ -95,3 +95,15 @@ def test_a_second_ctrl_c_inside_a_step_says_which_run_what_is_kept_and_how_to_go
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == (f"desim: interrupted: a second Ctrl-C stopped run {run_id} inside step 3: steps 1..2 are kept, "
                    f"step 3 is lost; desim run {root} --resume {run_id} continues it")
+
+
+def test_a_ctrl_c_after_a_sigterm_is_not_called_a_second_ctrl_c(tmp_path, capsys):
+    from desim.cli import main
+    root = write_walk_study(tmp_path / "walk", n_steps=5)
+    model = root / "model.py"           # a SIGTERM asks for the step boundary; the Ctrl-C after it stops now
+    model.write_text(model.read_text().replace(
+        "sys.exit(3)", "import os, signal\n            os.kill(os.getpid(), signal.SIGTERM)\n"
+                       "            os.kill(os.getpid(), signal.SIGINT)"))
+    assert main(["run", str(root), "--set", "exit_step=3"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "a Ctrl-C after SIGTERM stopped run" in err and "second Ctrl-C" not in err

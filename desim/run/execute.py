@@ -105,7 +105,8 @@ def _what_stopped(signals: "Signals | None") -> str:
     handler of :class:`Signals` raised it, else the ``KeyboardInterrupt`` itself (study code that raised it, or a
     Ctrl-C where desim has no handler: a run in a thread, ``handle_signals=False``): no Ctrl-C that never came."""
     if signals is not None and signals.stopped_now:
-        return "a second Ctrl-C"
+        first = signals.received
+        return "a second Ctrl-C" if first == signal.SIGINT else f"a Ctrl-C after {signal.Signals(first).name}"
     if signals is not None and signals.installed and not signals.ctrl_c:
         return "a KeyboardInterrupt (study code raised it: no Ctrl-C came)"
     return "a KeyboardInterrupt"
