@@ -35,7 +35,7 @@ from desim.experiments.sweep.executors import check_executor, check_workers, mak
 from desim.experiments.sweep.merge import WaitFn, keep_unmerged_calls, merge_run, writing
 from desim.experiments.sweep.plan import plain, seed_for
 from desim.experiments.sweep.summary import RunsFailedWarning  # noqa: F401 (what desim.effect warns with)
-from desim.experiments.sweep.summary import describe, metric_bounds, warn_runs_failed
+from desim.experiments.sweep.summary import describe, left_out_note, metric_bounds, warn_runs_failed
 from desim.experiments.sweep.worker import RunOutcome, RunTask
 from desim.store.files import remove_db
 from desim.store.health import claim_folder as claim
@@ -444,6 +444,11 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
     the share of agents in it), with its 95 % interval. ``states`` defaults to
     the study's ``display_states``. :func:`effect_rows` gives the same as one tidy table.
 
+    ``n`` counts the pairs with a number: a NaN difference (NaN in either run, a collector's mean over nobody)
+    is left out of mean, sd and interval and counted in ``n_nan``; a metric row's ``n_missing`` counts the
+    completed pairs with no difference at that step (a run of the pair without the metric there). ``"notes"``
+    says what was left out, per metric or field (:func:`desim.experiments.sweep.summary.left_out_note`).
+
     Intervals are clipped to what the difference can take (``ci_clipped``, ``ci_low_clipped`` and
     ``ci_high_clipped`` say so, as :func:`desim.experiments.sweep.summary.describe` does): [-1, 1] for a
     category's share and a boolean field's mean; [low - high, high - low] for a metric with
@@ -458,7 +463,7 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
     interval, ``treatment_mean``, ``control_mean``, ``treatment_living`` and ``control_living`` (means over those
     pairs); ``"notes"`` says all this in words, one sentence per field. Both are empty for runs whose agents do
     not die. ``"notes"`` also says, first, which runs ended with their process before the last step
-    (:func:`ended_note`).
+    (:func:`ended_note`), then what a summary left out.
     """
     layout = StudyLayout(study_root)
     if not layout.db.exists():
@@ -485,25 +490,28 @@ def effect_table(study_root: str | Path, effect_id: str, states: list[str] | Non
     # a difference of two values in [low, high] lies in [low - high, high - low]
     declared = metric_bounds(study_root)
     bounds = {name: (low - high, high - low) for name, (low, high) in declared.items()}
+    completed = sum(1 for p in pairs if p["control_status"] == p["treatment_status"] == "completed")
     metrics = []
     for (n, s), v in by_metric.items():
-        try:
-            metrics.append({"name": n, "step": s, **describe(v, bounds.get(n))})
+        try:    # n_missing: completed pairs with no difference here (a run without the metric at this step)
+            metrics.append({"name": n, "step": s, **describe(v, bounds.get(n)),
+                            "n_missing": max(0, completed - len(v))})
         except ValueError as e:
             low, high = declared[n]
             raise EffectError(f"metric '{n}' at step {s}: a pair's difference {e}, which values within its "
                               f"metric_bounds [{low:g}, {high:g}] in study.json cannot give; correct the "
                               "bounds") from None
     state_rows, living_rows, notes = _state_summaries(per_agent, kinds)
-    ended = ended_note(pairs, row["n_steps"])
-    if ended:
-        notes.insert(0, ended)
     shares: dict[tuple[str, int, str], list[float]] = {}
     for f, got in per_category.items():
         for _, step, category, diff in got:
             shares.setdefault((f, step, category), []).append(diff)
     category_rows = [{"field": f, "step": step, "category": category, **describe(v, SHARE_DIFFERENCE)}
                      for (f, step, category), v in shares.items()]
+    # what a mean left out (NaN, a pair without the metric), said and not only seen as a smaller n
+    left_out = [note for note in (left_out_note(rows) for rows in (metrics, state_rows, category_rows)) if note]
+    ended = ended_note(pairs, row["n_steps"])
+    notes[:0] = ([ended] if ended else []) + left_out
     return {"effect": row, "pairs": pairs, "metrics": metrics, "states": state_rows, "categories": category_rows,
             "living": living_rows, "notes": notes}
 
@@ -571,15 +579,17 @@ def effect_rows(study_root: str | Path, effect_id: str, states: list[str] | None
     one row per metric, state field or category of a categorical state field, and step, with ``effect_id``,
     ``what`` (``metric``, ``state`` or ``share``: a category's share), ``name`` (the metric or field),
     ``category`` (for ``share`` rows), ``step``, and the mean over pairs of treatment - control with ``sd``,
-    ``ci_low``, ``ci_high`` (95 %, clipped to what the difference can take), ``n`` (pairs) and the
-    ``ci_clipped``, ``ci_low_clipped`` and ``ci_high_clipped`` flags; a state row also has ``mean_abs`` and
-    ``share_changed``. For runs whose agents die, ``living`` rows: ``effect_table``'s ``living`` (the difference
-    of each arm's mean over its own living agents). Every value a number or text: no nested JSON."""
+    ``ci_low``, ``ci_high`` (95 %, clipped to what the difference can take), ``n`` (pairs with a number),
+    ``n_nan`` (pairs whose difference was NaN, left out), ``n_missing`` (a metric row's completed pairs without
+    the metric at that step; None for other rows) and the ``ci_clipped``, ``ci_low_clipped`` and
+    ``ci_high_clipped`` flags; a state row also has ``mean_abs`` and ``share_changed``. For runs whose agents
+    die, ``living`` rows: ``effect_table``'s ``living`` (the difference of each arm's mean over its own living
+    agents). Every value a number or text: no nested JSON."""
     table = effect_table(study_root, effect_id, states)
-    keys = ("mean", "sd", "ci_low", "ci_high", "n", "ci_clipped", "ci_low_clipped", "ci_high_clipped")
-    empty = {"category": None, "mean_abs": None, "share_changed": None}
+    keys = ("mean", "sd", "ci_low", "ci_high", "n", "n_nan", "ci_clipped", "ci_low_clipped", "ci_high_clipped")
+    empty = {"category": None, "mean_abs": None, "share_changed": None, "n_missing": None}
     rows = [{"effect_id": effect_id, "what": "metric", "name": m["name"], **empty, "step": m["step"],
-             **{k: m[k] for k in keys}} for m in table["metrics"]]
+             **{k: m[k] for k in keys}, "n_missing": m["n_missing"]} for m in table["metrics"]]
     rows += [{"effect_id": effect_id, "what": "state", "name": r["field"], **empty, "step": r["step"],
               **{k: r[k] for k in keys}, "mean_abs": r["mean_abs"], "share_changed": r["share_changed"]}
              for r in table["states"]]

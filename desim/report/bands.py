@@ -10,6 +10,7 @@ says why, and no line is drawn.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,42 @@ def series(study_root: str | Path, groups: dict[str, list[str]], metrics: list[s
     return out
 
 
+def effect_series(study_root: str | Path, effect_id: str, metrics: list[str]) -> dict[str, dict[str, Any]]:
+    """:func:`series` of an effect's completed pairs, ``{metric: {"control": ..., "treatment": ...}}``, one row
+    of ``values`` a pair (by replicate).
+
+    Made of the rows the effect's differences are made of (``queries.effect_metric_pairs``: the paired
+    macros, every ended run held at its last values up to the effect's longest run), not of each arm on its
+    own: a treatment whose runs all ended early is held out to the effect's last step as the pairs are, so the
+    curves reach every step the difference figure and table do, and at every step the treatment's mean minus
+    the control's is the mean difference (where no value is NaN)."""
+    with data.connect(study_root) as con:
+        rows = queries.effect_metric_pairs(con, effect_id)
+        runs = sorted({r for row in rows for r in (row[3], row[5])})
+        ended = queries.held_from(con, runs) if runs else {}
+    by: dict[str, dict[str, Any]] = {}
+    for name, step, replicate, treatment, t, control, c in rows:
+        if name not in metrics:
+            continue
+        got = by.setdefault(name, {"steps": set(), "pairs": {}})
+        got["steps"].add(step)
+        pair = got["pairs"].setdefault(replicate, {"control": control, "treatment": treatment, "values": {}})
+        pair["values"][step] = (c, t)
+    out: dict[str, dict[str, Any]] = {}
+    for metric in metrics:
+        if metric not in by:
+            continue
+        steps = sorted(by[metric]["steps"])
+        pairs = [p for _, p in sorted(by[metric]["pairs"].items())]
+        for i, arm in enumerate(("control", "treatment")):
+            values = np.array([[np.nan if p["values"].get(s, (None, None))[i] is None else p["values"][s][i]
+                                for s in steps] for p in pairs], dtype=float)
+            members = [p[arm] for p in pairs]
+            held = sum(1 for r in members if r in ended and ended[r] < steps[-1])
+            out.setdefault(metric, {})[arm] = {"steps": steps, "values": values, "runs": members, "held": held}
+    return out
+
+
 def references(study_root: str | Path, groups: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
     """Per group, the final-size reference (``desim.report.final_size.reference``) of its runs, averaged
     over the runs (each on its own network and seeds), or ``{"value": None, "why": ...}``."""
@@ -113,11 +150,16 @@ def draw(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[st
         color = (colors or {}).get(label) or figures.PALETTE[i % len(figures.PALETTE)]
         steps, values = np.asarray(g["steps"]), g["values"]
         n = len(values)
-        mean = np.nanmean(values, axis=0)
+        with warnings.catch_warnings():     # a step where every run's value is NaN is a gap, not a warning
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(values, axis=0)
+            if n >= MIN_BAND_RUNS:
+                lo, hi = np.nanquantile(values, BAND[0], axis=0), np.nanquantile(values, BAND[1], axis=0)
         if n >= MIN_BAND_RUNS:
-            lo, hi = np.nanquantile(values, BAND[0], axis=0), np.nanquantile(values, BAND[1], axis=0)
             ax.fill_between(steps, lo, hi, color=color, alpha=0.18, linewidth=0)
-        ax.plot(steps, mean, color=color, linewidth=1.8, label=f"{label} (mean of {n} run{'s' if n != 1 else ''})")
+        gaps = bool(np.isnan(mean).any())       # a point between two gaps is no line: marked, so it shows
+        ax.plot(steps, mean, color=color, linewidth=1.8, marker="." if gaps else None, markersize=4,
+                label=f"{label} (mean of {n} run{'s' if n != 1 else ''})")
         ref = refs.get(label) if metric == REFERENCE_METRIC else None
         if ref and ref.get("value") is not None:
             ax.axhline(ref["value"], color=color, linestyle="--", linewidth=1.2, label=ref["label"])
@@ -161,6 +203,9 @@ def caption(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict
     """What the figure shows, and about the reference line: its assumptions, or why there is none."""
     text = ("Lines: the mean over a group's runs at each step; shaded: the middle 90 % of its runs "
             f"(5th to 95th percentile; drawn for {MIN_BAND_RUNS} runs or more).")
+    if any(np.isnan(np.asarray(g["values"], dtype=float)).any() for g in groups.values()):
+        text += (" A run with NaN (or no value) at a step is left out of that step's mean and band; a step where "
+                 "every run has NaN is a gap.")
     held = sum(g.get("held", 0) for g in groups.values())
     if held:
         one = held == 1

@@ -64,13 +64,17 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def _steps_shown(steps: list[int]) -> list[int]:
-    """All steps, or about ``MAX_TABLE_ROWS`` evenly spaced ones (always the first and last)."""
+def steps_shown(steps: list[int]) -> list[int]:
+    """All steps, or about ``MAX_TABLE_ROWS`` evenly spaced ones (always the first and last): the one rule for
+    the steps a report's table shows (a run's, a comparison's, an effect's)."""
     if len(steps) <= MAX_TABLE_ROWS:
         return steps
     every = -(-len(steps) // MAX_TABLE_ROWS)
     shown = steps[::every]
     return shown if shown[-1] == steps[-1] else shown + [steps[-1]]
+
+
+_steps_shown = steps_shown
 
 
 def _when(value: Any) -> str:

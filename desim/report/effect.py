@@ -9,10 +9,13 @@ same for the per-agent mean difference, with the share of agents that
 differ; per category of a text or true/false state field (``S``, ``I``,
 ``R``), the same for the share of agents in it. The step axis says the
 study's time unit; the fork and each arm's own interventions (what the
-treatment adds, what it takes away) are marked. An interval clipped at the bounds the difference can take
-(``effect_table``'s ``ci_clipped``) is marked in the tables and said under
-them. The numbers come from :func:`desim.experiments.effects.effect_table`,
-so the report and ``desim effect`` agree.
+treatment adds, what it takes away) are marked. Each figure's table starts at the fork step, as
+``desim effect`` prints it, and shows every step or, past ``MAX_TABLE_ROWS``, evenly spaced ones with the
+last (``content.steps_shown``, the run report's rule). An interval clipped at the bounds the difference can
+take (``effect_table``'s ``ci_clipped``) is marked in the tables and said under them, as is what a mean left
+out (NaN differences, pairs without the metric). The numbers come from
+:func:`desim.experiments.effects.effect_table`, so the report and ``desim effect`` agree; the "Over time"
+curves from the same pairs' rows (``bands.effect_series``), ended runs held as the pairs hold them.
 """
 from __future__ import annotations
 
@@ -23,16 +26,17 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 from desim.experiments.effects import EffectError, effect_table, ended_note, held_pairs  # noqa: E402
 from desim.jsontext import parsed
 from desim.report import figures  # noqa: E402
-from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
+from desim.report.content import Figure, Report, Section, Table, fmt, steps_shown  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
 from desim.versions import SIMULATION_FILE
 from matplotlib.ticker import MaxNLocator  # noqa: E402
-from desim.report.numbers import clipped_note, row_cells  # noqa: E402
+from desim.report.numbers import clipped_note, left_out_note, row_cells  # noqa: E402
 from desim.store import Catalogue, StudyLayout, open_store  # noqa: E402
 from desim.study.files import StudyFile, read_json, read_study_file  # noqa: E402
 
@@ -110,8 +114,8 @@ def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str
     if band:
         ax.fill_between([r["step"] for r in band], [r["ci_low"] for r in band], [r["ci_high"] for r in band],
                         color="tab:blue", alpha=0.18, linewidth=0, label="95 % interval")
-    ax.plot(steps, [r["mean"] for r in rows], color="tab:blue", linewidth=1.8, marker="o", markersize=3.5,
-            label="mean difference")
+    means = [np.nan if r["mean"] is None else r["mean"] for r in rows]     # no number at a step: a gap
+    ax.plot(steps, means, color="tab:blue", linewidth=1.8, marker="o", markersize=3.5, label="mean difference")
     ax.axhline(0.0, color="0.4", linewidth=0.9, linestyle="--", zorder=0)
     last = max(steps, default=fork)     # one past the last step never fires: named in the caption, not drawn
     mark_arms(ax, {arm: {s: n for s, n in by.items() if s <= last} for arm, by in (events or {}).items()}, fork)
@@ -136,14 +140,24 @@ def events_caption(events: dict[str, dict[int, list[str]]], n_steps: int) -> str
     return said + "."
 
 
-def _table(rows: list[dict[str, Any]], extra: list[str]) -> Table:
-    shown = rows[:MAX_TABLE_ROWS]
+def _table(rows: list[dict[str, Any]], extra: list[str], fork: int) -> Table:
+    """The rows from the fork step on, as ``desim effect`` prints them (before it each pair's runs coincide, which
+    the figure shows), every step or about ``MAX_TABLE_ROWS`` evenly spaced ones with the fork and the last
+    step (``content.steps_shown``, the run report's rule); under it what a mean left out, and why an end is
+    marked clipped."""
+    after = {r["step"]: r for r in rows if r["step"] >= fork}
+    steps = sorted(after)
+    chosen = steps_shown(steps)
+    shown = [after[s] for s in chosen]
     cells = []
     for r in shown:             # each estimate to the digits its interval supports (effect_table keeps all)
         mean, sd, low, high = row_cells(r)
         cells.append([str(r["step"]), mean, low, high, sd, str(r["n"])] + [fmt(r[k]) for k in extra])
-    notes = ["" if len(rows) <= MAX_TABLE_ROWS else f"{MAX_TABLE_ROWS} of {len(rows)} steps shown.",
-             clipped_note(shown)]
+    span = f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"step {steps[0]}" if steps else "no step"
+    notes = [f"From the fork (step {fork}) on, as desim effect prints it: {span}"
+             + (f", {len(chosen)} of those {len(steps)} steps shown (evenly spaced, the last included)."
+                if len(chosen) < len(steps) else "."),
+             clipped_note(shown), left_out_note(list(after.values()))]
     return Table(["step", "mean diff", "95 % low", "95 % high", "sd", "pairs"] + [k.replace("_", " ") for k in extra],
                  cells, " ".join(n for n in notes if n))
 
@@ -205,11 +219,12 @@ def curves_section(root: Path, data: dict[str, Any], metrics: list[str], fork: i
     from desim.report import bands
     done = [p for p in data["pairs"] if p["treatment_status"] == "completed" and p["control_status"] == "completed"]
     groups = {"control": [p["control_run_id"] for p in done], "treatment": [p["treatment_run_id"] for p in done]}
-    curves = bands.series(root, groups, metrics)
+    curves = bands.effect_series(root, data["effect"]["effect_id"], metrics)    # held as the pairs are
     refs = bands.references(root, {"control": groups["control"]}) if bands.REFERENCE_METRIC in curves else {}
     colors = {"control": "#555555", "treatment": "#1f77b4"}
     text = (f"Each metric step by step in the {len(done)} completed pairs: the controls and their branches with "
-            "the treatment from the fork step.")
+            "the treatment from the fork step. A run that ended with its process holds its last values out to the "
+            "effect's last step, as the pairs do, so the curves reach every step the differences do.")
     if bands.REFERENCE_METRIC in curves:      # an epidemic's final size: only then is there a reference to explain
         text += (" An analytic reference line, where the model has one, is the control's: the treatment changes "
                  "the run from the fork on, which no final-size relation covers.")
@@ -241,7 +256,7 @@ def category_sections(categories: list[dict[str, Any]], fork: int, events: dict[
                             events, unit)
         sections.append(Section(f"share with {f} = {category}", [
             f"Per pair and step, the share of agents whose '{f}' is {category} in the treatment minus the same "
-            "share in the control, then the mean over pairs with its 95 % interval."], [_table(rows, [])],
+            "share in the control, then the mean over pairs with its 95 % interval."], [_table(rows, [], fork)],
             [Figure(f"effect_category_{file_stem(f)}_{file_stem(category)}", f"effect on the share {f} = {category}",
                     png, "Line: mean over pairs of the share's difference; band: 95 % interval of that mean; red "
                     "line: the fork step" + marks + band_caption(rows))]))
@@ -275,7 +290,7 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
         rows = [m for m in data["metrics"] if m["name"] == metric]
         png = effect_figure(f"Effect on '{metric}': treatment - control (mean over pairs, 95 % interval)",
                             rows, fork, f"{metric} difference", events, unit)
-        sections.append(Section(metric, [], [_table(rows, [])], [Figure(
+        sections.append(Section(metric, [], [_table(rows, [], fork)], [Figure(
             f"effect_{file_stem(metric)}", f"effect on {metric}", png,
             "Line: mean over pairs of treatment - control; band: 95 % interval of that mean; "
             "red line: the fork step (before it the pairs coincide)" + marks
@@ -290,7 +305,7 @@ def build(study_root: str | Path, effect_id: str, metrics: list[str] | None = No
         sections.append(Section(f"state {f}", ["Per pair and step, the mean over agents of the agent's "
                                                "treatment - control difference; 'mean |diff|' and 'share changed' "
                                                "say how many agents moved and how far."],
-                                [_table(rows, ["mean_abs", "share_changed"])],
+                                [_table(rows, ["mean_abs", "share_changed"], fork)],
                                 [Figure(f"effect_state_{file_stem(f)}", f"effect on {f} per agent", png,
                                         "Red line: the fork step" + marks + band_caption(rows))]))
     sections += category_sections(data["categories"], fork, events, unit, study.state_colors, marks)

@@ -4,15 +4,21 @@ A mean with a 95 % interval of half-width 0.0123 is printed to three decimals (t
 of the half-width), so ``-0.000800925 [-0.0132, 0.0116]`` reads ``-0.001 [-0.013, 0.012]``. The full
 precision stays in the store, the exports and ``effect_table``; only what is printed is rounded.
 
+A value with no uncertainty to go by (one replicate, or every replicate the same: sd 0) is exact as far as
+the runs can tell, so it is printed to six significant digits (:data:`PLAIN`) without an exponent, its
+integer part never cut: ``12345`` and ``1.00009``, not ``1.234e+04`` (read as 12340) and ``1``.
+
 An interval end clipped at the quantity's bounds (``describe``'s ``ci_low_clipped``, ``ci_high_clipped``) is
-printed with a dagger after it, and the table says why in one line (:data:`CLIPPED_NOTE`).
+printed with a dagger after it, and the table says why in one line (:data:`CLIPPED_NOTE`). What a summary left
+out (NaN values, runs without the metric) is said under the table too (:func:`left_out_note`).
 """
 from __future__ import annotations
 
 import math
 
 SIGNIFICANT = 2         # significant digits of the uncertainty
-PLAIN = 4               # significant digits of a value with no uncertainty to go by
+PLAIN = 6               # significant digits of a value with no uncertainty to go by (more if its integer part has)
+TINY = 1e-6             # below this a value with no uncertainty is printed with an exponent (1.23457e-07)
 CLIPPED = "\u2020"       # after an interval end clipped at the quantity's bounds
 CLIPPED_NOTE = (f"{CLIPPED} 95 % interval clipped at the quantity's bounds (study.json's metric_bounds; [-1, 1] "
                 "for a difference of shares or of a true/false state): a t interval from few replicates can reach "
@@ -27,14 +33,36 @@ def decimals(uncertainty: float | None) -> int | None:
     return min(12, max(0, SIGNIFICANT - 1 - math.floor(math.log10(uncertainty))))
 
 
+def plain(value: float) -> str:
+    """A value with no uncertainty to go by, without an exponent, to :data:`PLAIN` significant digits or more:
+    never a rounding that changes its integer part, and a value that is not an integer never printed as one.
+    ``12345``, ``1.0000852`` as ``1.00009``, ``1234567.89`` as ``1234567.9``, ``0.99999997`` as ``0.99999997``
+    (not ``1``), ``0.000123456789`` as ``0.000123457``; below :data:`TINY` (and not 0), with an exponent
+    (``1.23457e-07``), which no one reads as another number."""
+    if float(value).is_integer():
+        text = f"{value:.0f}"
+    elif abs(value) < TINY:
+        text = f"{value:.{PLAIN}g}"
+    else:
+        places = max(1, PLAIN - 1 - math.floor(math.log10(abs(value))))
+        text = f"{value:.{places}f}"
+        while math.trunc(float(text)) != math.trunc(value) and places < 17:     # 0.99999997 is not 1.000000
+            places += 1
+            text = f"{value:.{places}f}"
+        shorter = text.rstrip("0")
+        if not shorter.endswith("."):       # 1.0000000001 stays 1.00000, not 1
+            text = shorter
+    return "0" if text.startswith("-") and float(text) == 0 else text
+
+
 def show(value: float | None, places: int | None) -> str:
-    """``value`` to ``places`` decimals (``None``: four significant digits); "" for no value."""
+    """``value`` to ``places`` decimals (``None``: :func:`plain`); "" for no value."""
     if value is None:
         return ""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if places is None:
-        return f"{value:.{PLAIN}g}"
+        return plain(value)
     text = f"{value:.{places}f}"
     return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text     # no "-0.000"
 
@@ -65,5 +93,20 @@ def row_cells(row: dict) -> list[str]:
 
 
 def clipped_note(rows) -> str:
-    """The line to print under a table of ``rows`` when one of their intervals was clipped; "" otherwise."""
-    return CLIPPED_NOTE if any(r.get("ci_clipped") for r in rows) else ""
+    """The line to print under a table of ``rows`` when one of their intervals was clipped; "" otherwise.
+
+    For a whole :class:`desim.experiments.sweep.summary.SweepTable` (``sweep_table``'s, which ``desim sweep``
+    prints) the line also says what the means left out (its ``note``: NaN values, runs without the metric),
+    which a smaller ``n`` would otherwise only hint at."""
+    from desim.experiments.sweep.summary import SweepTable
+    said = [CLIPPED_NOTE if any(r.get("ci_clipped") for r in rows) else "",
+            rows.note if isinstance(rows, SweepTable) else ""]
+    return " ".join(n for n in said if n)
+
+
+def left_out_note(rows) -> str:
+    """The line to print under a table of summary ``rows`` that left values out of their means (NaN values,
+    runs or pairs without the metric: ``n_nan``, ``n_missing``), per metric; "" otherwise
+    (:func:`desim.experiments.sweep.summary.left_out_note`)."""
+    from desim.experiments.sweep.summary import left_out_note as said
+    return said(list(rows))

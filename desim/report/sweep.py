@@ -29,7 +29,7 @@ from pydantic import ValidationError  # noqa: E402
 from desim.jsontext import parsed
 from desim.experiments.sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
 from desim.report import bands, data, figures  # noqa: E402
-from desim.report.numbers import clipped_note, row_cells  # noqa: E402
+from desim.report.numbers import clipped_note, left_out_note, row_cells  # noqa: E402
 from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
 from desim.report.data import ReportError  # noqa: E402
 from desim.report.figures import file_stem  # noqa: E402
@@ -180,7 +180,7 @@ def metric_section(metric: str, rows: list[dict[str, Any]], plan: SweepPlan, x: 
     table = Table(varied + ["mean", "sd", "95 % low", "95 % high", "n"], table_rows,
                   "sd and the interval are blank where fewer than two replicates completed; each estimate to "
                   "the digits its interval supports (the store and desim.sweep_table keep every digit)."
-                  + (f" {clipped}" if clipped else ""))
+                  + (f" {clipped}" if clipped else "") + (f" {left}" if (left := left_out_note(rows)) else ""))
     return Section(metric, [f"'{metric}' at each run's final step, per combination of the grid."],
                    [table], [Figure(f"sweep_{file_stem(metric)}", f"{metric} against {x}", png, caption)])
 
@@ -285,4 +285,5 @@ def replicates_section(by_metric: dict[str, list[dict[str, Any]]]) -> Section:
                                     "no parameter: only the seed differs)."],
                    [Table(["metric", "mean", "sd", "95 % low", "95 % high", "n"], rows,
                           "sd and the interval are blank where fewer than two replicates completed."
-                          + (f" {clipped}" if clipped else ""))])
+                          + (f" {clipped}" if clipped else "")
+                          + (f" {left}" if (left := left_out_note([r for (r,) in by_metric.values()])) else ""))])

@@ -104,19 +104,30 @@ def completed_effect_pairs(con: duckdb.DuckDBPyConnection, effect_id: str) -> tu
     return until, pairs
 
 
-def effect_metric_differences(con: duckdb.DuckDBPyConnection, effect_id: str) -> list[tuple[str, int, float]]:
-    """``(metric, step, treatment - control)`` for each completed pair of an effect, by metric, step, pair.
+def effect_metric_pairs(con: duckdb.DuckDBPyConnection,
+                        effect_id: str) -> list[tuple[str, int, int, str, float, str, float]]:
+    """``(metric, step, replicate, treatment run, treatment value, control run, control value)`` for each
+    completed pair of an effect, by metric, step and pair: the rows its differences and its curves over time
+    are both made of.
 
     Runs that ended with their process hold their last values (``paired_metrics``), up to the effect's
-    longest run, so every pair counts at every step."""
+    longest run (``until``), so every pair counts at every step; a step where one run of a pair has the metric
+    and the other not (and neither holds) is not a pair's row."""
     until, pairs = completed_effect_pairs(con, effect_id)
     rows: list[tuple] = []
     for replicate, treatment, control in pairs:
-        rows += [(name, step, diff, replicate) for name, step, diff in con.execute(
-            "SELECT name, step, treatment_value - control_value FROM paired_metrics($t, $c, until := $until)",
+        rows += [(name, step, replicate, treatment, t, control, c) for name, step, t, c in con.execute(
+            "SELECT name, step, treatment_value, control_value FROM paired_metrics($t, $c, until := $until)",
             {"t": treatment, "c": control, "until": until}).fetchall()]
-    rows.sort(key=lambda r: (r[0], r[1], r[3]))
-    return [r[:3] for r in rows]
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    return rows
+
+
+def effect_metric_differences(con: duckdb.DuckDBPyConnection, effect_id: str) -> list[tuple[str, int, float]]:
+    """``(metric, step, treatment - control)`` for each completed pair of an effect, by metric, step, pair
+    (:func:`effect_metric_pairs`: an ended run holds its last values up to the effect's longest run)."""
+    return [(name, step, None if t is None or c is None else t - c)
+            for name, step, _, _, t, _, c in effect_metric_pairs(con, effect_id)]
 
 
 def events(con: duckdb.DuckDBPyConnection, run_id: str, limit: int | None = None) -> list[dict[str, Any]]:
