@@ -206,20 +206,53 @@ TEXT_LIMIT = 1 << 20
 """A file's text is kept with its version (``code_texts``) up to this size: code and small data files, not a
 large data set, whose hash alone says it changed."""
 
+OUTSIDE = "<outside>/"
+"""How a version's ``code`` names code its refs reach outside the study folder (``desim.study.refs.outside_code``):
+``<outside>/op_classes.py`` (a module beside a notebook), ``<outside>/__main__.py`` (a script's classes),
+``<outside>/__main__:Rule`` (a class typed into a notebook, by its source)."""
+_outside_sources: dict[str, tuple[str, Path | str]] = {}
+
+
+def keep_outside_source(key: str, digest: str, source: Path | str) -> None:
+    """Where the text of ``key`` (an :data:`OUTSIDE` entry of a version's code, hashed ``digest``) is, for
+    :func:`code_texts`: its real file (a module beside a notebook or a script: ``key`` is not a path in the
+    study's folder) or, for code with no file (a class typed into a notebook), the text its hash was made of.
+    The latest of this process, as ``desim.study.refs.outside_code`` hashed it for the run being recorded."""
+    _outside_sources[key] = (digest, source)
+
+
+def _outside_bytes(rel: str, h: str) -> bytes | None:
+    """The bytes of the :data:`OUTSIDE` entry ``rel`` hashed ``h`` (:func:`keep_outside_source`), else None."""
+    digest, source = _outside_sources.get(rel, (None, None))
+    if digest != h:
+        return None
+    if isinstance(source, str):
+        return source.encode()
+    try:
+        return None if source.stat().st_size > TEXT_LIMIT else source.read_bytes()
+    except OSError:
+        return None
+
 
 def code_texts(root: str | Path, code: dict[str, str]) -> dict[str, str]:
     """``{hash: text}`` of the files of ``code`` (:func:`code_files`) that are UTF-8 text of at most
     :data:`TEXT_LIMIT` bytes and still have the hash ``code`` gives them (a file edited since it was hashed
-    is left out, not kept under a hash that is not its own)."""
+    is left out, not kept under a hash that is not its own). An :data:`OUTSIDE` entry is read from where
+    :func:`keep_outside_source` says it is (a module beside the notebook: its own file)."""
     root, out = Path(root), {}
     for rel, h in code.items():
-        path = root / rel
-        try:
-            if path.stat().st_size > TEXT_LIMIT:
+        if rel.startswith(OUTSIDE):
+            data = _outside_bytes(rel, h)
+            if data is None or len(data) > TEXT_LIMIT:
                 continue
-            data = path.read_bytes()
-        except OSError:
-            continue
+        else:
+            path = root / rel
+            try:
+                if path.stat().st_size > TEXT_LIMIT:
+                    continue
+                data = path.read_bytes()
+            except OSError:
+                continue
         if file_hash(data) != h:
             continue
         try:
@@ -242,9 +275,12 @@ def file_changes(old: dict[str, str], new: dict[str, str], texts: dict[str, str]
         before = "" if a is None else texts.get(a)
         after = "" if b is None else texts.get(b)
         if before is None or after is None:
-            out.append({"path": rel, "change": change, "diff": None,
-                        "why": "its text was not kept (a version recorded before desim kept texts, a binary file, "
-                               f"or one over {TEXT_LIMIT >> 20} MiB): hashes {a} -> {b}"})
+            why = ("its text was not kept (a version recorded before desim kept texts, a binary file, "
+                   f"or one over {TEXT_LIMIT >> 20} MiB)")
+            if any(str(h).startswith("process-") for h in (a, b) if h is not None):
+                why = ("code with no source to read (a class made by type() or another tool in a notebook), known "
+                       "only by a token of the Python process and class it ran with")
+            out.append({"path": rel, "change": change, "diff": None, "why": f"{why}: hashes {a} -> {b}"})
             continue
         lines = list(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                           f"{old_name}/{rel}", f"{new_name}/{rel}"))

@@ -12,15 +12,19 @@ code, which is the code its new version records (``desim.versions.code_files``).
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
+import marshal
 import os
 import sys
 import sysconfig
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -30,7 +34,7 @@ from desim.errors import StudyError
 from desim.study.contract import ROLES, kind_of, missing_methods
 from desim.study.failures import describe, import_place, load_failure, place, shown
 from desim.study.files import Ref, StudyConfigError
-from desim.versions import SKIP_DIRS, code_files, file_hash, population_files
+from desim.versions import OUTSIDE, SKIP_DIRS, code_files, file_hash, keep_outside_source, population_files
 
 
 class RefError(StudyError, ValueError):
@@ -276,10 +280,18 @@ def _construct(cls: Any, ref: Ref, root: Path, at: str) -> Any:
 
 # --- the code a version records ------------------------------------------------------------------------
 
-OUTSIDE = "<outside>/"
-"""How a version's ``code`` names code its refs reach outside the study folder: ``<outside>/op_classes.py``
-(a module beside a notebook), ``<outside>/__main__.py`` (a script's classes)."""
-_unknown: dict[str, str] = {}       # code with no source to hash: one token a process (see outside_code)
+_unknown: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+"""Code with no source to hash (see :func:`outside_code`): one token an object (a class, a function) while it
+lives. A class defined again (a notebook's cell run again) is another object, so it gets another token."""
+_unknown_named: dict[str, str] = {}     # the same, by name, for what cannot be weakly referenced
+_first_seen: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+"""What a ref reached in a module outside the study (a class of a module beside a notebook): the hash of
+its module's file when desim first saw it in this process. The same class later with another hash is
+stale: its module's file was edited but the module not imported again (:func:`_check_current`)."""
+
+_MADE_BY_DATACLASS = frozenset({"__init__", "__repr__", "__eq__", "__hash__", "__lt__", "__le__", "__gt__", "__ge__",
+                                "__setattr__", "__delattr__", "__getstate__", "__setstate__"})
+"""The methods ``@dataclass`` writes (from ``<string>``, so with no source): its fields and options define them."""
 
 
 def _installed(file: str) -> bool:
@@ -294,24 +306,158 @@ def _installed(file: str) -> bool:
     return any(path.startswith(os.path.realpath(r) + os.sep) for r in roots)
 
 
-def _source_hash(obj: Any) -> str | None:
-    """The hash of ``obj``'s source when Python can find it without a file (a class typed into a notebook:
-    its methods' sources, which the notebook's cells keep), else None."""
+def _text_of(value: Any) -> str:
+    """``value`` as a line of the text a class's hash is made of: a function by its source when it has one,
+    a class by its name, anything else by its ``repr``."""
+    if inspect.isfunction(value):
+        try:
+            return inspect.getsource(value).strip()
+        except (OSError, TypeError):
+            pass
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
     try:
-        return file_hash(inspect.getsource(obj).encode())
+        return repr(value)
+    except Exception:
+        return f"<a {type(value).__qualname__}>"
+
+
+def _literal(value: Any) -> bool:
+    """A plain value (number, text, None, or a list, tuple, set or dict of them), whose ``repr`` is its text."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return True
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(_literal(v) for v in value)
+    if isinstance(value, dict):
+        return all(_literal(k) and _literal(v) for k, v in value.items())
+    return False
+
+
+def _dataclass_lines(cls: type) -> list[str]:
+    """What ``@dataclass`` made ``cls``'s generated methods from: its options and each field (type, default,
+    default factory, options), as text."""
+    lines = [f"@dataclass {getattr(cls, '__dataclass_params__', None)!r}"]
+    for f in getattr(cls, "__dataclass_fields__", {}).values():
+        line = f"field {f.name}: {_text_of(f.type)}"
+        if f.default is not dataclasses.MISSING:
+            line += f" = {_text_of(f.default)}"
+        if f.default_factory is not dataclasses.MISSING:
+            line += f" = {_text_of(f.default_factory)}()"
+        options = {k: getattr(f, k, None) for k in ("init", "repr", "hash", "compare", "kw_only")}
+        lines.append(f"{line} {options!r} metadata={_text_of(dict(f.metadata))} {getattr(f, '_field_type', None)!r}")
+    return lines
+
+
+def _source_text(obj: Any) -> str | None:
+    """The text ``obj``'s hash is made of when Python can find its source without a file (a class typed into
+    a notebook), else None. A class's: its methods' sources, which the notebook's cells keep (one with no source
+    makes it None, but the methods ``@dataclass`` writes, whose fields and options are hashed instead), then
+    its properties' and its plain class attributes (``rate = 0.5``)."""
+    try:
+        return inspect.getsource(obj)
     except (OSError, TypeError):
         pass
     if not isinstance(obj, type):
         return None
-    texts = []
+    texts, more = [], []
+    generated = dataclasses.is_dataclass(obj)     # its __init__, __repr__, __eq__... have no source
     for name, value in sorted(vars(obj).items()):
         value = getattr(value, "__func__", value)
         if inspect.isfunction(value):
             try:
                 texts.append(f"{name}\n{inspect.getsource(value)}")
             except (OSError, TypeError):
-                return None
-    return file_hash("\n".join(texts).encode()) if texts else None
+                made = getattr(inspect.unwrap(value), "__code__", None)     # __repr__ is wrapped
+                if not (generated and name in _MADE_BY_DATACLASS and getattr(made, "co_filename", "") == "<string>"):
+                    return None
+        elif isinstance(value, property):
+            for part in (value.fget, value.fset, value.fdel):
+                if part is not None:
+                    try:
+                        more.append(f"{name} (property)\n{inspect.getsource(part)}")
+                    except (OSError, TypeError):
+                        return None
+        elif not name.startswith("__") and _literal(value):
+            more.append(f"{name} = {value!r}")
+    if generated:
+        more += _dataclass_lines(obj)
+    return "\n".join(texts + more) if texts or more else None
+
+
+def _token(obj: Any, key: str) -> str:
+    """The token of code with no source (:data:`_unknown`): ``obj``'s, else (not weakly referable) ``key``'s."""
+    token = "process-" + os.urandom(6).hex()
+    try:
+        return _unknown.setdefault(obj, token)
+    except TypeError:
+        return _unknown_named.setdefault(key, token)
+
+
+def _compiled(module: ModuleType, file: str, data: bytes) -> str | None:
+    """Whether ``module`` holds other code than ``data`` (its source file ``file`` now), as far as its compiled
+    file tells (the ``__pycache__`` .pyc Python wrote, or found current, as it imported it): None when it holds
+    the same code, or when that cannot be told (no .pyc, ``sys.dont_write_bytecode``, no source file); else
+    what to do besides reloading it, as a clause of an error ("" when nothing else)."""
+    spec = getattr(module, "__spec__", None)
+    cached, origin = getattr(spec, "cached", None), getattr(spec, "origin", None)
+    if sys.dont_write_bytecode or type(getattr(spec, "loader", None)) is not importlib.machinery.SourceFileLoader \
+            or not isinstance(cached, str) or not isinstance(origin, str) or os.path.realpath(origin) != file:
+        return None                     # another loader (pytest's, a zip's) caches its own way, or not at all
+    try:
+        pyc = Path(cached).read_bytes()
+        stat = os.stat(file)
+    except OSError:
+        return None
+    if len(pyc) < 16 or pyc[:4] != importlib.util.MAGIC_NUMBER:
+        return None
+    try:
+        imported = marshal.loads(pyc[16:])
+    except Exception:
+        return None
+    try:
+        if imported == compile(data, origin, "exec", dont_inherit=True):
+            return None
+    except (SyntaxError, ValueError):
+        pass                            # the file does not compile now: it is not what was imported
+    flags = int.from_bytes(pyc[4:8], "little")
+    if not flags & 1 and int.from_bytes(pyc[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF \
+            and int.from_bytes(pyc[12:16], "little") == stat.st_size & 0xFFFFFFFF:
+        # Python trusts a .pyc by the file's size and modification time (to the second): an edit that kept
+        # both within a second runs the old code even after a reload
+        return (f"Python's compiled copy {cached} holds other code, with the file's size and modification time "
+                f"(an edit within the second it was compiled); delete it, then reload the module")
+    return ""
+
+
+def _check_current(module: ModuleType, module_name: str, ref: str, obj: Any, file: str, data: bytes,
+                   digest: str) -> None:
+    """Refuse (:class:`RefError`) when what ``ref`` reaches (``obj``, in ``module``) is not the code of ``file``
+    now (``data``, hashed ``digest``): the file was edited but the module not imported again, so a run would
+    run the old code and record the new file's hash (one version, two models; a branch would mix them).
+    Known when desim saw ``obj`` before with another hash of its file (:data:`_first_seen`), or, the first
+    time, when the module's compiled file holds other code (:func:`_compiled`)."""
+    with _lock:
+        try:
+            seen = _first_seen.get(obj)
+        except TypeError:               # cannot be weakly referenced: its module's compiled file alone says
+            seen, obj = None, None
+        why = None
+        if seen is None:
+            why = _compiled(module, file, data)
+            if why is None and obj is not None:
+                _first_seen[obj] = digest
+        elif seen != digest:
+            why = ""
+    if why is None:
+        return
+    if module_name == "__main__":
+        how = "run the script again"
+    else:
+        how = why or (f"reload the module (importlib.reload({module_name}), then make the study again) or restart "
+                      f"the kernel")
+    problem = (f"{file} changed since it was imported as '{module_name}': the code that would run is the one "
+               f"imported then, not the file's, while the run's version would record the file as it is now; {how}")
+    raise RefError(f"ref '{ref}': {problem}", problem)
 
 
 def _refs_in(data: Any):
@@ -332,10 +478,16 @@ def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
     script, or the script itself (``__main__:Name``, a ``desim.Study`` built in Python). Its file's hash joins
     the version's code, so an edit of it is a new version, a branch across it is refused as across an edit
     of ``model.py``, and an effect never reuses a control run with other code. Only the module the ref names
-    is hashed, not what it imports. Code with no source to read (a class made by ``type()`` in a notebook)
-    gets a token of this process: its runs are one version while the process lasts, never reused after."""
+    is hashed, not what it imports; each file once a call. A module whose file was edited since it was imported
+    (not reloaded) is refused (:func:`_check_current`): its hash is not the code that would run. A class typed
+    into a notebook (no file) is hashed by its source (:func:`_source_text`). Code with no source to read (a
+    class made by ``type()`` in a notebook) gets a token of this process and of the class: its runs are one
+    version while the class lasts, never reused after, nor by the class defined again.
+    The text of each (its file, or the source hashed) is kept with a new version
+    (:func:`desim.versions.keep_outside_source`)."""
     root = Path(root)
     out: dict[str, str] = {}
+    read: dict[str, bytes | None] = {}
     for ref in sorted(set(_refs_in(config))):
         module_name, _, attr = ref.partition(":")
         if module_name == "model" or ("." not in module_name and (root / f"{module_name}.py").exists()):
@@ -346,16 +498,31 @@ def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
                 module = importlib.import_module(module_name)
             except ImportError:
                 continue                # the run's own resolve names the ref and the error
+        obj = getattr(module, attr, None)
         file = getattr(module, "__file__", None)
         if isinstance(file, str):
             if _installed(file) or os.path.realpath(file).startswith(str(root.resolve()) + os.sep):
                 continue
-            digest = _hash_of(file)
+            key = f"{OUTSIDE}{module_name}.py"
+            file = os.path.realpath(file)
+            if file not in read:
+                try:
+                    read[file] = Path(file).read_bytes()
+                except OSError:
+                    read[file] = None
+            data = read[file]
+            digest = None if data is None else file_hash(data)
+            if data is not None:
+                _check_current(module, module_name, ref, obj, file, data, digest)
+                keep_outside_source(key, digest, Path(file))
         else:
-            digest = _source_hash(getattr(module, attr, None))
-        key = f"{OUTSIDE}{module_name}.py" if isinstance(file, str) else f"{OUTSIDE}{module_name}:{attr}"
+            key = f"{OUTSIDE}{module_name}:{attr}"
+            text = _source_text(obj)
+            digest = None if text is None else file_hash(text.encode())
+            if text is not None:
+                keep_outside_source(key, digest, text)
         if digest is None:
-            digest = _unknown.setdefault(key, "process-" + os.urandom(6).hex())
+            digest = _token(obj, key)
         out[key] = digest
     return out
 
