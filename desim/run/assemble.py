@@ -5,7 +5,9 @@ network, the SimPy environment and clock, the interventions, the study's compone
 behaviour model, metric collector) each given ``ctx``, and which path the run takes (per-agent or
 columnar). Study code runs here only where the study asked for it (a population provider, the
 components' constructors, the behaviour model's ``reset``), and a failure stops before anything is
-recorded. Each component built from a ref is checked for the methods of its role first
+recorded. Every run builds its components anew from the refs and args its files record, the rule a branch
+and a resume follow: an instance given to ``desim.Study`` is recorded by its arguments and rebuilt here, so
+no state it keeps passes into a run. Each component is checked for the methods of its role first
 (``desim.study.contract.ROLES``, the rule ``desim.Study`` applies), naming the file and field of one in
 the wrong place. ``desim validate`` inspects this object; ``Engine`` runs it.
 """
@@ -127,13 +129,13 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
                      interventions=interventions, params=dict(sim_cfg.parameters), n_steps=sim_cfg.n_steps,
                      rounds=spec.rounds, seed=sim_cfg.seed, run_id=run_id, occupy=_no_engine_yet, root=root,
                      llm=sim_cfg.llm)
-    given = spec.objects      # instances a desim.Study was built from, used as they are
-    environment = given.get("environment") or build(spec.environment.provider, root,
-                                                    "environment/environment.json: provider", "environment")
-    decision = given.get("decision") or build(sim_cfg.decision, root, "simulation/simulation.json: decision",
-                                              "decision")
-    collector = given.get("collector") or (build(sim_cfg.collector, root, "simulation/simulation.json: collector",
-                                                 "collector") if sim_cfg.collector else MetricCollector())
+    # each run builds its own components from the refs and args the files record, as a branch or a resume
+    # does: an instance a desim.Study was given is recorded by its arguments, never run itself, so nothing
+    # it keeps on self (a count, a cache, self.ctx) passes from one run to the next or between runs at once
+    environment = build(spec.environment.provider, root, "environment/environment.json: provider", "environment")
+    decision = build(sim_cfg.decision, root, "simulation/simulation.json: decision", "decision")
+    collector = (build(sim_cfg.collector, root, "simulation/simulation.json: collector", "collector")
+                 if sim_cfg.collector else MetricCollector())
     for part in (environment, decision, collector):
         part.ctx = ctx
     ctx.decision = decision
@@ -153,8 +155,7 @@ def _population(spec: StudySpec, streams: Streams) -> list[Persona]:
         return list(pop.personas)
     if pop.roster is not None:
         return read_roster(root, pop.roster)
-    provider = spec.objects.get("population") or build(pop.provider, root, "population/population.json: provider",
-                                                       "population")
+    provider = build(pop.provider, root, "population/population.json: provider", "population")
     personas = partial(call, root=root, step="population")(provider.personas, streams.numpy("population"))
     if not isinstance(personas, list):
         raise RunError(f"population provider {pop.provider.ref}: returned {type(personas).__name__}, "

@@ -24,11 +24,15 @@ study is made, so a wrong one is named there rather than failing inside a run (a
 its refs by the same rule, ``desim.study.contract.ROLES``: one way of either path is enough, so a
 columnar environment needs no ``observe_batch``, and a class need not subclass the base).
 
-An instance is used as it is for the run it is passed to; a branch or a resume rebuilds it from the
-files, so its constructor arguments are recorded: from its ``recorded_args()`` when it defines one (a
+An instance stands for its class and constructor arguments: every run builds a fresh component from
+the recorded ref and arguments, as a branch or a resume does (one rule), so what a component keeps on
+``self`` during a run (a count, a cache, ``self.ctx``) never passes into the next run, two runs of one study
+at once share nothing, and the same seed gives the same panel. The instance itself is not run: read a run's
+results from the store (``result.panel()``), not from it. Its constructor arguments are recorded
+from its ``recorded_args()`` when it defines one (a
 dict of the arguments that rebuild it, as ``type(instance)(**args)``; desim's diffusion components
 do, since they take ``**args``), else from its attributes of the same names (a dataclass keeps them
-so). An argument that cannot be read back that way (kept under another name, taken by
+so), read again each time the study is saved (a run saves it first). An argument that cannot be read back that way (kept under another name, taken by
 ``*args``/``**kwargs``, or a value JSON cannot hold as it is) is refused when the study is made: a
 default standing in for it would give a branch another model than its parent's, without a word.
 """
@@ -39,8 +43,11 @@ import inspect
 import json
 import math
 import numbers
+import os
 import shutil
 import tempfile
+import threading
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,6 +58,7 @@ from desim.study.contract import ROLES, missing_methods
 from desim.versions import ENVIRONMENT_FILE, POPULATION_FILE, SIMULATION_FILE, STUDY_FILE
 
 _TEMPORARY: list[Path] = []
+_FOLDER_LOCK = threading.Lock()     # two runs of one study at once (a thread) make one temporary folder
 
 
 @atexit.register
@@ -157,9 +165,7 @@ class Study:
         if not (self.overwrite if overwrite is None else overwrite):
             self._refuse_to_replace(folder, texts)
         for rel, text in texts.items():
-            path = folder / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            _write(folder / rel, text)
         self._written.add(folder.resolve())
         return folder
 
@@ -178,20 +184,19 @@ class Study:
                 "to replace its files with these (its stored runs stay)")
 
     def _folder(self) -> Path:
-        if self.folder is None:
-            self.folder = Path(tempfile.mkdtemp(prefix=f"desim-{self.id}-"))
-            _TEMPORARY.append(self.folder)
-        return self.folder
+        with _FOLDER_LOCK:
+            if self.folder is None:
+                self.folder = Path(tempfile.mkdtemp(prefix=f"desim-{self.id}-"))
+                _TEMPORARY.append(self.folder)
+            return self.folder
 
     # --- what a run needs --------------------------------------------------------------------------
     def spec(self, **overrides: Any):
         """The study loaded as a folder's would be (``steps``, ``seed``, ``rounds``, ``params`` as in
-        ``load_study``), with instances given to the constructor used as they are."""
+        ``load_study``): its files are saved first, and a run builds every component from them, an instance
+        given to the constructor from its recorded arguments (see the module docstring)."""
         from desim.study.files import load_study
-        spec = load_study(self.save(), **overrides)
-        spec.objects = {name: obj for name, obj in (*self.parts.items(), ("population", self.population))
-                        if obj is not None and not isinstance(obj, (type, str, numbers.Number, list, tuple, Mapping))}
-        return spec
+        return load_study(self.save(), **overrides)
 
 
 _FILES = (STUDY_FILE, SIMULATION_FILE, POPULATION_FILE, ENVIRONMENT_FILE)
@@ -199,6 +204,28 @@ _FILES = (STUDY_FILE, SIMULATION_FILE, POPULATION_FILE, ENVIRONMENT_FILE)
 
 def _texts(files: dict[str, Any]) -> dict[str, str]:
     return {rel: json.dumps(data, indent=2, default=str) + "\n" for rel, data in files.items()}
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader (another run of the study, in a thread) never sees a part
+    of it: into a hidden file beside it (which a version's code hash leaves out), then renamed over it in one
+    step. A file that already holds ``text`` is left as it is, so a run of an unchanged study writes nothing."""
+    data = text.encode("utf-8")
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        # os.open applies the umask as write_text would (mkstemp would leave the file readable by its owner only)
+        with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _differs(path: Path, text: str) -> str | None:
