@@ -174,3 +174,17 @@ def test_an_unknown_argument_is_refused_where_the_study_is_made(tmp_path):
     # a key of simulation.json is taken as before
     study = desim.Study(environment=Line, decision=Walk, population=3, memory_window=2, layers={"pull": 0.0})
     assert study.files()["simulation/simulation.json"]["memory_window"] == 2
+
+
+def test_a_python_study_not_yet_run_is_swept_as_it_is(tmp_path):
+    """run_sweep(study) of a desim.Study refused it (a path was expected), and its folder had no files until a
+    run or save() wrote them: the sweep saves it first."""
+    import warnings
+
+    from desim.experiments.sweep import run_sweep
+    study = walk_study(folder=tmp_path / "walk")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # RunsInProcessWarning: the classes live in this test module
+        result = run_sweep(study, replicates=2, workers=1)
+    assert result.completed == 2 and not result.errors
+    assert desim.open(tmp_path / "walk").runs().num_rows == 2

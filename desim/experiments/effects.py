@@ -29,6 +29,7 @@ from typing import Any, Callable
 from desim.jsontext import parsed
 from desim.errors import StudyError
 from desim.experiments.branches import check_branch_changes, refuse_resume_after_edit
+from desim.experiments.recording import as_root
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, refuse_unrunnable, unknown_names
 from desim.experiments.sweep.executors import RunsInProcessWarning  # noqa: F401 (what desim.effect may warn with)
 from desim.experiments.sweep.executors import check_executor, check_workers, make_executor
@@ -393,7 +394,7 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
     """
     with ctrl_c_stays_ctrl_c():
         started = time.perf_counter()
-        root = Path(study_root)
+        root = as_root(study_root)
         check_workers(workers)
         if resume:
             given = [n for n, v in (("at_step", at_step), ("treatment", treatment), ("control", control),

@@ -85,6 +85,17 @@ def as_spec(study: Any) -> StudySpec:
     raise TypeError(f"run_study needs a desim.Study or what desim.load_study returns, not {type(study).__name__}")
 
 
+def as_root(study: Any) -> Path:
+    """The folder of a study given by its path or as a ``desim.Study``, which is saved first: a sweep or an
+    effect reads the study's files (its workers load them), and a Study not yet run has none written."""
+    if isinstance(study, (str, Path)):
+        return Path(study)
+    save = getattr(study, "save", None)
+    if callable(save):
+        return Path(save())
+    raise TypeError(f"expected a study folder or a desim.Study, not {type(study).__name__}")
+
+
 def sink_for(spec: StudySpec, db_path: str | Path | None = None, **row: Any):
     """Where a run of ``spec`` is kept: the study's store, another DuckDB file, or nowhere (``":memory:"``)."""
     if db_path is not None and str(db_path) == MEMORY:

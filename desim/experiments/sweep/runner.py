@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from desim.experiments.branches import refuse_resume_after_edit
+from desim.experiments.recording import as_root
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, unknown_names
 from desim.experiments.sweep.executors import check_executor, check_workers, make_executor
 from desim.experiments.sweep.merge import (
@@ -160,6 +161,7 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
     nothing lost, the result as its ``result``). ``desim sweep`` reports the
     failed runs itself and exits 2.
     """
+    study_root = as_root(study_root)
     with ctrl_c_stays_ctrl_c():
         result = _run_sweep(study_root, grid, replicates, workers, backend, address, metrics, steps, seed, resume,
                             on_start, on_run, on_wait)
