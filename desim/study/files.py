@@ -295,7 +295,6 @@ class StudySpec(BaseModel):
 
     root: Path
     files: dict[str, Any] = {}
-    objects: dict[str, Any] = {}    # components given as instances (``desim.Study``): used as they are
     study: StudyFile
     simulation: SimulationFile
     population: PopulationFile
