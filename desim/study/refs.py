@@ -414,19 +414,21 @@ def _compiled(module: ModuleType, file: str, data: bytes) -> str | None:
         imported = marshal.loads(pyc[16:])
     except Exception:
         return None
+    flags = int.from_bytes(pyc[4:8], "little")
+    if flags & 1 or int.from_bytes(pyc[8:12], "little") != int(stat.st_mtime) & 0xFFFFFFFF \
+            or int.from_bytes(pyc[12:16], "little") != stat.st_size & 0xFFFFFFFF:
+        # a .pyc of another size or time is not what an import of the file now loads, and it may be one Python
+        # could not replace (a read-only __pycache__) while the module runs the file's code: nothing is told
+        return None
     try:
         if imported == compile(data, origin, "exec", dont_inherit=True):
             return None
     except (SyntaxError, ValueError):
         pass                            # the file does not compile now: it is not what was imported
-    flags = int.from_bytes(pyc[4:8], "little")
-    if not flags & 1 and int.from_bytes(pyc[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF \
-            and int.from_bytes(pyc[12:16], "little") == stat.st_size & 0xFFFFFFFF:
-        # Python trusts a .pyc by the file's size and modification time (to the second): an edit that kept
-        # both within a second runs the old code even after a reload
-        return (f"Python's compiled copy {cached} holds other code, with the file's size and modification time "
-                f"(an edit within the second it was compiled); delete it, then reload the module")
-    return ""
+    # Python trusts a .pyc by the file's size and modification time (to the second): an edit that kept both
+    # within a second runs the old code even after a reload
+    return (f"Python's compiled copy {cached} holds other code, with the file's size and modification time "
+            f"(an edit within the second it was compiled); delete it, then reload the module")
 
 
 def _check_current(module: ModuleType, module_name: str, ref: str, obj: Any, file: str, data: bytes,
@@ -435,7 +437,7 @@ def _check_current(module: ModuleType, module_name: str, ref: str, obj: Any, fil
     now (``data``, hashed ``digest``): the file was edited but the module not imported again, so a run would
     run the old code and record the new file's hash (one version, two models; a branch would mix them).
     Known when desim saw ``obj`` before with another hash of its file (:data:`_first_seen`), or, the first
-    time, when the module's compiled file holds other code (:func:`_compiled`)."""
+    time, when the compiled file Python trusts for the file as it is now holds other code (:func:`_compiled`)."""
     with _lock:
         try:
             seen = _first_seen.get(obj)
