@@ -276,3 +276,9 @@ def test_runs_without_the_metric_at_their_last_step_are_counted_and_said(swept, 
     out = capsys.readouterr().out
     assert re.search(rf"No value: 'even_seed_only' had no value at the last step of {lacking} completed runs", out)
     assert "mean_x" not in out.split("No value:")[1].split(".")[0]  # the metric that lacks nothing is not named
+
+
+def test_plus_and_minus_infinity_together_have_a_nan_mean_not_an_error():
+    row = describe([float("inf"), float("-inf"), 1.0])        # statistics.fmean raised ValueError (fsum)
+    assert math.isnan(row["mean"]) and row["n"] == 3 and math.isnan(row["sd"])
+    assert describe([float("inf"), 1.0])["mean"] == float("inf")

@@ -188,3 +188,14 @@ def test_a_python_study_not_yet_run_is_swept_as_it_is(tmp_path):
         result = run_sweep(study, replicates=2, workers=1)
     assert result.completed == 2 and not result.errors
     assert desim.open(tmp_path / "walk").runs().num_rows == 2
+
+
+def test_a_study_folder_is_taken_as_any_path_like():
+    import os
+
+    from desim.experiments.recording import as_root
+
+    class Where(os.PathLike):
+        def __fspath__(self):
+            return "/tmp/some/study"
+    assert str(as_root(Where())) == "/tmp/some/study" and str(as_root("/tmp/x")) == "/tmp/x"

@@ -427,8 +427,8 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
                    if result.completed else f"none of its {len(pairs)} pairs completed: {summaries} have nothing "
                    "to summarise")
         warn_runs_failed(f"effect {result.effect_id}", len(errors) or len(pairs) - result.completed, counted, errors,
-                         f"desim.effect({str(study_root)!r}, resume={result.effect_id!r}) "
-                         f"(desim effect {study_root} --resume {result.effect_id})", result)
+                         f"desim.effect({str(root)!r}, resume={result.effect_id!r}) "
+                         f"(desim effect {root} --resume {result.effect_id})", result)
     return result
 
 

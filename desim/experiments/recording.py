@@ -5,6 +5,8 @@ all three end here.
 """
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,7 +90,7 @@ def as_spec(study: Any) -> StudySpec:
 def as_root(study: Any) -> Path:
     """The folder of a study given by its path or as a ``desim.Study``, which is saved first: a sweep or an
     effect reads the study's files (its workers load them), and a Study not yet run has none written."""
-    if isinstance(study, (str, Path)):
+    if isinstance(study, (str, os.PathLike)):
         return Path(study)
     save = getattr(study, "save", None)
     if callable(save):

@@ -163,8 +163,8 @@ class LLMDecision(DecisionModel):
     def warnings(self) -> list[str]:
         """What the run's author should know of this invocation's decisions: many that fell back to the rule."""
         said = self.log.fallback_warning()
-        if said and self._unanswered:
-            said += f"; the first request left unanswered: {self._unanswered}"
+        if self._unanswered:        # said whatever the share: the rationale does not carry it
+            said = (f"{said}; " if said else "") + f"the first LLM request left unanswered: {self._unanswered}"
         return [said] if said else []
 
     def close(self) -> None:

@@ -344,8 +344,8 @@ class Recorder(MemorySink):
                         error = f"{error}; and {self._merge_failed(e)}"
                     try:
                         last = self.files.last_step()   # what a resume finds: the journal may be gone with its steps
-                    except Exception:           # noqa: BLE001 - nothing readable: a resume runs the run again
-                        last = -1
+                    except Exception:           # noqa: BLE001 - not readable now: the row keeps what it said
+                        last = None
                     if completed:
                         raise StoreError(error) from e
                 finally:

@@ -122,10 +122,12 @@ def describe(values: list[float], bounds: Bounds | None = None) -> dict[str, Any
         outside = [v for v in used if v < low or v > high]
         if outside:
             raise ValueError(f"{outside[0]!r} is outside [{low:g}, {high:g}]")
-    row["mean"] = statistics.fmean(used)
+    finite = all(math.isfinite(v) for v in used)
+    # fsum refuses +inf and -inf together: their mean is NaN, as the docstring says
+    row["mean"] = statistics.fmean(used) if finite else sum(used) / n
     if n == 1:
         return row
-    if not all(math.isfinite(v) for v in used):     # statistics.stdev raises on an infinite value
+    if not finite:                                  # statistics.stdev raises on an infinite value
         nan = float("nan")
         row.update(sd=nan, ci_low=nan, ci_high=nan)
         return row
