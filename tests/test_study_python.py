@@ -199,3 +199,13 @@ def test_a_study_folder_is_taken_as_any_path_like():
         def __fspath__(self):
             return "/tmp/some/study"
     assert str(as_root(Where())) == "/tmp/some/study" and str(as_root("/tmp/x")) == "/tmp/x"
+
+
+def test_an_attribute_set_after_the_instance_was_made_is_said_not_dropped_silently():
+    """Each run builds a component from its recorded arguments; an attribute set on the instance afterwards is
+    not in them, and was dropped without a word."""
+    walk = Walk(rate=0.3)
+    walk.extra = 5
+    with pytest.warns(UserWarning, match=r"whose 'extra' is not what its constructor makes of its recorded"):
+        desim.Study(environment=Line, decision=walk, collector=Mean, population=4, steps=2, seed=1,
+                    layers={"pull": 0.0})

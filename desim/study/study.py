@@ -430,6 +430,27 @@ def _check_rebuilt(instance: Any, args: dict[str, Any], name: str, fix: str) -> 
                 f"{key}={again!r}, so the {value!r} recorded for it would rebuild another component in a branch or "
                 f"resume; keep the argument as given (self.{key} = {key}) and what is computed from it under "
                 f"another name, {fix}")
+    unbuilt = [key for key, value in vars(instance).items()
+               if not key.startswith("_") and key != "ctx" and not _same_value(value, vars(rebuilt).get(key, _NONE))]
+    if unbuilt:     # set after it was made: each run builds the component from its arguments, without them
+        import warnings
+        warnings.warn(f"{at}, whose {', '.join(map(repr, unbuilt))} {'is' if len(unbuilt) == 1 else 'are'} not what "
+                      f"its constructor makes of its recorded arguments {args}: each run builds {cls.__qualname__} "
+                      "from those arguments, so set it there (a constructor argument) to have it in the runs",
+                      UserWarning, stacklevel=4)
+
+
+_NONE = object()
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two attribute values are the same (arrays and other objects whose == is not a bool: by identity)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:               # noqa: BLE001 - an array's ambiguous truth, a failing __eq__
+        return False
 
 
 def _recorded(instance: Any, name: str) -> dict[str, Any]:
