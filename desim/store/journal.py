@@ -17,8 +17,8 @@ past the committed sizes are ignored, and cut off when the run is resumed.
 Durability against a power loss is a matter of ``fsync`` (:data:`FSYNC`): by default the journal
 is left to the operating system's write-back while the run goes (a process crash loses nothing
 committed; a power loss may lose the last ~30 s of steps) and every file of the merged run is
-synced when it ends; ``DESIM_FSYNC=step`` syncs each step as it is committed (7-9 ms of wall time
-for a step of 8,000 panel rows here, against 0.5-0.6 ms without: docs/performance.md).
+synced when it ends; ``DESIM_FSYNC=step`` syncs each step as it is committed (1.1-8.6 ms of wall
+time for a step of 8,000 panel rows here, quiet disk to busy, against 0.3-0.6 ms without: docs/performance.md).
 
 When the run ends the journal is merged into one Parquet file per table (``files.RunFiles.merge``),
 reading it batch by batch, so memory stays about one step's worth however long the run.
