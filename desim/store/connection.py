@@ -120,21 +120,20 @@ def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyC
         if (layout.data / "run_id=_").is_dir():
             define_views(con, layout.data, temp=True)
         if not has_table(con, "panel"):     # its rows in tables of its own (an effect's extract of a parent
-            note_missing_data(layout, ended_runs(con))     # run), not in data folders: none can be missing
+            note_missing_data(layout, run_ends(con))     # run), not in data folders: none can be missing
     except BaseException:
         con.close()
         raise
     return con
 
 
-def ended_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The runs that ended having stored steps, oldest first: those whose data folder must be there; none when
+def run_ends(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int]]:
+    """``(run_id, status, last_step)`` of every run, oldest first (for ``health.note_missing_data``); none when
     the catalogue cannot be read (a truncated file): the query that reads it then says so, as what it is."""
     try:
         if not has_table(con, "runs"):
             return []
-        return [r[0] for r in con.execute("SELECT run_id FROM runs WHERE status <> 'running' AND last_step >= 0 "
-                                          "ORDER BY started_at, run_id").fetchall()]
+        return con.execute("SELECT run_id, status, last_step FROM runs ORDER BY started_at, run_id").fetchall()
     except duckdb.Error:
         return []
 

@@ -118,19 +118,32 @@ def data_missing(layout: StudyLayout, row: dict[str, Any]) -> bool:
     of the study without it): its row still says ``completed 10/10`` while every view has lost its rows. A
     run going keeps its steps in that folder's journal, and one that failed at set-up (``last_step`` -1) has
     none to lose."""
-    last = row.get("last_step")
-    return (row.get("status") != "running" and last is not None and last >= 0
-            and not layout.run_dir(row["run_id"]).is_dir())
+    return _ended_with_steps(row.get("status"), row.get("last_step")) and not layout.run_dir(row["run_id"]).is_dir()
 
 
-def note_missing_data(layout: StudyLayout, ended: list[str]) -> None:
-    """Say (a :class:`~desim.errors.DesimNotice`) which of ``ended``, the runs that ended having stored steps,
-    have lost their data folder: a query of ``panel`` otherwise just has no rows of them, without a word."""
+def _ended_with_steps(status: Any, last: Any) -> bool:
+    return status != "running" and last is not None and last >= 0
+
+
+def runs_without_data(layout: StudyLayout, rows) -> set[str]:
+    """Of ``rows`` (``(run_id, status, last_step)``), the runs :func:`data_missing` holds of, told from one
+    listing of the data folder rather than a look per run (every reader opening asks)."""
+    ended = [run_id for run_id, status, last in rows if _ended_with_steps(status, last)]
+    if not ended:
+        return set()
     try:
-        present = set(os.listdir(layout.data))     # one listing, no stat per run: every reader opening comes here
+        present = set(os.listdir(layout.data))
     except OSError:
         present = set()
-    gone = [run_id for run_id in ended if layout.run_dir(run_id).name not in present]
+    return {run_id for run_id in ended if layout.run_dir(run_id).name not in present}
+
+
+def note_missing_data(layout: StudyLayout, rows) -> None:
+    """Say (a :class:`~desim.errors.DesimNotice`) which of the runs ``rows`` (``(run_id, status, last_step)``,
+    oldest first) have lost their data folder: a query of ``panel`` otherwise just has no rows of them, without a
+    word."""
+    lost = runs_without_data(layout, rows)
+    gone = [run_id for run_id, _, _ in rows if run_id in lost]
     if not gone:
         return
     import warnings

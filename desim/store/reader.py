@@ -26,7 +26,7 @@ from desim.store import queries
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreError, StoreMissing, field, named_file, open_store
 from desim.store.files import RunFiles
-from desim.store.health import data_missing, health_of, last_step
+from desim.store.health import health_of, last_step, runs_without_data
 from desim.store.layout import StudyLayout, layout_of
 from desim.store.schema import files_sql
 
@@ -97,9 +97,9 @@ class StudyData:
         when a run ends, -1 until then). A run whose data folder is gone is ``missing data``, as there
         (``desim.store.health.data_missing``): its rows are in no table."""
         table = self._roles()
-        keys = zip(*(table.column(c).to_pylist() for c in ("run_id", "status", "last_step")))
-        checked = [i for i, (run_id, status, last) in enumerate(keys) if status == "running" or data_missing(
-            self.layout, {"run_id": run_id, "status": status, "last_step": last})]
+        keys = list(zip(*(table.column(c).to_pylist() for c in ("run_id", "status", "last_step"))))
+        gone = runs_without_data(self.layout, keys)
+        checked = [i for i, (run_id, status, _) in enumerate(keys) if status == "running" or run_id in gone]
         if checked:
             rows = table.to_pylist()
             status, last = table.column("status").to_pylist(), table.column("last_step").to_pylist()
