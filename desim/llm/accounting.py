@@ -32,14 +32,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from desim.store.files import LLM_CALLS_WRITTEN
 from desim.store.ledger import load_ledger, save_ledger  # noqa: F401 - the file is the store's; the LLM layer keeps rows in it
 
-CALLS_SCHEMA = pa.schema([
-    ("step", pa.int32()), ("round", pa.int32()), ("agent_id", pa.string()), ("model", pa.string()),
-    ("prompt_hash", pa.string()), ("tokens_in", pa.int32()), ("tokens_out", pa.int32()),
-    ("latency_ms", pa.float64()), ("cached", pa.bool_()), ("outcome", pa.string()), ("attempts", pa.int32()),
-    ("endpoint", pa.string()),
-])
+CALLS_SCHEMA = LLM_CALLS_WRITTEN
+"""The rows' columns: the store's, as a run writes them (the store owns the ``llm_calls`` table's schema)."""
 
 
 class CallLog:

@@ -45,6 +45,34 @@ from desim.store.stream import StepStream
 
 TABLES = tuple(VIEWS.values())     # a run's data files, one per view (schema.VIEWS names them)
 
+LLM_CALLS_WRITTEN = pa.schema([
+    ("step", pa.int32()), ("round", pa.int32()), ("agent_id", pa.string()), ("model", pa.string()),
+    ("prompt_hash", pa.string()), ("tokens_in", pa.int32()), ("tokens_out", pa.int32()),
+    ("latency_ms", pa.float64()), ("cached", pa.bool_()), ("outcome", pa.string()), ("attempts", pa.int32()),
+    ("endpoint", pa.string()),
+])
+"""The ``llm_calls`` columns as a run writes them (``desim.llm.accounting`` makes its rows in this schema).
+The counts are int32 in a run's files, as every store written so far has them."""
+
+LLM_CALLS_READ = pa.schema([f.with_type(pa.int64()) if f.name in ("tokens_in", "tokens_out", "attempts") else f
+                            for f in LLM_CALLS_WRITTEN])
+"""The same columns as readers see them: the counts widened to int64. The anchor file (``BASE_COLUMNS``)
+declares them so, and the view unites it with the runs' int32 files as BIGINT: the type the ``llm_calls``
+view, ``StudyData.llm_calls`` and the exports have always given. Written narrow, read wide: changing either
+would change the bytes of existing stores or what their readers see."""
+
+
+def paid_as_abandoned(calls: pa.Table) -> pa.Table:
+    """The rows of ``calls`` that a server's reply was paid for (not cached, not scripted, not unanswered: the
+    rule ``queries.PAID_CALL`` says in SQL), marked ``abandoned``: the attempt that paid them will not write them
+    itself."""
+    import pyarrow.compute as pc    # here, not on top: a tenth of a second that only a run of LLM calls pays
+    paid = calls.filter(pc.and_(pc.and_(pc.invert(calls["cached"]), pc.not_equal(calls["model"], "scripted")),
+                                pc.not_equal(calls["outcome"], "unavailable")))
+    return paid.set_column(paid.schema.get_field_index("outcome"), "outcome",
+                           pa.array(["abandoned"] * paid.num_rows, pa.string()))
+
+
 # the columns every view has even before any run wrote a row (state and payload are typed per run)
 BASE_COLUMNS = {
     "panel": [("step", pa.int32()), ("agent_id", pa.string()), ("state", pa.null()),
@@ -60,10 +88,7 @@ BASE_COLUMNS = {
     "round_actions": [("step", pa.int32()), ("round", pa.int32()), ("agent_id", pa.string()),
                       ("action_kind", pa.string()), ("payload", pa.null()), ("action_source", pa.string()),
                       ("action_rationale", pa.string())],
-    "llm_calls": [("step", pa.int32()), ("round", pa.int32()), ("agent_id", pa.string()),
-                  ("model", pa.string()), ("prompt_hash", pa.string()), ("tokens_in", pa.int64()),
-                  ("tokens_out", pa.int64()), ("latency_ms", pa.float64()), ("cached", pa.bool_()),
-                  ("outcome", pa.string()), ("attempts", pa.int64()), ("endpoint", pa.string())],
+    "llm_calls": list(zip(LLM_CALLS_READ.names, LLM_CALLS_READ.types)),
 }
 
 
@@ -345,7 +370,6 @@ def carry_paid_calls(earlier: Path, new: Path) -> int:
     old = earlier / "llm_calls.parquet"
     if not old.exists():
         return 0
-    from desim.store.ledger import paid_as_abandoned
     paid = paid_as_abandoned(pq.read_table(old))
     if not paid.num_rows:
         return 0

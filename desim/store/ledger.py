@@ -23,11 +23,11 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from desim.errors import DesimNotice, StoreError
 from desim.store import journal
+from desim.store.files import LLM_CALLS_READ, paid_as_abandoned
 from desim.store.layout import StudyLayout, layout_of
 
 
@@ -58,11 +58,10 @@ def save_ledger(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)          # a reader sees the old rows or the new, never half a file
 
 
-UNRECORDED_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("step", pa.int32()), ("round", pa.int32()), ("model", pa.string()),
-    ("cached", pa.bool_()), ("outcome", pa.string()), ("tokens_in", pa.int64()), ("tokens_out", pa.int64()),
-])
-"""What the spend summaries read of the kept rows: the ``llm_calls`` columns that say whether and what a row cost."""
+UNRECORDED_SCHEMA = pa.schema([pa.field("run_id", pa.string())] + [
+    LLM_CALLS_READ.field(name) for name in ("step", "round", "model", "cached", "outcome", "tokens_in", "tokens_out")])
+"""What the spend summaries read of the kept rows: the ``llm_calls`` columns that say whether and what a row cost,
+typed as the ``llm_calls`` view reads them (the summaries count both together)."""
 
 
 def unrecorded_calls(study: "str | Path | StudyLayout", run_ids: list[str] | None = None) -> pa.Table:
@@ -83,16 +82,6 @@ def unrecorded_calls(study: "str | Path | StudyLayout", run_ids: list[str] | Non
             for name in UNRECORDED_SCHEMA.names[1:]:
                 columns[name].append(row.get(name))
     return pa.table(columns, schema=UNRECORDED_SCHEMA)
-
-
-def paid_as_abandoned(calls: pa.Table) -> pa.Table:
-    """The rows of ``calls`` that a server's reply was paid for (not cached, not scripted, not unanswered: the
-    rule ``queries.PAID_CALL`` says in SQL), marked ``abandoned``: the attempt that paid them will not write them
-    itself."""
-    paid = calls.filter(pc.and_(pc.and_(pc.invert(calls["cached"]), pc.not_equal(calls["model"], "scripted")),
-                                pc.not_equal(calls["outcome"], "unavailable")))
-    return paid.set_column(paid.schema.get_field_index("outcome"), "outcome",
-                           pa.array(["abandoned"] * paid.num_rows, pa.string()))
 
 
 def _left_calls(folder: Path) -> pa.Table | None:
