@@ -8,20 +8,22 @@ row groups of the run's files), so a run of any length draws at once; the colour
 the study page's state charts. Dead agents (``alive: false``) are not drawn, by the store's one rule, and the
 answer says how many were left out.
 
-The grid is ``width`` x ``height`` from the layer's shape when the study draws one, else from the run's
-parameters of those names, else the largest coordinate plus one (the report's rule). A study's environment
-may define ``grid_layer(read, parameters)`` (README): Sugarscape's sugar left per cell, replayed from the
-panel. It is computed once per finished run (kept for the next steps) when the run is at most
-``LAYER_MAX_VALUES`` agent-steps, and otherwise left out with a note (``desim viz grid`` draws it).
+The grid's size and its layer follow the report's rules, written once in ``desim.report.grid``:
+``grid_size`` (the layer's shape when the study draws one, else the run's parameters ``width`` and
+``height``, else the largest coordinate plus one), and ``study_layer`` with ``layer_reader`` (a study's
+environment may define ``grid_layer(read, parameters)``, README: Sugarscape's sugar left per cell, replayed
+from the panel). What is the dashboard's own: the layer is computed once per finished run and kept for the
+next steps, and only when the run is at most ``LAYER_MAX_VALUES`` agent-steps; a longer one is left out with
+a note (``desim viz grid`` draws it), since a page waits for its answer.
 
 The layer is study code, so each run's is drawn with the code and data its own version ran with, never with
 the study's files as they are now nor with a ``model.py`` this process imported earlier (a study edited while
 the dashboard is up, or a run of an older version): the run's ``code`` (``{path: hash}``, as
 ``desim.versions.code_files`` hashed the folder when it started) is written out of the store's ``code_texts``
 into a private folder per version (``desim.store.version_files.version_folder``), and the hook is imported from
-there (``desim.report.grid.layer_hook``, which ``desim viz grid`` and reports use too). A file whose text the
-store did not keep (binary, over ``TEXT_LIMIT``) is taken from the study folder only while it still has its
-hash; when the ref's own module cannot be had so, the layer is left out with a note.
+there (``desim.report.grid.layer_hook``, through ``study_layer``, as ``desim viz grid`` and reports do). A file
+whose text the store did not keep (binary, over ``TEXT_LIMIT``) is taken from the study folder only while it
+still has its hash; when the ref's own module cannot be had so, the layer is left out with a note.
 """
 from __future__ import annotations
 
@@ -31,11 +33,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from desim.jsontext import parsed
 from desim.dashboard.safety import NotFound
-from desim.report.grid import layer_hook
+from desim.report.grid import Layer, grid_size, layer_reader, study_layer
 from desim.report.palette import category_colors, declared_colors
 from desim.store import Catalogue, StudyLayout, queries, states
 from desim.store.health import last_step
@@ -94,13 +94,7 @@ def grid_step(root: Path, study: StudyFile | None, run_id: str, state: str, step
         step = max(0, min(step, last))
         cells, dead = states.grid_cells(con, run_id, state, step, text=kind != "numeric")
         layer, layer_note = _layer(root, con, run, last, n_agents) if finished else (None, "")
-    params = _json(run.get("parameters"))
-    if layer is not None:
-        height, width = layer[2].shape[1:]
-    elif isinstance(params.get("width"), int) and isinstance(params.get("height"), int):
-        width, height = params["width"], params["height"]
-    else:
-        width, height = (extent[0] or 0) + 1, (extent[1] or 0) + 1
+    width, height = grid_size(layer, _json(run.get("parameters")), extent)
     ids = [c[0] for c in cells]
     xs = [int(c[1]) for c in cells]
     ys = [int(c[2]) for c in cells]
@@ -123,12 +117,12 @@ def grid_step(root: Path, study: StudyFile | None, run_id: str, state: str, step
             counts[c[3]] = counts.get(c[3], 0) + 1
         out["counts"] = counts
     if layer is not None:
-        name, steps, values, version = layer
-        k = steps.index(step) if step in steps else None
-        out["layer"] = {"name": name, "range": [float(values.min()), float(values.max())],
+        k = layer.steps.index(step) if step in layer.steps else None
+        values = layer.values
+        out["layer"] = {"name": layer.name, "range": [float(values.min()), float(values.max())],
                         "values": None if k is None else values[k].ravel().tolist(),
                         "total": None if k is None else float(values[k].sum()),
-                        "version": version}     # whose code drew it: the run's version (None: the study's as it is)
+                        "version": layer.version}   # whose code drew it: the run's version (None: the study's as it is)
     return out
 
 
@@ -153,54 +147,26 @@ def _facts_of(con, run_id: str, state: str, study: StudyFile | None) -> tuple[st
     return kind, colouring, states.grid_extent(con, run_id), queries.population_size(con, run_id)
 
 
-def _layer(root: Path, con, run: dict[str, Any], last: int, n_agents: int) -> tuple[tuple | None, str]:
-    """The environment's ``grid_layer`` of a finished run, ``(name, steps, values[step, y, x], version)``, drawn
-    with the run's own version's code (``desim.report.grid.layer_hook``), computed once and kept, with a note
-    when there is one; ``(None, note)`` when the study draws none, the run is too long, its code cannot be had,
-    or the hook fails."""
-    config = _json(run.get("config"))
-    ref = ((config.get("environment") or {}).get("provider") or {}).get("ref")
-    if not ref:
-        return None, ""
+def _layer(root: Path, con, run: dict[str, Any], last: int, n_agents: int) -> tuple[Layer | None, str]:
+    """The layer of a finished run (``desim.report.grid.study_layer``), computed once and kept, with its note;
+    ``(None, note)`` when the study draws none, its code cannot be had, the hook fails, or the run is too long
+    to replay here (over ``LAYER_MAX_VALUES`` agent-steps: the dashboard's own cap)."""
     key = (str(StudyLayout(root).db), run["run_id"], last)
     with _layers_lock:
         if key in _layers:
             _layers.move_to_end(key)
             return _layers[key]
-    hook, version, shown_as, note = layer_hook(root, con, run, ref)
-    if hook is None:
-        return None, note
-    if n_agents * (last + 1) > LAYER_MAX_VALUES:
-        return None, (f"{ref.split(':')[-1]}'s layer is not drawn here for a run of {n_agents:,} agents x "
-                      f"{last + 1:,} steps (over {LAYER_MAX_VALUES:,} agent-steps to replay); "
-                      f"`desim viz grid` draws it")
-    cache: dict[str, tuple] = {}
 
-    def read(name: str) -> tuple[list[int], np.ndarray]:
-        if name not in cache:
-            steps, rows = states.typed_frames(con, run["run_id"], name)
-            cache[name] = (steps, _typed(rows))
-        return cache[name]
+    def too_long(ref: str) -> str:
+        if n_agents * (last + 1) <= LAYER_MAX_VALUES:
+            return ""
+        return (f"{ref.split(':')[-1]}'s layer is not drawn here for a run of {n_agents:,} agents x "
+                f"{last + 1:,} steps (over {LAYER_MAX_VALUES:,} agent-steps to replay); `desim viz grid` draws it")
 
-    try:
-        name, steps, values = hook(read, _json(run.get("parameters")))
-        layer = (str(name), [int(s) for s in steps], np.asarray(values, dtype=float), version)
-    except Exception as e:  # noqa: BLE001 - a study's hook failing costs the layer, not the grid
-        failed = shown_as(f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}")
-        return None, f"{failed}; {note}" if note else failed
-    with _layers_lock:
-        _layers[key] = (layer, note)
-        while len(_layers) > LAYERS_KEPT:
-            _layers.popitem(last=False)
+    layer, note = study_layer(root, con, run, layer_reader(con, run["run_id"]), declined=too_long)
+    if layer is not None:
+        with _layers_lock:
+            _layers[key] = (layer, note)
+            while len(_layers) > LAYERS_KEPT:
+                _layers.popitem(last=False)
     return layer, note
-
-
-def _typed(rows: list[list[Any]]) -> np.ndarray:
-    """Values per step and agent as the ``grid_layer`` contract gives them: booleans as ``bool``, numbers as
-    ``float`` (NaN for none), anything else as text."""
-    flat = [v for row in rows for v in row if v is not None]
-    if flat and all(isinstance(v, bool) for v in flat):
-        return np.array([[bool(v) for v in row] for row in rows], dtype=bool)
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flat):
-        return np.array([[np.nan if v is None else float(v) for v in row] for row in rows], dtype=float)
-    return np.array([["null" if v is None else str(v) for v in row] for row in rows], dtype=object)

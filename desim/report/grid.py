@@ -2,9 +2,9 @@
 
 The convention (documented in the README): a study is *positioned* when its
 agents' state has integer cell fields ``x`` and ``y`` (0-based, one agent per
-cell). The grid is ``width`` x ``height`` cells, from the run's parameters of
-those names when present, else the layer's shape, else the largest coordinate
-seen plus one. Agents whose state says ``alive: false`` are not drawn (their
+cell). The grid is ``width`` x ``height`` cells (:func:`grid_size`): the layer's
+shape when the study draws one, else the run's parameters of those names, else
+the largest coordinate seen plus one. Agents whose state says ``alive: false`` are not drawn (their
 rows stay in the panel). A field with at most ``MAX_CATEGORIES`` distinct
 values (strings, booleans, small integers such as Schelling's ``type``) is
 drawn by category, any other number on a ramp.
@@ -18,7 +18,9 @@ stored panel, so it needs nothing the store does not hold. It is drawn with the
 code and data files the run's own version ran with (:func:`layer_hook`, from
 ``desim.store.version_files``), not the study's as they are now: an older
 version's run, or a run before ``model.py`` or a data file was edited, is drawn
-as it ran. The dashboard's grid draws its layer the same way.
+as it ran. The dashboard's grid draws its layer with the same functions
+(:func:`layer_reader`, :func:`study_layer`) and sizes its grid with :func:`grid_size`:
+the rules are written here once, the dashboard keeps only its cache and its size cap.
 
 Three plain functions: :func:`grid_payload` (the frames as plain data, for a
 notebook or the dashboard), :func:`grid_player` (``grid_<state>.html``, an
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import matplotlib
 
@@ -66,17 +68,30 @@ def read_states(con, run_id: str, field: str) -> tuple[list[int], list[str], lis
     return [r[0] for r in rows], rows[0][2], [r[1] for r in rows]
 
 
-def _typed(values: list[list[Any]]) -> np.ndarray:
-    """Values (as text) as booleans or numbers when they all are, else as text. Missing values are
-    ``False``, ``nan`` or ``"null"``."""
-    flat = [v for row in values for v in row if v is not None]
-    if flat and all(v in ("true", "false") for v in flat):
-        return np.array([[v == "true" for v in row] for row in values], dtype=bool)
-    try:
-        [float(v) for v in flat]
-        return np.array([[np.nan if v is None else float(v) for v in row] for row in values])
-    except ValueError:
-        return np.array([["null" if v is None else str(v) for v in row] for row in values], dtype=object)
+def typed_values(rows: list[list[Any]]) -> np.ndarray:
+    """Values per step and agent (as DuckDB types them) as the ``grid_layer`` contract gives them: booleans as
+    ``bool`` (none: ``False``), numbers as ``float`` (none: NaN), anything else as text (none: ``"null"``)."""
+    flat = [v for row in rows for v in row if v is not None]
+    if flat and all(isinstance(v, bool) for v in flat):
+        return np.array([[bool(v) for v in row] for row in rows], dtype=bool)
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flat):
+        return np.array([[np.nan if v is None else float(v) for v in row] for row in rows], dtype=float)
+    return np.array([["null" if v is None else str(v) for v in row] for row in rows], dtype=object)
+
+
+def layer_reader(con, run_id: str) -> Callable[[str], tuple[list[int], np.ndarray]]:
+    """The ``read(field)`` a study's ``grid_layer`` is handed: ``(steps, values[step, agent])`` of every agent
+    (dead ones too: a layer replays what every agent did), agents in id order, typed by :func:`typed_values`.
+    Each field is read once and kept, since the grid reads ``x`` and ``y`` too. A field the run does not have
+    is a DuckDB error, which costs the layer with a note (:func:`study_layer`), not the grid."""
+    cache: dict[str, tuple[list[int], np.ndarray]] = {}
+
+    def read(field: str) -> tuple[list[int], np.ndarray]:
+        if field not in cache:
+            steps, rows = states.typed_frames(con, run_id, field)
+            cache[field] = (steps, typed_values(rows))
+        return cache[field]
+    return read
 
 
 def is_positioned(con, run_id: str) -> bool:
@@ -120,25 +135,53 @@ def layer_hook(root: Path, con, run: dict[str, Any], ref: str) -> tuple[Callable
     return hook, version, shown_as, (note if hook is not None else "")
 
 
-def _layer(study_root: Path, con, run: dict, read: Callable) -> tuple[tuple | None, str]:
-    """The environment's ``grid_layer``, if it has one, drawn with the run's own version's code
-    (:func:`layer_hook`): ``((name, steps, values, version), note)``; a note when it could not be drawn or
-    was drawn without a file."""
-    config = parsed(run["config"], {})
-    ref = config.get("environment", {}).get("provider", {}).get("ref")
+class Layer(NamedTuple):
+    """What a study's ``grid_layer`` drew: its name, the steps it covers, ``values[step, y, x]``, and whose code
+    drew it (the run's version id; None: the study's code as it is now)."""
+    name: str
+    steps: list[int]
+    values: np.ndarray
+    version: str | None
+
+
+def study_layer(root: Path, con, run: dict[str, Any], read: Callable,
+                declined: Callable[[str], str] | None = None) -> tuple[Layer | None, str]:
+    """The run's layer drawn by its environment's ``grid_layer`` with the run's own version's code
+    (:func:`layer_hook`), and a note when it could not be drawn or was drawn without a file; ``(None, "")``
+    when the environment draws none. The report's grid and the dashboard's both draw their layer here.
+
+    ``declined(ref)`` is a caller's reason not to replay the layer (the dashboard's cap on a long run), asked
+    only once the study is known to draw one: a note to give instead, or ``""`` to draw it. A run whose
+    recorded configuration has no environment ref (``null`` anywhere on the way) has no layer."""
+    config = parsed(run.get("config"), {})
+    ref = ((config.get("environment") or {}).get("provider") or {}).get("ref")
     if not ref:
         return None, ""
-    hook, version, shown_as, note = layer_hook(Path(study_root), con, run, ref)
+    hook, version, shown_as, note = layer_hook(Path(root), con, run, ref)
     if hook is None:
         return None, note
+    refused = declined(ref) if declined else ""
+    if refused:
+        return None, refused
     try:
-        params = run.get("parameters") or {}
-        params = parsed(params)
-        name, steps, values = hook(read, params)
-        return (str(name), [int(s) for s in steps], np.asarray(values, dtype=float), version), note
-    except Exception as e:  # a study's hook failing costs the layer, not the picture
+        name, steps, values = hook(read, parsed(run.get("parameters"), {}))
+        return Layer(str(name), [int(s) for s in steps], np.asarray(values, dtype=float), version), note
+    except Exception as e:  # noqa: BLE001 - a study's hook failing costs the layer, not the grid
         failed = shown_as(f"the layer of {ref} could not be drawn: {type(e).__name__}: {e}")
         return None, f"{failed}; {note}" if note else failed
+
+
+def grid_size(layer: Layer | None, parameters: dict[str, Any],
+              largest: tuple[int | None, int | None]) -> tuple[int, int]:
+    """``(width, height)`` of a positioned run's grid: the layer's shape when the study draws one (its cells are
+    the grid), else the run's integer parameters ``width`` and ``height``, else the ``largest`` ``x`` and
+    ``y`` any agent has, plus one (None: no position, one cell)."""
+    if layer is not None:
+        height, width = layer.values.shape[1:]
+        return int(width), int(height)
+    if isinstance(parameters.get("width"), int) and isinstance(parameters.get("height"), int):
+        return parameters["width"], parameters["height"]
+    return (largest[0] or 0) + 1, (largest[1] or 0) + 1
 
 
 def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) -> dict[str, Any]:
@@ -149,31 +192,19 @@ def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) 
         if not is_positioned(con, rid):
             raise ReportError(f"run {rid}: the agents' state has no numeric 'x' and 'y' fields, "
                               "so there is no grid to draw")
-        cache: dict[str, tuple] = {}
-
-        def read(field: str):
-            if field not in cache:
-                steps, _, values = read_states(con, rid, field)
-                cache[field] = (steps, _typed(values))
-            return cache[field]
-
-        steps, ids, _ = read_states(con, rid, "x")
-        xs, ys = read("x")[1], read("y")[1]
-        data.field_kind(con, rid, state)      # refuses a field the panel does not have
-        colour = read(state)[1]
-        if colour.dtype == bool:
-            colour = np.where(colour, "true", "false").astype(object)
+        kind = data.field_kind(con, rid, state)      # refuses a field the panel does not have
+        steps, ids, alive = read_states(con, rid, states.ALIVE)
+        read = layer_reader(con, rid)
+        xs, ys = read(states.X)[1], read(states.Y)[1]
+        if kind == "numeric":
+            colour = read(state)[1]
+        else:       # text and booleans as the panel's text, as the dashboard's grid names them (none: "null")
+            colour = np.array([["null" if v is None else v for v in row] for row in read_states(con, rid, state)[2]],
+                              dtype=object)
         # the store's rule (desim.store.states): an agent is dead where its alive is false; null is not dead
-        hidden = np.array([[v == "false" for v in row] for row in read_states(con, rid, states.ALIVE)[2]], bool)
-        layer, note = _layer(Path(study_root), con, run, read)
-    params = run.get("parameters") or {}
-    params = parsed(params)
-    if layer is not None:
-        height, width = layer[2].shape[1:]
-    elif isinstance(params.get("width"), int) and isinstance(params.get("height"), int):
-        width, height = params["width"], params["height"]
-    else:
-        width, height = int(np.nanmax(xs)) + 1, int(np.nanmax(ys)) + 1
+        hidden = np.array([[v == "false" for v in row] for row in alive], bool)
+        layer, note = study_layer(Path(study_root), con, run, read)
+    width, height = grid_size(layer, parsed(run.get("parameters"), {}), (int(np.nanmax(xs)), int(np.nanmax(ys))))
     # categories and ranges of the agents drawn, not of the dead
     colour = np.where(hidden, None, colour) if colour.dtype == object else np.where(hidden, np.nan, colour)
     colouring, codes = _encode(colour, ON_LAYER if layer is not None else PALETTE)
@@ -210,7 +241,7 @@ def grid_payload(study_root: str | Path, state: str, run_id: str | None = None) 
                "width": width, "height": height, "n_agents": len(ids), "note": note, **colouring,
                "frames": frames, "layer": None}
     if layer is not None:       # with whose code drew it: the run's version (None: the study's as it is)
-        payload["layer"] = {**_encode_layer(*layer[:3], steps), "version": layer[3]}
+        payload["layer"] = {**_encode_layer(layer.name, layer.steps, layer.values, steps), "version": layer.version}
     return payload
 
 
