@@ -15,9 +15,11 @@ Read this file top to bottom to know what a run does. For ``t = 1..n_steps``
    are captured, and the collector process hands them to the sink.
 
 Rounds take no simulated time. Other SimPy processes of the study share the
-clock and run between steps; a step starts only after everything else
-scheduled for that instant has run (it is scheduled with a lower priority),
-so a change made "at t = 2.0" is visible to step 2's observations.
+clock and run between steps; a step, and each of its rounds, starts only after
+everything else scheduled for that instant has run (it is scheduled with a
+lower priority), so a change made "at t = 2.0" is visible to step 2's
+observations, and what a process does on news from ``advance_to`` (however
+many zero-time hops it takes) is there for round 0: no round sees new input.
 
 The engine never touches the message bus (it only passes ``round_idx`` down)
 and never the store: the *source* says who decides (``desim.run.sources``: the
@@ -42,8 +44,10 @@ from desim.study.failures import call, tag_agent
 LATE = NORMAL + 1
 
 
-class StepTick(Event):
-    """A timeout scheduled after every other event of the same instant."""
+class Settled(Event):
+    """A timeout scheduled after every other event of the same instant: a step, and each of its rounds,
+    begins only once what else happens at that instant has run, zero-time chains included (a process
+    that wakes on what ``advance_to`` or the last round's ``apply`` did, and hands it on)."""
 
     def __init__(self, env: simpy.Environment, delay: float):
         super().__init__(env)
@@ -122,7 +126,7 @@ class Engine:
         for t in range(1, self.run_.n_steps + 1):
             if self.ctx.end_reason is not None:     # the study said its process is over (end_run, stop_when)
                 break
-            yield StepTick(self.sim, t - self.sim.now)
+            yield Settled(self.sim, t - self.sim.now)
             self.ctx.step = t
             events = self._advance(t)
             stored = self.source.stored(t)
@@ -207,7 +211,7 @@ class Engine:
     def _open_round(self):
         if not self._agents:            # agent_processes: false -- everyone not on an errand takes part
             if self.sim.peek() == self.sim.now:     # what else happens at this instant runs first (an errand
-                yield self.sim.timeout(0)           # given in the last round begins), as at the gate below
+                yield Settled(self.sim, 0)          # given in the last round begins), as at the gate below
             if not self._busy:
                 return self._positions
             busy = {self.ctx.index[a] for a in self._busy}
@@ -216,7 +220,7 @@ class Engine:
         # by what else happens at this instant before the round starts (an errand given in the last
         # round begins). One back from an errand in that moment waits for the next round.
         waiting_off, self._left = set(self._off_gate), set()
-        yield self.sim.timeout(0)
+        yield Settled(self.sim, 0)
         gone = waiting_off | self._left
         if not gone:
             return self._positions
