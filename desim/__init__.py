@@ -14,7 +14,7 @@ What a study author needs, from the top::
 * a study and its runs: ``Study``, ``load_study``, ``run_study``, ``RunResult``; reading them back:
   ``open``, ``StudyData``;
 * stopping and failing: ``StopRun``, ``DesimError`` (the root of every desim error), ``RunFailed``,
-  ``StudyConfigError``.
+  ``StudyConfigError``; a model refusing its parameters: ``check_parameters``, ``bad_parameter``.
 
 Experiments are one namespace down, in ``desim.experiments``: ``branch``, ``resume``, ``effect`` and
 ``effect_table``, ``compare``; ``desim.branch(...)`` and the other calls documented before still work.
@@ -41,6 +41,8 @@ _WHERE = {
     # errors
     "DesimError": "desim.errors", "RunFailed": "desim.errors", "StopRun": "desim.errors",
     "StudyConfigError": "desim.errors",
+    # a model's parameters it cannot use, named where the user sets them
+    "bad_parameter": "desim.study.params", "check_parameters": "desim.study.params",
 }
 __all__ = sorted(_WHERE)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from desim.errors import StudyConfigError
-from desim.versions import code_files
+from desim.versions import SIMULATION_FILE, code_files
 
 REFERENCE = re.compile(r"^\$([A-Za-z_]\w*)$")    # a whole string "$name", nothing else
 
@@ -83,6 +83,21 @@ def substitute_interaction(population: Any, params: dict[str, Any], path: Path) 
         if name in interaction:
             interaction[name] = substitute_parameters(interaction[name], params, path, f"interaction.{name}")
     return {**population, "interaction": interaction}
+
+
+def bad_parameter(study: str, name: str, message: str) -> StudyConfigError:
+    """The error a model raises for a parameter it cannot use, named where the user sets it (``--set
+    name=...`` or ``simulation.json``'s ``parameters``): ``simulation/simulation.json:
+    parameters.<name>: <study>: <message>``."""
+    return StudyConfigError(SIMULATION_FILE, [(f"parameters.{name}", f"{study}: {message}")])
+
+
+def check_parameters(study: str, checks: list[tuple[str, bool, str]]) -> None:
+    """Raise one :func:`bad_parameter` error naming every ``(name, ok, message)`` whose check failed,
+    so a user fixes them all at once rather than one run at a time."""
+    problems = [(f"parameters.{name}", f"{study}: {message}") for name, ok, message in checks if not ok]
+    if problems:
+        raise StudyConfigError(SIMULATION_FILE, problems)
 
 
 def parameter_uses(files: dict[str, Any]) -> dict[str, list[str]]:

@@ -35,18 +35,10 @@ import numpy as np
 import simpy
 
 from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, MetricCollector,
-                   NeighborFeed, Observation, Persona, PopulationProvider, StudyConfigError, neighbors_fn)
+                   NeighborFeed, Observation, Persona, PopulationProvider, check_parameters, neighbors_fn)
 
 OPTIONS = ("canteen", "delivery", "cook")
 DAYS_PER_MONTH = 30
-
-
-def refuse(checks: list[tuple[str, bool, str]]) -> None:
-    """Raise one StudyConfigError naming every parameter whose check failed (``--set name=...`` or
-    simulation.json's ``parameters``)."""
-    problems = [(f"parameters.{name}", f"dorm_deliberation: {message}") for name, ok, message in checks if not ok]
-    if problems:
-        raise StudyConfigError("simulation/simulation.json", problems)
 
 
 # --- population ------------------------------------------------------------------
@@ -56,7 +48,7 @@ class Students(PopulationProvider):
 
     def __init__(self, n: int = 150, dorm_size: int = 6):
         self.n, self.dorm_size = int(n), int(dorm_size)
-        refuse([("n_students", self.n >= 1, f"must be at least 1 (got {self.n})"),
+        check_parameters("dorm_deliberation", [("n_students", self.n >= 1, f"must be at least 1 (got {self.n})"),
                 ("dorm_size", self.dorm_size >= 1, f"must be at least 1 (got {self.dorm_size})")])
 
     def personas(self, rng):
@@ -148,7 +140,7 @@ class DormEnvironment(EnvironmentProvider):
     def __init__(self, lunch_days: int = 10, lunch_window_minutes: float = 40.0):
         self.lunch_days = int(lunch_days)
         self.lunch_window = float(lunch_window_minutes)
-        refuse([("lunch_days", 1 <= self.lunch_days <= 28, f"must be in 1..28 (got {self.lunch_days})")])
+        check_parameters("dorm_deliberation", [("lunch_days", 1 <= self.lunch_days <= 28, f"must be in 1..28 (got {self.lunch_days})")])
 
     def reset(self, seed):
         ctx = self.ctx
@@ -168,7 +160,7 @@ class DormEnvironment(EnvironmentProvider):
         # the canteen's layers as the study sets them (from the parameters of the same names), checked before
         # the first month rather than when the first diners queue
         servers, service = iv.value("canteen_servers"), float(iv.value("service_minutes"))
-        refuse([("canteen_servers", servers >= 1,
+        check_parameters("dorm_deliberation", [("canteen_servers", servers >= 1,
                  f"the canteen's servers (layer canteen_servers), must be at least 1 (got {servers:g})"),
                 ("service_minutes", 0.0 <= service < math.inf,
                  f"the mean service time (layer service_minutes), must be 0 or more (got {service:g})")])
@@ -305,7 +297,7 @@ class RuleDeliberation(DecisionModel):
 
     def __init__(self, habit: float = 0.6, noise: float = 1.0):
         self.habit, self.noise = float(habit), float(noise)
-        refuse([("habit", math.isfinite(self.habit), f"must be a finite number (got {self.habit:g})"),
+        check_parameters("dorm_deliberation", [("habit", math.isfinite(self.habit), f"must be a finite number (got {self.habit:g})"),
                 ("noise", 0.0 <= self.noise < math.inf,
                  f"the scale of the taste shocks, must be 0 or more (got {self.noise:g})")])
 

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import simpy
 
-from desim import StudyConfigError
+from desim import check_parameters
 from desim.diffusion import NetworkState, Prevalence
 
 
@@ -32,13 +32,11 @@ class TestedNetwork(NetworkState):
     def __init__(self, capacity: int = 5, turnaround_hours: float = 12.0, seek: float = 0.5, **args):
         super().__init__(**args)
         self.capacity, self.turnaround_hours, self.seek = int(capacity), float(turnaround_hours), float(seek)
-        problems = [(f"parameters.{name}", f"epidemic_testing: {message}") for name, ok, message in [
+        check_parameters("epidemic_testing", [
             ("capacity", self.capacity >= 1, f"the lab's tests at a time, must be at least 1 (got {self.capacity})"),
             ("turnaround_hours", 0.0 <= self.turnaround_hours < math.inf,
              f"must be 0 or more (got {self.turnaround_hours:g})"),
-            ("seek", 0.0 <= self.seek <= 1.0, f"a probability, must be in [0, 1] (got {self.seek:g})")] if not ok]
-        if problems:
-            raise StudyConfigError("simulation/simulation.json", problems)
+            ("seek", 0.0 <= self.seek <= 1.0, f"a probability, must be in [0, 1] (got {self.seek:g})")])
 
     def reset(self, seed):
         super().reset(seed)

@@ -30,7 +30,7 @@ that position is within their confidence bound widened by half.
 from __future__ import annotations
 
 from desim import (Action, EnvironmentProvider, InMemoryMessageBus, MetricCollector, NeighborFeed,
-                   Observation, Persona, PopulationProvider, DecisionModel, StudyConfigError, neighbors_fn)
+                   Observation, Persona, PopulationProvider, DecisionModel, bad_parameter, check_parameters, neighbors_fn)
 
 
 RULES = ("hegselmann_krause", "deffuant")
@@ -40,8 +40,7 @@ class Population(PopulationProvider):
     def __init__(self, n: int = 500):
         self.n = int(n)
         if self.n < 1:
-            raise StudyConfigError("simulation/simulation.json", [
-                ("parameters.n_agents", f"opinion_diffusion: must be at least 1 (got {self.n})")])
+            raise bad_parameter("opinion_diffusion", "n_agents", f"must be at least 1 (got {self.n})")
 
     def personas(self, rng):
         width = len(str(self.n - 1))
@@ -92,16 +91,14 @@ class BoundedConfidence(DecisionModel):
                  rule: str = "hegselmann_krause", encounters: float = 1.0):
         self.epsilon, self.mu, self.campaign_weight = float(epsilon), float(mu), float(campaign_weight)
         self.rule, self.encounters = str(rule), float(encounters)
-        problems = [(f"parameters.{name}", f"opinion_diffusion: {message}") for name, ok, message in [
+        check_parameters("opinion_diffusion", [
             ("rule", self.rule in RULES, f"must be one of {', '.join(RULES)} (got '{self.rule}')"),
             ("encounters", self.encounters >= 0, f"must be 0 or more (got {self.encounters})"),
             ("epsilon", self.epsilon >= 0, f"must be 0 or more (got {self.epsilon})"),
             # a step of mu (or campaign_weight * trust) towards another opinion in [0, 1] stays in [0, 1]
             ("mu", 0 <= self.mu <= 1, f"must be between 0 and 1 (got {self.mu})"),
             ("campaign_weight", 0 <= self.campaign_weight <= 1,
-             f"must be between 0 and 1 (got {self.campaign_weight})")] if not ok]
-        if problems:
-            raise StudyConfigError("simulation/simulation.json", problems)
+             f"must be between 0 and 1 (got {self.campaign_weight})")])
 
     def decide_batch(self, observations, memories):
         if self.rule == "deffuant":

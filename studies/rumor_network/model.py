@@ -50,23 +50,15 @@ reproduces the parent exactly up to its fork.
 from __future__ import annotations
 
 from desim import (Action, DecisionModel, EnvironmentProvider, InMemoryMessageBus, Message, MetricCollector,
-                   NeighborFeed, Observation, Persona, PopulationProvider, StudyConfigError, neighbors_fn)
+                   NeighborFeed, Observation, Persona, PopulationProvider, check_parameters, neighbors_fn)
 
 IGNORANT, SPREADER, STIFLER = "ignorant", "spreader", "stifler"
 CORRECTION_CHANNEL = "official"
 TRANSMISSIONS = ("contagion", "maki_thompson")
 
 
-def refuse(checks: list[tuple[str, bool, str]]) -> None:
-    """Raise one StudyConfigError naming every parameter whose check failed (``--set name=...`` or
-    simulation.json's ``parameters``)."""
-    problems = [(f"parameters.{name}", f"rumor_network: {message}") for name, ok, message in checks if not ok]
-    if problems:
-        raise StudyConfigError("simulation/simulation.json", problems)
-
-
 def check_transmission(transmission: str) -> str:
-    refuse([("transmission", transmission in TRANSMISSIONS,
+    check_parameters("rumor_network", [("transmission", transmission in TRANSMISSIONS,
              f"must be one of {', '.join(TRANSMISSIONS)} (got '{transmission}')")])
     return transmission
 
@@ -78,7 +70,7 @@ def probability(name: str, value: float) -> tuple[str, bool, str]:
 class Population(PopulationProvider):
     def __init__(self, n: int = 1000):
         self.n = int(n)
-        refuse([("n_agents", self.n >= 1, f"must be at least 1 (got {self.n})")])
+        check_parameters("rumor_network", [("n_agents", self.n >= 1, f"must be at least 1 (got {self.n})")])
 
     def personas(self, rng):
         width = len(str(self.n - 1))
@@ -91,11 +83,11 @@ class RumorEnvironment(EnvironmentProvider):
     def __init__(self, n_seeds: int = 5, transmission: str = "contagion"):
         self.n_seeds = int(n_seeds)
         self.transmission = check_transmission(transmission)
-        refuse([("n_seeds", self.n_seeds >= 1, f"must be at least 1 (got {self.n_seeds})")])
+        check_parameters("rumor_network", [("n_seeds", self.n_seeds >= 1, f"must be at least 1 (got {self.n_seeds})")])
 
     def reset(self, seed):
         ctx = self.ctx
-        refuse([("n_seeds", self.n_seeds <= len(ctx.agent_ids),
+        check_parameters("rumor_network", [("n_seeds", self.n_seeds <= len(ctx.agent_ids),
                  f"must be at most the number of agents, {len(ctx.agent_ids)} (got {self.n_seeds})")])
         self.neighbors = neighbors_fn(ctx.graph)
         self.state = {a: IGNORANT for a in ctx.agent_ids}
@@ -196,7 +188,7 @@ class RumorRule(DecisionModel):
         self.p_believe, self.p_stop = float(p_believe), float(p_stop)
         self.correction_stop, self.correction_doubt = float(correction_stop), float(correction_doubt)
         self.transmission = check_transmission(transmission)
-        refuse([probability("p_believe", self.p_believe), probability("p_stop", self.p_stop),
+        check_parameters("rumor_network", [probability("p_believe", self.p_believe), probability("p_stop", self.p_stop),
                 probability("correction_stop", self.correction_stop),
                 probability("correction_doubt", self.correction_doubt)])
 

@@ -38,15 +38,10 @@ import math
 import numpy as np
 
 from desim import (ActionColumns, DecisionModel, EnvironmentProvider, MetricCollector, Persona, PopulationProvider,
-                   StudyConfigError)
+                   bad_parameter)
 
 RULES = ("classic", "netlogo")
 EMPTY = -1
-
-
-def bad_parameter(name: str, message: str) -> StudyConfigError:
-    """A bad study parameter, named where the user sets it (``--set name=...`` or simulation.json)."""
-    return StudyConfigError("simulation/simulation.json", [(f"parameters.{name}", f"schelling: {message}")])
 
 
 def is_happy(same: np.ndarray, occupied: np.ndarray, homophily: float, rule: str) -> np.ndarray:
@@ -87,12 +82,12 @@ class Residents(PopulationProvider):
         self.density, self.minority_share = float(density), float(minority_share)
         cells = self.width * self.height
         if self.width < 3 or self.height < 3:
-            raise bad_parameter("width", f"the grid must be at least 3x3 (got {self.width}x{self.height})")
+            raise bad_parameter("schelling", "width", f"the grid must be at least 3x3 (got {self.width}x{self.height})")
         if not 0 < round(self.density * cells) < cells:
-            raise bad_parameter("density", f"density {self.density} leaves no agent or no empty cell "
+            raise bad_parameter("schelling", "density", f"density {self.density} leaves no agent or no empty cell "
                                            f"on a {self.width}x{self.height} grid")
         if not 0.0 <= self.minority_share <= 1.0:
-            raise bad_parameter("minority_share", f"must be in [0, 1] (got {self.minority_share})")
+            raise bad_parameter("schelling", "minority_share", f"must be in [0, 1] (got {self.minority_share})")
 
     def personas(self, rng):
         cells = self.width * self.height
@@ -114,9 +109,9 @@ class Grid(EnvironmentProvider):
         self.width, self.height, self.torus = int(width), int(height), bool(torus)
         self.homophily, self.rule = float(homophily), str(rule)
         if self.rule not in RULES:
-            raise bad_parameter("rule", f"rule must be one of {RULES} (got '{self.rule}')")
+            raise bad_parameter("schelling", "rule", f"rule must be one of {RULES} (got '{self.rule}')")
         if self.rule == "netlogo" and not self.torus:
-            raise bad_parameter("torus", "rule 'netlogo' walks on a torus; set torus=true")
+            raise bad_parameter("schelling", "torus", "rule 'netlogo' walks on a torus; set torus=true")
 
     def reset(self, seed):
         attrs = [p.attributes for p in self.ctx.personas]
@@ -173,11 +168,11 @@ class Relocation(DecisionModel):
     def __init__(self, homophily: float = 0.4, rule: str = "classic", max_jump: float = 10.0):
         self.homophily, self.rule, self.max_jump = float(homophily), str(rule), float(max_jump)
         if not 0.0 <= self.homophily <= 1.0:
-            raise bad_parameter("homophily", f"must be in [0, 1] (got {self.homophily})")
+            raise bad_parameter("schelling", "homophily", f"must be in [0, 1] (got {self.homophily})")
         if self.rule not in RULES:
-            raise bad_parameter("rule", f"rule must be one of {RULES} (got '{self.rule}')")
+            raise bad_parameter("schelling", "rule", f"rule must be one of {RULES} (got '{self.rule}')")
         if not 0.0 < self.max_jump < math.inf:   # a jump is drawn from [0, max_jump)
-            raise bad_parameter("max_jump", f"must be a number above 0 (got {self.max_jump:g})")
+            raise bad_parameter("schelling", "max_jump", f"must be a number above 0 (got {self.max_jump:g})")
 
     def decide_columns(self, obs, idx, t, round_idx):
         grid = obs["grid"]
@@ -220,16 +215,12 @@ class Relocation(DecisionModel):
         """NetLogo's ``find-new-spot``: turn a random heading, walk ``[0, max_jump)``, repeat until free."""
         height, width = grid.shape
         free = bytearray((grid.ravel() == EMPTY).tobytes())
-        draws = iter(())
         dest = []
         for s in src:
             px, py = float(s % width), float(s // width)
             while True:
-                pair = next(draws, None)
-                if pair is None:
-                    draws = iter(rng.random((1024, 2)).tolist())
-                    pair = next(draws)
-                heading, dist = pair[0] * 2 * math.pi, pair[1] * self.max_jump
+                u_heading, u_dist = rng.random(2).tolist()
+                heading, dist = u_heading * 2 * math.pi, u_dist * self.max_jump
                 px, py = px + dist * math.sin(heading), py + dist * math.cos(heading)
                 cell = (math.floor(py + 0.5) % height) * width + math.floor(px + 0.5) % width
                 if cell == s or free[cell]:

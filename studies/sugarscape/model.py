@@ -38,16 +38,11 @@ from pathlib import Path
 import numpy as np
 
 from desim import (ActionColumns, DecisionModel, EnvironmentProvider, MetricCollector, Persona, PopulationProvider,
-                   StudyConfigError)
+                   bad_parameter, check_parameters)
 
 HERE = Path(__file__).resolve().parent
 CANONICAL_MAP = "sugar-map.txt"
 GENERATED_MAP = "two_peaks"
-
-
-def bad_parameter(name: str, message: str) -> StudyConfigError:
-    """A bad study parameter, named where the user sets it (``--set name=...`` or simulation.json)."""
-    return StudyConfigError("simulation/simulation.json", [(f"parameters.{name}", f"sugarscape: {message}")])
 
 
 def two_peaks(size: int = 50) -> np.ndarray:
@@ -72,13 +67,13 @@ def load_map(name: str) -> np.ndarray:
         return two_peaks()
     path = Path(name) if Path(name).is_absolute() else HERE / name
     if not path.is_file():
-        raise bad_parameter("map", f"no map file {path} (give a file in the study folder, or '{GENERATED_MAP}')")
+        raise bad_parameter("sugarscape", "map", f"no map file {path} (give a file in the study folder, or '{GENERATED_MAP}')")
     try:
         capacity = np.loadtxt(path, dtype=np.float64, ndmin=2)
     except ValueError as e:
-        raise bad_parameter("map", f"{path}: not a grid of numbers ({e})") from None
+        raise bad_parameter("sugarscape", "map", f"{path}: not a grid of numbers ({e})") from None
     if capacity.size == 0 or (capacity < 0).any() or (capacity != np.round(capacity)).any():
-        raise bad_parameter("map", f"{path}: capacities must be non-negative integers")
+        raise bad_parameter("sugarscape", "map", f"{path}: capacities must be non-negative integers")
     return capacity.astype(np.int64)
 
 
@@ -120,9 +115,7 @@ class Foragers(PopulationProvider):
                    f"need 0 <= min_metabolism <= max_metabolism (got {self.metabolism[0]}, {self.metabolism[1]})"),
                   ("min_sugar", 0 < self.sugar[0] <= self.sugar[1],
                    f"need 0 < min_sugar <= max_sugar (got {self.sugar[0]}, {self.sugar[1]})")]
-        problems = [(f"parameters.{name}", f"sugarscape: {message}") for name, ok, message in checks if not ok]
-        if problems:
-            raise StudyConfigError("simulation/simulation.json", problems)
+        check_parameters("sugarscape", checks)
 
     def personas(self, rng):
         cells = rng.choice(self.width * self.height, self.n, replace=False)
@@ -143,7 +136,7 @@ class Landscape(EnvironmentProvider):
         self.capacity = load_map(map)
         self.growback = int(growback)
         if self.growback < 0:
-            raise bad_parameter("growback", f"must be 0 or more (got {self.growback})")
+            raise bad_parameter("sugarscape", "growback", f"must be 0 or more (got {self.growback})")
 
     def reset(self, seed):
         attrs = [p.attributes for p in self.ctx.personas]
