@@ -152,7 +152,10 @@ def test_old_steps_are_pruned():
         bus.post(Message(author_id="b", step=step, round=0, content=step))
     # steps 4 and 5 may still be read; 1..3 can never be seen again and are gone from memory
     assert bus.stored_steps() == [4, 5]
-    assert bus.visible_to("a", ["b"], 3, 1) == []
+    # a read that would need them is refused: by the rule it would see step 2 and 3's posts, not nothing
+    with pytest.raises(ValueError, match=r"no longer holds step 2's posts, which a read at step 3 would see: "
+                                         r"it keeps the latest step posted to \(5\) and the one before"):
+        bus.visible_to("a", ["b"], 3, 1)
     assert [m.content for m in bus.visible_to("a", ["b"], 5, 1)] == [4, 5]
     assert len(bus.drain()) == 5                                 # pruning never loses undrained messages
 

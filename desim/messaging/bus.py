@@ -201,7 +201,8 @@ class InMemoryMessageBus(MessageBus):
     then looks up each neighbour once per visible step and stops at the first message of a round
     it may not see yet, and a batch read folds or gathers the visible steps once for every
     reader of the round, without a ``Message`` per post. Steps older than the previous one of
-    the latest posted can never be seen again and are dropped.
+    the latest posted can never be seen again in a run (it reads its steps in order) and are
+    dropped; a read that would need them is refused rather than answered empty.
     """
 
     def __init__(self, carry_previous_step: bool = False):
@@ -265,7 +266,14 @@ class InMemoryMessageBus(MessageBus):
 
     # --- reading
     def _windows(self, step: int, round_idx: int) -> list[tuple[StepPosts, float]]:
-        """The rule's windows (oldest first) that hold a message, with the posts of their step."""
+        """The rule's windows (oldest first) that hold a message, with the posts of their step. A read of a
+        step whose posts were dropped is refused: an empty answer would say nobody posted."""
+        latest = self._latest_step
+        if latest is not None and step - self.carry_previous_step < latest - 1:
+            raise ValueError(f"the bus no longer holds step {step - self.carry_previous_step}'s posts, which a "
+                             f"read at step {step} would see: it keeps the latest step posted to ({latest}) and the "
+                             "one before (a run reads its steps in order, and a post is stamped with the step "
+                             "it is made in)")
         found = []
         for s, below in visible_windows(step, round_idx, self.carry_previous_step):
             posts = self._steps.get(s)
