@@ -594,7 +594,7 @@ def first_picture(browser, url: str, sid: str, views: list[str]) -> dict:
 def one_study(folder: Path, kind: str, n: int, browser) -> dict:
     """A real run of the SIR study, then: ``desim viz diffusion`` cold (no stored layout) and warm, the view
     data and each view's PNG in this process, and the dashboard's first picture cold and warm."""
-    from desim import network_views as nv
+    from desim.report import network_picture as pictures
     from desim.report import diffusion as drawing
     from desim.report.figures import png as to_png
     name = {"ba": "BA m=3", "ws": "WS k=10 p=0.1"}[kind]
@@ -607,12 +607,12 @@ def one_study(folder: Path, kind: str, n: int, browser) -> dict:
     shutil.rmtree(layouts, ignore_errors=True)
     cpu, wall, stdout, stderr = child_cpu(cli, folder)
     out.update(cli_cold_cpu_s=cpu, cli_cold_wall_s=wall, cli_progress_lines=stderr.count("\n"),
-               cli_stored=("computed and stored" in stdout) or n > nv.MAX_NODES)
+               cli_stored=("computed and stored" in stdout) or n > pictures.MAX_NODES)
     cpu, wall, stdout, _ = child_cpu(cli, folder)
-    out.update(cli_warm_cpu_s=cpu, cli_warm_wall_s=wall, cli_reused=("(reused)" in stdout) or n > nv.MAX_NODES)
+    out.update(cli_warm_cpu_s=cpu, cli_warm_wall_s=wall, cli_reused=("(reused)" in stdout) or n > pictures.MAX_NODES)
     print(f"    desim viz diffusion: {out['cli_cold_cpu_s']:.1f} s CPU cold, {cpu:.1f} s warm", file=sys.stderr,
           flush=True)
-    (pic, c, w) = timed(nv.picture, root, "state", max_nodes=10**9)
+    (pic, c, w) = timed(pictures.picture, root, "state", max_nodes=10**9)
     out.update(picture_warm_cpu_s=c, picture_warm_wall_s=w, views=list(pic["meta"]["views"]),
                suggested=pic["meta"]["suggested"], size_by=pic["meta"]["size_by"],
                communities=len(pic["communities"]["size"]),

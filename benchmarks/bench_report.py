@@ -39,7 +39,8 @@ def measure(study: str, what: str, run: str, compare: str | None) -> None:
         paths = report.write_report(study, run_id=run, compare=compare)
         size = paths["html"].stat().st_size
     else:
-        from desim.network_views import diffusion_player      # lays the network out (stored), then the report draws
+        # lays the network out (stored), then the report draws
+        from desim.report.network_picture import diffusion_player
         paths = diffusion_player(study, "opinion", run_id=run)
         size = paths["html"].stat().st_size
     print(json.dumps({"seconds": round(time.perf_counter() - t0, 2), "peak_rss_mb": round(rss_mb(), 1),

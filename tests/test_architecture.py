@@ -190,7 +190,7 @@ ALLOWED = {
     "desim.experiments": {"desim.study", "desim.messaging", "desim.run", "desim.store"},
     "desim.llm": {"desim.study", "desim.store"},
     "desim.diffusion": {"desim.study"},
-    "desim.report": {"desim.study", "desim.store", "desim.experiments"},
+    "desim.report": {"desim.study", "desim.store", "desim.experiments", "desim.layout", "desim.network_views"},
     "desim.dashboard": {"desim.study", "desim.store", "desim.experiments", "desim.report", "desim.lint",
                         "desim.layout", "desim.network_views"},
 }

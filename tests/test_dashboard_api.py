@@ -149,7 +149,7 @@ def test_network_view_data_over_every_agent(site):
     at5 = dict(sql(site["good"], "SELECT agent_id, CAST(state.opinion AS DOUBLE) FROM panel WHERE run_id=? AND step=5", [rid]))
     assert m["means"][5] == pytest.approx(sum(at5.values()) / n)
     # the positions are the network's stored layout, written on this first request
-    from desim.network_views import read_network, stored_positions
+    from desim.report.network_picture import read_network, stored_positions
     from desim.store import open_store
     files = sorted((site["good"] / "runs" / "layouts").glob("*.parquet"))
     assert files and net["network"]["layout"]["file"].startswith("runs/layouts/")

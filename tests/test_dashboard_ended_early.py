@@ -75,13 +75,13 @@ def test_the_player_s_legend_never_rounds_agents_away(site, page, tmp_path):
     """1 infectious agent of 2,500 is "<0.1 %" beside its count in the offline player (the dashboard's network
     card draws with the same script), not "0.0 %"; the 2,499 others ">99.9 %", not "100.0 %"."""
     import desim
-    from desim import network_views as nv
+    from desim.report import network_picture
     from diffusion_studies import write_study
     root = write_study(tmp_path / "one_seed", "SIR", {"beta": 0.15, "gamma": 0.2}, env={"seeds": 1}, n_steps=2,
                        population={"provider": {"ref": "desim.diffusion:Nodes", "args": {"n": 2500}},
                                    "interaction": {"kind": "barabasi_albert", "m": 2}, "propagation": "network"})
     desim.run_study(desim.load_study(root))
-    html = nv.diffusion_player(root, "state", view="communities")["html"]
+    html = network_picture.diffusion_player(root, "state", view="communities")["html"]
     page.goto(html.as_uri())
     page.wait_for_selector('#desim-net[data-drawn^="communities:0"]')
     counts = dict(page.eval_on_selector_all(".dn-legend [data-category]",

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 import desim
-from desim import network_views as nv
 from desim.cli import main
 from desim.report import ReportError, diffusion_player
 from desim.report import diffusion as drawing
+from desim.report import network_picture
 from desim.report.figures import ordered_categories
 from diffusion_studies import write_study
 from storeq import sql
@@ -73,7 +73,7 @@ def sir(tmp_path):
 
 def test_player_frames_count_what_the_panel_holds(rumor):
     root, run_id = rumor
-    paths = nv.diffusion_player(root, "rumor_state")
+    paths = network_picture.diffusion_player(root, "rumor_state")
     assert paths["html"] == root / "runs" / "reports" / run_id / "diffusion_rumor_state.html"
     d = player_data(paths["html"])
     m = d["meta"]
@@ -102,16 +102,16 @@ def test_player_frames_count_what_the_panel_holds(rumor):
 
 def test_the_layout_is_stored_once_and_reused_by_later_pictures_and_branches(rumor):
     root, run_id = rumor
-    first = nv.diffusion_player(root, "rumor_state", out_dir=root / "a")["picture"]
+    first = network_picture.diffusion_player(root, "rumor_state", out_dir=root / "a")["picture"]
     files = list((root / "runs" / "layouts").glob("*.parquet"))
     assert first["network"]["layout"]["reused"] is False and len(files) == 2     # positions and communities
     stamp = {f: f.stat().st_mtime_ns for f in files}
-    again = nv.diffusion_player(root, "rumor_state", out_dir=root / "b")["picture"]
+    again = network_picture.diffusion_player(root, "rumor_state", out_dir=root / "b")["picture"]
     assert again["network"]["layout"]["reused"] is True and again["communities"]["reused"] is True
     assert again["network"]["x"] == first["network"]["x"] and again["network"]["y"] == first["network"]["y"]
     assert {f: f.stat().st_mtime_ns for f in files} == stamp
     child = desim.branch(root, run_id, 4, note="same network, replayed to step 3")
-    branched = nv.picture(root, "rumor_state", child.run_id, views=["network"])
+    branched = network_picture.picture(root, "rumor_state", child.run_id, views=["network"])
     assert branched["network"]["layout"]["reused"] is True                        # the parent's network, its layout
     assert branched["network"]["x"] == first["network"]["x"]
     assert sorted((root / "runs" / "layouts").glob("*.parquet")) == sorted(files)
@@ -120,7 +120,7 @@ def test_the_layout_is_stored_once_and_reused_by_later_pictures_and_branches(rum
 
 def test_sizes_are_by_degree_or_constant_never_by_state(rumor, sir):
     root, run_id = sir
-    d = nv.picture(root, "state", run_id, views=["network"])
+    d = network_picture.picture(root, "state", run_id, views=["network"])
     m, radius = d["meta"], np.asarray(d["node"]["radius"])
     degree = np.bincount(np.asarray(d["network"]["edges"]), minlength=m["n_agents"])
     assert m["size_by"] == "degree"                               # a scale-free graph: hubs are sized
@@ -133,7 +133,7 @@ def test_sizes_are_by_degree_or_constant_never_by_state(rumor, sir):
     same = [i for i in range(m["n_agents"]) if degree[i] == np.median(degree)]
     assert len({radius[i] for i in same if last[i] == rare} | {radius[i] for i in same}) == 1
     ws_root, ws_run = rumor                                     # a ring lattice: every node the same size
-    ws = nv.picture(ws_root, "rumor_state", ws_run, views=["network"])
+    ws = network_picture.picture(ws_root, "rumor_state", ws_run, views=["network"])
     assert ws["meta"]["size_by"] == "constant" and set(ws["node"]["radius"]) == {1.0}
     assert "the same size" in drawing.size_key(ws["meta"], "network")
     assert "\u221d degree" in drawing.size_key(m, "network")
@@ -141,7 +141,7 @@ def test_sizes_are_by_degree_or_constant_never_by_state(rumor, sir):
 
 def test_a_state_model_says_nothing_about_posts(sir, rumor):
     root, run_id = sir
-    d = nv.picture(root, "state", run_id)
+    d = network_picture.picture(root, "state", run_id)
     assert d["meta"]["has_messages"] is False and "posters" not in d["node"]
     words = list(drawing.captions(d).values()) + [drawing.size_key(d["meta"], v) for v in drawing.VIEW_NAMES]
     for view in d["meta"]["views"]:
@@ -149,13 +149,13 @@ def test_a_state_model_says_nothing_about_posts(sir, rumor):
         words += [t.get_text() for t in fig.texts]
     assert not [w for w in words if re.search(r"\bpost|messag", w)], "a model with no messages mentions posts"
     rroot, rrun = rumor
-    r = nv.picture(rroot, "rumor_state", rrun)
+    r = network_picture.picture(rroot, "rumor_state", rrun)
     assert "posted" in drawing.captions(r)["network"]
 
 
 def test_legend_follows_the_declared_order(tmp_path):
     root, run_id = sir_study(tmp_path / "order", colors={"R": "#9e9e9e", "S": "#4c78a8", "I": "#d62728"})
-    d = nv.picture(root, "state", run_id, views=["communities"])
+    d = network_picture.picture(root, "state", run_id, views=["communities"])
     assert d["meta"]["categories"] == ["R", "S", "I"]
     assert d["meta"]["palette"] == ["#9e9e9e", "#4c78a8", "#d62728"]
     assert ordered_categories(["b", "null", "a", "c"], {"c": "#000000"}) == ["c", "a", "b", "null"]
@@ -163,7 +163,7 @@ def test_legend_follows_the_declared_order(tmp_path):
 
 def test_transmission_tree_is_who_infected_whom(sir):
     root, run_id = sir
-    d = nv.picture(root, "state", run_id, views=["tree"])
+    d = network_picture.picture(root, "state", run_id, views=["tree"])
     t, ids = d["tree"], d["node"]["ids"]
     first = {}
     for agent, step, by in sql(root, "SELECT agent_id, step, CAST(state.infected_by AS VARCHAR) FROM panel "
@@ -180,7 +180,7 @@ def test_transmission_tree_is_who_infected_whom(sir):
 
 def test_adoption_rings_are_hops_from_the_seeds(sir):
     root, run_id = sir
-    d = nv.picture(root, "state", run_id, views=["adoption"])
+    d = network_picture.picture(root, "state", run_id, views=["adoption"])
     ids = d["node"]["ids"]
     g = nx.Graph()
     g.add_nodes_from(ids)
@@ -198,7 +198,7 @@ def test_ring_labels_are_tagged_above_the_nodes_so_they_read_among_them(sir):
     label sits above the nodes on an opaque white tag, or it is lost among them."""
     import matplotlib.pyplot as plt
     root, run_id = sir
-    d = nv.picture(root, "state", run_id, views=["adoption"])
+    d = network_picture.picture(root, "state", run_id, views=["adoption"])
     fig = drawing.view_figure(d, "adoption")
     first = fig.axes[0]
     labels = [t for t in first.texts if t.get_text().isdigit() or t.get_text() == "never"]
@@ -213,7 +213,7 @@ def test_ring_labels_are_tagged_above_the_nodes_so_they_read_among_them(sir):
 
 def test_no_text_overlaps_in_the_figures_even_with_long_labels(sir):
     root, run_id = sir
-    d = nv.picture(root, "state", run_id)
+    d = network_picture.picture(root, "state", run_id)
     d["meta"]["categories"] = LONG
     d["meta"]["study"] = "a study whose name is long enough to wrap " * 3
     for view in ("network", "communities", "adoption", "tree"):
@@ -281,7 +281,7 @@ def test_cli_prints_progress_and_writes_every_view(sir, capsys, monkeypatch):
 def test_continuous_field(study_copy):
     root = study_copy("opinion_diffusion")
     run = desim.run_study(desim.load_study(root, params={"n_agents": 30}))
-    d = nv.picture(root, "opinion", run.run_id)
+    d = network_picture.picture(root, "opinion", run.run_id)
     m = d["meta"]
     assert m["kind"] == "numeric" and len(m["steps"]) == 13 and "adoption" not in m["available"]
     lo, hi = m["range"]
@@ -308,7 +308,7 @@ def test_player_runs_in_a_browser_with_the_overlay_off(rumor):
     from browser import launch
     from waits import HANG_S
     root, _ = rumor
-    html = nv.diffusion_player(root, "rumor_state")["html"]
+    html = network_picture.diffusion_player(root, "rumor_state")["html"]
     d = player_data(html)
     errors, fetched = [], []
     with sync_playwright() as p:

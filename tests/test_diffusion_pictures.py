@@ -26,7 +26,7 @@ import pytest
 
 import desim
 from desim import layout as lay
-from desim import network_views as nv
+from desim.report import network_picture
 from desim.cli import main
 from desim.commands.core import TEMPLATES, templates
 from desim.report import ReportError, write_report
@@ -97,7 +97,7 @@ def test_a_run_still_going_is_drawn_with_a_warning_and_says_where_it_was(tmp_pat
         assert "of 400" in err
         html = (out_dir / "diffusion_x.html").read_text()
         assert "was still going when this was drawn" in html
-        pic = nv.picture(root, "x", run_id)
+        pic = network_picture.picture(root, "x", run_id)
         assert pic["meta"]["run"]["status"] == "running"
         last = pic["meta"]["steps"][-1]
         drawn = texts(drawing.view_figure(pic, "network"))
@@ -116,7 +116,7 @@ def test_a_completed_run_is_drawn_without_a_warning(sir, capsys, tmp_path):
     root, run_id = sir
     assert main(["viz", "diffusion", str(root), "--state", "state", "--out", str(tmp_path)]) == 0
     assert "warning" not in capsys.readouterr().err
-    pic = nv.picture(root, "state", run_id)
+    pic = network_picture.picture(root, "state", run_id)
     assert drawing.run_note(pic["meta"]) == ""
     assert "stored so far" not in texts(drawing.view_figure(pic, "network"))
 
@@ -144,14 +144,14 @@ def test_a_state_of_agent_ids_is_refused_naming_the_count_and_the_limit(sir, cap
     root, run_id = sir
     infected = sql(root, "SELECT count(DISTINCT CAST(state.infected_by AS VARCHAR)) FROM states "
                          "WHERE run_id = ? AND state.infected_by IS NOT NULL", [run_id])[0][0]
-    assert infected > nv.MAX_CATEGORIES
+    assert infected > network_picture.MAX_CATEGORIES
     assert main(["viz", "diffusion", str(root), "--state", "infected_by", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"state field 'infected_by' has {infected:,} distinct values (most are agent ids)" in err
-    assert f"at most {nv.MAX_CATEGORIES} categories" in err and "--view tree" in err
+    assert f"at most {network_picture.MAX_CATEGORIES} categories" in err and "--view tree" in err
     assert not list(tmp_path.glob("*.png"))
     with pytest.raises(ReportError, match="distinct values"):
-        nv.picture(root, "infected_by", run_id)
+        network_picture.picture(root, "infected_by", run_id)
 
 
 # --- 7. views left out ---------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_sis_has_a_transmission_tree_whose_seeds_are_its_roots(tmp_path):
     again = sql(root, "SELECT count(DISTINCT agent_id) FROM panel WHERE run_id = ? AND action_kind = 'infect' "
                       "AND agent_id IN (SELECT unnest(?))", [run_id, seeds])[0][0]
     assert again > 0                    # a seed was infected again: its state names an infector
-    pic = nv.picture(root, "state", run_id, views=["tree"])
+    pic = network_picture.picture(root, "state", run_id, views=["tree"])
     t = pic["tree"]
     ids = pic["node"]["ids"]
     where = {ids[p]: i for i, p in enumerate(t["nodes"])}
@@ -201,7 +201,7 @@ def test_sis_has_a_transmission_tree_whose_seeds_are_its_roots(tmp_path):
 def test_the_two_level_layout_is_said_from_its_threshold_on_a_connected_piece(tmp_path, monkeypatch):
     monkeypatch.setattr(lay, "MULTILEVEL_FROM", 150)
     root, run_id = sir_study(tmp_path / "one", n=150, steps=3)            # one piece of exactly 150
-    pic = nv.picture(root, "state", run_id, views=["network"])
+    pic = network_picture.picture(root, "state", run_id, views=["network"])
     assert pic["network"]["layout"]["two_levels"] is True
     assert "in two levels" in drawing.captions(pic)["network"]
     assert "not communities" in texts(drawing.view_figure(pic, "network"))
@@ -212,7 +212,7 @@ def test_the_two_level_layout_is_said_from_its_threshold_on_a_connected_piece(tm
     write_study(root2, "SIR", {"beta": 0.15, "gamma": 0.2}, env={"seeds": 4}, n_steps=3,
                 population={"personas": personas, "interaction": {"kind": "edges", "edges": ring},
                             "propagation": "network"})
-    pic = nv.picture(root2, "state", desim.run_study(desim.load_study(root2)).run_id, views=["network"])
+    pic = network_picture.picture(root2, "state", desim.run_study(desim.load_study(root2)).run_id, views=["network"])
     assert pic["network"]["layout"]["two_levels"] is False
     assert "two levels" not in drawing.captions(pic)["network"]
 

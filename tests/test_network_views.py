@@ -17,6 +17,7 @@ import pytest
 
 from desim import layout as lay
 from desim import network_views as nv
+from desim.report import network_picture
 from waits import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,10 +270,10 @@ def test_stored_layouts_round_trip_and_bad_files_read_as_missing(tmp_path):
 
 
 def test_size_rule_by_degree_only_when_degrees_vary():
-    rule, r = nv.size_rule(np.array([4, 4, 5, 6, 4, 3]))
+    rule, r = network_picture.size_rule(np.array([4, 4, 5, 6, 4, 3]))
     assert rule == "constant" and set(r.tolist()) == {1.0}
     degrees = np.array([3, 3, 4, 3, 60, 3, 5])
-    rule, r = nv.size_rule(degrees)
+    rule, r = network_picture.size_rule(degrees)
     assert rule == "degree" and r.argmax() == 4 and r[0] == r[1] == r[3] == r[5]
 
 
@@ -280,7 +281,7 @@ def test_tree_data_lays_chains_out_in_time():
     #  0 -> 1 -> 3, 0 -> 2; 5 a second seed with 6; 4 never infected
     parent = np.array([-1, 0, 0, 1, -1, -1, 5])
     when = np.array([0, 1, 2, 3, -1, 0, 4])
-    t = nv.tree_data(parent, when, np.array([0, 5]))
+    t = network_picture.tree_data(parent, when, np.array([0, 5]))
     assert t["nodes"].tolist() == [0, 1, 2, 3, 5, 6]
     assert t["x"].tolist() == [0, 1, 2, 3, 0, 4]
     assert t["offspring"].tolist() == [2, 1, 0, 0, 1, 0]

@@ -39,8 +39,8 @@ def cmd_viz_diffusion(args) -> int:
     import sys
     import time
 
-    from desim.network_views import diffusion_player
     from desim.report import ReportError
+    from desim.report.network_picture import diffusion_player
     started = time.perf_counter()
     last = {"fraction": -1.0, "stage": ""}
 

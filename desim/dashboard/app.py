@@ -367,7 +367,7 @@ class Dashboard:
         return data.network(root, self.run_param(request), check_state_key(q.get("state")), view)
 
     def diffusion(self, request: Request) -> dict:
-        """The report's full diffusion player (``desim.network_views.diffusion_player``)."""
+        """The report's full diffusion player (``desim.report.network_picture.diffusion_player``)."""
         root = self.study_root(request)
         run_id = self.run_param(request)
         state = check_state_key(request.query_params.get("state"))
@@ -418,10 +418,10 @@ class Dashboard:
 
 
 def diffusion_player_fn() -> Callable | None:
-    """``desim.network_views.diffusion_player`` (the picture, then the report draws it) if it imports
+    """``desim.report.network_picture.diffusion_player`` (the picture, then the report draws it) if it imports
     cleanly, else None: the page then offers its own views only."""
     try:
-        from desim.network_views import diffusion_player
+        from desim.report.network_picture import diffusion_player
     except Exception:  # noqa: BLE001 - any import failure means "not available"
         return None
     return diffusion_player

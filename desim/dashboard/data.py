@@ -455,7 +455,7 @@ PICTURES_KEPT = 6          # answers kept in memory (a 100,000-agent picture is 
 
 
 def network(root: Path, run_id: str, state_key: str, view: str | None = None) -> dict[str, Any]:
-    """One view of a run's network pictures (``desim.network_views.picture``), as the page draws it.
+    """One view of a run's network pictures (``desim.report.network_picture.picture``), as the page draws it.
 
     ``view``: ``network``, ``communities``, ``adoption`` or ``tree``; default the one that reads at
     the run's size (every agent below 20,000 agents, the community view from 20,000). The layout and the
@@ -487,11 +487,11 @@ def network(root: Path, run_id: str, state_key: str, view: str | None = None) ->
 
 
 def _network_answer(root: Path, run: dict, run_id: str, state_key: str, view: str | None) -> dict[str, Any]:
-    from desim import network_views as nv
     from desim.report.data import ReportError
     from desim.report.diffusion import VIEW_NAMES, captions, size_key
+    from desim.report.network_picture import picture
     try:
-        pic = nv.picture(root, state_key, run_id, views=[view or "suggested"], max_nodes=DASHBOARD_MAX_NODES)
+        pic = picture(root, state_key, run_id, views=[view or "suggested"], max_nodes=DASHBOARD_MAX_NODES)
         view = view or pic["meta"]["suggested"]
     except ReportError as e:
         raise NotFound(str(e)) from None
