@@ -458,3 +458,35 @@ def test_a_payload_field_the_parent_fills_only_after_the_fork_is_no_difference(t
     assert "payload_to" in desim.open(root).panel(parent.run_id).column_names
     child = branch(root, parent.run_id, 3, steps=4)     # ends before the parent's first move
     assert child.status == "completed" and child.warnings == []
+
+
+# --- what a branch may differ in: the label the engine never reads, and rounds as the engine runs them -------
+def test_correcting_the_propagation_label_does_not_block_a_branch(tmp_path):
+    """The seed: ``propagation`` is a declarative tag the engine never reads, to be set to describe what was
+    built; a branch of a run made before the label was corrected replays and pairs as any other."""
+    root = talk_study(tmp_path / "talk")
+    parent = desim.run_study(desim.load_study(root)).run_id
+    population = root / "population" / "population.json"
+    population.write_text(json.dumps({**json.loads(population.read_text()), "propagation": "contagion"}))
+    child = branch(root, parent, 3)
+    assert child.status == "completed" and child.warnings == []
+    assert rows(root, child.run_id, below=3) == rows(root, parent, below=3)
+    # anything else in the population still makes a version, not a branch
+    population.write_text(json.dumps({**json.loads(population.read_text()), "interaction": {"kind": "ring", "k": 4}}))
+    with pytest.raises(BranchRefused, match=r"population\.interaction\.k changed"):
+        branch(root, parent, 3)
+
+
+def test_interaction_rounds_0_and_1_are_the_same_study_for_a_warm_start(tmp_path):
+    """0 is clamped to 1 by the engine: a study whose file now says 1 warm-starts from a run made with 0."""
+    root = talk_study(tmp_path / "talk", rounds=0, record_rounds=False)
+    parent = desim.run_study(desim.load_study(root)).run_id
+    sim = root / "simulation" / "simulation.json"
+    sim.write_text(json.dumps({**json.loads(sim.read_text()), "interaction_rounds": 1,
+                               "warm_start": {"from_run": parent, "at_step": 3}}))
+    child = desim.run_study(desim.load_study(root))
+    assert child.status == "completed"
+    assert rows(root, child.run_id, below=3) == rows(root, parent, below=3)
+    sim.write_text(json.dumps({**json.loads(sim.read_text()), "interaction_rounds": 2}))
+    with pytest.raises(BranchRefused, match=r"interaction_rounds"):
+        desim.run_study(desim.load_study(root))

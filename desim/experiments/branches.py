@@ -178,14 +178,18 @@ def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> 
     new = spec.resolved()
     problems: list[str] = []
     skip = ("n_steps", "warm_start", "parameters")
-    sim_old = {k: v for k, v in parent_config["simulation"].items() if k not in skip}
-    sim_new = {k: v for k, v in new["simulation"].items() if k not in skip}
+    # interaction_rounds 0 and 1 run alike (the engine clamps to max(1, ...)): compared as run
+    sim_old, sim_new = ({**{k: v for k, v in sim.items() if k not in skip},
+                         "interaction_rounds": max(1, sim.get("interaction_rounds", 1))}
+                        for sim in (parent_config["simulation"], new["simulation"]))
     for d in diff_configs(sim_old, sim_new):
         problems.append(f"simulation.{d['path']} changed ({d['old']!r} -> {d['new']!r})")
     problems += check_parameters(parent_config, spec, at_step)
     if new["simulation"]["n_steps"] < at_step:
         problems.append(f"n_steps {new['simulation']['n_steps']} ends before the fork step {at_step}")
-    for d in diff_configs(parent_config["population"], new["population"]):
+    # propagation is a label the engine never reads (the seed): correcting it changes no agent
+    for d in diff_configs({k: v for k, v in parent_config["population"].items() if k != "propagation"},
+                          {k: v for k, v in new["population"].items() if k != "propagation"}):
         problems.append(f"population.{d['path']} changed: the population must stay the same")
     env_old, env_new = parent_config["environment"], new["environment"]
     for key in ("provider", "layers"):
