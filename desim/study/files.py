@@ -197,8 +197,9 @@ class SimulationFile(Strict):
                       "seed, same panel")
     decision: Ref = Field(description="the decision model: a rule, an LLM decision, or both")
     collector: Ref | None = Field(None, description="computes the step's metrics (default: none)")
-    memory_window: Int = Field(default=5, ge=0, le=INT32, description="how many of its past steps an agent "
-                               "remembers")
+    memory_window: Int = Field(default=5, ge=0, le=INT32, description="how many of its past actions an agent "
+                               "remembers: its final-round action of each step it took part in, the latest "
+                               "memory_window of them (a step it was away for adds none)")
     warm_start: WarmStart | None = Field(None, description="make the run a branch of another run: its steps "
                                          "before at_step replayed, the rest decided")
     record_rounds: Bool = Field(False, description="also store every round's actions (the round_actions table: "
