@@ -130,6 +130,10 @@ def _probe(spec: StudySpec, report: Report) -> None:
             w.append(f"{POPULATION}: propagation is 'contagion' but the environment wires no message bus "
                      "(none among its attributes after reset, and no message posted): nothing propagates "
                      "between agents")
+    if pop.propagation == "broadcast_then_local" and not reads_network and not wired:
+        w.append(f"{POPULATION}: propagation is 'broadcast_then_local' but the environment wires no message bus "
+                 "and never reads the network (ctx.graph or ctx.network): nothing spreads locally after the "
+                 "broadcast")
     if pop.propagation == "network" and not reads_network and not wired:
         w.append(f"{POPULATION}: propagation is 'network' but the study never reads the network (ctx.graph or "
                  "ctx.network) and wires no message bus: nothing spreads along the edges")
@@ -159,7 +163,7 @@ def _probe(spec: StudySpec, report: Report) -> None:
                      f"({', '.join(alone[:5])}{', ...' if len(alone) > 5 else ''}): nothing reaches them or "
                      "leaves them along the network")
     silent = bus is not None and not report.messages_in_probe and getattr(bus, "latest_step", 0) is None
-    if silent and (spec.rounds > 1 or carry):       # a bus nothing was posted to (stored or not) in step 1
+    if silent:      # a bus nothing was posted to (stored or not) in step 1
         w.append(f"{SIMULATION}: a message bus is wired but step 1 posted no message: NeighborFeed.ingest posts "
                  "only actions of kind 'post' or 'reply' (others pass through it untouched), so unless the study "
                  "posts later, no agent hears another")

@@ -110,10 +110,27 @@ def test_a_real_conversation_or_a_deliberate_delay_is_silent(tmp_path, rounds, c
     assert report.messages_in_probe == 6 * rounds
 
 
-def test_one_round_without_posts_is_silent(tmp_path):
+def test_one_round_without_posts_warns_as_several_rounds_do(tmp_path):
+    """A bus wired, labelled contagion, and nothing posted: nobody hears anyone, with one round as with three."""
     report = validate(make_study(tmp_path / "quiet", propagation="contagion", bus=True, kind="move"))
     assert report.messages_in_probe == 0
-    assert report.warnings == []
+    assert len(report.warnings) == 1 and "a message bus is wired but step 1 posted no message" in report.warnings[0]
+
+
+def test_broadcast_then_local_without_a_bus_or_the_network_warns(tmp_path):
+    """The label says the broadcast spreads locally; nothing in the study can carry it (the contagion label
+    warned for the same wiring, this one did not)."""
+    root = make_study(tmp_path / "nolocal", propagation="broadcast_then_local", bus=False, kind="choose")
+    env = root / "environment" / "environment.json"
+    env.write_text(json.dumps({**json.loads(env.read_text()),
+                               "layers": {"news": 0.0}, "broadcasts": [{"at_step": 1, "name": "news", "content": "x", "ttl": 1}]}))
+    warnings = validate(root).warnings
+    assert [w for w in warnings if "'broadcast_then_local' but the environment wires no message bus and never "
+                                   "reads the network" in w]
+    quiet = make_study(tmp_path / "local", propagation="broadcast_then_local", bus=True, rounds=2)
+    quiet_env = quiet / "environment" / "environment.json"
+    quiet_env.write_text(env.read_text().replace('"bus": false', '"bus": true').replace('"choose"', '"post"'))
+    assert not [w for w in validate(quiet).warnings if "broadcast_then_local" in w]
 
 
 def test_bus_without_neighbours_warns(tmp_path):
