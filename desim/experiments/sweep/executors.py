@@ -389,7 +389,7 @@ def check_executor(backend: str, study_root: str | Path, workers: int | None, ad
     if backend == "local" and address:
         raise error("--address is for the ray backend")
     if backend == "ray":
-        import_ray(error)       # now, not once the sweep or effect is recorded
+        reach_ray(import_ray(error), address, error)    # now, not once the sweep or effect is recorded
     obstacle = worker_obstacle(study_root, backend)
     if obstacle is None:
         return False
@@ -401,6 +401,21 @@ def check_executor(backend: str, study_root: str | Path, workers: int | None, ad
             f"{what}: {why}; so its runs run one at a time in this process. To run them on several workers, "
             f"{fix}; pass workers=1 to run them here without this warning"), stacklevel=stacklevel + 1)
     return True
+
+
+def reach_ray(ray, address: str | None, error: type[Exception]) -> None:
+    """Refuse a Ray cluster at ``address`` that cannot be joined (``auto`` with none running, a wrong host):
+    the sweep or effect would otherwise be recorded, then fail with Ray's traceback. Joining costs about a
+    second; the executor joins again for the runs (a process already in Ray is left as it is)."""
+    if not address or ray.is_initialized():
+        return
+    try:
+        ray.init(address=address)
+    except Exception as e:      # ConnectionError, a timeout, a version mismatch: whatever Ray says
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise error(f"cannot join the Ray cluster at --address {address}: {said} (start one with "
+                    "'ray start --head', or leave out --address to start Ray on this machine)") from None
+    ray.shutdown()
 
 
 def check_workers(workers: int | None) -> None:
