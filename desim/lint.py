@@ -47,6 +47,7 @@ def validate(root: str | Path, probe: bool = True) -> Report:
     probe, on display metrics, states or metric_bounds nothing produces)."""
     spec = load_study(root)
     _check_warm_start(spec)
+    _check_llm_block(spec)
     report = Report(spec, static_warnings(spec))
     if probe:
         _probe(spec, report)
@@ -74,6 +75,14 @@ def _check_warm_start(spec: StudySpec) -> None:
     if row is None:
         raise StudyConfigError(spec.root / SIMULATION, [("warm_start.from_run", f"no run '{warm.from_run}' in this "
                                                         "study's store (desim runs lists them)")])
+
+
+def _check_llm_block(spec: StudySpec) -> None:
+    """The ``llm`` block is a file's object like any other: checked with the files (``--no-probe`` too), not
+    only once an LLM decision is built in the probe or the run."""
+    if spec.simulation.llm is not None:
+        from desim.llm.config import load_llm_config
+        load_llm_config(spec.simulation.llm, where=spec.root / SIMULATION)
 
 
 def static_warnings(spec: StudySpec) -> list[str]:

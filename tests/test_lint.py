@@ -305,3 +305,15 @@ def test_validate_refuses_a_warm_start_that_desim_run_would_refuse(study_copy, c
         assert _main(command) == 2, command
         err = capsys.readouterr().err
         assert f"{sim_file}: warm_start: interaction_rounds is 3" in err, err
+
+
+@pytest.mark.parametrize("key,said", [("max_call", "llm.max_call: unknown key; did you mean 'max_calls'?"),
+                                      ("api_key", "llm.api_key: a key in the study's files would be stored")])
+def test_validate_without_the_probe_checks_the_llm_block(tmp_path, capsys, key, said):
+    """``--no-probe`` ("only validate the files") said 'valid study' of an llm block the run refuses."""
+    root = make_study(tmp_path / "llm", propagation="contagion", bus=True, rounds=3)
+    sim = root / "simulation" / "simulation.json"
+    sim.write_text(json.dumps({**json.loads(sim.read_text()), "llm": {"model": "m", key: 3}}))
+    assert main(["validate", str(root), "--no-probe"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"desim: error: {sim}: {said}")
