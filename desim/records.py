@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -38,7 +38,6 @@ INT32 = 2**31 - 1
 """The largest step the store holds (an INTEGER column)."""
 Step = Annotated[int, StrictType(), Field(ge=0, le=INT32)]
 
-ActionSource = Literal["rule", "llm", "fallback", "replay"]
 ACTION_SOURCES = ("rule", "llm", "fallback", "replay")
 
 

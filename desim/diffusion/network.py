@@ -44,10 +44,6 @@ class Network:
     edge_attributes: dict | None = field(default=None, repr=False)     # from edge arrays: name -> per edge
 
     @property
-    def out_degree(self) -> np.ndarray:
-        return np.diff(self.out_ptr)
-
-    @property
     def in_degree(self) -> np.ndarray:
         return np.diff(self.in_ptr)
 

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
@@ -34,6 +34,9 @@ from desim.study.network import Network, build_network
 from desim.study.refs import build, study_code
 from desim.study.rng import Streams
 from desim.versions import POPULATION_FILE
+
+if TYPE_CHECKING:
+    import networkx as nx     # a run without a graph never loads networkx
 
 
 class RunClock(simpy.Environment):

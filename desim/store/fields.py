@@ -275,9 +275,9 @@ class Fields:
             got = stored_kind(value)
         except Unstorable as e:
             self._unstorable(step, agent, name, value, str(e))
-        widen = (f"; whole numbers that become fractions (an average of integer starting values) are "
-                 f"floats from the start: float(x) where the first values are made, or 1.0 rather than 1 in a "
-                 f"roster" if kind == "int" and got == "float" else "")
+        widen = ("; whole numbers that become fractions (an average of integer starting values) are "
+                 "floats from the start: float(x) where the first values are made, or 1.0 rather than 1 in a "
+                 "roster" if kind == "int" and got == "float" else "")
         raise FieldError(f"step {step}: agent '{agent}': {self.what}.{name} = {describe(value)} is {got}, but "
                          f"this run stores {self.what}.{name} as {kind} (fixed by its first values); keep one "
                          f"type per field{widen}")

@@ -338,10 +338,3 @@ def neighbors_fn(graph: nx.Graph):
         return adj.get(agent_id, empty)
     neighbours.fixed_network = True         # a snapshot: a NeighborFeed may keep what it answers
     return neighbours
-
-
-def mean_degree(graph: nx.Graph) -> float:
-    n = graph.number_of_nodes()
-    return 0.0 if n == 0 else 2 * graph.number_of_edges() / n if not graph.is_directed() else graph.number_of_edges() / n
-
-
