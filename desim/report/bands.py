@@ -14,18 +14,15 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.axes  # noqa: E402
-import matplotlib.figure  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.axes
+import matplotlib.figure
+import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from desim.jsontext import parsed
-from desim.report import data, figures  # noqa: E402
-from desim.report.final_size import reference  # noqa: E402
-from desim.store import Catalogue, network_reads, queries  # noqa: E402
+from desim.report import data, figures
+from desim.report.final_size import reference
+from desim.store import Catalogue, network_reads, queries
 
 REFERENCE_METRIC = "cumulative_incidence"   # the share ever infected: what the final size is the limit of
 BAND = (0.05, 0.95)
@@ -145,7 +142,8 @@ def figure(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[
 def draw(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[str, Any]], time_unit: str,
          title: str, fork: int | None = None, colors: dict[str, str] | None = None) -> matplotlib.figure.Figure:
     """:func:`figure`'s drawing, as a matplotlib figure (what a test measures)."""
-    fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    fig = figures.new_figure(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    ax = fig.subplots()
     for i, (label, g) in enumerate(groups.items()):
         color = (colors or {}).get(label) or figures.PALETTE[i % len(figures.PALETTE)]
         steps, values = np.asarray(g["steps"]), g["values"]
@@ -168,7 +166,7 @@ def draw(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[st
     ax.set_xlabel(figures.step_axis(time_unit))
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles, [_wrap(t) for t in labels], fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False, borderaxespad=0.0)

@@ -38,20 +38,17 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+from matplotlib.collections import LineCollection, PatchCollection
+from matplotlib.colors import to_rgb, to_rgba
+from matplotlib.patches import Circle, Wedge
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.collections import LineCollection, PatchCollection  # noqa: E402
-from matplotlib.patches import Circle, Wedge  # noqa: E402
-
-from desim.report.data import ReportError  # noqa: E402
-from desim.report.figures import file_stem, flow_rows, png, text_size, wrap_to_width  # noqa: E402
-from desim.report.netview import NETVIEW_CSS, NETVIEW_JS  # noqa: E402
-from desim.report.palette import declared_colors  # noqa: E402
-from desim.store import StudyLayout  # noqa: E402
-from desim.study.files import study_file_or_none  # noqa: E402
+from desim.report.data import ReportError
+from desim.report.figures import file_stem, flow_rows, new_figure, png, text_size, wrap_to_width
+from desim.report.netview import NETVIEW_CSS, NETVIEW_JS
+from desim.report.palette import declared_colors
+from desim.store import StudyLayout
+from desim.study.files import study_file_or_none
 
 DPI = 100
 WIDTH = 1200            # px: every player PNG is this wide
@@ -173,7 +170,7 @@ class Sheet:
 
     def __init__(self, width: int = WIDTH):
         self.width = width
-        self.scratch = plt.figure(figsize=(width / DPI, 4), dpi=DPI)
+        self.scratch = new_figure(figsize=(width / DPI, 4), dpi=DPI)
         self.items: list[tuple] = []
         self.y = PAD
 
@@ -207,9 +204,8 @@ class Sheet:
         self.y += px
 
     def finish(self):
-        plt.close(self.scratch)
         height = int(math.ceil(self.y + PAD))
-        fig = plt.figure(figsize=(self.width / DPI, height / DPI), dpi=DPI)
+        fig = new_figure(figsize=(self.width / DPI, height / DPI), dpi=DPI)
         fig.patch.set_facecolor("white")
         axes = []
         for item in self.items:
@@ -250,7 +246,7 @@ def decode(frame: str) -> np.ndarray:
 def _colors(meta: dict) -> np.ndarray:
     """RGBA per colour code (256 rows: the palette, then "no value" grey), so a frame's codes index it."""
     hexes = list(meta["palette"]) + [meta["missing"]] * (256 - len(meta["palette"]))
-    return np.array([matplotlib.colors.to_rgba(c) for c in hexes])
+    return np.array([to_rgba(c) for c in hexes])
 
 
 def _category_keys(meta: dict) -> list[tuple[str, str, str]]:
@@ -357,7 +353,7 @@ def _square(ax, lo: float = -0.02, hi: float = 1.02) -> None:
 def _edge_image(xy: np.ndarray, edges: np.ndarray, px: int) -> np.ndarray:
     """The links drawn once, as an RGBA image of ``px`` x ``px``: every panel shows the same links, so
     they are rasterised once instead of once per panel."""
-    fig = plt.figure(figsize=(px / DPI, px / DPI), dpi=DPI)
+    fig = new_figure(figsize=(px / DPI, px / DPI), dpi=DPI)
     fig.patch.set_alpha(0)
     ax = fig.add_axes([0, 0, 1, 1])
     ax.patch.set_alpha(0)
@@ -366,9 +362,7 @@ def _edge_image(xy: np.ndarray, edges: np.ndarray, px: int) -> np.ndarray:
     if m:
         ax.plot(*polyline(xy, edges), color=EDGE, linewidth=0.35, alpha=edge_alpha(m), solid_capstyle="butt")
     fig.canvas.draw()
-    img = np.asarray(fig.canvas.buffer_rgba()).copy()
-    plt.close(fig)
-    return img
+    return np.asarray(fig.canvas.buffer_rgba()).copy()
 
 
 def polyline(xy: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -524,7 +518,7 @@ def community_figure(pic: dict, *, messages: bool = False, max_panels: int = 12)
         if len(src):
             strength = np.sqrt(w / w.max())
             rgba = np.zeros((len(w), 4))
-            rgba[:, :3] = matplotlib.colors.to_rgb(EDGE)
+            rgba[:, :3] = to_rgb(EDGE)
             rgba[:, 3] = 0.05 + 0.55 * strength
             seg = np.stack([np.column_stack([x[src], y[src]]), np.column_stack([x[dst], y[dst]])], axis=1)
             ax.add_collection(LineCollection(seg, colors=rgba, linewidths=0.3 + 2.2 * strength, zorder=1))

@@ -22,23 +22,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from desim.experiments.effects import EffectError, effect_table, ended_note, held_pairs  # noqa: E402
+from desim.experiments.effects import EffectError, effect_table, ended_note, held_pairs
 from desim.jsontext import parsed
-from desim.report import figures  # noqa: E402
-from desim.report.content import Figure, Report, Section, Table, fmt, steps_shown  # noqa: E402
-from desim.report.data import ReportError  # noqa: E402
-from desim.report.figures import file_stem  # noqa: E402
+from desim.report import figures
+from desim.report.content import Figure, Report, Section, Table, fmt, steps_shown
+from desim.report.data import ReportError
+from desim.report.figures import file_stem
 from desim.versions import SIMULATION_FILE
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-from desim.report.numbers import clipped_note, left_out_note, row_cells  # noqa: E402
-from desim.store import Catalogue, StudyLayout, open_store  # noqa: E402
-from desim.study.files import StudyFile, read_json, read_study_file  # noqa: E402
+from desim.report.numbers import clipped_note, left_out_note, row_cells
+from desim.store import Catalogue, StudyLayout, open_store
+from desim.study.files import StudyFile, read_json, read_study_file
 
 FIGURE_HEIGHT = 3.6   # inches: 900 x 360 px per figure
 
@@ -107,7 +103,8 @@ def effect_figure(title: str, rows: list[dict[str, Any]], fork: int, ylabel: str
                   events: dict[str, dict[int, list[str]]] | None = None, unit: str = "step") -> bytes:
     """Mean difference per step with its 95 % band, a zero line, the fork line and each arm's own
     interventions (:func:`arm_events`)."""
-    fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    fig = figures.new_figure(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    ax = fig.subplots()
     rows = sorted(rows, key=lambda r: r["step"])
     steps = [r["step"] for r in rows]
     band = [r for r in rows if r["ci_low"] is not None]

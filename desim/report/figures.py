@@ -1,4 +1,10 @@
-"""The report's figures, drawn with matplotlib's Agg backend into PNG bytes.
+"""The report's figures, drawn on Agg canvases into PNG bytes.
+
+Every figure desim saves to a file (the reports', the players', ``desim viz``) is made by :func:`new_figure`: a
+``matplotlib.figure.Figure`` on its own Agg canvas, never through ``pyplot``. So importing ``desim`` or
+drawing a report never chooses or switches the backend of the process that does it (a notebook's inline
+one, a script's GUI one), and a machine without a display draws the same pictures. Only the notebook
+helpers (``desim.report.notebook``) go through ``pyplot``, on the user's own backend, so Jupyter shows them.
 
 Every figure is ``WIDTH`` pixels wide with a height set by its number of
 panels (no tight bounding box), so the size of an image is predictable and
@@ -15,14 +21,15 @@ from __future__ import annotations
 import functools
 import io
 
-import matplotlib
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from desim.report.palette import PALETTE, category_colors  # noqa: E402,F401 - shared with the players and sweep figures
+from desim.report.palette import PALETTE, category_colors  # noqa: F401 - shared with the players and sweep figures
 
 DPI = 100
 WIDTH = 900
@@ -45,15 +52,24 @@ def figure_size(rows: int) -> tuple[float, float]:
     return WIDTH / DPI, 0.7 + PANEL_HEIGHT * rows
 
 
+def new_figure(**kwargs) -> Figure:
+    """A figure (``Figure(**kwargs)``) on its own Agg canvas, outside ``pyplot`` (see the module docstring):
+    nothing keeps it once its picture is taken, and what it measures (text, tick labels) is measured by Agg,
+    the renderer that draws it."""
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
+
+
 def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
-    plt.close(fig)
     return buf.getvalue()
 
 
 def _subplots(rows: int):
-    fig, axes = plt.subplots(rows, 1, figsize=figure_size(rows), sharex=True, squeeze=False)
+    fig = new_figure(figsize=figure_size(rows))
+    axes = fig.subplots(rows, 1, sharex=True, squeeze=False)
     return fig, [row[0] for row in axes]
 
 
@@ -137,12 +153,12 @@ def state_key(fig: Figure, axes, payload: dict, marker: str, labels: list[str]) 
     """The key under a player's small multiples: a legend of the categories (``labels``, drawn
     with ``marker``) or, for a numeric state, a colour bar over its range."""
     if payload["kind"] == "categorical":
-        handles = [plt.Line2D([], [], marker=marker, linestyle="", color=c, label=label)
+        handles = [Line2D([], [], marker=marker, linestyle="", color=c, label=label)
                    for label, c in zip(labels, payload["palette"])]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     else:
         lo, hi = payload["range"]
-        sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
+        sm = ScalarMappable(cmap=colormaps["viridis"], norm=Normalize(lo, hi))
         fig.colorbar(sm, ax=axes.ravel().tolist(), orientation="horizontal", fraction=0.03, pad=0.02,
                      label=payload["field"])
 
@@ -300,7 +316,7 @@ def ordered_categories(categories, declared: dict[str, str] | None = None) -> li
 
 def ramp_colors(n: int, cmap: str = "viridis") -> list[str]:
     """``n`` colours evenly along a matplotlib colour map, as ``#rrggbb`` (low values first)."""
-    m = plt.get_cmap(cmap, n)
+    m = colormaps[cmap].resampled(n)
     return ["#{:02x}{:02x}{:02x}".format(*(int(round(255 * c)) for c in m(i)[:3])) for i in range(n)]
 
 

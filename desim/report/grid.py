@@ -36,19 +36,19 @@ from html import escape
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+from matplotlib.lines import Line2D
 
 from desim.jsontext import parsed
-from desim.report import data  # noqa: E402
-from desim.report.data import ReportError  # noqa: E402
-from desim.report.figures import PALETTE, file_stem, png, state_key  # noqa: E402
-from desim.report.player import page, panel_steps, static_text  # noqa: E402
-from desim.store import StudyLayout, states  # noqa: E402
-from desim.store.version_files import code_of, version_folder  # noqa: E402
+from desim.report import data
+from desim.report.data import ReportError
+from desim.report.figures import PALETTE, file_stem, new_figure, png, ramp_colors, state_key
+from desim.report.player import page, panel_steps, static_text
+from desim.store import StudyLayout, states
+from desim.store.version_files import code_of, version_folder
 
 MAX_CATEGORIES = 12
 NUMERIC_BINS = 32
@@ -266,8 +266,7 @@ def _encode(values: np.ndarray, palette: list[str]) -> tuple[dict[str, Any], lis
         colours = [palette[i % len(palette)] for i in range(len(distinct))]
         return {"kind": "categorical", "categories": distinct, "palette": colours}, codes
     lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
-    cmap = plt.get_cmap("viridis", NUMERIC_BINS)
-    return ({"kind": "numeric", "range": [lo, hi], "palette": [_hex(cmap(i)) for i in range(NUMERIC_BINS)]},
+    return ({"kind": "numeric", "range": [lo, hi], "palette": ramp_colors(NUMERIC_BINS)},
             _bins(values, lo, hi).tolist())
 
 
@@ -359,7 +358,8 @@ def frames_figure(payload: dict, which: list[int], title: str | None = None) -> 
     shows the layer alone, so what the agents cover can be read too."""
     rows = 2 if payload["layer"] else 1
     cols = len(which)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.5 * rows + 0.8), squeeze=False)
+    fig = new_figure(figsize=(3.6 * cols, 3.5 * rows + 0.8))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
@@ -375,14 +375,14 @@ def frames_figure(payload: dict, which: list[int], title: str | None = None) -> 
                           f"{payload['height']} grid, run {payload['run_id']}", fontsize=10)
     handles = []
     if payload["kind"] == "categorical":
-        handles = [plt.Line2D([], [], marker="s", linestyle="", color=c, label=f"{payload['field']} {n}")
+        handles = [Line2D([], [], marker="s", linestyle="", color=c, label=f"{payload['field']} {n}")
                    for n, c in zip(payload["categories"], payload["palette"])]
     if payload["layer"]:
         lo, hi = payload["layer"]["range"]
-        handles.append(plt.Line2D([], [], marker="s", linestyle="", color=_hex(LAYER_HIGH),
+        handles.append(Line2D([], [], marker="s", linestyle="", color=_hex(LAYER_HIGH),
                                   label=f"{payload['layer']['name']} {hi:g} (white: {lo:g})"))
     else:
-        handles.append(plt.Line2D([], [], marker="s", linestyle="", color=EMPTY_CELL, label="empty cell"))
+        handles.append(Line2D([], [], marker="s", linestyle="", color=EMPTY_CELL, label="empty cell"))
     fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
     numeric = payload["kind"] == "numeric"
     # a numeric state's colour bar gets a strip of its own at the right, laid out after the maps (made
@@ -390,7 +390,7 @@ def frames_figure(payload: dict, which: list[int], title: str | None = None) -> 
     fig.tight_layout(rect=(0, 0.06, 0.88 if numeric else 1, 0.95), h_pad=2.5)
     if numeric:
         lo, hi = payload["range"]
-        sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=plt.Normalize(lo, hi))
+        sm = ScalarMappable(cmap=colormaps["viridis"], norm=Normalize(lo, hi))
         fig.colorbar(sm, cax=fig.add_axes((0.91, 0.3, 0.018, 0.45)), orientation="vertical", label=payload["field"])
     return png(fig)
 
@@ -399,7 +399,8 @@ def small_multiples(payload: dict, max_panels: int = 12) -> bytes:
     chosen = panel_steps(len(payload["frames"]), max_panels)
     cols = min(4, len(chosen))
     rows = -(-len(chosen) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3.1 * rows + 0.9), squeeze=False)
+    fig = new_figure(figsize=(3 * cols, 3.1 * rows + 0.9))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat:
         ax.set_axis_off()
     for ax, k in zip(axes.flat, chosen):

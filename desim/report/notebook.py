@@ -10,23 +10,23 @@ them; ``fig.savefig`` keeps them), and the HTML summaries ``StudyData`` and ``Ru
 
 Each takes a study folder, ``desim.open(...)`` or a run result, and ``run=`` for another run than the
 default one (a result's own run; else the latest plain run).
+
+Unlike the report's figures (``desim.report.figures.new_figure``), these are made through ``pyplot``, on the
+backend the user has: in Jupyter the inline one, which shows the Figure a cell returns; in a script without a
+display, Agg. desim never sets a backend, and imports ``pyplot`` only when one of these plots is asked for.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterable
 
-import matplotlib
+import pyarrow.compute as pc
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from desim.report.figures import ordered_categories  # noqa: E402
-from desim.report.diffusion import study_colors  # noqa: E402
-from desim.report.palette import category_colors  # noqa: E402
-from desim.store import StudyData  # noqa: E402
+from desim.report.figures import ordered_categories
+from desim.report.diffusion import study_colors
+from desim.report.palette import category_colors
+from desim.store import StudyData
 
 
 def _source(source: Any, run: str | None) -> tuple[StudyData, str]:
@@ -43,6 +43,15 @@ def _source(source: Any, run: str | None) -> tuple[StudyData, str]:
     return data, data.run_ids(run)[0]
 
 
+def _subplots(*args, **kwargs):
+    """``pyplot.subplots`` on the user's backend, the figure let go by pyplot at once: returned as a cell's
+    value, it is shown once by Jupyter, not a second time when pyplot shows the figures it still holds."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(*args, **kwargs)
+    plt.close(fig)
+    return fig, axes
+
+
 def plot_metrics(source: Any, run: str | None = None, metrics: Iterable[str] | None = None,
                  columns: int = 3):
     """Every metric of one run (or those named) over the steps, one small panel each; a Figure."""
@@ -57,8 +66,8 @@ def plot_metrics(source: Any, run: str | None = None, metrics: Iterable[str] | N
         names = wanted
     steps = table.column("step").to_pylist()
     rows = max(1, -(-len(names) // columns))
-    fig, axes = plt.subplots(rows, min(columns, max(1, len(names))), figsize=(4.2 * min(columns, max(1, len(names))),
-                                                                             2.8 * rows), squeeze=False)
+    cols = min(columns, max(1, len(names)))
+    fig, axes = _subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
     unit = _time_unit(data, run_id)
     for ax, name in zip(axes.ravel(), names):
         ax.plot(steps, table.column(name).to_pylist(), color="#1f77b4", lw=1.6)
@@ -70,7 +79,6 @@ def plot_metrics(source: Any, run: str | None = None, metrics: Iterable[str] | N
         ax.set_visible(False)
     fig.suptitle(f"run {run_id}", fontsize=11)
     fig.tight_layout()
-    plt.close(fig)          # returned, not shown twice by pyplot's own display
     return fig
 
 
@@ -92,7 +100,7 @@ def plot_shares(source: Any, field: str, run: str | None = None):
     categories = ordered_categories([v for vs in text.values() for v in vs], declared)
     colors = category_colors(categories, declared)
     shares = {c: [text[s].count(c) / max(1, len(text[s])) for s in steps] for c in categories}
-    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    fig, ax = _subplots(figsize=(7.5, 3.6))
     ax.stackplot(steps, [shares[c] for c in categories], labels=categories, colors=colors, alpha=0.9)
     ax.set_xlim(steps[0], steps[-1])
     ax.set_ylim(0, 1)
@@ -102,7 +110,6 @@ def plot_shares(source: Any, field: str, run: str | None = None):
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.set_title(f"run {run_id}", fontsize=10)
     fig.tight_layout()
-    plt.close(fig)
     return fig
 
 

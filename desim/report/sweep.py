@@ -19,22 +19,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.figure  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-from pydantic import ValidationError  # noqa: E402
+import matplotlib.figure
+from pydantic import ValidationError
 
 from desim.jsontext import parsed
-from desim.experiments.sweep import SweepError, SweepPlan, sweep_table  # noqa: E402
-from desim.report import bands, data, figures  # noqa: E402
-from desim.report.numbers import clipped_note, left_out_note, row_cells  # noqa: E402
-from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt  # noqa: E402
-from desim.report.data import ReportError  # noqa: E402
-from desim.report.figures import file_stem  # noqa: E402
-from desim.study.files import StudyFile, study_file_or_none  # noqa: E402
-from desim.store import Catalogue  # noqa: E402
+from desim.experiments.sweep import SweepError, SweepPlan, sweep_table
+from desim.report import bands, data, figures
+from desim.report.numbers import clipped_note, left_out_note, row_cells
+from desim.report.content import MAX_TABLE_ROWS, Figure, Report, Section, Table, fmt
+from desim.report.data import ReportError
+from desim.report.figures import file_stem
+from desim.study.files import StudyFile, study_file_or_none
+from desim.store import Catalogue
 
 FIGURE_HEIGHT = 4.2   # inches: with figures.WIDTH and figures.DPI, every sweep figure is 900 x 420 px
 DODGE = 0.012         # horizontal shift between lines, as a share of the x range, so error bars stay apart
@@ -89,7 +85,8 @@ def draw_metric(metric: str, rows: list[dict[str, Any]], x: str, x_values: list[
     A text-valued ``x`` (a rule's name) has no order or distance between its values: its points stand
     apart at evenly spaced ticks, side by side per combination, and are not joined by a line, which
     would suggest a trend between categories."""
-    fig, ax = plt.subplots(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    fig = figures.new_figure(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
+    ax = fig.subplots()
     numeric = _is_numeric(x_values)
     position = {repr(v): (v if numeric else i) for i, v in enumerate(x_values)}
     positions = sorted(position.values())
