@@ -52,6 +52,7 @@ from desim.study.files import (
     load_study,
     spec_from_config,
 )
+from desim.study.contract import model_hook
 from desim.study.params import mentioned_in_code, parameter_uses, python_texts
 from desim.study.refs import outside_code
 from desim.versions import code_changes, code_files, diff_configs, population_files
@@ -495,7 +496,7 @@ def _own_replay(con, row: dict, run, stored: int, root: Path) -> dict[int, list]
     re-execute them: an LLM decision without a reply cache would ask again, pay twice, and get other replies.
     None otherwise (re-executing reproduces the steps: rules from the seed, LLM replies from the cache), or when
     a multi-round run did not record its rounds (the resume then refuses at the first prompt it would ask)."""
-    replays = getattr(run.decision, "resume_replays", None)     # a decision that cannot ask again says so
+    replays = model_hook(run.decision, "resume_replays")     # a decision that cannot ask again says so
     if stored < 1 or replays is None or not replays():
         return None
     rounds = max(1, row["interaction_rounds"])
@@ -536,7 +537,7 @@ def resume(study_root: str | Path, run_id: str, *, on_step=None, manage_gc: bool
         if own:
             replay = {**(replay or {}), **own}
         run.ctx.stored_until = stored       # re-executed ones: an LLM decision reuses its replies or refuses
-        if stored >= 1 and hasattr(run.decision, "resume_replays"):     # and leaves to the rule what it did then
+        if stored >= 1 and model_hook(run.decision, "resume_replays"):  # and leaves to the rule what it did then
             run.ctx.stored_unanswered = queries.unanswered_prompts(con, run_id, stored)
     sink = sink_for(spec, None, kind=row["kind"], parent_run_id=row["parent_run_id"], fork_step=row["fork_step"],
                     resume=True)

@@ -39,6 +39,7 @@ from desim.run import checks
 from desim.run.assemble import Run
 from desim.run.memory import Memory
 from desim.run.sink import Sink
+from desim.study.contract import model_hook
 from desim.study.failures import call, tag_agent
 
 LATE = NORMAL + 1
@@ -81,6 +82,7 @@ class Engine:
         self.record_rounds = run.spec.simulation.record_rounds
         self.memory = Memory(self.ids, run.spec.simulation.memory_window)
         self.counters: dict[str, Any] = {"decide_calls": 0}     # the run adds the store's counts
+        self._drain_calls = model_hook(run.decision, "drain_calls")     # an LLM decision's llm_calls rows
         self._call = lambda fn, *args, **where: call(fn, *args, root=run.root, **where)
         self._gate = self.sim.event()      # never fires: an agent process waits here between errands
         self._off_gate: set[int] = set()   # the agent processes not waiting at the gate (on an errand)
@@ -276,8 +278,8 @@ class Engine:
         record.metrics, record.events = self._metrics(t, actions), events or []
         if self.ctx.end_reason is None:
             self.ctx.end_reason = checks.stop_reason(self.run_.spec.simulation.stop_when, record.metrics, t)
-        decision = self.run_.decision
-        record.llm_calls = decision.drain_calls() if hasattr(decision, "drain_calls") else None
+        drain_calls = self._drain_calls
+        record.llm_calls = drain_calls() if drain_calls is not None else None
         closed, self._step_closed = self._step_closed, self.sim.event()
         closed.succeed(record)
 

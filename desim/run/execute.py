@@ -29,6 +29,7 @@ from desim.run.assemble import Run
 from desim.run.checks import RunError
 from desim.run.engine import Engine
 from desim.run.sink import Sink
+from desim.study.contract import model_hook
 from desim.study.failures import StudyCodeError, original, process_failure
 
 
@@ -74,7 +75,7 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
                     raise
                 status, error, trace, failure = _ended(e, run)
                 if isinstance(e, KeyboardInterrupt):    # stored as interrupted below, then said
-                    llm = dict(run.decision.counters()) if hasattr(run.decision, "counters") else None
+                    llm = dict(counters()) if (counters := model_hook(run.decision, "counters")) else None
                     raise RunStoppedMidStep(run.run_id, run.root, run.ctx.step, max(sink.last_written, 0), llm,
                                             _what_stopped(signals)) from None
             finally:
@@ -87,13 +88,14 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
     if failure is not None:
         raise RunFailed(run.run_id, error, Path(store_path), trace or "") from failure
     counters = {**engine.counters, "rows_written": sink.rows_written, "messages": sink.messages}
-    if hasattr(run.decision, "counters"):
-        counters["llm"] = dict(run.decision.counters())
+    llm = model_hook(run.decision, "counters")
+    if llm is not None:
+        counters["llm"] = dict(llm())
     ended = run.ctx.end_reason if status == "completed" else None    # completed before n_steps: why
     # a run that stopped early counts the steps it stored, not the one it was in when it stopped
     done = max(sink.last_written, 0) if status != "completed" else run.ctx.step if ended else run.n_steps
     stopped_by = signals.received if signals is not None and status == "interrupted" else None
-    said = list(run.decision.warnings()) if hasattr(run.decision, "warnings") else []
+    said = list(warned()) if (warned := model_hook(run.decision, "warnings")) else []
     said += sink.warnings()
     wall = time.perf_counter() - started - getattr(sink, "waited", 0.0)
     return Outcome(run.run_id, status, done, sink.rows_written, wall, error, counters, ended,

@@ -339,7 +339,14 @@ class PopulationProvider(Component):
 
 
 class DecisionModel(Component):
-    """Maps observations plus memories to actions, one action per observed agent at most."""
+    """Maps observations plus memories to actions, one action per observed agent at most.
+
+    A model may also define, as methods of its class, what the run reads back from an LLM decision
+    (:class:`desim.llm.LLMDecision` has them all): ``drain_calls()`` (the step's ``llm_calls`` rows),
+    ``counters()`` (its totals, kept with the run's counters), ``warnings()`` (said at the run's end) and
+    ``resume_replays()`` (whether a resume must replay its stored steps rather than decide them again).
+    The run finds them with :func:`model_hook`, so an attribute of the same name a study keeps on its
+    model (``self.counters = {...}``) stays the study's own."""
 
     def reset(self, seed: int) -> None:
         """Prepare for a run; ``self.ctx`` is set. The engine calls it while building the run,
@@ -356,6 +363,13 @@ class DecisionModel(Component):
 
     def close(self) -> None:
         """Release what the model holds (HTTP clients, caches)."""
+
+
+def model_hook(model: Any, name: str) -> Callable | None:
+    """The method ``name`` that ``model``'s class defines, bound to ``model``, or None: a value the instance
+    holds under that name (a study's ``self.warnings = []``) is not taken for the hook."""
+    fn = getattr(type(model), name, None)
+    return fn.__get__(model) if callable(fn) and hasattr(fn, "__get__") else None
 
 
 class MetricCollector(Component):
