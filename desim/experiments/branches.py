@@ -50,6 +50,7 @@ from desim.study.files import (
     StudyConfigError,
     StudySpec,
     load_study,
+    rounds_run,
     spec_from_config,
 )
 from desim.study.contract import model_hook
@@ -181,7 +182,7 @@ def check_branch_changes(parent_config: dict, spec: StudySpec, at_step: int) -> 
     skip = ("n_steps", "warm_start", "parameters")
     # interaction_rounds 0 and 1 run alike (the engine clamps to max(1, ...)): compared as run
     sim_old, sim_new = ({**{k: v for k, v in sim.items() if k not in skip},
-                         "interaction_rounds": max(1, sim.get("interaction_rounds", 1))}
+                         "interaction_rounds": rounds_run(sim.get("interaction_rounds", 1))}
                         for sim in (parent_config["simulation"], new["simulation"]))
     for d in diff_configs(sim_old, sim_new):
         problems.append(f"simulation.{d['path']} changed ({d['old']!r} -> {d['new']!r})")
@@ -396,7 +397,7 @@ def branch(study_root: str | Path, from_run: str, at_step: int, *, params: dict[
         parent = _parent_row(con, from_run)
         spec = spec or inherit_spec(root, parent, params, steps)
         check_branchable(con, layout, parent, spec, at_step, root)
-        rounds = max(1, parent["interaction_rounds"])
+        rounds = rounds_run(parent["interaction_rounds"])
         with gc_paused(manage_gc):
             run = assemble(spec, run_id)
         replay = _replay_actions(con, parent, at_step - 1, rounds, run.ids if run.columnar else None, root)
@@ -420,7 +421,7 @@ def check_branchable(con, layout: StudyLayout, parent: dict[str, Any], spec: Stu
     parent_config = json.loads(parent["config"])
     parent["last_step"] = last_step(layout, from_run, parent["last_step"], parent["status"])
     check_fork_step(parent, at_step, spec.simulation.n_steps)
-    rounds = max(1, parent["interaction_rounds"])
+    rounds = rounds_run(parent["interaction_rounds"])
     if at_step > 1 and (rounds != 1 or spec.rounds != 1):       # a branch at step 1 replays nothing
         if not parent_config["simulation"].get("record_rounds"):
             raise BranchRefused(
@@ -499,7 +500,7 @@ def _own_replay(con, row: dict, run, stored: int, root: Path) -> dict[int, list]
     replays = model_hook(run.decision, "resume_replays")     # a decision that cannot ask again says so
     if stored < 1 or replays is None or not replays():
         return None
-    rounds = max(1, row["interaction_rounds"])
+    rounds = rounds_run(row["interaction_rounds"])
     if rounds > 1 and _unrecorded_rounds(con, row, stored):
         return None
     return _replay_actions(con, row, stored, rounds, run.ids if run.columnar else None, root)
@@ -529,7 +530,7 @@ def resume(study_root: str | Path, run_id: str, *, on_step=None, manage_gc: bool
         replay = None
         if row["kind"] == "branch":
             parent = _parent_row(con, row["parent_run_id"])
-            replay = _replay_actions(con, parent, row["fork_step"] - 1, max(1, parent["interaction_rounds"]),
+            replay = _replay_actions(con, parent, row["fork_step"] - 1, rounds_run(parent["interaction_rounds"]),
                                      run.ids if run.columnar else None, root)
         # what is on disk: a killed run's row still says running, its steps are in its step files
         stored = max(last_step(layout, run_id, row["last_step"], row["status"]), 0)

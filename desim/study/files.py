@@ -312,7 +312,7 @@ class StudySpec(BaseModel):
     @property
     def rounds(self) -> int:
         """``interaction_rounds`` clamped to at least 1, as the engine uses it."""
-        return max(1, self.simulation.interaction_rounds)
+        return rounds_run(self.simulation.interaction_rounds)
 
     def resolved(self) -> dict[str, Any]:
         """The whole configuration as plain JSON data (stored with every run)."""
@@ -453,6 +453,12 @@ def validate_file(path: Path, model: type[BaseModel], data: Any) -> BaseModel:
         return model.model_validate(data)
     except ValidationError as e:
         raise StudyConfigError(path, config_problems(model, data, e.errors())) from None
+
+
+def rounds_run(interaction_rounds: int) -> int:
+    """The rounds a step runs for a file's (or a stored run's) ``interaction_rounds``: the seed clamps it to
+    ``max(1, ...)``, so 0 and 1 are the same study."""
+    return max(1, interaction_rounds)
 
 
 def config_problems(model: type[BaseModel], data: Any, errors: list[dict],
