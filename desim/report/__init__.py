@@ -1,22 +1,28 @@
-"""Reports and the network diffusion player, from a study's store.
+"""Reports, the players and notebook plots, from a study's store.
 
-Two calls, for the command line and for notebooks alike:
+For the command line and for notebooks alike:
 
 * :func:`write_report` writes ``report.html`` (self-contained) and
   ``report.md`` (with the PNG figures beside it) for one run, or for a run
   compared with another (treatment minus control); a branch is compared
   with its parent run by default;
-* :func:`write_sweep_report` writes the same two files for a sweep: each
-  metric's final-step mean against the swept parameter with 95 % intervals;
-* :func:`diffusion_player` draws the run's network coloured by a state
-  field, one frame per step: ``diffusion.html`` (slider and play button,
-  offline) and ``diffusion.png`` (small multiples);
+* :func:`write_sweep_report` writes the same files for a sweep: each
+  metric's final-step mean against the swept parameter with 95 % intervals
+  (``desim.report.effect.write_effect_report`` does so for a paired effect);
+* :func:`diffusion_player` draws a run's network coloured by a state field,
+  one frame per step: ``diffusion_<state>.html`` (slider and play button,
+  offline) and ``diffusion_<state>.png`` (small multiples), of a picture it
+  is given: ``desim.report.network_picture.diffusion_player`` (what ``desim viz
+  diffusion`` calls) computes the picture, laying the network out, and passes it;
 * :func:`grid_player` does the same on the grid for positioned studies
   (state fields ``x`` and ``y``): ``grid_<state>.html`` and ``grid_<state>.png``;
-  :func:`grid_payload` gives its frames as plain data.
+  :func:`grid_payload` gives its frames as plain data;
+* :func:`plot_metrics` and :func:`plot_shares` return a run's metrics and a
+  state's shares over the steps as matplotlib Figures, which Jupyter shows.
 
-Both read the store read-only and return the paths they wrote; outputs go
-under ``<study>/runs/reports/<run_id>/`` (``sweep-<sweep_id>/`` for a sweep) unless ``out_dir`` says otherwise.
+All read the store read-only. Those that write return the paths they wrote;
+outputs go under ``<study>/runs/reports/<run_id>/`` (``sweep-<sweep_id>/`` for
+a sweep, ``effect-<effect_id>/`` for an effect) unless ``out_dir`` says otherwise.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The network diffusion player and its figures: a run's network pictures, drawn.
 
-What is drawn is computed once by :func:`desim.network_views.picture` (the stored layout of the
+What is drawn is computed once by :func:`desim.report.network_picture.picture` (the stored layout of the
 run's network, its Leiden communities, the frames of one state field, the adoption rings and the
 transmission tree) and handed here as one JSON-ready dict; this module only draws it, with the
 same encodings everywhere:
@@ -25,9 +25,9 @@ what is drawn), and ``diffusion_<state>.png``, small multiples of the suggested 
 spaced steps (every ``s``-th step, the last one added and said so), plus
 ``diffusion_<state>_<view>.png`` for any other view asked for.
 
-This module cannot compute a layout (the report sits below ``desim.layout`` in the layers), so
-:func:`diffusion_player` draws a picture it is given; ``desim.network_views.diffusion_player`` and
-``desim viz diffusion`` compute (or reuse) the picture and call it.
+This module computes no layout: :func:`diffusion_player` draws a picture it is given;
+``desim.report.network_picture.diffusion_player`` (what ``desim viz diffusion`` calls) computes (or reuses)
+the picture and calls it.
 """
 from __future__ import annotations
 
@@ -379,9 +379,10 @@ def edge_alpha(m: int) -> float:
     return float(np.clip(25.0 / np.sqrt(max(m, 1)), 0.03, 0.35))
 
 
-def grid_shape(n_agents: int, n_frames: int, max_panels: int) -> tuple[int, int]:
-    """(panels, columns): 4 columns of up to 12 panels, or 3 of up to 9 above 2,000 agents, so a
-    panel is wide enough (about 370 px) for its agents to be told apart."""
+def grid_shape(n_agents: int, max_panels: int) -> tuple[int, int]:
+    """(panels, columns): up to ``max_panels`` panels (the caller's, 12 unless asked otherwise) in 4 columns;
+    above 2,000 agents up to 9 of them in 3 columns, so a panel is wide enough (about 370 px) for its agents
+    to be told apart (:func:`shown_frames` then picks the frames that fill them)."""
     if n_agents > 2000:
         return min(max_panels, 9), 3
     return max_panels, 4
@@ -389,7 +390,7 @@ def grid_shape(n_agents: int, n_frames: int, max_panels: int) -> tuple[int, int]
 
 def node_radius_px(meta: dict, radius: np.ndarray, panel_px: float) -> np.ndarray:
     """Drawing radius in pixels: a base that shrinks with the number of agents, times the picture's
-    relative radius (1 for every node, or the degree rule of ``desim.network_views.size_rule``)."""
+    relative radius (1 for every node, or the degree rule of ``desim.report.network_picture.size_rule``)."""
     base = float(np.clip(0.3 * panel_px / math.sqrt(max(meta["n_agents"], 1)), 0.7, 4.0))
     return base * np.asarray(radius, dtype=float)
 
@@ -433,7 +434,7 @@ def node_figure(pic: dict, view: str = "network", *, messages: bool = False, max
         xy = np.column_stack([place["x"], place["y"]])
         radius = np.ones(n)
         edges = np.zeros((0, 2), np.int64)
-    panels, cols = grid_shape(n, len(m["steps"]), max_panels)
+    panels, cols = grid_shape(n, max_panels)
     chosen, stride = shown_frames(len(m["steps"]), panels)
     cols = min(cols, max(1, len(chosen)))
     sheet = Sheet()
@@ -498,7 +499,7 @@ def _rings(ax, levels: np.ndarray, first: bool) -> None:
 def community_figure(pic: dict, *, messages: bool = False, max_panels: int = 12):
     """Small multiples of the community view: one disc per community, its shares as a pie."""
     m, c = pic["meta"], pic["communities"]
-    panels, cols = grid_shape(len(c["size"]) * 50, len(m["steps"]), max_panels)
+    panels, cols = grid_shape(len(c["size"]) * 50, max_panels)
     chosen, stride = shown_frames(len(m["steps"]), panels)
     cols = min(cols, max(1, len(chosen)))
     sheet = Sheet()
@@ -671,7 +672,7 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
                      out_dir: str | Path | None = None, max_panels: int = 12, view: str | None = None,
                      pngs: list[str] | None = None, messages: bool = False) -> dict[str, Any]:
     """Write the player ``diffusion_<state>.html`` and the small multiples ``diffusion_<state>.png`` of
-    ``picture`` (from :func:`desim.network_views.picture` for this study, state and run); returns
+    ``picture`` (from :func:`desim.report.network_picture.picture` for this study, state and run); returns
     ``{"html", "png", "pngs": {view: path}, "dir", "view"}``.
 
     ``view``: the view of ``diffusion_<state>.png`` (default: the picture's suggested one); ``pngs``:
