@@ -203,8 +203,9 @@ ALLOWED = {
     # the sweep summaries), so a report and `desim compare`, `effect` and `sweep` give the same numbers from
     # one computation; the network pictures lay a run's network out (layout, network_views)
     "desim.report": {"desim.study", "desim.store", "desim.experiments", "desim.layout", "desim.network_views"},
-    # `desim validate` runs a study's first step in memory, recorded the way a run records it (experiments)
-    "desim.lint": {"desim.study", "desim.run", "desim.store", "desim.experiments"},
+    # `desim validate` runs a study's first step in memory, recorded the way a run records it (experiments),
+    # and checks the llm block with the reader the run uses (llm)
+    "desim.lint": {"desim.study", "desim.run", "desim.store", "desim.experiments", "desim.llm"},
     # the page draws with the report's data, figures, palette and network pictures, so the page and a
     # report show a run the same way, and lists a study's warnings as `desim validate` does (lint)
     "desim.dashboard": {"desim.study", "desim.store", "desim.experiments", "desim.report", "desim.lint",
