@@ -35,14 +35,14 @@ from typing import Any, Callable
 
 from desim.jsontext import parsed
 from desim.dashboard.safety import NotFound
-from desim.report.grid import Layer, grid_size, layer_reader, study_layer
+from desim.report.figures import ordered_categories, ramp_colors
+from desim.report.grid import NUMERIC_BINS, Layer, grid_size, layer_reader, study_layer
 from desim.report.palette import category_colors, declared_colors
 from desim.store import Catalogue, StudyLayout, queries, states
 from desim.store.health import last_step
 from desim.study.files import StudyFile
 
 LAYER_MAX_VALUES = 3_000_000     # agent-steps read to replay a layer (Sugarscape, 500 steps: 200,000)
-RAMP_STEPS = 32                  # colours of the numeric ramp (the report's grid uses as many bins)
 MANY_CATEGORIES = 12             # past this many, a field's colours repeat: the page says so
 
 _layers: "OrderedDict[tuple, tuple]" = OrderedDict()     # a finished run's layer, every step
@@ -58,13 +58,6 @@ def _json(value: Any) -> Any:
 
 
 positioned = states.positioned
-
-
-def ramp() -> list[str]:
-    """The numeric colour ramp (viridis, as the report's grid)."""
-    from matplotlib import colormaps
-    cmap = colormaps["viridis"].resampled(RAMP_STEPS)
-    return ["#{:02x}{:02x}{:02x}".format(*(int(round(255 * c)) for c in cmap(i)[:3])) for i in range(RAMP_STEPS)]
 
 
 def grid_step(root: Path, study: StudyFile | None, run_id: str, state: str, step: int,
@@ -138,9 +131,9 @@ def _facts_of(con, run_id: str, state: str, study: StudyFile | None) -> tuple[st
         raise NotFound(f"run '{run_id}' has no state field '{state}'")
     if kind == "numeric":
         lo, hi = states.value_range(con, run_id, state)
-        colouring: dict[str, Any] = {"range": [lo, hi], "palette": ramp()}
+        # the report's grid's ramp, in as many colours as it has bins: a value has one colour in both
+        colouring: dict[str, Any] = {"range": [lo, hi], "palette": ramp_colors(NUMERIC_BINS)}
     else:
-        from desim.report.figures import ordered_categories
         declared = declared_colors(study, state)
         cats = ordered_categories(states.categories(con, run_id, state), declared)
         colouring = {"categories": cats, "colors": category_colors(cats, declared), "many": len(cats) > MANY_CATEGORIES}
