@@ -87,7 +87,6 @@ class Engine:
         self._gate = self.sim.event()      # never fires: an agent process waits here between errands
         self._off_gate: set[int] = set()   # the agent processes not waiting at the gate (on an errand)
         self._left: set[int] = set()       # those that left it since the round opening now began
-        self._last_present: list[int] | None = None
         self._busy: set[str] = set()
         self._errands: dict[str, simpy.Process] = {}
         self._agents: list[simpy.Process] = []
@@ -133,14 +132,14 @@ class Engine:
             events = self._advance(t)
             stored = self.source.stored(t)
             if stored is not None:
-                actions = yield from self._replay(t, stored)
+                actions, present = yield from self._replay(t, stored)
             else:
                 for r in range(self.run_.rounds):
                     self.ctx.round_idx = r
                     present = yield from self._open_round()
                     actions = self._round(present, t, r)
             self._call(self.environment.end_step, t, step=t)
-            self._close_step(t, actions, events)
+            self._close_step(t, actions, events, present)
 
     def _advance(self, t: int) -> list[dict]:
         """Step ``t``'s exogenous input: ``advance_to``, then the ``events`` rows of what fired."""
@@ -231,7 +230,6 @@ class Engine:
     # --- one round ---------------------------------------------------------------------------
     def _round(self, present: list[int], t: int, r: int):
         self.counters["decide_calls"] += 1
-        self._last_present = present
         model, where = self.source.model, {"step": t, "round_idx": r}
         if self.run_.columnar:
             idx = self._everyone_idx if present is self._positions else np.asarray(present, dtype=np.int64)
@@ -256,22 +254,22 @@ class Engine:
     def _replay(self, t: int, rounds: list):
         """A replayed step: each round's stored actions applied, nobody observing or deciding. The round
         gate still opens as in a decided round, so errands interleave with the rounds as they did and the
-        agents away are recorded as away."""
-        actions = None
+        agents away are recorded as away. Returns the final round's actions and who took part in it."""
+        actions = present = None
         for r, actions in enumerate(rounds):
             self.ctx.round_idx = r
-            self._last_present = yield from self._open_round()
+            present = yield from self._open_round()
             if self.run_.columnar:
                 self._call(self.environment.apply_columns, actions.idx, actions, step=t, round_idx=r)
             else:
                 self._call(self.environment.apply, actions, step=t, round_idx=r)
             if self.record_rounds:      # kept like the panel's replayed rows: a branch's round_actions are whole
                 self.sink.round(t, r, actions)
-        return actions
+        return actions, present
 
     # --- closing a step ------------------------------------------------------------------------
-    def _close_step(self, t: int, actions, events: list[dict]) -> None:
-        away = self._away()
+    def _close_step(self, t: int, actions, events: list[dict], present: list[int] | None) -> None:
+        away = self._away(present)
         if not self.run_.columnar:
             self.memory.push(actions)
         record = self.sink.capture(t, self._states(t), actions, away)
@@ -301,9 +299,8 @@ class Engine:
         raw = self._call(collector.collect, t, self.environment, actions, step=t)
         return checks.checked_metrics(raw, t, type(collector).__name__)
 
-    def _away(self):
+    def _away(self, present: list[int] | None):
         """Agents that missed the final round (busy on an errand), or None when nobody did."""
-        present = self._last_present
         if present is None or len(present) == len(self.ids):
             return None
         away = np.ones(len(self.ids), bool)
