@@ -23,6 +23,12 @@ from pathlib import Path
 from typing import Any
 
 
+
+def resume_hint(root: str | Path | None, run_id: str) -> str:
+    """How to continue run ``run_id``: the command for a study folder, the call for a study made in Python
+    with no folder of its own."""
+    return f"desim run {root} --resume {run_id}" if root is not None else f"desim.resume(..., {run_id!r})"
+
 class DesimError(Exception):
     """The root of every error desim raises on purpose."""
 
@@ -110,7 +116,7 @@ class RunStoppedMidStep(KeyboardInterrupt):
         paid = (f"; this invocation paid {llm['calls']} LLM calls ({llm['tokens_in']} tokens in, "
                 f"{llm['tokens_out']} out), the round in flight's replies neither cached nor counted"
                 if llm and llm.get("calls") else "")
-        go_on = f"desim run {root} --resume {run_id}" if root is not None else f"desim.resume(..., {run_id!r})"
+        go_on = resume_hint(root, run_id)
         super().__init__(f"{cause} stopped run {run_id} inside step {step}: steps 1..{kept} are kept, step "
                          f"{step} is lost{paid}; {go_on} continues it")
 

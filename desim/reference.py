@@ -19,11 +19,10 @@ from pydantic_core import PydanticUndefined
 
 from desim.llm.config import LLMConfig
 from desim.records import INT32, Persona
-from desim.study.files import (FILES, NETWORKS, EnvironmentFile, Interaction, PanelOptions, PopulationFile, Ref,
-                               SimulationFile, StopWhen, StudyFile, WarmStart)
+from desim.study.files import (FILES, INT64, NETWORKS, EnvironmentFile, Interaction, PanelOptions, PopulationFile,
+                               Ref, SimulationFile, StopWhen, StudyFile, WarmStart)
 from desim.study.interventions import Broadcast, ScheduledEvent
 
-INT64 = 2**63 - 1
 # each file, then the objects its fields hold, in the order a reader meets them
 PAGES: list[tuple[str, type[BaseModel], list[tuple[str, type[BaseModel]]]]] = [
     (FILES["study"][0], StudyFile, []),

@@ -34,7 +34,7 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL, Event
 
-from desim.errors import StopRun
+from desim.errors import StopRun, resume_hint
 from desim.run import checks
 from desim.run.assemble import Run
 from desim.run.memory import Memory
@@ -159,7 +159,7 @@ class Engine:
             stop = self.should_stop() if self.should_stop else None
             if stop and not self._last(record.step):     # after the last step there is nothing left to stop
                 raise StopRun(f"stopped by {stop} after step {record.step}; resume with: "
-                              f"desim run {self.run_.root} --resume {self.run_.run_id}")
+                              f"{resume_hint(self.run_.root, self.run_.run_id)}")
 
     def _last(self, step: int) -> bool:
         """Whether ``step`` is the run's last: its ``n_steps``, or the study said its process is over."""

@@ -49,8 +49,8 @@ def held_from(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, i
     """``{run_id: last step}`` of the runs among ``run_ids`` that ended with their process and so hold their
     last state after it (the ``held_from`` rule of the paired macros); the others are not in it."""
     return dict(con.execute("SELECT r.run_id, held_from(r.run_id) AS held FROM runs r "
-                            "WHERE list_contains(?::VARCHAR[], r.run_id) AND held < 2147483647",
-                            [list(run_ids)]).fetchall())
+                            "WHERE list_contains(?::VARCHAR[], r.run_id) AND held < ?",
+                            [list(run_ids), schema.NEVER_HELD]).fetchall())
 
 
 def metric_comparison(con: duckdb.DuckDBPyConnection, control: str, treatment: str) -> list[dict[str, Any]]:

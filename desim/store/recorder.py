@@ -29,7 +29,7 @@ from traceback import format_exception
 import numpy as np
 import pyarrow as pa
 
-from desim.errors import DesimNotice, StopRun, StoreError
+from desim.errors import DesimNotice, StopRun, StoreError, resume_hint
 from desim.store import journal
 from desim.store.catalogue import Catalogue
 from desim.store.connection import StoreMissing, open_store
@@ -363,7 +363,6 @@ class Recorder(MemorySink):
     def _merge_failed(self, e: Exception) -> str:
         """What a run whose end-of-run merge failed is recorded with: the cause, and how to go on."""
         run_id = self.run.run_id
-        go_on = (f"desim run {self.run.root} --resume {run_id}" if self.run.root is not None
-                 else f"desim.resume(..., {run_id!r})")
+        go_on = resume_hint(self.run.root, run_id)
         return (f"its steps ran, but merging them into the store failed ({type(e).__name__}: {e}); once the "
                 f"cause is put right, {go_on} merges what the journal keeps (and runs again what it does not)")

@@ -140,8 +140,9 @@ MADE_BY_HAND = ("sweep_id IS NULL AND run_id NOT IN (SELECT control_run_id FROM 
                 "SELECT treatment_run_id FROM effect_pairs)")
 LATEST = ("CREATE OR REPLACE {temp} MACRO latest_run() AS (SELECT run_id FROM runs ORDER BY ({made}) DESC, "
           "started_at DESC, run_id DESC LIMIT 1)")
+NEVER_HELD = 2147483647     # held_from of a run that did not end with its process: past any step
 HELD = ("CREATE OR REPLACE {temp} MACRO held_from(run) AS coalesce((SELECT last_step FROM runs WHERE run_id = run "
-        "AND status = 'completed' AND end_reason IS NOT NULL), 2147483647::BIGINT)")
+        f"AND status = 'completed' AND end_reason IS NOT NULL), {NEVER_HELD}::BIGINT)")
 PAIRED = """CREATE OR REPLACE {temp} MACRO {name}(treatment, control, until := 0) AS TABLE
  WITH t AS (SELECT * FROM {table} WHERE run_id = treatment), c AS (SELECT * FROM {table} WHERE run_id = control)
  SELECT t.step, t.{key}, {values}
