@@ -25,6 +25,7 @@ the package. Two kinds of record live here, for two jobs:
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NamedTuple
 
@@ -40,6 +41,12 @@ Step = Annotated[int, StrictType(), Field(ge=0, le=INT32)]
 
 ACTION_SOURCES = ("rule", "llm", "fallback", "replay")
 
+
+
+def is_number(value: Any) -> bool:
+    """A real number that is not a bool (Python's ``True`` is an ``int``; a setting of ``true`` where a number
+    belongs is a mistake, not 1). numpy's numbers count, its bools do not."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 class Strict(BaseModel):
     """Base for every schema: unknown keys are errors, a typo never passes."""

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from desim.records import is_number
+
 
 @dataclass
 class Network:
@@ -78,7 +80,7 @@ class Network:
         try:
             out = np.asarray(values, dtype=np.float64)
         except (TypeError, ValueError):
-            bad = next(v for v in values if not _is_number(v))
+            bad = next(v for v in values if not is_number(v))
             raise MissingEdgeValue(name, None, f"edge attribute '{name}' holds {bad!r}, not a number") from None
         if direction == "in" and self.in_from_out is not None:
             return out[self.in_from_out]
@@ -108,10 +110,6 @@ class MissingEdgeValue(ValueError):
         self.name, self.edge = name, edge
         super().__init__(message or f"edge '{edge[0]}' - '{edge[1]}' has no attribute '{name}' "
                                     "(give every edge one, or a \"default\")")
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
 def _csr(adj: dict, ids: list[str], index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:

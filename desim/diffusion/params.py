@@ -25,6 +25,7 @@ import numpy as np
 
 from desim.diffusion.network import MissingEdgeValue, Network
 from desim.errors import StudyConfigError
+from desim.records import is_number
 from desim.versions import POPULATION_FILE, SIMULATION_FILE
 
 
@@ -77,10 +78,6 @@ class Problems:
             raise StudyConfigError(self.file, self.items)
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def check_args(owner: str, declared: dict[str, Param], given: dict[str, Any], file: str = SIMULATION_FILE,
                where: str = "decision.args") -> dict[str, Any]:
     """The arguments with defaults filled in, or a ``StudyConfigError`` listing every problem:
@@ -126,7 +123,7 @@ def check_value(p: Param, value: Any) -> str | None:
         return None
     if p.choices:
         return None if value in p.choices else f"must be {p.range_text()} (got {value!r})"
-    if not _number(value):
+    if not is_number(value):
         return f"must be a number {p.range_text()} (got {type(value).__name__} {value!r})"
     if p.integer and not float(value).is_integer():
         return f"must be {p.range_text()} (got {value})"
@@ -183,7 +180,7 @@ def resolve(owner: str, p: Param, value: Any, ctx, network: Network | None = Non
                 raise StudyConfigError(POPULATION_FILE, [("personas", (
                     f"no agent has attribute '{name}' (their attributes: {', '.join(held) or 'none'}), which "
                     f"{owner}'s {p.name} reads (decision.args.{p.name}; or give a \"default\")"))])
-            if v is None or not _number(v):
+            if v is None or not is_number(v):
                 what = "has no attribute" if v is None else f"has {name} = {v!r}, not a number:"
                 raise StudyConfigError(POPULATION_FILE, [(f"agent '{persona.agent_id}'", (
                     f"{what} '{name}', which {owner}'s {p.name} reads (decision.args.{p.name}; "

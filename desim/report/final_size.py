@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from desim.records import is_number
+
 MAX_CLUSTERING = 0.05       # global transitivity above which the tree-like assumption is not met
 MODELS = {"desim.diffusion:SIR": "SIR", "desim.diffusion:IndependentCascade": "independent cascade"}
 
@@ -38,13 +40,13 @@ def transmissibility(model: str, args: dict[str, Any]) -> float | None:
     """``T`` of the model with scalar parameters, or None."""
     if model == "SIR":
         beta, gamma = args.get("beta"), args.get("gamma")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (beta, gamma)):
+        if not all(is_number(v) for v in (beta, gamma)):
             return None
         if beta <= 0:
             return 0.0
         return float(beta) / (float(beta) + float(gamma) - float(beta) * float(gamma))
     p = args.get("p", 0.1)
-    return float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else None
+    return float(p) if is_number(p) else None
 
 
 def final_size(degrees: np.ndarray, T: float, rho: float) -> float:

@@ -49,6 +49,7 @@ from desim.report.figures import PALETTE, file_stem, new_figure, png, ramp_color
 from desim.report.player import page, panel_steps, static_text
 from desim.store import StudyLayout, states
 from desim.store.version_files import code_of, version_folder
+from desim.records import is_number
 
 MAX_CATEGORIES = 12
 NUMERIC_BINS = 32
@@ -74,7 +75,7 @@ def typed_values(rows: list[list[Any]]) -> np.ndarray:
     flat = [v for row in rows for v in row if v is not None]
     if flat and all(isinstance(v, bool) for v in flat):
         return np.array([[bool(v) for v in row] for row in rows], dtype=bool)
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flat):
+    if all(is_number(v) for v in flat):
         return np.array([[np.nan if v is None else float(v) for v in row] for row in rows], dtype=float)
     return np.array([["null" if v is None else str(v) for v in row] for row in rows], dtype=object)
 

@@ -31,6 +31,7 @@ from desim.report.data import ReportError
 from desim.report.figures import file_stem
 from desim.study.files import StudyFile, study_file_or_none
 from desim.store import Catalogue
+from desim.records import is_number
 
 FIGURE_HEIGHT = 4.2   # inches: with figures.WIDTH and figures.DPI, every sweep figure is 900 x 420 px
 DODGE = 0.012         # horizontal shift between lines, as a share of the x range, so error bars stay apart
@@ -64,7 +65,7 @@ def axis_parameters(plan: SweepPlan) -> tuple[str, list[str]]:
 
 
 def _is_numeric(values: list[Any]) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return all(is_number(v) for v in values)
 
 
 def _label(combo: dict[str, Any], names: list[str]) -> str:
