@@ -26,7 +26,10 @@ class Nodes(PopulationProvider):
 
     def personas(self, rng):
         key = (self.n, self.prefix)
-        if key not in _MADE:        # the same plain nodes for every run of the process (replicates, sweeps)
+        made = _MADE.get(key)
+        # the same plain nodes for every run of the process (replicates, sweeps), unless a run's study wrote on
+        # them (an attribute kept on a persona): then the next run gets nodes of its own, as it would alone
+        if made is None or any(p.attributes or p.description for p in made):
             width = len(str(self.n - 1))
             make, prefix = Persona.model_construct, self.prefix
             _MADE.clear()

@@ -185,7 +185,8 @@ def build_network(interaction: Interaction, personas: list[Persona], seed: int, 
         for array in (src, dst, *attrs.values(), lines):
             array.flags.writeable = False       # shared by the runs of this process: nobody changes it
     src, dst, attrs, lines = _FILES[key]
-    return Network(ids, interaction.directed, src, dst, attrs, file=path, format=fmt, lines=lines)
+    # the arrays are shared read-only; the dict of them is each run's own (a study may add an attribute)
+    return Network(ids, interaction.directed, src, dst, dict(attrs), file=path, format=fmt, lines=lines)
 
 
 def _content(path: Path) -> str:
