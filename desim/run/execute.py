@@ -14,6 +14,7 @@ command asked for it (:func:`hold_signals_to_exit`), so a run stored ``completed
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
@@ -60,7 +61,7 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
     engine = Engine(run, source, sink, on_step=on_step, should_stop=signals.requested if signals else None,
                     ready=gc.freeze if manage_gc else None)
     status, error, trace, failure = "running", None, None, None
-    with gc_kept_away(manage_gc), (signals or _nothing()):
+    with gc_kept_away(manage_gc), one_blas_thread(), (signals or _nothing()):
         try:
             try:
                 engine.run()
@@ -147,6 +148,17 @@ def gc_kept_away(manage: bool):
             gc.unfreeze()
             if was:
                 gc.enable()
+
+
+def one_blas_thread():
+    """numpy's BLAS on one thread for the run, as the command line has it (``desim.cli``), unless the user
+    chose a number (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``): how BLAS splits a long sum among its
+    threads rounds it (a dot product over 20,000 agents), so a run from Python and the same run from the
+    command line stored panels that differed in the last bit."""
+    if "OPENBLAS_NUM_THREADS" in os.environ or "OMP_NUM_THREADS" in os.environ:
+        return _nothing()
+    from threadpoolctl import threadpool_limits      # reads which BLAS numpy loaded: a few ms, once a run
+    return threadpool_limits(1, user_api="blas")
 
 
 @contextmanager
