@@ -56,9 +56,9 @@ def test_a_clock_that_runs_out_before_the_last_step_is_stored_fails_the_run(tmp_
     root = write_walk_study(tmp_path / "walk", n_steps=5)
     real = Engine._close_step
 
-    def lost_after_3(self, t, actions, events):    # steps 4 and 5 run, their close never reaches the collector
+    def lost_after_3(self, t, actions, events, present):    # steps 4 and 5 run, their close never reaches the collector
         if t <= 3:
-            real(self, t, actions, events)
+            real(self, t, actions, events, present)
     monkeypatch.setattr(Engine, "_close_step", lost_after_3)
     with pytest.raises(RunFailed) as failed:
         run_study(load_study(root))
