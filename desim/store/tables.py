@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from desim.jsontext import dumps, json_array
 from desim.records import ActionColumns, Message
@@ -52,6 +53,14 @@ def _steps(step: int, n: int) -> pa.Array:
 
 def _texts(values: list) -> pa.Array:
     return pa.array(values, pa.string())
+
+
+def _rationales(values: list) -> pa.Array:
+    """The actions' rationales, null where none was given: an ``Action``'s rationale defaults to ``""`` and the
+    columnar path has none, and one panel must say "no rationale" one way on both paths."""
+    column = pa.array(values, pa.string())
+    empty = pc.equal(column, "")
+    return pc.if_else(empty, pa.scalar(None, pa.string()), column) if pc.any(empty).as_py() else column
 
 
 def _labels(values) -> pa.Array:
@@ -120,7 +129,7 @@ def agent_rows(types: PanelTypes, step: int, ids: pa.Array, agents: list[str], s
     return pa.table({
         "step": _steps(step, n), "agent_id": ids, "state": state,
         "action_kind": _labels(kinds), "payload": types.payload.struct(payloads, agents, step),
-        "action_source": _labels(sources), "action_rationale": _texts(rationales),
+        "action_source": _labels(sources), "action_rationale": _rationales(rationales),
         "away": _away(away, n)})
 
 
@@ -166,7 +175,7 @@ def round_rows(types: PanelTypes, step: int, actions: list, r: int) -> pa.Table:
         "agent_id": _texts(agents), "action_kind": _texts([a.kind for a in actions]),
         "payload": types.round_payload.struct([a.payload for a in actions], agents, _in_round(step, r)),
         "action_source": _texts([a.source for a in actions]),
-        "action_rationale": _texts([a.rationale for a in actions])})
+        "action_rationale": _rationales([a.rationale for a in actions])})
 
 
 def _acted(acts: ActionColumns) -> tuple[np.ndarray, np.ndarray | None]:
