@@ -88,8 +88,12 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     (:func:`check_out`)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format '{fmt}' (use parquet or csv)")
+    if run is not None and not run.strip():
+        # an empty id is a mistake (an unset shell variable: --run "$RUN"), not "every run"
+        raise ValueError(f"--run {run!r} names no run: give a run id (desim runs lists them), or leave --run out "
+                         "to export every run")
     data = StudyData(study)
-    runs = data.run_ids(run) if run else data.runs().column("run_id").to_pylist()
+    runs = data.run_ids(run) if run is not None else data.runs().column("run_id").to_pylist()
     if not runs:
         raise LookupError(f"{data.db} holds no runs yet")
     out = Path(out)
