@@ -123,8 +123,12 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
         else:
             pcsv.write_csv(_plain_text(table), path, csv_options(table))
         written.append(path)
+    # the catalogue's rows, with the status and last step runs() gave (the same as in the runs table): the
+    # row of a run going, or killed, says 'running' and -1 until the run ends
+    corrected = {r["run_id"]: r for r in flat_runs.select(["run_id", "status", "last_step"]).to_pylist()}
     rows = data.run_rows(runs)
     for r in rows:
+        r["status"], r["last_step"] = corrected[r["run_id"]]["status"], corrected[r["run_id"]]["last_step"]
         for key in ("config", "parameters", "overrides", "code"):     # JSON columns as values, not text
             if isinstance(r.get(key), str):
                 r[key] = json.loads(r[key])
