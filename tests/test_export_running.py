@@ -122,6 +122,35 @@ def last_steps(out: Path) -> dict[str, int]:
     return {t: pc.max(pq.read_table(out / f"{t}.parquet", columns=["step"]).column("step")).as_py() for t in STEPPED}
 
 
+def test_a_running_run_is_exported_up_to_one_step_in_every_table(gated, tmp_path, monkeypatch, capsys):
+    """The run stands at step 3 when the export begins; while the export reads its tables (here: just before
+    the metrics), it goes on to step 5. Each table read by a query of its own, the panel stopped at 3 and the
+    metrics, events and messages at 5: all stop at 3, and the export says so."""
+    root, start = gated
+    let_go(root, 1, 2, 3)
+    proc = start()
+    run_id = wait_for_step(root, proc, 3)
+    real_metrics = StudyData.metrics
+
+    def metrics_after_two_more_steps(self, *args, **kwargs):
+        if not (root / "go-5").exists():
+            let_go(root, 4, 5)
+            wait_for_step(root, proc, 5)
+        return real_metrics(self, *args, **kwargs)
+
+    monkeypatch.setattr(StudyData, "metrics", metrics_after_two_more_steps)
+    out = tmp_path / "out"
+    assert main(["export", str(root), "--run", run_id, "--out", str(out)]) == 0
+    assert (root / "go-5").exists()                   # the run did move on during the export
+    assert last_steps(out) == dict.fromkeys(STEPPED, 3)
+    err = capsys.readouterr().err
+    assert f"run {run_id} was still running" in err and "up to step 3" in err
+    row = pq.read_table(out / "runs.parquet").to_pylist()[0]
+    (meta,) = json.loads((out / "runs.json").read_text())
+    assert (row["status"], row["last_step"]) == (meta["status"], meta["last_step"]) == ("running", 3)
+    assert pq.read_table(out / "initial_states.parquet").num_rows == 3
+
+
 def test_runs_json_says_what_the_runs_table_says_of_a_killed_run(gated, tmp_path):
     """runs.json gave the catalogue's row as it was written ('running', last_step -1) while runs.parquet gave
     the run as desim runs shows it ('stale', its last stored step)."""

@@ -20,6 +20,7 @@ whose Parquet files are the study's data.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
+from desim.errors import DesimNotice
 from desim.store import StudyData
 from desim.store.layout import StudyLayout
 from desim.versions import exported_files, mark_exported
@@ -85,7 +87,13 @@ def _make_folder(out: Path) -> None:
 def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str = "parquet") -> list[Path]:
     """Write the run (or every run) to ``out``; returns the files written. Refused, before anything is written,
     when ``out`` is inside the store or holds a file of the same name that an earlier export did not write
-    (:func:`check_out`)."""
+    (:func:`check_out`).
+
+    A run still going is exported up to the last step it had stored when the export began (every table of it
+    cut at that one step, :func:`_cut`): each table is read by a query of its own, and the run would otherwise
+    have added steps between them (a panel to step 1130 beside metrics to step 1797). A
+    :class:`~desim.errors.DesimNotice` says so, and its ``status`` (``running``) and ``last_step`` in ``runs``
+    and ``runs.json`` say how far it was exported."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format '{fmt}' (use parquet or csv)")
     if run is not None and not run.strip():
@@ -93,22 +101,28 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
         raise ValueError(f"--run {run!r} names no run: give a run id (desim runs lists them), or leave --run out "
                          "to export every run")
     data = StudyData(study)
-    runs = data.run_ids(run) if run is not None else data.runs().column("run_id").to_pylist()
+    # read once, before any table: a running run's status and the last step it has stored, where its tables
+    # are cut; runs() corrects the catalogue's row (a killed run is 'stale', last_step its last stored step)
+    every = data.runs()
+    runs = data.run_ids(run) if run is not None else every.column("run_id").to_pylist()
     if not runs:
         raise LookupError(f"{data.db} holds no runs yet")
     out = Path(out)
-    every = data.runs()
     chosen = pc.is_in(every.column("run_id"), value_set=pa.array(runs, pa.string()))
     # the runs as a flat table to join on run_id: parameters one typed column each, roles typed too; what a
     # run changed by hand (overrides: --set, --steps, a branch's --set) and its code's hashes as JSON text
     flat_runs = every.filter(chosen).drop_columns([c for c in ("config", "parameters") if c in every.column_names])
+    cuts = {r["run_id"]: r["last_step"] for r in flat_runs.select(["run_id", "status", "last_step"]).to_pylist()
+            if r["status"] in UNFINISHED}
     tables = {"panel": data.panel(runs), "initial_states": data.initial_states(runs),
               "metrics": data.metrics(runs), "events": data.events(runs), "messages": data.messages(runs),
-              "edges": data.edges(runs), "runs": flat_runs}
+              "edges": data.edges(runs)}
     # what only some studies keep: every round's actions (record_rounds) and the LLM calls, when there are any
     for name, table in (("round_actions", data.round_actions(runs)), ("llm_calls", data.llm_calls(runs))):
         if table.num_rows:
             tables[name] = table
+    tables = {name: _cut(table, cuts) for name, table in tables.items()}
+    tables["runs"] = flat_runs
     names = [f"{name}.{fmt}" for name in tables] + ["runs.json"]
     check_out(data.layout, out, names)
     _make_folder(out)
@@ -140,4 +154,29 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
     for name in sorted(earlier - set(names)):
         (out / name).unlink(missing_ok=True)
     mark_exported(out, names, replace=True)
+    for run_id, last in cuts.items():
+        if corrected[run_id]["status"] == "running":
+            warnings.warn(DesimNotice(
+                f"run {run_id} was still running when the export began: every table of it is exported up to step "
+                f"{last}, the last step it had stored then (runs.json and runs say status 'running', last_step "
+                f"{last}); export it again once it has ended for the rest"), stacklevel=2)
     return written
+
+
+UNFINISHED = ("running", "stale")
+"""The statuses ``StudyData.runs`` gives a run whose catalogue row still says ``running``: one going, and one
+whose process is gone (killed) that may still be resumed. Their tables are cut at ``last_step``."""
+
+
+def _cut(table: pa.Table, cuts: dict[str, int]) -> pa.Table:
+    """``table`` without the rows of a run of ``cuts`` (run id -> its last step) past that step: a run going adds
+    steps while the export reads table after table, and each table must stop where the others do. A table
+    without steps (``initial_states``, ``edges``: written with step 0) keeps a run's rows once step 0 is stored."""
+    if not cuts or not table.num_rows:
+        return table
+    past = None
+    for run_id, last in cuts.items():
+        later = pc.greater(table.column("step"), last) if "step" in table.column_names else pa.scalar(last < 0)
+        drop = pc.and_(pc.equal(table.column("run_id"), run_id), later)
+        past = drop if past is None else pc.or_(past, drop)
+    return table.filter(pc.invert(past))
