@@ -278,10 +278,26 @@ class StudyData:
             return queries.payload_fields_by_kind(con, run_id, names)
 
     def initial_states(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        """One row per agent: its state before step 1 (step 0), a column per state field as in the panel.
+
+        A field that is None for every agent at step 0 (a choice not made yet) has no type of its own in the
+        run's initial file (Arrow's ``null``); it is given the panel's type of that field, so that step 0
+        stacks onto the panel (``pa.concat_tables``, ``pl.concat``) instead of failing on the mismatch."""
         runs = self.run_ids(run)
-        return self.sql(f"SELECT run_id, agent_id, {', '.join(self._flat('state', runs)) or 'NULL AS state'} "
-                        f"FROM {self._source('initial_states', runs)} WHERE run_id IN (SELECT unnest(?)) "
-                        "ORDER BY run_id, agent_id", [runs])
+        flat = self._flat("state", runs)
+        table = self.sql(f"SELECT run_id, agent_id, {', '.join(flat) or 'NULL AS state'} "
+                         f"FROM {self._source('initial_states', runs)} WHERE run_id IN (SELECT unnest(?)) "
+                         "ORDER BY run_id, agent_id", [runs])
+        untyped = [f.name for f in table.schema if pa.types.is_null(f.type) and f.name not in ("run_id", "agent_id")]
+        if not flat or not untyped:
+            return table
+        panel = self.sql(f"SELECT {', '.join(flat)} FROM {self._source('panel', runs)} "
+                         "WHERE run_id IN (SELECT unnest(?)) LIMIT 0", [runs]).schema
+        for name in untyped:
+            if name in panel.names and not pa.types.is_null(panel.field(name).type):
+                at = table.schema.get_field_index(name)
+                table = table.set_column(at, panel.field(name), pa.nulls(table.num_rows, panel.field(name).type))
+        return table
 
     # --- everything else ---------------------------------------------------------------------
     def metrics(self, run: str | Iterable[str] | None = None, wide: bool = True) -> pa.Table:
