@@ -112,7 +112,7 @@ def study_module(root: Path, name: str = "model"):
     and modification time). Another folder is another module, so each version's folder that the dashboard or
     a report writes (``desim.store.version_files``) is imported once, under its own name."""
     path = (Path(root) / f"{name}.py").resolve()
-    key = "desim_study_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    key = _module_key(path)
     with _lock:
         if key in sys.modules and _current(key, set()):
             module = sys.modules[key]
@@ -126,6 +126,43 @@ def study_module(root: Path, name: str = "model"):
         if _importing:                  # imported by a study module being imported: that one uses this one
             _imported[_importing[-1]].uses.add(key)
         return module
+
+
+def _module_key(path: Path) -> str:
+    """The name a study module is imported under: unique to its file's (resolved) path."""
+    return "desim_study_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+
+
+def study_modules_outside(root: str | Path, config: dict[str, Any]) -> dict[Path, str]:
+    """``{file: hash}`` of the study modules (and the modules they import the plain way) that the study's own
+    modules (those its refs name in its folder) import through :func:`study_module` from outside its folder,
+    transitively: an LLM variant that builds on a sibling study's ``model.py``. Their code runs in every run,
+    so an edit of them is an edit of the study: its version hashes them, and a Ray bundle carries them. The
+    study's modules are imported here if they were not yet (a run imports them anyway)."""
+    root = Path(root).resolve()
+    keys = []
+    for name in sorted({ref.partition(":")[0] for ref in _refs_in(config)}):
+        if "." not in name and (root / f"{name}.py").is_file():
+            try:
+                study_module(root, name)
+            except RefError:
+                continue                # the run's own resolve names the error
+            keys.append(_module_key((root / f"{name}.py").resolve()))
+    out: dict[Path, str] = {}
+    seen: set[str] = set()
+    with _lock:
+        while keys:
+            key = keys.pop()
+            record = _imported.get(key)
+            if key in seen or record is None:
+                continue
+            seen.add(key)
+            keys.extend(record.uses)
+            files = [(record.path, record.digest), *((Path(f), h) for f, h in record.plain.values())]
+            for file, digest in files:
+                if not Path(file).resolve().is_relative_to(root):
+                    out[Path(file).resolve()] = digest
+    return out
 
 
 def _import(path: Path, key: str, data: bytes, root: Path) -> ModuleType:
@@ -480,7 +517,8 @@ def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
     script, or the script itself (``__main__:Name``, a ``desim.Study`` built in Python). Its file's hash joins
     the version's code, so an edit of it is a new version, a branch across it is refused as across an edit
     of ``model.py``, and an effect never reuses a control run with other code. Only the module the ref names
-    is hashed, not what it imports; each file once a call. A module whose file was edited since it was imported
+    is hashed, not what it imports (but for the study modules the study's own modules import from outside
+    its folder: :func:`study_modules_outside`); each file once a call. A module whose file was edited since it was imported
     (not reloaded) is refused (:func:`_check_current`): its hash is not the code that would run. A class typed
     into a notebook (no file) is hashed by its source (:func:`_source_text`). Code with no source to read (a
     class made by ``type()`` in a notebook) gets a token of this process and of the class: its runs are one
@@ -525,6 +563,10 @@ def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
                 keep_outside_source(key, digest, text)
         if digest is None:
             digest = _token(obj, key)
+        out[key] = digest
+    for file, digest in study_modules_outside(root, config).items():   # named from the study's parent folder:
+        key = f"{OUTSIDE}{os.path.relpath(file, root.resolve().parent)}"  # a sibling study's model.py
+        keep_outside_source(key, digest, file)
         out[key] = digest
     return out
 

@@ -32,6 +32,7 @@ from desim.store.files import pack_run, remove_db
 from desim.store.ledger import keep_paid_calls
 from desim.store.replies import shared_access
 from desim.study.files import load_study, read_json
+from desim.study.refs import study_modules_outside
 from desim.versions import CONFIG_FILES, POPULATION_FILE, code_files, population_files
 
 
@@ -150,30 +151,43 @@ class StudyBundle:
     name: str
     files: dict[str, bytes]
     digest: str
+    outside: dict[str, bytes] = dataclasses.field(default_factory=dict)   # by path from the study's folder
 
     @classmethod
     def from_folder(cls, root: str | Path) -> "StudyBundle":
         """What a run reads, as the study's version counts it: its four files, its code and its data
-        (:func:`desim.versions.code_files`), not its runs, a venv, notebooks or what ``.desimignore`` lists."""
+        (:func:`desim.versions.code_files`), not its runs, a venv, notebooks or what ``.desimignore`` lists;
+        and the study modules its code imports from outside its folder (a sibling study's ``model.py``), at
+        the same place relative to it."""
         root = Path(root)
         population = root / POPULATION_FILE
         data = population_files(read_json(population)) if population.is_file() else []
         names = sorted({*(f for f in CONFIG_FILES if (root / f).is_file()), *code_files(root, data)})
         files = {rel: (root / rel).read_bytes() for rel in names}
+        outside = {Path(os.path.relpath(file, root.resolve())).as_posix(): file.read_bytes()
+                   for file in study_modules_outside(root, load_study(root).resolved())}
         h = hashlib.sha256()
-        for rel, data in sorted(files.items()):
+        for rel, data in sorted(files.items()) + sorted(outside.items()):
             h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
-        return cls(root.resolve().name, files, h.hexdigest()[:16])
+        return cls(root.resolve().name, files, h.hexdigest()[:16], outside)
 
     def unpack(self) -> Path:
         """The study folder on this node, written once per content digest (safe under concurrency), in a
-        folder of the user's own: another user's unpacked copy of the same study is not theirs to read."""
+        folder of the user's own: another user's unpacked copy of the same study is not theirs to read. The
+        study sits as many folders deep as its outside modules are above it, so they land inside too."""
         base = Path(tempfile.gettempdir()) / f"desim-sweep-studies-{os.getuid()}" / self.digest
-        dest = base / self.name
+        ups = max((rel.split("/").count("..") for rel in self.outside), default=0)
+        dest = base.joinpath(*["up"] * max(0, ups - 1), self.name)
         if dest.is_dir():
             return dest
-        base.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=base, prefix=".unpack-"))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".unpack-"))
+        for rel, data in self.outside.items():   # beside the study folder: written whole, then moved in place
+            target = Path(os.path.normpath(staging / rel))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            part = target.with_name(f".{target.name}.{os.getpid()}")
+            part.write_bytes(data)
+            os.replace(part, target)
         for rel, data in self.files.items():
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
