@@ -17,7 +17,9 @@ def write_csv(table: "pa.Table", out: BinaryIO) -> None:
 
     Arrow's CSV writer quotes every text value, so ``$(desim sql S "SELECT run_id ..." --csv | tail -1)``
     gave ``"r..."`` with its quotes, which no command then recognised as a run. Values are written as Arrow
-    writes them (``true``, ``1.5e-7``, ``2024-01-02 03:04:05``); NULL is an empty field; a value of nested
+    writes them (``true``, ``1.5e-7``, ``2024-01-02 03:04:05``); NULL is an empty field and the empty text is
+    ``""``, as ``desim export --format csv`` (Arrow's writer) writes them, so that a reader can tell them apart
+    (but in a one-column result a NULL row is ``""`` too, see :func:`_line`); a value of nested
     type (``state``, a struct; a list) is written as JSON, since CSV has no type for it. Lines end with
     ``\\n``, as a shell's ``tail`` and ``$(...)`` expect; a line break inside a value stays inside its quotes.
     (Python's ``csv`` module, with lines ending in ``\\n``, would leave a lone ``\\r`` unquoted, which its own
@@ -30,19 +32,20 @@ def write_csv(table: "pa.Table", out: BinaryIO) -> None:
 
 
 def csv_field(value: str | None) -> str:
-    """One CSV field: empty for NULL, in double quotes (its own doubled) when it holds a separator, a quote
-    or a line break, as it is otherwise."""
+    """One CSV field: empty for NULL, ``""`` for the empty text (written bare, the two read back the same), in
+    double quotes (its own doubled) when it holds a separator, a quote or a line break, as it is otherwise."""
     if value is None:
         return ""
-    if any(c in value for c in NEEDS_QUOTES):
+    if value == "" or any(c in value for c in NEEDS_QUOTES):
         return '"' + value.replace('"', '""') + '"'
     return value
 
 
 def _line(values) -> bytes:
     fields = [csv_field(v) for v in values]
-    # a row of one empty field is written "" (as Python's csv module does), never a blank line, which
-    # readers skip: a one-column result keeps every row
+    # a row of one NULL is written "" (as Python's csv module does), never a blank line, which most readers
+    # skip (pandas, R, csv.DictReader): a one-column result keeps every row, and there alone NULL and the
+    # empty text read back alike (a second column, or coalesce(x, 'NULL'), tells them apart)
     text = '""' if fields == [""] else ",".join(fields)
     return (text + "\n").encode("utf-8")
 
