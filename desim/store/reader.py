@@ -127,7 +127,11 @@ class StudyData:
                     status: str | None = None) -> list[str]:
         """The ids of the runs of a sweep, of an effect (``arm``: ``control`` or ``treatment``, in replicate
         order so that the two arms pair up), of a status, oldest first: give them as ``run=`` to ``panel``,
-        ``metrics`` and the others."""
+        ``metrics`` and the others.
+
+        An effect's runs are those its pairs name (``effect_pairs``), controls and treatments: a control may be
+        reused by several effects, and the one ``effect_id`` label ``runs()`` gives a run names only one of
+        them."""
         if arm not in (None, "control", "treatment"):
             raise ValueError(f"arm is 'control' or 'treatment', not {arm!r}")
         if arm is not None and effect is None:
@@ -144,9 +148,12 @@ class StudyData:
                          and (status is None or rows[r][1] == status)]
         else:
             keep = [True] * runs.num_rows
-            for column, wanted in (("sweep_id", sweep), ("effect_id", effect), ("status", status)):
+            for column, wanted in (("sweep_id", sweep), ("status", status)):
                 if wanted is not None:
                     keep = [k and v == wanted for k, v in zip(keep, runs.column(column).to_pylist())]
+            if effect is not None:
+                members = set(self._arm(effect, "control")) | set(self._arm(effect, "treatment"))
+                keep = [k and r in members for k, r in zip(keep, runs.column("run_id").to_pylist())]
             found = [r for r, k in zip(runs.column("run_id").to_pylist(), keep) if k]
         if not found:
             raise NoSuchRun(f"no run in {self.db} with " + ", ".join(
@@ -480,7 +487,9 @@ _RUNS_WITH_ROLES = """
     LEFT JOIN (SELECT control_run_id AS run_id, min(effect_id) AS effect_id FROM effect_pairs GROUP BY 1) c
            USING (run_id)
     ORDER BY r.started_at, r.run_id"""
-"""The runs with the effect each belongs to and its arm (a control reused by several effects: the first)."""
+"""The runs with the effect each belongs to and its arm: one label per run (a run that is a treatment: its effect;
+a control reused by several effects: the first by id), for a glance; ``effect_pairs`` (``select_runs(effect=)``,
+``desim sql``) has every effect a run belongs to."""
 
 
 def _has_effects(con: duckdb.DuckDBPyConnection) -> bool:
