@@ -9,6 +9,7 @@ import pytest
 import desim
 from desim.cli import main
 from desim.experiments.effects import run_effect
+from desim.store.export import export
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +49,31 @@ def test_select_runs_of_an_effect_gives_its_reused_controls_too(two_effects):
         assert data.select_runs(effect=effect) == sorted(runs, key=order.index)
     assert data.select_runs(effect=second, arm="control") == controls
 
+
+def test_the_export_holds_the_pairs_effects_and_sweeps_of_its_runs(two_effects, tmp_path):
+    root, first, second = two_effects
+    data = desim.open(root)
+    out = tmp_path / "all"
+    export(root, out)
+    pairs = pq.read_table(out / "effect_pairs.parquet")
+    assert pairs.to_pylist() == data.sql("SELECT * FROM effect_pairs ORDER BY effect_id, replicate").to_pylist()
+    assert sorted(pq.read_table(out / "effects.parquet").column("effect_id").to_pylist()) == sorted([first, second])
+    sweeps = pq.read_table(out / "sweeps.parquet").to_pylist()
+    assert [s["sweep_id"] for s in sweeps] == data.sql("SELECT sweep_id FROM sweeps").column("sweep_id").to_pylist()
+    assert sweeps[0]["replicates"] == 1 and "n_agents" in sweeps[0]["grid"]
+    # the rebuild: every pair of the second effect, its controls among the exported runs
+    exported = set(pq.read_table(out / "runs.parquet").column("run_id").to_pylist())
+    mine = [r for r in pairs.to_pylist() if r["effect_id"] == second]
+    assert len(mine) == 2 and all(r["control_run_id"] in exported and r["treatment_run_id"] in exported for r in mine)
+
+    # one treatment of the second effect: its pair and its effect only, no sweep
+    treatment = mine[0]["treatment_run_id"]
+    one = tmp_path / "one"
+    export(root, one, run=treatment, fmt="csv")
+    assert (one / "effect_pairs.csv").read_text().count("\n") == 2            # its header and its one pair
+    assert second in (one / "effects.csv").read_text() and first not in (one / "effects.csv").read_text()
+    assert not (one / "sweeps.csv").exists()
+    # a plain run made by hand belongs to none: no such files
+    plain = desim.run_study(desim.load_study(root, steps=1, params={"n_agents": 5})).run_id
+    export(root, tmp_path / "plain", run=plain)
+    assert not any((tmp_path / "plain" / f"{t}.parquet").exists() for t in ("effect_pairs", "effects", "sweeps"))

@@ -7,8 +7,11 @@ messages, the edges, every round's actions and the LLM calls when the runs have 
 (``round_actions``, ``llm_calls``), ``runs`` (one row per run, its parameters as typed
 ``param_<name>`` columns, its ``sweep_id``, ``effect_id`` and ``arm``: join it to
 the panel on ``run_id``) and ``runs.json`` with each run's seed, parameters and
-resolved configuration. Without ``--run`` every run of the study is exported,
-each row carrying its ``run_id``.
+resolved configuration. When the runs belong to effects or sweeps, the catalogue's rows
+of them too: ``effect_pairs`` (every pair a run is the control or the treatment of: a
+control reused by several effects is in each), ``effects`` and ``sweeps``. Without
+``--run`` every run of the study is exported, each row carrying its ``run_id``. Each
+file's columns and types: docs/export.md.
 
 Beside them a hidden ``.desim-export`` names the files written (``desim.versions.mark_exported``): an
 export into the study folder (``--out analysis``) is then not part of the study's next version, as a
@@ -123,6 +126,12 @@ def export(study: str | Path, out: str | Path, run: str | None = None, fmt: str 
             tables[name] = table
     tables = {name: _cut(table, cuts) for name, table in tables.items()}
     tables["runs"] = flat_runs
+    # what the runs belong to, as the catalogue holds it, for an effect or a sweep to be rebuilt from the files:
+    # runs' effect_id and arm give each run one label, and a control several effects reused names one of them
+    for name, table in (("effect_pairs", data.effect_pairs(runs)), ("effects", data.effects(runs)),
+                        ("sweeps", data.sweeps(runs))):
+        if table.num_rows:
+            tables[name] = table
     names = [f"{name}.{fmt}" for name in tables] + ["runs.json"]
     check_out(data.layout, out, names)
     _make_folder(out)

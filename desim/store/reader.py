@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from desim.store import queries
 from desim.store.catalogue import Catalogue
-from desim.store.connection import StoreError, StoreMissing, field, named_file, open_store
+from desim.store.connection import StoreError, StoreMissing, field, has_table, named_file, open_store
 from desim.store.files import RunFiles
 from desim.store.health import health_of, last_step, runs_without_data
 from desim.store.layout import StudyLayout, layout_of
@@ -170,6 +170,39 @@ class StudyData:
             return [r for (r,) in con.execute(f"SELECT p.{column} FROM effect_pairs p JOIN runs r ON r.run_id = "
                                               f"p.{column} WHERE p.effect_id = ? ORDER BY p.replicate",
                                               [effect]).fetchall()]
+
+    def effect_pairs(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        """The ``effect_pairs`` rows whose control or treatment is one of the runs, by effect and replicate: which
+        control each treatment is paired with (a held pair, whose control ended before the fork, names its
+        control in both), which a run's single ``effect_id``/``arm`` label in ``runs()`` cannot say of a
+        control that several effects reused."""
+        runs = self.run_ids(run)
+        return self._catalogue("effect_pairs", "SELECT * FROM effect_pairs WHERE control_run_id IN (SELECT "
+                               "unnest($runs)) OR treatment_run_id IN (SELECT unnest($runs)) "
+                               "ORDER BY effect_id, replicate", runs)
+
+    def effects(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        """The ``effects`` rows of the effects the runs are a control or a treatment of (:meth:`effect_pairs`):
+        each effect's fork step, treatment and control settings, replicates and seeds."""
+        runs = self.run_ids(run)
+        return self._catalogue("effects", "SELECT * FROM effects WHERE effect_id IN (SELECT effect_id FROM "
+                               "effect_pairs WHERE control_run_id IN (SELECT unnest($runs)) OR treatment_run_id "
+                               "IN (SELECT unnest($runs))) ORDER BY created_at, effect_id", runs)
+
+    def sweeps(self, run: str | Iterable[str] | None = None) -> pa.Table:
+        """The ``sweeps`` rows of the sweeps the runs belong to (their ``sweep_id``): each sweep's grid, plan,
+        replicates and base seed."""
+        runs = self.run_ids(run)
+        return self._catalogue("sweeps", "SELECT * FROM sweeps WHERE sweep_id IN (SELECT sweep_id FROM runs "
+                               "WHERE run_id IN (SELECT unnest($runs))) ORDER BY created_at, sweep_id", runs)
+
+    def _catalogue(self, table: str, query: str, runs: list[str]) -> pa.Table:
+        """``query`` (on the catalogue table ``table``, ``$runs`` the run ids) as an Arrow table; a table with no
+        columns when the store has no such table (one written before sweeps or effects, read unmigrated)."""
+        with open_store(self.layout) as con:
+            if not has_table(con, table):
+                return pa.table({})
+        return self.sql(query, {"runs": runs})
 
     def run_ids(self, run: str | Iterable[str] | None) -> list[str]:
         """``None`` is the latest plain run: the newest run that is not one of a sweep's or an effect's
@@ -489,7 +522,7 @@ _RUNS_WITH_ROLES = """
     ORDER BY r.started_at, r.run_id"""
 """The runs with the effect each belongs to and its arm: one label per run (a run that is a treatment: its effect;
 a control reused by several effects: the first by id), for a glance; ``effect_pairs`` (``select_runs(effect=)``,
-``desim sql``) has every effect a run belongs to."""
+``StudyData.effect_pairs``, the export's ``effect_pairs`` file) has every effect a run belongs to."""
 
 
 def _has_effects(con: duckdb.DuckDBPyConnection) -> bool:
