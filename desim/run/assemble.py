@@ -66,6 +66,7 @@ class Run:
     decision: Any
     collector: Any
     path: str                       # "columnar", "state_columns" (per-agent, states as columns) or "agents"
+    built_from: dict[str, str] = field(default_factory=dict)   # the study's code as it was when built
     ids: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -80,8 +81,10 @@ class Run:
         return self.spec.simulation.seed
 
     def code(self) -> dict[str, str]:
-        """The study's code as its version records it (``desim.study.refs.study_code``): read from disk now."""
-        return study_code(self.spec)
+        """The study's code as its version records it (``desim.study.refs.study_code``), as it was when the run
+        was built from it: a run that then waits for a store another process holds records the code it runs,
+        not an edit made during the wait."""
+        return self.built_from or study_code(self.spec)
 
     @property
     def n_steps(self) -> int:
@@ -144,7 +147,7 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
     ctx.decision = decision
     call(decision.reset, sim_cfg.seed, root=root)   # before anything is written: a bad llm block stops here
     return Run(spec, run_id, streams, personas, network, sim, interventions, ctx, environment, decision, collector,
-               study_path(environment, decision))
+               study_path(environment, decision), built_from=study_code(spec))
 
 
 def _no_engine_yet(agent_id: str, errand) -> None:

@@ -20,7 +20,7 @@ import duckdb
 from desim.store.connection import StoreError, fetch_dicts, has_table
 from desim.store.schema import MADE_BY_HAND
 from desim.version import __version__
-from desim.versions import code_texts, config_hash, diff_configs
+from desim.versions import code_changes, code_texts, config_hash, diff_configs
 
 
 def now() -> datetime:
@@ -321,6 +321,7 @@ class Catalogue:
             if "runs" not in present or not con.execute(
                     "SELECT count(*) FROM w.runs WHERE run_id = ?", [run_id]).fetchone()[0]:
                 raise ValueError(f"{worker_db} holds no run '{run_id}'")
+            self._refuse_other_code(run_id, version_id)
             here = con.execute("SELECT current_database()").fetchone()[0]
             cols = [c for c in self._run_columns("w") if c in set(self._run_columns(here))]
             names = ", ".join(cols)
@@ -336,6 +337,24 @@ class Catalogue:
                 raise
         finally:
             con.execute("DETACH w")
+
+    def version_code(self, version_id: str) -> dict[str, str] | None:
+        """The code a version recorded (``{file: hash}``), None for a version that recorded none."""
+        row = self.con.execute("SELECT code FROM versions WHERE version_id = ?", [version_id]).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
+    def _refuse_other_code(self, run_id: str, version_id: str) -> None:
+        """A worker's run whose code is not its version's (the study's files edited while a sweep or an effect
+        ran) is refused: joined to that version, a sweep's summary would pool two models as one."""
+        ran = self.con.execute("SELECT code FROM w.runs WHERE run_id = ?", [run_id]).fetchone()[0]
+        kept = self.con.execute("SELECT code FROM main.versions WHERE version_id = ?", [version_id]).fetchone()
+        if not ran or not kept or not kept[0]:
+            return
+        changed = code_changes(json.loads(kept[0]), json.loads(ran))
+        if changed:
+            raise ValueError(f"the study's code changed while it ran ({', '.join(changed)}): run {run_id} ran "
+                             f"other code than version {version_id}, so it is not kept with it; restore the code "
+                             "and resume, or start anew for the new code")
 
     def _run_columns(self, database: str) -> list[str]:
         return [r[0] for r in self.con.execute(

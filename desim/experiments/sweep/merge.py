@@ -29,6 +29,7 @@ from desim.store.files import carry_paid_calls, remove_run_data, replace_folder
 from desim.store.ledger import keep_paid_calls
 from desim.study.files import StudySpec
 from desim.study.refs import study_code
+from desim.versions import code_hash
 
 __all__ = ["WaitFn", "keep_unmerged_calls", "load_plan", "merge_run", "record_failure", "record_plan", "run_statuses",
            "study_version", "writing"]
@@ -92,10 +93,12 @@ def record_failure(study: "str | Path | StudyLayout", spec: StudySpec, plan: Swe
         try:
             catalogue.forget_run(run.run_id)
             remove_run_data(layout, run.run_id)
+            code = catalogue.version_code(version_id)     # its version's: the code it was to run
             catalogue.start_run(run_id=run.run_id, study_id=spec.id, kind="run", seed=run.seed,
                                 n_steps=spec.simulation.n_steps, rounds=spec.rounds,
                                 time_unit=spec.simulation.time_unit, config=spec.resolved(),
-                                parameters=run.parameters, sweep_id=plan.sweep_id, version_id=version_id)
+                                parameters=run.parameters, sweep_id=plan.sweep_id, version_id=version_id,
+                                code=code, code_hash=code_hash(code) if code else None)
             catalogue.finish_run(run.run_id, "failed", error)
             con.commit()
         except BaseException:
