@@ -40,6 +40,7 @@ from desim.experiments.sweep.summary import describe, left_out_note, metric_boun
 from desim.experiments.sweep.worker import RunOutcome, RunTask
 from desim.store.files import remove_db
 from desim.store.health import claim_folder as claim
+from desim.store.health import release_folder
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store import states as state_reads
 from desim.study.files import StudySpec, load_study, read_study_file
@@ -338,6 +339,7 @@ def _complete(root: Path, effect: _Effect, workers: int | None, backend: str, ad
     finally:
         keep_unmerged_calls(db, folder, on_wait)    # a worker that died (its run never merged): what it paid
         shutil.rmtree(folder, ignore_errors=True)
+        release_folder(folder)
         try:
             folder.parent.rmdir()       # runs/effects, once no effect is running
         except OSError:

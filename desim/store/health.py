@@ -38,34 +38,98 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+_CLAIMS: dict[str, int] = {}      # folder -> the open owner file this process holds locked while it works there
+
+
+def _lockable(path) -> int | None:
+    """The owner file ``path`` opened and locked by this process (an exclusive ``flock``, which the system
+    drops when the process ends, however it ends), or None when another process holds it."""
+    import fcntl
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def folder_owner(folder) -> dict[str, Any] | None:
     """The process working in a sweep's or an effect's worker folder (``{"pid", "host"}``, its owner file), or
-    None when there is none or it is gone (a process of this host that no longer runs). One of another host is
-    taken as alive: whether it runs cannot be told from here."""
+    None when there is none or it is gone. A process of this host holds its owner file locked while it works
+    (:func:`claim_folder`); one of another host is taken as alive: whether it runs cannot be told from here."""
     import json
+    path = StudyLayout.owner_file(folder)
     try:
-        owner = json.loads(StudyLayout.owner_file(folder).read_text(encoding="utf-8"))
+        owner = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(owner, dict):
         return None
-    if owner.get("host") == socket.gethostname() and not pid_alive(int(owner.get("pid") or 0)):
-        return None
+    if owner.get("host") == socket.gethostname() and str(folder.resolve()) not in _CLAIMS:
+        fd = _lockable(path)
+        if fd is not None:          # nobody holds it: gone, unless its pid still runs (a desim before the lock)
+            os.close(fd)
+            if not pid_alive(int(owner.get("pid") or 0)) or int(owner.get("pid") or 0) == os.getpid():
+                return None
     return owner
 
 
 def claim_folder(folder, what: str) -> None:
     """Mark ``folder`` (a sweep's or an effect's worker folder) as this process's, refusing when another live
     process works in it: two processes running the same sweep or effect would each take the other's worker
-    stores for leftovers of a killed attempt. ``what`` names it in the error (``sweep sw1a2b``)."""
+    stores for leftovers of a killed attempt. The owner file is locked for as long as this process works
+    there (:func:`release_folder`), so of two processes claiming at once exactly one gets it. ``what`` names
+    it in the error (``sweep sw1a2b``)."""
     import json
+    key = str(folder.resolve())
+    if key in _CLAIMS:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    path = StudyLayout.owner_file(folder)
     owner = folder_owner(folder)
-    if owner is not None and (owner.get("pid"), owner.get("host")) != (os.getpid(), socket.gethostname()):
+    mine = (os.getpid(), socket.gethostname())
+    fd = _lockable(path) if owner is None else None      # of two processes here, one gets the lock
+    if fd is None:
+        owner = owner or {}
         raise RuntimeError(f"{what} is running (pid {owner.get('pid')} on {owner.get('host')}): wait for it to "
                            "end, or stop it, before running it again")
-    folder.mkdir(parents=True, exist_ok=True)
-    StudyLayout.owner_file(folder).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}),
-                                              encoding="utf-8")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": mine[0], "host": mine[1]}).encode(), 0)
+    _CLAIMS[key] = fd
+
+
+def release_folder(folder) -> None:
+    """This process no longer works in ``folder`` (removed, or left for a resume): its owner file's lock goes."""
+    fd = _CLAIMS.pop(str(folder.resolve()), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def remove_abandoned(folder, before=None) -> bool:
+    """Remove ``folder`` when the process that worked in it is gone, holding its owner file's lock meanwhile so
+    that no process claims it as it goes (``before(folder)`` runs first: keep what it holds). Whether it went."""
+    import json
+    import shutil
+    path = StudyLayout.owner_file(folder)
+    if not path.exists() or str(folder.resolve()) in _CLAIMS:
+        return False
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        owner = None
+    if isinstance(owner, dict) and owner.get("host") not in (None, socket.gethostname()):
+        return False                # another host's: whether it runs cannot be told from here
+    fd = _lockable(path) if folder_owner(folder) is None else None
+    if fd is None:
+        return False
+    try:
+        if before is not None:
+            before(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _age(stamp: Any, now: datetime) -> float | None:

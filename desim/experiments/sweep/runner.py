@@ -40,7 +40,7 @@ from desim.experiments.sweep.worker import RunOutcome, RunTask
 from desim.store.files import remove_db
 from desim.store import Catalogue, StoreError, StudyLayout, open_store, queries
 from desim.store.health import claim_folder as claim
-from desim.store.health import folder_owner
+from desim.store.health import release_folder, remove_abandoned
 from desim.study.files import load_study
 
 
@@ -82,9 +82,7 @@ def claim_folder(study_root: str | Path, sweep_id: str, on_wait: WaitFn | None =
     base = StudyLayout(study_root).sweeps
     if base.is_dir():
         for other in base.iterdir():
-            if StudyLayout.owner_file(other).exists() and folder_owner(other) is None:
-                keep_unmerged_calls(study_root, other, on_wait)
-                shutil.rmtree(other, ignore_errors=True)
+            remove_abandoned(other, before=lambda gone: keep_unmerged_calls(study_root, gone, on_wait))
     folder = sweep_dir(study_root, sweep_id)
     try:
         claim(folder, f"sweep {sweep_id}")
@@ -222,6 +220,7 @@ def _run_sweep(study_root, grid, replicates, workers, backend, address, metrics,
                     on_run(outcome, done, len(tasks))
     keep_unmerged_calls(db, folder, on_wait)        # a worker that died (its run never merged): what it paid
     shutil.rmtree(folder, ignore_errors=True)
+    release_folder(folder)
     try:
         folder.parent.rmdir()   # runs/sweeps, once no sweep is in progress
     except OSError:
