@@ -78,9 +78,18 @@ def _check_warm_start(spec: StudySpec) -> None:
 
 
 def _check_llm_block(spec: StudySpec) -> None:
-    """The ``llm`` block is a file's object like any other: checked with the files (``--no-probe`` too), not
-    only once an LLM decision is built in the probe or the run."""
-    if spec.simulation.llm is not None:
+    """The ``llm`` block of a study an LLM decides, checked with the files (``--no-probe`` too), not only once
+    the decision is built in the probe: what ``desim run`` would refuse. Another study's block is not read
+    (a key in it is refused by every load, wherever it is)."""
+    if spec.simulation.llm is None:
+        return
+    from desim.llm import LLMDecision
+    from desim.study.refs import resolve
+    try:
+        decision = resolve(spec.simulation.decision.ref, spec.root)
+    except Exception:
+        return                      # the probe, or the run, names a ref that does not resolve
+    if isinstance(decision, type) and issubclass(decision, LLMDecision):
         from desim.llm.config import load_llm_config
         load_llm_config(spec.simulation.llm, where=spec.root / SIMULATION)
 

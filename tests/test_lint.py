@@ -307,13 +307,34 @@ def test_validate_refuses_a_warm_start_that_desim_run_would_refuse(study_copy, c
         assert f"{sim_file}: warm_start: interaction_rounds is 3" in err, err
 
 
-@pytest.mark.parametrize("key,said", [("max_call", "llm.max_call: unknown key; did you mean 'max_calls'?"),
-                                      ("api_key", "llm.api_key: a key in the study's files would be stored")])
-def test_validate_without_the_probe_checks_the_llm_block(tmp_path, capsys, key, said):
+def test_validate_without_the_probe_checks_an_llm_study_s_llm_block(study_copy, capsys):
     """``--no-probe`` ("only validate the files") said 'valid study' of an llm block the run refuses."""
-    root = make_study(tmp_path / "llm", propagation="contagion", bus=True, rounds=3)
+    study_copy("opinion_diffusion")
+    root = study_copy("opinion_diffusion_llm")
     sim = root / "simulation" / "simulation.json"
-    sim.write_text(json.dumps({**json.loads(sim.read_text()), "llm": {"model": "m", key: 3}}))
+    data = json.loads(sim.read_text())
+    sim.write_text(json.dumps({**data, "llm": {**data["llm"], "max_call": 3}}))
     assert main(["validate", str(root), "--no-probe"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"desim: error: {sim}: {said}")
+    assert len(err) == 1 and err[0].startswith(f"desim: error: {sim}: llm.max_call: unknown key; did you mean "
+                                               "'max_calls'?")
+
+
+def test_an_llm_block_a_rule_study_does_not_read_is_left_alone_but_a_key_in_it_is_refused_by_every_load(
+        tmp_path, capsys):
+    """A rule study keeping an llm block: its settings are not read (validate and run agree), but a key there
+    would be stored with every run's configuration, so run and validate both refuse it."""
+    root = make_study(tmp_path / "llm", propagation="contagion", bus=True, rounds=3)
+    sim = root / "simulation" / "simulation.json"
+    data = json.loads(sim.read_text())
+    sim.write_text(json.dumps({**data, "llm": {"model": "m", "max_call": 3}}))
+    assert main(["validate", str(root), "--no-probe"]) == 0
+    sim.write_text(json.dumps({**data, "llm": {"model": "m", "api_key": "sk-secret"}}))
+    for command in (["validate", str(root), "--no-probe"], ["run", str(root), "--quiet"]):
+        capsys.readouterr()
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"desim: error: {sim}: llm.api_key: a key in the study's "
+                                                   "files would be stored")
+    assert not (root / "runs").exists() or "sk-secret" not in "".join(
+        p.read_text(errors="replace") for p in (root / "runs").rglob("*.json"))

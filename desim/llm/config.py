@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator
 
 from desim.records import Strict
-from desim.study.files import StudyConfigError, config_problems, describe_error, field_path
+from desim.study.files import KEY_IN_FILES, StudyConfigError, config_problems, describe_error, field_path
 from desim.versions import SIMULATION_FILE
 
 ENV_BASE_URL = "DESIM_LLM_BASE_URL"
@@ -136,8 +136,7 @@ def load_llm_config(block: dict[str, Any] | None, environ: dict[str, str] | None
             raise StudyConfigError(where, [("llm.base_url", "credentials in the URL (user:password@) would be "
                                             f"stored with every run; put them in {ENV_BASE_URL} instead")])
     if "api_key" in data:       # said before the generic "unknown key": where a key goes instead
-        raise StudyConfigError(where, [("llm.api_key", "a key in the study's files would be stored with every "
-                                        f"run and shared with the study; set it in {ENV_API_KEY} instead")])
+        raise StudyConfigError(where, [("llm.api_key", KEY_IN_FILES)])
     from_env = set()
     if environ.get(ENV_BASE_URL):
         urls = [u.strip() for u in environ[ENV_BASE_URL].split(",") if u.strip()]

@@ -455,6 +455,10 @@ def validate_file(path: Path, model: type[BaseModel], data: Any) -> BaseModel:
         raise StudyConfigError(path, config_problems(model, data, e.errors())) from None
 
 
+KEY_IN_FILES = ("a key in the study's files would be stored with every run and shared with the study; set it "
+                "in DESIM_LLM_API_KEY instead")
+
+
 def rounds_run(interaction_rounds: int) -> int:
     """The rounds a step runs for a file's (or a stored run's) ``interaction_rounds``: the seed clamps it to
     ``max(1, ...)``, so 0 and 1 are the same study."""
@@ -598,6 +602,8 @@ def load_study(root: str | Path, *, steps: int | None = None, seed: int | None =
 
     sim: SimulationFile = loaded["simulation"]
     sim_path = root / FILES["simulation"][0]
+    if isinstance(sim.llm, dict) and "api_key" in sim.llm:     # whatever decides: the block is stored with runs
+        raise StudyConfigError(sim_path, [("llm.api_key", KEY_IN_FILES)])
     updates: dict[str, Any] = {}
     if steps is not None:
         updates["n_steps"] = steps
