@@ -42,11 +42,32 @@ if TYPE_CHECKING:
 class RunClock(simpy.Environment):
     """The run's SimPy environment: SimPy's, but an event at a time that is not a number (a study process's
     ``timeout(float("nan"))``) is refused where it is made. SimPy orders its events in a heap by time, and a
-    NaN there breaks the order without a word: later events, a step's close among them, run out of turn."""
+    NaN there breaks the order without a word: later events, a step's close among them, run out of turn.
+
+    A step and each of its rounds open once everything else at their instant has run (``desim.run.engine``),
+    so a process that waits by yielding ``timeout(0)`` again and again (a busy wait) would hold the run at
+    that instant for ever: past ``same_instant_limit`` zero-delay events at one time it is refused, naming
+    the time."""
+
+    same_instant_limit = 2_000_000      # assemble raises it for a population whose set-up needs more
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._instant, self._at_instant = None, 0
 
     def schedule(self, event, priority=simpy.events.NORMAL, delay=0) -> None:
         if delay != delay:          # NaN (infinity is a time: never)
             raise ValueError(f"an event NaN time units from now (t={self._now}): a delay must be a number")
+        if delay == 0:
+            if self._now != self._instant:
+                self._instant, self._at_instant = self._now, 0
+            self._at_instant += 1
+            if self._at_instant > self.same_instant_limit:
+                raise RuntimeError(
+                    f"more than {self.same_instant_limit:,} events at t={self._now} without the clock moving: "
+                    "a process keeps scheduling zero-delay events (a wait on timeout(0) in a loop?); a step and "
+                    "each round open only once the other events of their instant are done, so wait on an event "
+                    "(ctx.sim.event(), a simpy.Store) or a delay instead")
         super().schedule(event, priority, delay)
 
 
@@ -129,6 +150,7 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
                                                 f"network over {len(personas)} agents: {e}")]) from None
     check_population(spec, personas)
     sim = RunClock()
+    sim.same_instant_limit = max(RunClock.same_instant_limit, 20 * len(personas))
     interventions = Interventions(spec.environment.layers, spec.environment.scheduled_events,
                                   spec.environment.broadcasts, personas)
     ctx = RunContext(sim=sim, clock=Clock(sim_cfg.time_unit), streams=streams, personas=personas, network=network,
