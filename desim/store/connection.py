@@ -1,9 +1,10 @@
 """Opening a study's store: the one way in, ``with open_store(layout) as con:``.
 
 The database file is opened for writing only at the start and the end of a run (and for a
-merge), for a few milliseconds; in between, any process can read, including the run's own data
-so far. DuckDB lets one process write a file, and while it writes no other process can open it,
-so both kinds of opening retry briefly, and a writer can be asked to wait as long as it takes.
+merge), for milliseconds, or seconds when a resumed run merges a long panel; in between, any process
+can read, including the run's own data so far. DuckDB lets one process write a file, and while it
+writes no other process can open it, so readers and writers wait by one rule (:func:`_connect`):
+quietly at first, then a note naming the process that holds the file, then on as long as it holds it.
 
 The views hold the data folder's absolute path; readers define them afresh for each connection
 (as temporary views), so a study folder that was moved still reads. A writer brings the catalogue
@@ -15,8 +16,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-
+import socket
+import threading
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -24,11 +27,12 @@ from typing import Any, Callable, Iterator
 import duckdb
 import pyarrow as pa
 
-from desim.errors import StoreError
+from desim.errors import DesimNotice, StoreError
 from desim.store import journal
 from desim.store.files import ensure_anchors
 from desim.store.health import note_missing_data
 from desim.store.layout import StudyLayout, layout_of
+from desim.store.live import live_runs
 from desim.store.schema import MIGRATIONS, VIEWS, file_pattern, paired_sql, view_sql
 
 
@@ -50,6 +54,15 @@ class StoreBroken(StoreError, ValueError):
 
 WaitFn = Callable[[str], None]
 
+READER_ATTEMPTS = 100
+"""How many times (50 ms apart: 5 s, as long as a run tries before its note) a reader tries a file another
+process holds for writing before it says it waits. A run holds it for a moment at its start and end, but
+a resumed run merges its whole panel under that hold (4 s at 12,000 agents and 240 steps), and a reader
+that gave up after one second failed with DuckDB's lock text while the README promised "a moment"."""
+
+SLOW_TRY_S = 0.25
+"""Seconds between two tries once the note is said: a failed open costs a few milliseconds, and a wait
+that lasts as long as a notebook keeps its connection should not spend a core on it."""
 
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """DuckDB draws a progress bar on stdout for a query that runs over two seconds: not in a command's
@@ -60,25 +73,33 @@ def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 @contextmanager
 def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, attempts: int | None = None,
-               wait: float = 0.05, forever: bool = False, on_wait: WaitFn | None = None,
+               wait: float = 0.05, forever: bool | None = None, on_wait: WaitFn | None = None,
                must_exist: bool = True, give_up_after: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to the study's store, closed when the block ends.
 
     ``read_only`` (the default) never blocks a run; a writer (``read_only=False``) creates the
-    store if needed and brings its catalogue up to date. ``attempts`` bounds the retries while
-    another process holds the file (default: 20 for a reader, 40 for a writer, 50 ms apart);
-    ``forever`` makes a writer wait as long as it takes (a sweep merging while a run of the same
-    study holds the file), telling ``on_wait`` why (the refusal's text), once; ``give_up_after`` seconds
-    bound that wait (then ``StoreBusyError``).
+    store if needed and brings its catalogue up to date. While another process holds the file, both wait
+    by one rule (:func:`_connect`): ``attempts`` tries ``wait`` s apart (default: 100 for a reader that
+    waits, 20 for one that gives up, 40 for a writer), then, with ``forever``, a note (``on_wait`` hears why,
+    once; by default a ``DesimNotice`` naming the holder) and on as long as the holder keeps the file,
+    ``give_up_after`` seconds at most (then ``StoreBusyError``). By default a reader in the main thread
+    waits so (a command or a notebook's cell reading while a run merges waits for the merge, as the run
+    waits for readers: someone is there to read the note, and Ctrl-C stops the wait), and a reader in
+    another thread gives up after its tries (a server's request, the dashboard's, must answer: it says the
+    store is busy); a writer waits only when asked (a run, a sweep).
     """
     layout = layout_of(study)
     if read_only:
         if must_exist and not layout.db.exists():
             raise StoreMissing(layout.missing_store())
-        con = _reader(layout, 20 if attempts is None else attempts, wait)
+        if forever is None:
+            forever = threading.current_thread() is threading.main_thread()
+        if attempts is None:        # before the note, for a reader that waits; in all, for one that gives up
+            attempts = READER_ATTEMPTS if forever else 20
+        con = _reader(layout, attempts, wait, forever=forever, on_wait=on_wait, give_up_after=give_up_after)
     else:
-        con = _writer_waiting(layout, attempts, wait, on_wait, give_up_after) if forever else _writer(
-            layout, 40 if attempts is None else attempts, wait)
+        con = _writer(layout, 40 if attempts is None else attempts, wait, forever=bool(forever), on_wait=on_wait,
+                      give_up_after=give_up_after)
     try:
         yield con
     except (duckdb.InvalidInputException, duckdb.IOException) as e:
@@ -92,25 +113,91 @@ def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, att
             pass
 
 
-def _reader(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyConnection:
+def _connect(layout: StudyLayout, read_only: bool, attempts: int, wait: float, forever: bool = False,
+             on_wait: WaitFn | None = None, give_up_after: float | None = None) -> duckdb.DuckDBPyConnection:
+    """DuckDB's connection to the store, waiting while another process holds the file: the one rule for
+    readers and writers.
+
+    ``attempts`` tries ``wait`` s apart; then a bounded caller (the dashboard, which must never hang) gets
+    :class:`StoreBusyError` saying who holds the file and what to do, and a ``forever`` one says once that it
+    waits (``on_wait`` with that text, else a ``DesimNotice``) and goes on trying as long as the holder keeps
+    the file: the lock is the operating system's, gone with its process, so a file still held has a live
+    holder (a run merging, a notebook's connection), and a wait ends when it closes or ends, or after
+    ``give_up_after`` seconds. A connection in this process is said at once (no wait frees it)."""
     path = layout.db
-    last: Exception | None = None
-    for _ in range(max(1, attempts)):
+    began = time.monotonic()
+    told = False
+    tries = 0
+    while True:
         try:
-            con = duckdb.connect(str(path), read_only=True)
-            break
+            return duckdb.connect(str(path), read_only=read_only)
         except duckdb.ConnectionException as e:
-            raise StoreBusyError(f"cannot open {path} read-only: this Python process holds a writing "
-                                 f"connection to it ({e}); close it first") from None
+            raise _held_here(path, read_only, e) from None
         except duckdb.IOException as e:
             if not _is_lock(e):     # damaged, truncated, unreadable: no wait makes it readable
-                raise StoreBroken(f"{path} cannot be opened (damaged or truncated?): {e}") from None
-            last = e
-            time.sleep(wait)
+                raise (StoreBroken(f"{path} cannot be opened (damaged or truncated?): {e}") if read_only
+                       else _broken(path, e)) from None
+            held = e
         except duckdb.Error as e:   # a block whose checksum fails, and DuckDB's other refusals of the file
             raise _broken(path, e) from None
-    else:
-        raise StoreBusyError(f"{path} is locked by a writing process: {last}")
+        tries += 1
+        if tries < attempts:
+            time.sleep(wait)
+            continue
+        if not forever or (give_up_after is not None and time.monotonic() - began > give_up_after):
+            raise StoreBusyError(_busy(path, read_only, _holder(layout, held)))
+        if not told:
+            holder = _holder(layout, held)
+            if on_wait is not None:
+                on_wait(_busy(path, read_only, holder))
+            else:
+                warnings.warn(DesimNotice(f"{path} is locked {'for writing ' if read_only else ''}by {holder}; "
+                                          "desim waits for it and goes on when it is free (a desim run holds it "
+                                          "at its start and its end; a notebook's connection holds it until "
+                                          "closed); Ctrl-C stops the wait"), stacklevel=4)
+            told = True
+        time.sleep(max(wait, SLOW_TRY_S))
+
+
+def _held_here(path: Path, read_only: bool, error: Exception) -> StoreBusyError:
+    """DuckDB refuses a second kind of connection to a file this process holds: no wait frees it."""
+    if read_only:
+        return StoreBusyError(f"cannot open {path} read-only: this Python process holds a writing connection to "
+                              f"it ({error}); close it first")
+    return StoreBusyError(f"cannot open {path} for writing: this Python process holds a connection to it ({error}). "
+                          "Close that connection (con.close()) first; desim.open(...) reads without keeping one open.")
+
+
+def _busy(path: Path, read_only: bool, holder: str) -> str:
+    """Why a file another process holds cannot be opened, and what to do, in words (not DuckDB's text)."""
+    if read_only:
+        return (f"cannot read {path}: it is locked for writing by {holder}. A desim run holds it at its start "
+                "and its end (seconds while a long run merges its data); a connection opened for writing (a "
+                "notebook's duckdb.connect without read_only=True) holds it until closed. Try again when it is "
+                "done, or close that connection.")
+    return (f"cannot open {path} for writing: it is locked by {holder}. Another process holds it: a desim run "
+            "writing to it, or a reader that keeps a connection open (a notebook's duckdb.connect); wait for it, "
+            "close that connection, or use another study copy.")
+
+
+def _holder(layout: StudyLayout, error: Exception) -> str:
+    """Who holds the file, in words: the run of this study whose progress file names the process DuckDB names
+    (and whether it is storing its data), else that process and its program, else "another process"."""
+    found = re.search(r"lock is held in (.+?) \(PID (\d+)\)", str(error))
+    if found is None:
+        return "another process"
+    program, pid = Path(found.group(1)).name, int(found.group(2))
+    for live in live_runs(layout.live):
+        if live.get("pid") == pid and live.get("host") == socket.gethostname() and live.get("status") == "running":
+            doing = ", which is storing its data" if live.get("phase") == "finishing" else ""
+            return f"run {live['run_id']} (process {pid}){doing}"
+    return f"process {pid} ({program})"
+
+
+def _reader(layout: StudyLayout, attempts: int, wait: float, *, forever: bool = False, on_wait: WaitFn | None = None,
+            give_up_after: float | None = None) -> duckdb.DuckDBPyConnection:
+    path = layout.db
+    con = _connect(layout, True, attempts, wait, forever, on_wait, give_up_after)
     try:
         _quiet(con)
         # each Parquet footer read once for the connection's life: a merged run of 20,000 steps has 10,000
@@ -148,30 +235,12 @@ def _is_lock(error: Exception) -> bool:
     return "lock" in str(error).lower()
 
 
-def _writer(layout: StudyLayout, attempts: int, wait: float) -> duckdb.DuckDBPyConnection:
+def _writer(layout: StudyLayout, attempts: int, wait: float, *, forever: bool = False, on_wait: WaitFn | None = None,
+            give_up_after: float | None = None) -> duckdb.DuckDBPyConnection:
     path = layout.db
     check_folders(layout)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(max(1, attempts)):  # a reader (the dashboard) holds the file for milliseconds
-        try:
-            con = duckdb.connect(str(path))
-            break
-        except duckdb.ConnectionException as e:
-            raise StoreBusyError(
-                f"cannot open {path} for writing: this Python process holds a connection to it "
-                f"({e}). Close that connection (con.close()) first; desim.open(...) reads without "
-                "keeping one open.") from None
-        except duckdb.IOException as e:
-            if not _is_lock(e):     # damaged or truncated: said as that, at once
-                raise _broken(path, e) from None
-            if attempt == attempts - 1:
-                raise StoreBusyError(f"cannot open {path} for writing: {e}. Another process holds it: a desim "
-                                     "run writing to it, or a reader that keeps a connection open (a notebook's "
-                                     "duckdb.connect); wait for it, close that connection, or use another study "
-                                     "copy.") from None
-            time.sleep(wait)
-        except duckdb.Error as e:
-            raise _broken(path, e) from None
+    con = _connect(layout, False, attempts, wait, forever, on_wait, give_up_after)
     try:
         _quiet(con)
         check_layout(con, path)
@@ -228,22 +297,6 @@ def set_aside_orphans(layout: StudyLayout) -> Path | None:
         f"{'were' if len(found) != 1 else 'was'} beside it (its database was deleted): moved to {aside}, so "
         "that they are not read as runs of this one"), stacklevel=2)
     return aside
-
-
-def _writer_waiting(layout: StudyLayout, attempts: int | None, wait: float, on_wait: WaitFn | None,
-                    give_up_after: float | None = None) -> duckdb.DuckDBPyConnection:
-    told = False
-    deadline = None if give_up_after is None else time.monotonic() + give_up_after
-    while True:
-        try:
-            return _writer(layout, 40 if attempts is None else attempts, wait)
-        except StoreBusyError as e:
-            if "this Python process" in str(e) or (deadline is not None and time.monotonic() > deadline):
-                raise
-            if on_wait and not told:
-                on_wait(str(e))         # why it waits (DuckDB names the process holding the file)
-                told = True
-            time.sleep(0.5)
 
 
 def define_views(con: duckdb.DuckDBPyConnection, data: Path, temp: bool, attempts: int = 5,
