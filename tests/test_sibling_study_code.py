@@ -55,3 +55,23 @@ def test_the_ray_bundle_carries_the_sibling_and_runs_the_same(tmp_path):
     assert (unpacked.parent / "walk" / "model.py").read_bytes() == (base / "model.py").read_bytes()
     there = desim.run_study(desim.load_study(unpacked, seed=4))
     assert there.panel().drop(["run_id"]).equals(here.panel().drop(["run_id"]))
+
+
+@pytest.mark.parametrize("made_by,refused", [("0.2.1", False), ("0.3.0", True)])
+def test_a_run_recorded_before_siblings_were_kept_still_branches(tmp_path, made_by, refused):
+    """A run of desim 0.2 recorded no sibling module: that is no edit, or its killed and paid LLM runs could
+    never be resumed after the upgrade. A run of this desim without it did not run that code as recorded."""
+    import duckdb
+    from storeq import store_path
+    base, derived = sibling_pair(tmp_path)
+    first = desim.run_study(desim.load_study(derived, seed=2))
+    con = duckdb.connect(str(store_path(derived)))
+    code = json.loads(con.execute("SELECT code FROM runs WHERE run_id = ?", [first.run_id]).fetchone()[0])
+    del code["<outside>/walk/model.py"]
+    con.execute("UPDATE runs SET code = ?, desim_version = ? WHERE run_id = ?", [json.dumps(code), made_by, first.run_id])
+    con.close()
+    if refused:
+        with pytest.raises(BranchRefused, match=r"<outside>/walk/model\.py \(added\)"):
+            desim.branch(derived, first.run_id, 2)
+    else:
+        assert desim.branch(derived, first.run_id, 2).status == "completed"

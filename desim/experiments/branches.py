@@ -56,7 +56,7 @@ from desim.study.files import (
 from desim.study.contract import model_hook
 from desim.study.params import mentioned_in_code, parameter_uses, python_texts
 from desim.study.refs import outside_code
-from desim.versions import code_changes, code_files, diff_configs, population_files
+from desim.versions import OUTSIDE, code_changes, code_files, diff_configs, population_files
 
 
 class BranchRefused(StudyError, ValueError):
@@ -75,11 +75,27 @@ def _parent_row(con, run_id: str) -> dict[str, Any]:
     return row
 
 
+SIBLING_MODULES_KEPT = (0, 3)
+"""The desim version from which a version's code holds the study modules its code imports from outside its
+folder (``<outside>/<folder>/<module>.py``): a run recorded before did not, so their absence is no edit."""
+
+
 def code_changed_since(run: dict, root: Path) -> list[str]:
     """The study's code and data files that differ now from those ``run`` (its ``runs`` row) ran with."""
     population = json.loads(run["config"]).get("population") or {}
     now = {**code_files(root, population_files(population)), **outside_code(root, json.loads(run["config"]))}
-    return code_changes(json.loads(run["code"]), now)
+    then = json.loads(run["code"])
+    if _made_before(run, SIBLING_MODULES_KEPT):
+        now = {k: v for k, v in now.items() if k in then or not (k.startswith(OUTSIDE) and "/" in k[len(OUTSIDE):])}
+    return code_changes(then, now)
+
+
+def _made_before(run: dict, version: tuple[int, int]) -> bool:
+    """Whether ``run`` was recorded by a desim older than ``version`` (an unreadable version counts as older)."""
+    try:
+        return tuple(int(p) for p in str(run.get("desim_version") or "0").split(".")[:2]) < version
+    except ValueError:
+        return True
 
 
 def refuse_resume_after_edit(root: Path, run_id: str, error: type[Exception], what: str) -> None:
