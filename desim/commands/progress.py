@@ -185,13 +185,25 @@ class RunsProgress:
     while nothing finishes."""
 
     bar: Progress | None = None
+    label = "desim"
 
     def waiting(self, reason: str) -> None:
-        """A merge of finished runs waits for the study's store, which another process holds."""
-        if self.bar is not None:
-            why = reason.split(". Another process holds it")[0]      # DuckDB's words, not the advice to give up
+        """The command waits for the study's store, which another process holds: to record its plan (before
+        ``start``, no bar yet) or to merge finished runs. Said once a wait, in the bar's output when it
+        shows one, else as ``desim run`` says its wait (a ``desim: note:`` line on stderr, ``--quiet`` or
+        not): a sweep or an effect that a notebook's connection kept from starting was silent for as long."""
+        why = reason.split(". Another process holds it")[0]      # who holds it, not the advice to give up
+        if self.bar is not None and self.bar.mode != "off":
             self.bar.note(f"the study's store is held by another process; desim waits for it and goes on when "
                           f"it is free (workers carry on): {why}")
+            return
+        try:
+            sys.stderr.write(f"desim: note: {self.label}: the study's store is held by another process; desim "
+                             f"waits for it and goes on when it is free (close a notebook's connection to it; "
+                             f"Ctrl-C stops): {why}\n")
+            sys.stderr.flush()
+        except OSError:     # nobody reads stderr any more: the command goes on
+            pass
 
     def run_done(self, outcome, done: int, label: str) -> None:
         """``done`` runs so far; ``label`` names the run that ended in the line of one not completed."""
