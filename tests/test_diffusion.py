@@ -274,7 +274,7 @@ def test_cli_prints_progress_and_writes_every_view(sir, capsys, monkeypatch):
     assert main(["viz", "diffusion", str(root), "--state", "state", "--quiet"]) == 0
     assert "view data ready" not in capsys.readouterr().err
     assert main(["viz", "diffusion", str(root), "--state", "nope"]) == 2
-    with pytest.raises(ReportError, match="desim.network_views"):
+    with pytest.raises(ReportError, match=r"desim\.report\.network_picture\.diffusion_player\("):
         diffusion_player(root, "state")
 
 

@@ -680,8 +680,9 @@ def diffusion_player(study_root: str | Path, state: str, run_id: str | None = No
     ``messages``: draw the message overlay in the PNGs (the player has its own check box, off).
     """
     if picture is None:
-        raise ReportError("the diffusion player draws a picture computed by desim.network_views (which lays the "
-                          "network out): use `desim viz diffusion` or desim.network_views.diffusion_player("
+        raise ReportError("the diffusion player draws a picture computed by desim.report.network_picture (which "
+                          "lays the network out): use `desim viz diffusion` or "
+                          "desim.report.network_picture.diffusion_player("
                           f"{str(study_root)!r}, {state!r})")
     m = picture["meta"]
     if m["field"] != state or (run_id is not None and m["run_id"] != run_id):

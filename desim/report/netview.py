@@ -2,7 +2,7 @@
 
 ``static/netview.js`` (``NETVIEW_JS``, its style ``static/netview.css``) defines
 ``DesimNet.mount(root, data, options)``: it draws ``data`` (the dict of
-``desim.network_views.picture`` plus ``captions`` and ``size_keys`` from
+``desim.report.network_picture.picture`` plus ``captions`` and ``size_keys`` from
 ``desim.report.diffusion``) on a 2-D canvas, with a button per view, a step slider, a play button,
 a legend in the study's declared order with the counts over all agents, the size key, the
 message overlay check box (off; only when the run stored messages) and the view's caption.

@@ -1,7 +1,7 @@
 """Stored network layouts and communities: one Parquet file per network under ``runs/layouts/``.
 
 A network's layout (positions of its agents) and its communities are computed once, by
-``desim.network_views``, and kept under the network's key (``desim.layout.network_key``: the
+``desim.report.network_picture``, and kept under the network's key (``desim.layout.network_key``: the
 method, the agent ids, the edges and the layout seed), so every later picture of the same
 network reuses them: the report's player, the dashboard, and the branches and effect replicates
 that share their parent's network (same ids and edges, hence the same key).
