@@ -117,13 +117,25 @@ def replayed_and_decided(at_step: int, steps_done: int) -> str:
 
 
 def cmd_run(args) -> int:
+    from desim.run.execute import hold_signals_to_exit, stop_request
+    from desim.store.connection import stop_waits_on
+    if desim_is_the_program():
+        hold_signals_to_exit()      # a SIGTERM as the process exits after a completed run: 0, not 143
+    # a signal while the run waits for a held store to record its start ends the wait at once (RunNotStarted),
+    # nothing recorded; the run and the store do not import each other, so the command joins them
+    previous = stop_waits_on(stop_request)
+    try:
+        return _run_command(args)
+    finally:
+        stop_waits_on(previous)
+
+
+def _run_command(args) -> int:
     from desim.commands import UserError
     from desim.experiments.branches import resume
     from desim.experiments.runs import run_study
-    from desim.run.execute import hold_signals_to_exit
+    from desim.run.execute import RunNotStarted
     from desim.study.files import load_study
-    if desim_is_the_program():
-        hold_signals_to_exit()      # a SIGTERM as the process exits after a completed run: 0, not 143
     early: list[str] = []
     if args.resume:
         if args.steps or args.seed is not None or args.rounds or args.set:
@@ -131,6 +143,8 @@ def cmd_run(args) -> int:
         progress = Progress(0, f"resume {args.resume}", quiet=args.quiet)
         try:
             result = kept(resume, args.study, args.resume, on_step=progress)
+        except RunNotStarted as e:      # a signal while it waited for a held store: nothing recorded
+            return not_started(e)
         finally:
             progress.finish()
         # the summary says the run as stored, not as the study's files are now (they may have changed since,
@@ -158,6 +172,8 @@ def cmd_run(args) -> int:
         progress = Progress(spec.simulation.n_steps, spec.id, quiet=args.quiet)
         try:
             result = kept(run_study, spec, on_step=progress)      # a warm start: a branch
+        except RunNotStarted as e:
+            return not_started(e)
         finally:
             progress.finish()                                   # a run that ended early leaves no open bar
         n_steps, root, warm = spec.simulation.n_steps, spec.root, spec.simulation.warm_start
@@ -257,6 +273,13 @@ def kept(run, *args, **kwargs):
         return run(*args, **kwargs)
     except RunInterrupted as e:
         return e.result
+
+
+def not_started(e) -> int:
+    """A run a signal stopped while it waited for the store to record its start (``RunNotStarted``): one line,
+    and the signal's exit status (143 SIGTERM, 130 Ctrl-C), as for a run the signal interrupted."""
+    print(f"desim: {e}", file=sys.stderr)
+    return 128 + int(e.signum)
 
 
 INTERRUPTED = 3

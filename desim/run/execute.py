@@ -57,7 +57,8 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
     """Run ``run`` into ``sink``, deciding by ``source``; raises :class:`RunFailed` for a failed run
     (its completed steps are kept, in ``store_path``) and returns the :class:`Outcome` otherwise."""
     started = time.perf_counter()
-    signals = Signals(run.ctx) if handle_signals else None
+    # the lambda is asked only once the run goes, when ``engine`` exists: whether its run is recorded yet
+    signals = Signals(run.ctx, run.run_id, lambda: engine.opened) if handle_signals else None
     engine = Engine(run, source, sink, on_step=on_step, should_stop=signals.requested if signals else None,
                     ready=gc.freeze if manage_gc else None)
     status, error, trace, failure = "running", None, None, None
@@ -194,19 +195,41 @@ def hold_signals_to_exit() -> None:
     _held_to_exit = True
 
 
+class RunNotStarted(KeyboardInterrupt):
+    """A signal came while the run waited for the study's store to record its start (another process held it):
+    the wait ended at once and nothing was recorded. ``signum`` is the signal: ``desim run`` exits 128 + it.
+    A ``KeyboardInterrupt``, as a stop request is: an ``except Exception`` around a run must not swallow it."""
+
+    def __init__(self, signum: int, run_id: str):
+        self.signum, self.run_id = signum, run_id
+        said = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        super().__init__(f"{said} while run {run_id} waited for the study's store (held by another process): the "
+                         "run was not started, nothing recorded")
+
+
 class Signals:
     """SIGTERM, SIGHUP and a first Ctrl-C end the run at the next step boundary; asked twice, it stops now.
     Once the steps are over and the run's files merge (:meth:`finishing`), a signal changes nothing: there
     is nothing left to stop, and stopping the merge would lose what the run has done.
 
+    Before the run is recorded (``opened()`` false), a wait for the store another process holds can ask
+    :func:`stop_request` before each try (``desim run`` hands it to ``desim.store.connection.stop_waits_on``:
+    the run and the store do not import each other): a signal ends that wait at once, with
+    :class:`RunNotStarted`, rather than leave a run recorded once the store is free, only to stop it after
+    its first step.
+
     Handlers are installed only in the main thread (a run in a worker thread cannot own them)."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, run_id: str = "", opened: Callable[[], bool] = lambda: True):
         self.ctx = ctx
+        self.run_id = run_id
+        self.opened = opened        # whether the run is recorded (the engine has opened its sink)
         self.received: int | None = None
         self.ctrl_c = False         # a SIGINT came, even one too late to stop anything: the caller hears of it
         self._previous: dict[int, Any] = {}
+        self._previous_active: "Signals | None" = None
         self._finishing = False
+        self._waiting = False       # a wait for the store has asked stop_request: it says the signal itself
         self.stopped_now = False    # a second Ctrl-C raised KeyboardInterrupt inside a step
 
     @property
@@ -221,13 +244,26 @@ class Signals:
         """The steps are over and the run is being merged and recorded: from now on a signal changes nothing."""
         self._finishing = True
 
+    def stop_request(self) -> RunNotStarted | None:
+        """What ends a wait for the store now: :class:`RunNotStarted` once a signal came, while the run is not
+        recorded; None otherwise (a recorded run stops at its step boundary, as ever)."""
+        if self._finishing or self.opened():
+            return None
+        self._waiting = True
+        return None if self.received is None else RunNotStarted(self.received, self.run_id)
+
     def __enter__(self) -> "Signals":
+        global _active
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 self._previous[sig] = signal.signal(sig, self._on_signal)
+            self._previous_active, _active = _active, self
         return self
 
     def __exit__(self, *exc) -> None:
+        global _active
+        if self._previous:
+            _active = self._previous_active
         for sig, handler in self._previous.items():
             signal.signal(sig, signal.SIG_IGN if _held_to_exit and sig in _HELD_SIGNALS else handler)
 
@@ -235,13 +271,24 @@ class Signals:
         self.ctrl_c = self.ctrl_c or signum == signal.SIGINT
         if self._finishing:         # nothing left to stop, and the merge must not be cut short
             return
+        if self.received is not None and self._waiting and not self.opened():
+            return      # the wait for the store ends at its next try, with RunNotStarted: nothing to stop now
         if self.received is not None:            # asked twice: stop now
             self.stopped_now = signum == signal.SIGINT
             raise KeyboardInterrupt if signum == signal.SIGINT else StopRun(
                 f"stopped by a second {signal.Signals(signum).name} during step {self.ctx.step}")
         self.received = signum
-        if signum == signal.SIGINT:
+        if signum == signal.SIGINT and not (self._waiting and not self.opened()):   # a wait says it, at once
             sys.stderr.write(f"\ndesim: stopping after step {self.ctx.step} (Ctrl-C again to stop now)\n")
+
+
+_active: Signals | None = None       # the signal handling of the run going in the main thread, if any
+
+
+def stop_request() -> RunNotStarted | None:
+    """What ends a wait for the store now, for the run going in the main thread (:meth:`Signals.stop_request`);
+    None when no run is going there."""
+    return _active.stop_request() if _active is not None else None
 
 
 @contextmanager

@@ -64,6 +64,20 @@ SLOW_TRY_S = 0.25
 """Seconds between two tries once the note is said: a failed open costs a few milliseconds, and a wait
 that lasts as long as a notebook keeps its connection should not spend a core on it."""
 
+_stop_request: Callable[[], BaseException | None] | None = None
+"""Installed by ``desim run`` (``desim.run.execute.stop_request``): the exception that ends a run's wait for
+the store to record its start (a SIGTERM or a Ctrl-C came before the run was recorded), or None. Without it
+a signal changed nothing until the holder let go, and then the run was recorded and ran a step."""
+
+
+def stop_waits_on(check: Callable[[], BaseException | None] | None) -> Callable[[], BaseException | None] | None:
+    """Install ``check`` as the stop request an open-ended wait in the main thread asks before each try
+    (None: none); returns the one it replaces, for the caller to put back."""
+    global _stop_request
+    previous, _stop_request = _stop_request, check
+    return previous
+
+
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """DuckDB draws a progress bar on stdout for a query that runs over two seconds: not in a command's
     output or a notebook's cells (a per-connection setting: DuckDB refuses it as a global option)."""
@@ -123,7 +137,8 @@ def _connect(layout: StudyLayout, read_only: bool, attempts: int, wait: float, f
     waits (``on_wait`` with that text, else a ``DesimNotice``) and goes on trying as long as the holder keeps
     the file: the lock is the operating system's, gone with its process, so a file still held has a live
     holder (a run merging, a notebook's connection), and a wait ends when it closes or ends, or after
-    ``give_up_after`` seconds. A connection in this process is said at once (no wait frees it)."""
+    ``give_up_after`` seconds. A connection in this process is said at once (no wait frees it). An open-ended
+    wait in the main thread asks the stop request (:func:`stop_waits_on`) before each try."""
     path = layout.db
     began = time.monotonic()
     told = False
@@ -142,6 +157,7 @@ def _connect(layout: StudyLayout, read_only: bool, attempts: int, wait: float, f
             raise _broken(path, e) from None
         tries += 1
         if tries < attempts:
+            _stop_if_asked(give_up_after)
             time.sleep(wait)
             continue
         if not forever or (give_up_after is not None and time.monotonic() - began > give_up_after):
@@ -156,7 +172,18 @@ def _connect(layout: StudyLayout, read_only: bool, attempts: int, wait: float, f
                                           "at its start and its end; a notebook's connection holds it until "
                                           "closed); Ctrl-C stops the wait"), stacklevel=4)
             told = True
+        _stop_if_asked(give_up_after)
         time.sleep(max(wait, SLOW_TRY_S))
+
+
+def _stop_if_asked(give_up_after: float | None) -> None:
+    """Raise what the stop request returns, in an open-ended wait of the main thread. A wait with a bound
+    records what already happened (a run's end, a run that could not start): a signal must not cut it short."""
+    if _stop_request is None or give_up_after is not None or threading.current_thread() is not threading.main_thread():
+        return
+    stop = _stop_request()
+    if stop is not None:
+        raise stop
 
 
 def _held_here(path: Path, read_only: bool, error: Exception) -> StoreBusyError:
@@ -479,4 +506,5 @@ def field(column: str, name: str) -> str:
 
 
 __all__ = ["StoreBroken", "StoreBusyError", "StoreError", "StoreLayoutError", "StoreMissing", "VIEWS",
-           "check_layout", "define_views", "fetch_dicts", "field", "has_table", "is_duckdb_file", "open_store"]
+           "check_layout", "define_views", "fetch_dicts", "field", "has_table", "is_duckdb_file", "open_store",
+           "stop_waits_on"]
