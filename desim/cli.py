@@ -25,8 +25,10 @@ from desim.version import __version__
 # nothing to do (docs/performance.md). A run does no matrix algebra, and a sweep already runs a
 # process per core, so the command line asks for one BLAS thread; a user who sets either variable
 # keeps their choice. Set before anything imports numpy.
+# (A process that loaded numpy before importing this module keeps its threads: a run then asks for one
+# itself, desim.run.execute.one_blas_thread, which the second variable tells this value is desim's.)
 if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["DESIM_OPENBLAS_NUM_THREADS"] = "1"
 
 COMMANDS = [
     "desim.commands.core",

@@ -33,6 +33,8 @@ SCRIPT = textwrap.dedent('''
 
     if CHOSEN is None:      # as on a machine of two cores or more, whatever this one has
         threadpoolctl.threadpool_limits(2, user_api="blas")
+    if os.environ.get("IMPORT_CLI"):    # a notebook that loaded numpy, then called desim.cli.main
+        import desim.cli
     before = max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
     desim.run_study(desim.Study(environment=Env, decision=Idle, population=2, steps=1))
     after = max(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
@@ -55,3 +57,9 @@ def test_a_run_from_python_uses_one_blas_thread_and_gives_the_rest_back():
 
 def test_a_number_the_user_chose_is_kept():
     assert blas_threads({"OPENBLAS_NUM_THREADS": "2"}) == [2, 2, 2]
+
+
+def test_desim_cli_imported_after_numpy_does_not_pass_for_the_user_s_choice():
+    """desim.cli sets OPENBLAS_NUM_THREADS=1 as it is imported, too late for a numpy already loaded: a run
+    afterwards took the variable for the user's choice and left BLAS on its threads."""
+    assert blas_threads({"IMPORT_CLI": "1"}) == [2, 1, 2]

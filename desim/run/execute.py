@@ -151,12 +151,18 @@ def gc_kept_away(manage: bool):
                 gc.enable()
 
 
+SET_BY_DESIM = "DESIM_OPENBLAS_NUM_THREADS"    # what desim.cli set OPENBLAS_NUM_THREADS to: not the user's choice
+
+
 def one_blas_thread():
     """numpy's BLAS on one thread for the run, as the command line has it (``desim.cli``), unless the user
     chose a number (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``): how BLAS splits a long sum among its
     threads rounds it (a dot product over 20,000 agents), so a run from Python and the same run from the
     command line stored panels that differed in the last bit."""
-    if "OPENBLAS_NUM_THREADS" in os.environ or "OMP_NUM_THREADS" in os.environ:
+    chosen = {name for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS") if name in os.environ}
+    if os.environ.get("OPENBLAS_NUM_THREADS") == os.environ.get(SET_BY_DESIM):
+        chosen.discard("OPENBLAS_NUM_THREADS")      # desim.cli's, set too late for a numpy already loaded
+    if chosen:
         return _nothing()
     from threadpoolctl import threadpool_limits      # reads which BLAS numpy loaded: a few ms, once a run
     return threadpool_limits(1, user_api="blas")
