@@ -237,7 +237,7 @@ def test_a_run_waits_for_a_store_another_process_holds_and_says_so(tmp_path):
     run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         said = _stderr_until(run, "waits for the study's store")
-        assert "lock" in said[-1].lower() and "Ctrl-C twice stops the run, nothing recorded" in said[-1]
+        assert "lock" in said[-1].lower() and "Ctrl-C stops the run, nothing recorded" in said[-1]
         holder.stdin.close()
         out, err = run.communicate(timeout=HANG_S)
         elapsed = time.monotonic() - began

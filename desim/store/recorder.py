@@ -189,7 +189,7 @@ class Recorder(MemorySink):
         files = RunFiles(self.layout.data, run.run_id)
         asked = time.perf_counter()
         with open_store(self.layout, read_only=False, attempts=WRITER_ATTEMPTS, forever=True,
-                        on_wait=_waiting(f"run {run.run_id}", "Ctrl-C twice stops the run, nothing recorded")) as con:
+                        on_wait=_waiting(f"run {run.run_id}", "Ctrl-C stops the run, nothing recorded (twice from Python)")) as con:
             self.waited += time.perf_counter() - asked      # not the run's own time: execute() subtracts it
             catalogue = Catalogue(con)
             if self.resume:
