@@ -28,7 +28,9 @@ from desim.version import __version__
 # (A process that loaded numpy before importing this module keeps its threads: a run then asks for one
 # itself, desim.run.execute.one_blas_thread, which the second variable tells this value is desim's.)
 if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
-    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["DESIM_OPENBLAS_NUM_THREADS"] = "1"
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    if "numpy" in sys.modules:
+        os.environ["DESIM_OPENBLAS_NUM_THREADS"] = "1"
 
 COMMANDS = [
     "desim.commands.core",
