@@ -13,8 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +20,7 @@ from desim.cli import main
 from desim.store import StoreBusyError, StudyLayout
 from desim.store.connection import _reader
 from walk_study import write_walk_study
-from waits import HANG_S
+from waits import HANG_S, holding
 
 
 @pytest.fixture
@@ -33,20 +31,6 @@ def walk(tmp_path):
     return root
 
 
-@contextmanager
-def holding(db: Path, write: bool):
-    """Another process holding ``db`` open (for writing, or read-only as a notebook's connection) until the block
-    ends; yields that process once it holds the file."""
-    code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == 'ro'); "
-            "print('held', flush=True); sys.stdin.read(); con.close()")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(db), "rw" if write else "ro"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "held"
-        yield proc
-    finally:
-        proc.stdin.close()
-        proc.wait(HANG_S)
 
 
 class Stderr:

@@ -12,8 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -21,22 +19,9 @@ from desim.cli import main
 from desim.store import StudyLayout
 from storeq import sql
 from walk_study import write_walk_study
-from waits import HANG_S
+from waits import HANG_S, holding
 
 
-@contextmanager
-def holding_read_only(db: Path):
-    """Another process holding ``db`` open read-only (a notebook's ``duckdb.connect``) until the block ends."""
-    code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); print('held', flush=True); "
-            "sys.stdin.read(); con.close()")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout.readline().strip() == "held"
-        yield proc
-    finally:
-        proc.stdin.close()
-        proc.wait(HANG_S)
 
 
 def line_with(lines: queue.Queue, text: str, said: list[str]) -> str:
@@ -61,7 +46,7 @@ def test_a_signal_while_a_run_waits_to_start_ends_it_at_once_with_nothing_record
     layout = StudyLayout(root)
     before = sql(root, "SELECT run_id FROM runs")
     files = sorted(layout.live.iterdir()) + sorted(layout.data.iterdir())     # progress files, run folders
-    with holding_read_only(layout.db):
+    with holding(layout.db):
         run = subprocess.Popen([sys.executable, "-m", "desim.cli", "run", str(root), "--steps", "2"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines: queue.Queue = queue.Queue()

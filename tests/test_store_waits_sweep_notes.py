@@ -9,8 +9,6 @@ import queue
 import subprocess
 import sys
 import threading
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +17,7 @@ from desim.commands.effect import PairsProgress
 from desim.commands.sweep import SweepProgress
 from desim.store import StudyLayout
 from walk_study import write_walk_study
-from waits import HANG_S
+from waits import HANG_S, holding
 
 BUSY = ("cannot open walk/runs/desim.duckdb for writing: it is locked by process 4242 (python3.11). Another "
         "process holds it: a desim run writing to it, or a reader that keeps a connection open (a notebook's "
@@ -50,19 +48,6 @@ def test_a_wait_with_a_quiet_bar_is_said_too(capsys):
     assert "desim: note: walk: the study's store is held by another process" in capsys.readouterr().err
 
 
-@contextmanager
-def holding_read_only(db: Path):
-    """Another process holding ``db`` open read-only (a notebook's ``duckdb.connect``) until the block ends."""
-    code = ("import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); print('held', flush=True); "
-            "sys.stdin.read(); con.close()")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        assert proc.stdout.readline().strip() == "held"
-        yield proc
-    finally:
-        proc.stdin.close()
-        proc.wait(HANG_S)
 
 
 @pytest.mark.slow
@@ -72,7 +57,7 @@ def test_a_sweep_kept_from_starting_by_a_notebooks_connection_says_that_it_waits
     argv = [sys.executable, "-m", "desim.cli", "sweep", str(root), "--set", "lockdown_day=1,2", "--workers", "1",
             "--allow"]
     lines: queue.Queue = queue.Queue()
-    with holding_read_only(StudyLayout(root).db) as holder:
+    with holding(StudyLayout(root).db) as holder:
         sweep = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         threading.Thread(target=lambda: [lines.put(line) for line in sweep.stderr] + [lines.put(None)],
                          daemon=True).start()
