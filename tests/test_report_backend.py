@@ -70,8 +70,7 @@ def test_importing_desim_and_drawing_every_report_figure_leaves_the_chosen_backe
 
 
 def test_a_notebook_plot_is_shown_as_a_picture_in_jupyter(studies):
-    pytest.importorskip("IPython")
-    pytest.importorskip("matplotlib_inline")
+    """A Jupyter kernel's shell (IPython, in the dev install as in any notebook) formats the figure as a PNG."""
     said = python("""
         import sys
         from IPython.core.interactiveshell import InteractiveShell
