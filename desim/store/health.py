@@ -109,18 +109,11 @@ def release_folder(folder) -> None:
 def remove_abandoned(folder, before=None) -> bool:
     """Remove ``folder`` when the process that worked in it is gone, holding its owner file's lock meanwhile so
     that no process claims it as it goes (``before(folder)`` runs first: keep what it holds). Whether it went."""
-    import json
     import shutil
     path = StudyLayout.owner_file(folder)
-    if not path.exists() or str(folder.resolve()) in _CLAIMS:
+    if not path.exists() or folder_owner(folder) is not None:     # ours, a live one's, or another host's
         return False
-    try:
-        owner = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        owner = None
-    if isinstance(owner, dict) and owner.get("host") not in (None, socket.gethostname()):
-        return False                # another host's: whether it runs cannot be told from here
-    fd = _lockable(path) if folder_owner(folder) is None else None
+    fd = _lockable(path)
     if fd is None:
         return False
     try:
