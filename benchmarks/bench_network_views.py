@@ -753,9 +753,10 @@ def views_table(rows: list[dict], race: list[dict]) -> str:
 
 
 def run_views(sizes: list[int], browser_ok: bool, race_sizes: list[int],
-              dashboard_kinds: tuple[str, ...] = ("ba", "ws")) -> tuple[list[dict], list[dict]]:
-    """desim's views end to end for each size and graph kind; the dashboard timed in Chromium for the
-    ``dashboard_kinds`` (the smoke run: one kind, every part still exercised)."""
+              kinds: tuple[str, ...] = ("ba", "ws")) -> tuple[list[dict], list[dict]]:
+    """desim's views end to end, and the dashboard timed in Chromium, for each size and graph ``kinds`` (the
+    smoke run: one kind, every part still exercised; a small world's constant node size is checked in
+    tests/test_diffusion.py)."""
     import tempfile
     rows, race = [], []
     with tempfile.TemporaryDirectory(prefix="bench_views_") as tmp:
@@ -770,8 +771,8 @@ def run_views(sizes: list[int], browser_ok: bool, race_sizes: list[int],
                                          env={**os.environ, "TMPDIR": "/tmp"})
         try:
             for n in sizes:
-                for kind in ("ba", "ws"):
-                    rows.append(one_study(folder, kind, n, browser if kind in dashboard_kinds else None))
+                for kind in kinds:
+                    rows.append(one_study(folder, kind, n, browser))
             if browser is not None and race_sizes:
                 race = renderer_race(browser, folder, race_sizes)
         finally:
