@@ -21,6 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from desim.errors import StudyError
+
 SKIP_DIRS = {"runs", "__pycache__", ".ipynb_checkpoints", ".git"}
 STUDY_FILE, SIMULATION_FILE = "study.json", "simulation/simulation.json"
 POPULATION_FILE, ENVIRONMENT_FILE = "population/population.json", "environment/environment.json"
@@ -82,7 +84,9 @@ def ignore_rules(root: str | Path) -> list[tuple[bool, bool, re.Pattern]]:
     leading ``!`` counts again what an earlier pattern (or the built-in rules: logs, documentation,
     figures) left out, except inside a folder left out. The last pattern that matches decides."""
     try:
-        text = (Path(root) / IGNORE_FILE).read_text(encoding="utf-8", errors="replace")
+        # utf-8-sig: an editor's byte-order mark would otherwise be part of the first pattern, which then
+        # matches nothing
+        text = (Path(root) / IGNORE_FILE).read_text(encoding="utf-8-sig", errors="replace")
     except OSError:
         return []
     rules = []
@@ -167,8 +171,9 @@ def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict
     but its four configuration files (compared field by field instead) and what a run does not read. So modules
     ``model.py`` imports count, and so do the files its code reads (Sugarscape's ``sugar-map.txt``, a price
     series, a prompt template) besides the data files beside ``population.json`` that ``data`` names
-    (:func:`population_files`: roster, network file, which always count): an edited map changes a run as
-    surely as edited code.
+    (:func:`population_files`: roster, network file, which always count, even outside the folder: named by
+    :func:`data_key`): an edited map changes a run as surely as edited code. A file counted whose name is not
+    UTF-8 is refused (:func:`check_name`).
 
     Left out: ``runs/``, caches and hidden files and folders; documentation, notebooks and figures
     (:data:`NOT_INPUT`); logs (:data:`LOG`: ``desim run . > run.log`` makes the log before the run hashes the
@@ -193,13 +198,51 @@ def code_files(root: str | Path, data: list[str] | tuple[str, ...] = ()) -> dict
         exported = exported_files(here) if EXPORT_MARKER in files else set()
         paths += [here / f for f in files if not f.startswith(".") and not _left_out(
             at + f, False, rules, Path(f).suffix.lower() in NOT_INPUT or LOG.fullmatch(f) is not None or f in exported)]
-    paths += [root / POPULATION_DIR / name for name in data]
-    for path in sorted(set(paths)):
-        if path.is_file():
-            rel = path.relative_to(root).as_posix()
-            if rel not in CONFIG_FILES:
-                out[rel] = hash_file(path)
+    found = {path: path.relative_to(root).as_posix() for path in paths}
+    found.update({root / POPULATION_DIR / name: data_key(root, name) for name in data})
+    for path in sorted(found):
+        rel = found[path]
+        if rel not in CONFIG_FILES and rel not in out and path.is_file():
+            check_name(rel, path)
+            out[rel] = hash_file(path)
     return out
+
+
+def data_key(root: str | Path, name: str) -> str:
+    """How a version names the data file ``name`` that ``population.json`` names (a roster, a network file:
+    :func:`population_files`), relative to its folder or absolute. Relative: as written under that folder
+    (``population/contacts.csv``, ``population/../../edges.csv``). Absolute: by its path from the study folder
+    when it is inside it, as if written relative (the key stays when the folder moves with its data), else the
+    way a ``..`` path names it (``/data/edges.csv`` and ``../../edges.csv`` are one file, under one key)."""
+    root = Path(root)
+    if not Path(name).is_absolute():
+        return (root / POPULATION_DIR / name).relative_to(root).as_posix()
+    path = Path(os.path.normpath(name))
+    here = Path(os.path.abspath(root))
+    # the same folder may be reached through a symbolic link (macOS's /tmp is /private/tmp)
+    for file, folder in ((path, here), (Path(os.path.realpath(path.parent)) / path.name, root.resolve())):
+        if file.is_relative_to(folder):
+            return file.relative_to(folder).as_posix()
+    return f"{POPULATION_DIR}/{Path(os.path.relpath(path, here / POPULATION_DIR)).as_posix()}"
+
+
+def printable(path: str | Path) -> str:
+    """``path`` as text that can be printed and stored: a byte of a name that is not UTF-8 (a Latin-1
+    ``café``, which Python keeps as a lone surrogate) shown escaped, ``caf\\xe9.txt``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def check_name(key: str, path: str | Path) -> None:
+    """Refuse (:class:`~desim.errors.StudyError`) ``key``, a file's name in a version's code, when it is not
+    UTF-8 text (a Latin-1 file name): the store keeps a version's code as JSON text, which cannot hold it."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        name = Path(key).name
+        what = "file" if name != printable(name) else "folder"
+        raise StudyError(f"{printable(path)}: {what} name is not UTF-8 (a study's version names each of its "
+                         f"files); rename it, or list it in the study's {IGNORE_FILE} if a run does not read it") \
+            from None
 
 
 TEXT_LIMIT = 1 << 20

@@ -19,6 +19,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import inspect
+import itertools
 import marshal
 import os
 import sys
@@ -34,7 +35,8 @@ from desim.errors import StudyError
 from desim.study.contract import ROLES, kind_of, missing_methods
 from desim.study.failures import describe, import_place, load_failure, place, shown
 from desim.study.files import Ref, StudyConfigError
-from desim.versions import OUTSIDE, SKIP_DIRS, code_files, file_hash, keep_outside_source, population_files
+from desim.versions import (OUTSIDE, SKIP_DIRS, check_name, code_files, file_hash, keep_outside_source,
+                            population_files)
 
 
 class RefError(StudyError, ValueError):
@@ -130,7 +132,8 @@ def study_module(root: Path, name: str = "model"):
 
 def _module_key(path: Path) -> str:
     """The name a study module is imported under: unique to its file's (resolved) path."""
-    return "desim_study_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    # os.fsencode: the path's own bytes, also for a folder name that is not UTF-8 (a Latin-1 'stud\xe9')
+    return "desim_study_" + hashlib.sha1(os.fsencode(path)).hexdigest()[:12]
 
 
 def study_modules_outside(root: str | Path, config: dict[str, Any]) -> dict[Path, str]:
@@ -139,9 +142,14 @@ def study_modules_outside(root: str | Path, config: dict[str, Any]) -> dict[Path
     transitively: an LLM variant that builds on a sibling study's ``model.py``. Their code runs in every run,
     so an edit of them is an edit of the study: its version hashes them, and a Ray bundle carries them. The
     study's modules are imported here if they were not yet (a run imports them anyway)."""
+    return _modules_outside(root, _refs_in(config))
+
+
+def _modules_outside(root: str | Path, refs: set[str]) -> dict[Path, str]:
+    """:func:`study_modules_outside` of the refs ``refs`` (:func:`_refs_in` of the study's configuration)."""
     root = Path(root).resolve()
     keys = []
-    for name in sorted({ref.partition(":")[0] for ref in _refs_in(config)}):
+    for name in sorted({ref.partition(":")[0] for ref in refs}):
         if "." not in name and (root / f"{name}.py").is_file():
             try:
                 study_module(root, name)
@@ -499,16 +507,35 @@ def _check_current(module: ModuleType, module_name: str, ref: str, obj: Any, fil
     raise RefError(f"ref '{ref}': {problem}", problem)
 
 
-def _refs_in(data: Any):
-    """Every ``ref`` string in a study's resolved configuration (``{"ref": ..., "args": ...}`` anywhere)."""
-    if isinstance(data, dict):
-        if isinstance(data.get("ref"), str):
-            yield data["ref"]
-        for value in data.values():
-            yield from _refs_in(value)
-    elif isinstance(data, list):
-        for value in data:
-            yield from _refs_in(value)
+def _refs_in(data: Any) -> set[str]:
+    """Every ``ref`` string in a study's resolved configuration (``{"ref": ..., "args": ...}`` anywhere, in dicts
+    and lists). Walked without recursion, and a list's plain values are never visited one by one: a population's
+    explicit ``edges`` are thousands of ``[u, v]`` pairs, and every run (every replicate) asks."""
+    refs: set[str] = set()
+    todo = [data]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            ref = item.get("ref")
+            if isinstance(ref, str):
+                refs.add(ref)
+            todo += [v for v in item.values() if isinstance(v, (dict, list))]
+        elif isinstance(item, list) and not _plain(item):
+            todo += [v for v in item if isinstance(v, (dict, list))]
+    return refs
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(items: list) -> bool:
+    """Whether no ref can be in the list ``items``: it holds no dict or list, or only lists of text and numbers
+    (edges: ``[u, v]`` pairs). Told from the set of its values' types, made in C (``map``), rather than by a
+    loop of Python over thousands of pairs."""
+    kinds = set(map(type, items))
+    if not any(issubclass(kind, (dict, list)) for kind in kinds):
+        return True
+    return kinds == {list} and set(map(type, itertools.chain.from_iterable(items))) <= _SCALARS
 
 
 def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
@@ -528,7 +555,8 @@ def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
     root = Path(root)
     out: dict[str, str] = {}
     read: dict[str, bytes | None] = {}
-    for ref in sorted(set(_refs_in(config))):
+    refs = _refs_in(config)
+    for ref in sorted(refs):
         module_name, _, attr = ref.partition(":")
         if module_name == "model" or ("." not in module_name and (root / f"{module_name}.py").exists()):
             continue
@@ -564,8 +592,9 @@ def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
         if digest is None:
             digest = _token(obj, key)
         out[key] = digest
-    for file, digest in study_modules_outside(root, config).items():   # named from the study's parent folder:
+    for file, digest in _modules_outside(root, refs).items():   # named from the study's parent folder:
         key = f"{OUTSIDE}{os.path.relpath(file, root.resolve().parent)}"  # a sibling study's model.py
+        check_name(key, file)
         keep_outside_source(key, digest, file)
         out[key] = digest
     return out
