@@ -49,6 +49,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -60,6 +61,7 @@ from desim.dashboard.safety import (
     BadRequest,
     NotFound,
     check_id,
+    check_study_name,
     check_state_key,
     check_text,
     host_name,
@@ -113,8 +115,10 @@ def _read(fn: Callable[[Request], Any], request: Request) -> Any:
     return fn(request)
 
 
-def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
-    """Turn a handler's exceptions into JSON errors with the right status."""
+def api(fn: Callable[[Request], Any], studies_dir: Path | None = None) -> Callable[[Request], Response]:
+    """Turn a handler's exceptions into JSON errors with the right status. A folder or file the server may not
+    read (an ``OSError``: permissions, a disk error) is a 422 naming it relative to ``studies_dir``, never a bare
+    500 nor an absolute path."""
 
     def endpoint(request: Request) -> Response:
         try:
@@ -127,6 +131,8 @@ def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
             return JSON({"busy": True, "message": RUN_IN_PROGRESS})
         except (StudyConfigError, data.BrokenStore) as e:
             return JSON({"error": str(e)}, 422)
+        except OSError as e:
+            return JSON({"error": data.unreadable(e, studies_dir)}, 422)
 
     endpoint.__name__ = fn.__name__
     return endpoint
@@ -193,15 +199,31 @@ class Dashboard:
     """The handlers, bound to one studies folder."""
 
     def __init__(self, studies_dir: str | Path):
-        self.studies_dir = Path(studies_dir).resolve()
+        self.served = Path(studies_dir).resolve()
+        # `desim dashboard <a study>`: the folder given is itself a study, so that one study is served, named
+        # and read as it would be in a folder of studies (its parent)
+        self.only = self.served.name if _is_study(self.served) else None
+        self.studies_dir = self.served.parent if self.only else self.served
         self.last_good = LastGood()
 
     # --- helpers ------------------------------------------------------------------
+    def roots(self) -> list[Path]:
+        """The study folders served: those of the studies folder, or the one study given."""
+        return [self.served] if self.only else data.study_dirs(self.studies_dir)
+
     def study_root(self, request: Request) -> Path:
-        sid = check_id(request.path_params["study"], "study id")
-        root = self.studies_dir / sid
+        """The study a request names by its folder's name (the id the study list gives), found among the
+        folders served, never a path made from the request (``safety.check_study_name``). A folder the server
+        may not look into raises its ``OSError`` (a 422 saying so, see :func:`api`)."""
+        name = check_study_name(request.path_params["study"])
+        if self.only:
+            if name != self.only:
+                raise NotFound(f"no study '{name}': this dashboard serves the study {self.only}/ alone")
+            root = self.served
+        else:
+            root = data.find_study(self.studies_dir, name)
         if not is_study_folder(root):
-            raise NotFound(f"no study '{sid}' in {self.studies_dir.name}/")
+            raise NotFound(f"no study '{name}' in {self.studies_dir.name}/")
         return root
 
     @staticmethod
@@ -210,13 +232,10 @@ class Dashboard:
 
     # --- list ---------------------------------------------------------------------
     def studies(self, request: Request) -> dict:
-        return {"studies_dir": str(self.studies_dir), "studies": [data.study_summary(root) for root in
-                                                                   data.study_dirs(self.studies_dir)]}
+        return {"studies_dir": str(self.served), "studies": [data.study_summary(root) for root in self.roots()]}
 
     def live_all(self, request: Request) -> dict:
-        return {"live": {root.name: [data.live_summary(r) for r in data.live_runs(root)
-                                     if r.get("status") == "running"]
-                         for root in data.study_dirs(self.studies_dir)}}
+        return {"live": {root.name: data.running_summaries(root) for root in self.roots()}}
 
     # --- one study ----------------------------------------------------------------
     def study(self, request: Request) -> dict:
@@ -383,8 +402,7 @@ class Dashboard:
         html = Path(result["html"]) if isinstance(result, dict) else None
         if html is None or not html.is_file():
             raise NotFound("the diffusion player produced no HTML file")
-        rel = html.resolve().relative_to(root.resolve()).as_posix()
-        return {"url": f"/files/{root.name}/{rel}"}
+        return {"url": file_url(root, html)}
 
     def netview_js(self, request: Request) -> Response:
         """The network renderer the report's player inlines (``desim.report.netview``), as a script."""
@@ -403,6 +421,8 @@ class Dashboard:
             return JSON({"error": str(e)}, 400)
         except NotFound as e:
             return JSON({"error": str(e)}, 404)
+        except OSError as e:
+            return JSON({"error": data.unreadable(e, self.studies_dir)}, 422)
 
     def static(self, request: Request) -> Response:
         try:
@@ -415,6 +435,22 @@ class Dashboard:
 
     def index(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+def file_url(root: Path, path: Path) -> str:
+    """The ``/files/`` URL of ``path`` inside the study folder ``root``, percent-encoded: a folder's name may hold
+    spaces, '%', '#' or '?'."""
+    rel = path.resolve().relative_to(root.resolve()).as_posix()
+    return f"/files/{quote(root.name, safe='')}/{quote(rel)}"
+
+
+def _is_study(folder: Path) -> bool:
+    """Whether ``folder`` is itself a study; one the server may not look into is not (its listing then says
+    why it cannot be read)."""
+    try:
+        return is_study_folder(folder)
+    except OSError:
+        return False
 
 
 def diffusion_player_fn() -> Callable | None:
@@ -449,25 +485,29 @@ def create_app(studies_dir: str | Path, allowed_hosts: list[str] | None = None) 
     network address. See :class:`Guard`.
     """
     d = Dashboard(studies_dir)
+
+    def json_api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
+        return api(fn, d.studies_dir)
+
     routes = [
         Route("/", d.index),
         Route("/static/netview.js", d.netview_js),
         Route("/static/{path:path}", d.static),
         Route("/files/{study}/{path:path}", d.study_file),
-        Route("/api/studies", api(d.studies)),
-        Route("/api/live", api(d.live_all)),
-        Route("/api/studies/{study}", api(d.study)),
-        Route("/api/studies/{study}/live", api(d.study_live)),
-        Route("/api/studies/{study}/metrics", api(d.metrics)),
-        Route("/api/studies/{study}/events", api(d.events)),
-        Route("/api/studies/{study}/panel", api(d.panel)),
-        Route("/api/studies/{study}/agent", api(d.agent)),
-        Route("/api/studies/{study}/states", api(d.states)),
-        Route("/api/studies/{study}/messages", api(d.messages)),
-        Route("/api/studies/{study}/network", api(d.network)),
-        Route("/api/studies/{study}/grid", api(d.grid)),
-        Route("/api/studies/{study}/versions/{version}/diff", api(d.version_diff)),
-        Route("/api/studies/{study}/diffusion", api(d.diffusion), methods=["POST"]),
+        Route("/api/studies", json_api(d.studies)),
+        Route("/api/live", json_api(d.live_all)),
+        Route("/api/studies/{study}", json_api(d.study)),
+        Route("/api/studies/{study}/live", json_api(d.study_live)),
+        Route("/api/studies/{study}/metrics", json_api(d.metrics)),
+        Route("/api/studies/{study}/events", json_api(d.events)),
+        Route("/api/studies/{study}/panel", json_api(d.panel)),
+        Route("/api/studies/{study}/agent", json_api(d.agent)),
+        Route("/api/studies/{study}/states", json_api(d.states)),
+        Route("/api/studies/{study}/messages", json_api(d.messages)),
+        Route("/api/studies/{study}/network", json_api(d.network)),
+        Route("/api/studies/{study}/grid", json_api(d.grid)),
+        Route("/api/studies/{study}/versions/{version}/diff", json_api(d.version_diff)),
+        Route("/api/studies/{study}/diffusion", json_api(d.diffusion), methods=["POST"]),
     ]
     app = Starlette(routes=routes)
     app.add_middleware(Guard, allowed_hosts=allowed_hosts)

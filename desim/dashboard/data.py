@@ -26,7 +26,7 @@ from typing import Any
 
 from desim.jsontext import parsed
 from desim.dashboard import grid
-from desim.dashboard.safety import NotFound
+from desim.dashboard.safety import NotFound, name_problem
 from desim.report.palette import category_colors, declared_colors
 from desim.store import (
     Catalogue,
@@ -57,8 +57,44 @@ BrokenStore = StoreBroken       # a file is there but cannot be read (not a Duck
 # --- studies and the store ------------------------------------------------------
 
 def study_dirs(studies_dir: Path) -> list[Path]:
-    """Folders of ``studies_dir`` that contain a ``study.json``, by name."""
-    return sorted(p for p in studies_dir.iterdir() if p.is_dir() and is_study_folder(p))
+    """Folders of ``studies_dir`` that contain a ``study.json``, by name, and those the server may not look
+    into (:func:`_listed`)."""
+    return sorted(p for p in studies_dir.iterdir() if _listed(p))
+
+
+def _listed(folder: Path) -> bool:
+    """Whether the study list shows ``folder``: it holds a ``study.json``, or it cannot be looked into (no
+    permission: a colleague's private folder in a shared studies folder), when it may be a study and its card
+    says why it cannot be read, rather than one such folder failing the whole list."""
+    try:
+        return folder.is_dir() and is_study_folder(folder)
+    except OSError:
+        return True
+
+
+def find_study(studies_dir: Path, name: str) -> Path:
+    """The study folder called ``name`` (a study id from a request): one of the folders ``studies_dir`` lists,
+    matched by its name, so a request never makes a path of its own. :class:`NotFound` when there is none."""
+    for folder in studies_dir.iterdir():
+        if folder.name == name and _listed(folder):
+            return folder
+    raise NotFound(f"no study '{name}' in {studies_dir.name}/")
+
+
+def unreadable(error: OSError, studies_dir: Path | None) -> str:
+    """An ``OSError`` (a folder or file the server may not read, a disk error) as the page says it: the file
+    relative to the studies folder (its name alone when it is elsewhere: no absolute path leaves the server),
+    why, and what to do."""
+    path = Path(os.fsdecode(error.filename)) if error.filename else None
+    if path is None:
+        shown = "a file"
+    elif studies_dir is not None and path.is_relative_to(studies_dir):
+        shown = path.relative_to(studies_dir).as_posix()
+    else:
+        shown = path.name
+    why = error.strerror or type(error).__name__
+    return (f"{shown or '.'}: cannot be read ({why}); make it readable by the user running the dashboard, or move "
+            "it out of the studies folder")
 
 
 @contextmanager
@@ -82,9 +118,14 @@ def reading(root: Path):
         try:
             con = stack.enter_context(reading_checked(layout, relative_to=root.parent))
         except NoStore as e:
+            if layout.db.is_dir():      # there, but a folder
+                rel = layout.db.relative_to(root.parent).as_posix()
+                raise BrokenStore(f"{rel}: is a folder, not a DuckDB database; move it aside") from None
             if layout.db.is_file():     # there, but not a DuckDB database
                 raise BrokenStore(str(e)) from None
             raise
+        except OSError as e:            # there, but the server may not read it (permissions, a disk error)
+            raise BrokenStore(unreadable(e, root.parent)) from None
         yield con
 
 
@@ -105,9 +146,35 @@ def live_summary(run: dict[str, Any]) -> dict[str, Any]:
                                     "updated_at", "seed", "overrides_text", "phase")}
 
 
+def running_summaries(root: Path) -> list[dict[str, Any]]:
+    """The study's running runs (:func:`live_summary`), for the study list's polling; none for a study whose
+    folder cannot be read (its card says why), so that one folder does not stop the others' progress."""
+    try:
+        runs = live_runs(root)
+    except OSError:
+        return []
+    return [live_summary(r) for r in runs if r.get("status") == "running"]
+
+
 def study_summary(root: Path) -> dict[str, Any]:
-    """One entry of the study list: id, title, last run status, or the error that stops it."""
+    """One entry of the study list: id, title, last run status, or the error that stops it. A folder or file
+    the server may not read is the entry's ``error`` with ``status`` ``unreadable``, and a folder name a page
+    cannot send back is an error too: either way the other studies are listed as usual."""
+    problem = name_problem(root.name)
+    if problem is not None:
+        shown = os.fsencode(root.name).decode("utf-8", "replace")     # as JSON and a page can carry it
+        return {"id": shown, "title": "", "status": None, "last_run": None,
+                "error": f"{shown}: the folder name {problem}, which the dashboard cannot serve; rename the folder"}
+    try:
+        return _study_summary(root)
+    except OSError as e:
+        return {"id": root.name, "title": "", "status": "unreadable", "error": unreadable(e, root.parent),
+                "last_run": None}
+
+
+def _study_summary(root: Path) -> dict[str, Any]:
     entry: dict[str, Any] = {"id": root.name, "title": "", "status": None, "error": None, "last_run": None}
+    is_study_folder(root)               # a folder the server may not look into raises here, as on its page
     study = study_file_or_none(root)
     entry["title"] = study.title if study is not None else ""
     try:
@@ -124,7 +191,7 @@ def study_summary(root: Path) -> dict[str, Any]:
         return entry
     try:
         with reading(root) as con:
-            latest = Catalogue(con).latest_run()
+            latest = Catalogue(con).latest_run(prefer_plain=True)    # the rule of latest_run() in SQL
         rows = [{k: latest[k] for k in ("run_id", "kind", "status", "last_step", "n_steps", "started_at")}] \
             if latest else []
     except StoreBusyError:
@@ -165,13 +232,18 @@ def study_config(root: Path) -> dict[str, Any]:
 
 def _files_stamp(root: Path) -> tuple:
     """The study's own files (not its outputs under ``runs/``, caches or hidden folders such as a venv, which no
-    run reads and whose thousands of files every request would stat), each with its size and change time."""
+    run reads and whose thousands of files every request would stat), each with its size and change time (None
+    for one that cannot be looked at, such as a link to a missing file: the study's checks say what it means)."""
     out = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
-            st = os.stat(os.path.join(folder, name))
-            out.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
+            path = os.path.join(folder, name)
+            try:
+                st = os.stat(path)
+                out.append((os.path.relpath(path, root), st.st_size, st.st_mtime_ns))
+            except OSError:
+                out.append((os.path.relpath(path, root), None, None))
     return tuple(out)
 
 
@@ -264,7 +336,10 @@ def study_store(root: Path) -> dict[str, Any]:
         effects = catalogue.effects()
         swept = catalogue.sweep_grids({r["sweep_id"] for r in runs if r.get("sweep_id")})
         llm = queries.llm_by_run(con, unrecorded_calls(layout))    # the paid calls of steps not closed too
-        latest = next((r for r in reversed(runs) if r["status"] == "completed"), runs[-1] if runs else None)
+        # the run the population card and the fired events are of: the newest completed run made by hand, as
+        # `desim report` takes it (latest_run()'s rule, of completed runs), else latest_run()'s run itself
+        latest = (catalogue.latest_run(status="completed", prefer_plain=True)
+                  or catalogue.latest_run(prefer_plain=True))
         population: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
         if latest:

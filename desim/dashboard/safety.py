@@ -16,6 +16,11 @@ ID = re.compile(r"[A-Za-z0-9_\-]{1,128}")                  # the whole value (fu
 STATE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # percent-escapes that decode to '.', '/', '\' or NUL: a path that needs them is an attack
 ENCODED = re.compile(rb"%(2e|2f|5c|00|25)", re.IGNORECASE)
+# the study's segment of ``/api/studies/<name>/...`` and ``/files/<name>/...``: a folder's name, which may hold a
+# '%' (sent as %25); it is only ever compared with the names the studies folder lists (``data.find_study``),
+# never decoded again nor joined to a path, so there %25 is a percent sign, not double encoding
+STUDY_SEGMENT = re.compile(rb"/(?:api/studies|files)/([^/]*)")
+ENCODED_IN_NAME = re.compile(rb"%(2e|2f|5c|00)", re.IGNORECASE)
 
 
 class BadRequest(ValueError):
@@ -29,6 +34,32 @@ class NotFound(LookupError):
 def check_id(value: str | None, name: str) -> str:
     if value is None or not ID.fullmatch(value):
         raise BadRequest(f"{name} must match ^[A-Za-z0-9_-]+$ (1-128 characters), got {value!r:.80}")
+    return value
+
+
+def name_problem(name: str) -> str | None:
+    """Why a folder's name cannot be a study id in a URL, or None: any name the studies folder lists can (spaces,
+    accents, Chinese, emoji, quotes, '%'), but for a backslash (refused in every request path), a control
+    character or bytes that are not UTF-8 (a browser cannot send such a name back)."""
+    if "\\" in name:
+        return "holds a backslash"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "holds a control character"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not UTF-8"
+    return None
+
+
+def check_study_name(value: str | None) -> str:
+    """A study id from a request path: its folder's name, as the study list gives it (the router has decoded
+    it once). It is never joined to a path, only compared with the names the studies folder lists; what
+    could name another folder (``..``, ``/``, NUL, an absolute path) is refused here all the same."""
+    if (not value or value in (".", "..") or "/" in value or len(value) > 255
+            or name_problem(value) is not None):
+        raise BadRequest(f"study id must be the name of a study folder in the studies folder (as the study list "
+                         f"gives it), got {value!r:.80}")
     return value
 
 
@@ -69,11 +100,18 @@ def raw_path_suspicious(raw_path: bytes) -> bool:
     """True for a request path with encoded dots/slashes or ``..`` segments.
 
     The router sees the decoded path, so ``%2e%2e%2f`` would otherwise become
-    ``../`` after the checks that look at the raw text.
+    ``../`` after the checks that look at the raw text. A study's name may hold a
+    '%' (``STUDY_SEGMENT``); its segment refuses the other escapes all the same.
     """
-    if ENCODED.search(raw_path) or b"\\" in raw_path:
+    if b"\\" in raw_path or any(seg in (b"..", b".") for seg in raw_path.split(b"/")):
         return True
-    return any(seg in (b"..", b".") for seg in raw_path.split(b"/"))
+    rest = raw_path
+    study = STUDY_SEGMENT.match(raw_path)
+    if study is not None:
+        if ENCODED_IN_NAME.search(study.group(1)):
+            return True
+        rest = raw_path[:study.start(1)] + raw_path[study.end(1):]      # the rest keeps the strict rule
+    return ENCODED.search(rest) is not None
 
 
 def safe_file(base: Path, relative: str) -> Path:
