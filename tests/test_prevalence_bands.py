@@ -102,12 +102,16 @@ def test_sweep_curves_with_bands_and_a_reference_that_meets_the_simulations(tmp_
 @pytest.mark.slow
 def test_effect_curves_of_controls_and_treatments(tmp_path):
     root = write_walk_study(tmp_path / "walk", n_agents=5, n_steps=8, lockdown_day=6)
+    card = json.loads((root / "study.json").read_text())
+    card["metric_bounds"] = {"mean_x": [-1000, 1000]}       # the curves' axes follow it, as a run report's do
+    (root / "study.json").write_text(json.dumps(card))
     result = run_effect(root, 3, {"lockdown_day": "3"}, replicates=3, workers=2)
     paths = write_effect_report(root, result.effect_id)
     curves = [k for k in paths if str(k).startswith("effect_curves_")]
     assert curves and all(paths[k].is_file() for k in curves)
     md = paths["markdown"].read_text()
     assert "Over time" in md and "middle 90 % of its runs" in md
+    assert "at least 10 % of the range declared" in md
     assert "Dashed" not in md                                     # a random walk has no final size
 
 

@@ -107,7 +107,7 @@ def test_report_of_one_run(opinion):
     assert len(page.images) == 2
     metrics_img = decode(page.images[0])
     assert_real_image(metrics_img, 900, int(100 * (0.7 + 2.3 * 3)))  # three display metrics
-    assert_real_image(decode(page.images[1]), 900, int(100 * (0.7 + 2.3)))
+    assert_real_image(decode(page.images[1]), 900, int(100 * (0.7 + 2.3 * 2)))  # its density above its bands
     # self-contained: nothing fetched from elsewhere
     html = paths["html"].read_text()
     assert not re.search(r'(src|href)="(http|//|[^d#])', html)

@@ -140,6 +140,8 @@ def test_sweep_report_figures_and_table_match_sql(swept):
                             (paths["dir"] / f"sweep_curves_{metric}.png", 440)):
             assert f"]({png.name})" in md
             assert_real_image(mpimg.imread(png), heights=(height,))
+    # the curves' axes follow the study's metric_bounds (every display metric here declares both), as a run's do
+    assert md.count("at least 10 % of the range declared") == len(metrics)
 
     # the card: runs and seeds as stored
     assert query(root, "SELECT max(step) FROM metrics WHERE run_id LIKE ?", [f"{sweep_id}-%"])[0][0] == STEPS

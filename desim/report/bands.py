@@ -134,16 +134,21 @@ def references(study_root: str | Path, groups: dict[str, list[str]]) -> dict[str
 
 
 def figure(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[str, Any]], time_unit: str,
-           title: str, fork: int | None = None, colors: dict[str, str] | None = None) -> bytes:
+           title: str, fork: int | None = None, colors: dict[str, str] | None = None,
+           bounds: tuple[float | None, float | None] = (None, None)) -> bytes:
     """Mean and middle-90 % band per group over steps; dashed reference lines where given (as a PNG)."""
-    return figures.png(draw(metric, groups, refs, time_unit, title, fork, colors))
+    return figures.png(draw(metric, groups, refs, time_unit, title, fork, colors, bounds))
 
 
 def draw(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[str, Any]], time_unit: str,
-         title: str, fork: int | None = None, colors: dict[str, str] | None = None) -> matplotlib.figure.Figure:
-    """:func:`figure`'s drawing, as a matplotlib figure (what a test measures)."""
+         title: str, fork: int | None = None, colors: dict[str, str] | None = None,
+         bounds: tuple[float | None, float | None] = (None, None)) -> matplotlib.figure.Figure:
+    """:func:`figure`'s drawing, as a matplotlib figure (what a test measures). Its y axis follows the rule of
+    the run report's metric panels (``figures.metric_limits``; ``bounds``: the metric's ``metric_bounds``), so
+    that curves which barely move across replicates read as flat, not as a steep trend."""
     fig = figures.new_figure(figsize=(figures.WIDTH / figures.DPI, FIGURE_HEIGHT))
     ax = fig.subplots()
+    shown: list[float] = []
     for i, (label, g) in enumerate(groups.items()):
         color = (colors or {}).get(label) or figures.PALETTE[i % len(figures.PALETTE)]
         steps, values = np.asarray(g["steps"]), g["values"]
@@ -155,12 +160,18 @@ def draw(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[st
                 lo, hi = np.nanquantile(values, BAND[0], axis=0), np.nanquantile(values, BAND[1], axis=0)
         if n >= MIN_BAND_RUNS:
             ax.fill_between(steps, lo, hi, color=color, alpha=0.18, linewidth=0)
+            shown += [*lo.tolist(), *hi.tolist()]
+        shown += mean.tolist()
         gaps = bool(np.isnan(mean).any())       # a point between two gaps is no line: marked, so it shows
         ax.plot(steps, mean, color=color, linewidth=1.8, marker="." if gaps else None, markersize=4,
                 label=f"{label} (mean of {n} run{'s' if n != 1 else ''})")
         ref = refs.get(label) if metric == REFERENCE_METRIC else None
         if ref and ref.get("value") is not None:
             ax.axhline(ref["value"], color=color, linestyle="--", linewidth=1.2, label=ref["label"])
+            shown.append(float(ref["value"]))
+    limits = figures.metric_limits(shown, bounds)
+    if limits is not None:
+        ax.set_ylim(*limits)
     if fork is not None:
         ax.axvline(fork, color="tab:red", linewidth=1.3, zorder=0, label=f"fork at step {fork}")
     ax.set_xlabel(figures.step_axis(time_unit))
@@ -197,10 +208,14 @@ def _wrap(text: str, width: int = 44) -> str:
     return "\n".join(textwrap.wrap(text, width)) or text
 
 
-def caption(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[str, Any]]) -> str:
-    """What the figure shows, and about the reference line: its assumptions, or why there is none."""
+def caption(metric: str, groups: dict[str, dict[str, Any]], refs: dict[str, dict[str, Any]],
+            bounds: tuple[float | None, float | None] = (None, None)) -> str:
+    """What the figure shows, how its y axis is chosen (:func:`draw`'s ``bounds``), and about the reference
+    line: its assumptions, or why there is none."""
     text = ("Lines: the mean over a group's runs at each step; shaded: the middle 90 % of its runs "
             f"(5th to 95th percentile; drawn for {MIN_BAND_RUNS} runs or more).")
+    both = None not in bounds
+    text += " " + figures.scale_rule([metric] if both else [], [] if both else [metric])
     if any(np.isnan(np.asarray(g["values"], dtype=float)).any() for g in groups.values()):
         text += (" A run with NaN (or no value) at a step is left out of that step's mean and band; a step where "
                  "every run has NaN is a gap.")

@@ -9,11 +9,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from desim.experiments import comparisons
 from desim.jsontext import parsed
 from desim.report import data, figures
 from desim.report.data import RunData
 from desim.report.figures import file_stem
+from desim.store import states
 from desim.study.params import described
 
 MAX_TABLE_ROWS = 100
@@ -170,12 +173,17 @@ def metrics_section(rd: RunData, control: RunData | None = None, fork: int | Non
     if not names:
         return Section("Metrics over time", [f"Intervention steps: {marks}.",
                                              "The run recorded no metrics (the study has no collector)."])
+    bounds = {n: tuple(b) for n, b in (rd.study.get("metric_bounds") or {}).items() if n in names}
+    titles, units = metric_words(rd, names)
     png = figures.metric_trajectories(rd.metrics, names, events, time_unit,
                                       control.metrics if control else None,
                                       (f"{rd.run_id} (treatment)" if control else rd.run_id,
-                                       f"{control.run_id} (control)" if control else ""), fork)
+                                       f"{control.run_id} (control)" if control else ""), fork,
+                                      bounds, titles, units)
+    both = [n for n in names if None not in bounds.get(n, (None, None))]
     fig = Figure("metrics", "Metric trajectories", png,
-                 f"Dotted lines mark interventions ({marks}).")
+                 f"Dotted lines mark interventions ({marks}). "
+                 + figures.scale_rule(both, [n for n in names if n not in both]))
     values = {n: dict(rd.metrics.get(n, [])) for n in names}
     steps = sorted({s for n in names for s, _ in rd.metrics.get(n, [])})
     shown = _steps_shown(steps)
@@ -194,22 +202,138 @@ def states_section(con, rd: RunData) -> Section | None:
         kind = data.display_kind(con, rd.run_id, name)
         if kind == "numeric":
             bands = data.quantile_bands(con, rd.run_id, name)
-            png = figures.numeric_distribution(name, bands, rd.event_steps(), rd.run["time_unit"])
-            caption = (f"'{name}': median, mean and quantile bands across {_whom(bands)} at each step."
-                       + _left_out(bands))
+            density = value_density(con, rd.run_id, name)
+            png = figures.numeric_distribution(name, bands, rd.event_steps(), rd.run["time_unit"], density,
+                                               _whom(bands))
+            caption = (_density_caption(name, density, _whom(bands)) + " Bottom: " if density else "") + \
+                (f"'{name}': median, mean and quantile bands across {_whom(bands)} at each step." + _left_out(bands))
         else:
             counts = data.category_counts(con, rd.run_id, name)
             declared = (rd.study.get("state_colors") or {}).get(name)
             # the study's order (S, I, R), in the figure and the sentence alike, not the store's sorted one
             counts["categories"] = figures.ordered_categories(counts["categories"], declared)
-            png = figures.categorical_shares(name, counts, rd.event_steps(), rd.run["time_unit"], declared)
-            caption = f"'{name}': share of {_whom(counts)} in each category at each step." + _left_out(counts)
             last = counts["steps"][-1] if counts["steps"] else None
             if last is not None:
                 section.paragraphs.append(f"'{name}' at step {last}: " + ", ".join(
                     f"{c} {counts['counts'][c][-1]}" for c in counts["categories"]) + f" {_whom(counts)}.")
+            if last is not None and shares_never_change(counts):
+                # a chart of shares that never move (Schelling's type, 50/50 throughout) carries no information
+                section.paragraphs.append(
+                    f"'{name}': share of {_whom(counts)} in each category at each step. It is the same at every "
+                    "step of the run (" + ", ".join(
+                        f"{c} {_percent(counts['counts'][c][-1], counts, -1)}" for c in counts["categories"])
+                    + "), so no figure is drawn." + _left_out(counts))
+                continue
+            png = figures.categorical_shares(name, counts, rd.event_steps(), rd.run["time_unit"], declared)
+            caption = f"'{name}': share of {_whom(counts)} in each category at each step." + _left_out(counts)
         section.figures.append(Figure(f"state_{file_stem(name)}", f"Distribution of {name}", png, caption))
     return section
+
+
+def shares_never_change(counts: dict) -> bool:
+    """Whether every category's share of the agents counted is the same at every step (compared exactly, as
+    whole numbers: ``a / n == b / m`` as ``a * m == b * n``)."""
+    totals = [sum(counts["counts"][c][i] for c in counts["categories"]) for i in range(len(counts["steps"]))]
+    return all(counts["counts"][c][i] * totals[0] == counts["counts"][c][0] * totals[i]
+               for c in counts["categories"] for i in range(len(totals)))
+
+
+def _percent(n: int, counts: dict, i: int) -> str:
+    total = sum(counts["counts"][c][i] for c in counts["categories"]) or 1
+    return f"{100 * n / total:.1f} %"
+
+
+DENSITY_BINS = 60
+"""The most bins of a numeric state's values in its density heat map: fine enough to part opinion clusters
+0.05 apart (bins of 1/60 on [0, 1])."""
+AGENTS_PER_BIN = 5
+"""Fewer bins for few agents: about this many agents per bin were they spread evenly (at least 10 bins), so
+that 60 agents are not scattered one per bin over 60 bins, a picture of noise."""
+
+
+def value_density(con, run_id: str, name: str) -> dict[str, Any] | None:
+    """Per step, the share of the agents (the living ones, by the store's rule) whose value of numeric field
+    ``name`` lies in each bin: ``{"steps", "edges", "shares": [step][bin], "integer"}``, or None when the
+    field holds no number. The bins are equal ones over the run's range (``DENSITY_BINS`` at most, fewer for
+    few agents: ``AGENTS_PER_BIN``), or one per whole number when the values are whole numbers spanning fewer
+    than ``DENSITY_BINS``."""
+    steps, values = states.typed_frames(con, run_id, name)       # numbers, agents in id order at every step
+    living = [None] * len(steps)
+    if states.leaves_out_dead(con, run_id, name):
+        # the same rows of the states view, so the same agents in the same order at each step; dead is alive
+        # false (the store's rule: null is living)
+        living = [np.array([a is not False for a in row], dtype=bool)
+                  for row in states.typed_frames(con, run_id, states.ALIVE)[1]]
+    per_step = []
+    for row, keep in zip(values, living):
+        v = np.array([np.nan if x is None else x for x in row], dtype=float)
+        if keep is not None:
+            v = v[keep]
+        per_step.append(v[np.isfinite(v)])
+    finite = np.concatenate(per_step) if per_step else np.array([])
+    if not finite.size:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    integer = bool(np.all(finite == np.round(finite))) and hi - lo < DENSITY_BINS
+    if integer:
+        edges = np.arange(lo - 0.5, hi + 1.5)
+    elif lo == hi:
+        edges = np.array([lo - 0.5, hi + 0.5])
+    else:
+        most = max(len(v) for v in per_step)
+        edges = np.linspace(lo, hi, min(DENSITY_BINS, max(10, most // AGENTS_PER_BIN)) + 1)
+    shares = [np.histogram(v, edges)[0] / max(1, len(v)) for v in per_step]
+    return {"steps": steps, "edges": edges.tolist(), "shares": np.array(shares).tolist(), "integer": integer}
+
+
+def _density_caption(name: str, density: dict[str, Any], whom: str) -> str:
+    edges = density["edges"]
+    bins = (f"one bin per whole number from {edges[0] + 0.5:g} to {edges[-1] - 0.5:g}" if density["integer"]
+            else f"{len(edges) - 1} bins of width {edges[1] - edges[0]:.3g} from {edges[0]:.3g} to {edges[-1]:.3g}")
+    return (f"Top: the share of {whom} whose '{name}' lies in each bin ({bins}) at each step, on a log colour "
+            "scale, white where no agent is: clusters show as dark bands, the gaps between them as white.")
+
+
+PREVALENCE = "desim.diffusion:Prevalence"
+
+
+def metric_words(rd: RunData, names: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A title and a y-axis label (its unit) per metric panel: for the metrics of desim's own collector
+    (``desim.diffusion:Prevalence``, whose docstring defines them) what each one counts, in the run's time
+    unit (``new_I``: "nodes that entered I during the day", in "nodes per day"); for a study's own metrics,
+    which declare no description, the name alone."""
+    collector = (rd.config.get("simulation", {}).get("collector") or {}).get("ref")
+    if collector != PREVALENCE:
+        return {}, {}
+    unit = rd.run["time_unit"] or "step"
+    titles, units = {}, {}
+    for name in names:
+        words = _prevalence_words(name, unit)
+        if words:
+            titles[name] = f"{name}: {words[0]}"
+            units[name] = words[1]
+    return titles, units
+
+
+def _prevalence_words(name: str, unit: str) -> tuple[str, str] | None:
+    """What a ``desim.diffusion:Prevalence`` metric is, and its unit (see that module's docstring)."""
+    fixed = {
+        "cumulative_incidence": ("share of nodes ever out of the first state, seeds included (attack rate so "
+                                 "far)", "share of nodes"),
+        "changed": (f"nodes whose state changed during the {unit}", f"nodes per {unit}"),
+        "unsettled": ("nodes in another state than two steps before (0 at a fixed point or a two-step cycle)",
+                      "nodes"),
+        "mean_opinion": ("mean opinion of the nodes", "opinion"),
+        "opinion_sd": ("standard deviation of the nodes' opinions", "opinion"),
+    }
+    if name in fixed:
+        return fixed[name]
+    kind, _, state = name.partition("_")
+    if not state:
+        return None
+    return {"share": (f"share of nodes in state {state}", "share of nodes"),
+            "count": (f"nodes in state {state}", "nodes"),
+            "new": (f"nodes that entered {state} during the {unit}", f"nodes per {unit}")}.get(kind)
 
 
 def _whom(read: dict) -> str:
@@ -309,18 +433,23 @@ def grid_section(con, rd: RunData, study_root) -> Section | None:
     last = len(payload["frames"]) - 1
     png = grid.frames_figure(payload, [0, last])
     first_f, last_f = payload["frames"][0], payload["frames"][last]
+    scale = " (one colour scale over the whole run, so the frames compare)" if payload["kind"] == "numeric" else ""
     caption = (f"Who lives where: each cell of the {payload['width']}x{payload['height']} grid holds at most one "
-               f"agent, coloured by '{state}'; left the initial state, right step {last_f['step']}.")
-    paragraphs = [f"'{state}' on the grid: {first_f['agents']} agents at the start, {last_f['agents']} at step "
-                  f"{last_f['step']}; desim viz grid <study> --state {state} plays every step."]
+               f"agent, coloured by '{state}' (a state field of the agents){scale}; left the initial state, right step "
+               f"{last_f['step']}.")
+    paragraphs = [f"The agents on the grid, coloured by their '{state}': {first_f['agents']} at the start, "
+                  f"{last_f['agents']} at step {last_f['step']}; desim viz grid <study> --state {state} plays every "
+                  "step."]
     if payload["layer"]:
         lay = payload["layer"]
         totals = [f["total"] for f in (lay["frames"][0], lay["frames"][last]) if f]
-        caption += (f" Bottom row: {lay['name']} per cell (white {lay['range'][0]:g}, orange {lay['range'][1]:g}), "
-                    "replayed from the panel.")
+        caption = ("Top row: " + caption[0].lower() + caption[1:]
+                   + f" Bottom row: not the agents but the study's layer '{lay['name']}', per cell (white "
+                     f"{lay['range'][0]:g}, orange {lay['range'][1]:g}), replayed from the panel; the top row draws "
+                     "the agents over it.")
         if len(totals) == 2:
-            paragraphs.append(f"{lay['name']}: {totals[0]:,.0f} at the start, {totals[1]:,.0f} at step "
-                              f"{last_f['step']}.")
+            paragraphs.append(f"{lay['name']} (the layer, summed over the cells): {totals[0]:,.0f} at the start, "
+                              f"{totals[1]:,.0f} at step {last_f['step']}.")
     if payload["note"]:
         paragraphs.append(payload["note"])
     return Section("The grid", paragraphs, figures=[Figure("grid", f"{state} on the grid", png, caption)])

@@ -226,14 +226,16 @@ def curves_section(root: Path, data: dict[str, Any], metrics: list[str], fork: i
         text += (" An analytic reference line, where the model has one, is the control's: the treatment changes "
                  "the run from the fork on, which no final-size relation covers.")
     section = Section("Over time", [text])
+    declared = read_study_file(root).metric_bounds
     for metric in metrics:
         if metric not in curves:
             continue
+        bounds = tuple(declared.get(metric, (None, None)))
         png = bands.figure(metric, curves[metric], refs, unit,
                            f"'{metric}': control and treatment (mean and middle 90 % of pairs)", fork=fork,
-                           colors=colors)
+                           colors=colors, bounds=bounds)
         section.figures.append(Figure(f"effect_curves_{file_stem(metric)}", f"{metric} over time", png,
-                                      bands.caption(metric, curves[metric], refs)))
+                                      bands.caption(metric, curves[metric], refs, bounds=bounds)))
     return section
 
 

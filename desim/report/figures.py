@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import functools
 import io
+import math
+from typing import Any
 
+import numpy as np
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize
+from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -37,6 +40,7 @@ PANEL_HEIGHT = 2.3  # inches per subplot row
 CONTROL_STYLE = {"color": "0.45", "linestyle": "--", "linewidth": 1.4}
 TREATMENT_STYLE = {"color": "tab:blue", "linewidth": 1.8}
 MARKER_MAX_POINTS = 40
+DENSITY_CMAP = "viridis_r"   # light (few agents) to dark (many), perceptually even, colour-blind safe
 LABEL_FONT = 7.5      # points
 LABEL_ROWS = 4        # rows of staggered event labels at the top of a panel
 
@@ -169,35 +173,125 @@ def legend_above(ax, ncol: int = 4) -> None:
               borderaxespad=0.0, handlelength=2.2)
 
 
+MIN_SPAN_SHARE = 0.1
+"""A metric panel's y axis spans at least this share of the metric's scale (:func:`metric_limits`)."""
+AXIS_MARGIN = 0.05   # of the axis span, above and below the values (matplotlib's own default margin)
+
+
+def metric_limits(values, bounds: tuple[float | None, float | None] = (None, None)) -> tuple[float, float] | None:
+    """The y range of a metric's panel: its values, widened to at least ``MIN_SPAN_SHARE`` of its scale.
+
+    The scale is the width of the metric's declared range (``metric_bounds`` in study.json) when both ends
+    are declared, else the largest absolute value shown. Autoscaled, an axis stretches any change to its full
+    height: a mean opinion moving from 0.4842 to 0.4833 looked like a steep drop. Widened to a tenth of the
+    scale, a change smaller than that reads as nearly flat, and a real one still fills the panel: a share of
+    infected peaking at 0.08 of [0, 1] is drawn on [0, 0.1], not squashed at the bottom of [0, 1]. The axis
+    never passes a declared bound (the window is moved inside it), and a margin keeps a line that runs along
+    an end clear of the frame. None when there is nothing to draw and no range is declared."""
+    low, high = bounds
+    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return (low, high) if low is not None and high is not None else None
+    lo, hi = min(finite), max(finite)
+    scale = high - low if low is not None and high is not None else max(abs(lo), abs(hi))
+    need = MIN_SPAN_SHARE * scale or 1.0     # an all-zero series with no declared range: a unit span
+    if hi - lo < need:
+        mid = (lo + hi) / 2
+        lo, hi = mid - need / 2, mid + need / 2
+        if low is not None and lo < low:
+            lo, hi = low, hi + (low - lo)
+        if high is not None and hi > high:
+            lo, hi = lo - (hi - high), high
+        lo, hi = min(lo, min(finite)), max(hi, max(finite))   # a value past a declared bound is still shown
+    margin = AXIS_MARGIN * (hi - lo)
+    return lo - margin, hi + margin
+
+
+def scale_rule(bounded: list[str], free: list[str]) -> str:
+    """The caption's sentence on how the metric panels' y axes are chosen (:func:`metric_limits`)."""
+    share = f"{MIN_SPAN_SHARE:.0%}".replace("%", " %")
+    parts = []
+    if bounded:
+        parts.append(f"{', '.join(bounded)}: at least {share} of the range declared in study.json's "
+                     "metric_bounds, and not past it but for a thin margin")
+    if free:
+        parts.append(f"{', '.join(free)}: at least {share} of the largest absolute value shown")
+    return ("Each y axis spans its values, widened where they vary little (" + "; ".join(parts)
+            + "), so that a change small against that scale reads as nearly flat.")
+
+
 def metric_trajectories(metrics: dict[str, list[tuple[int, float]]], names: list[str],
                         events: dict[int, list[str]], time_unit: str,
                         control: dict[str, list[tuple[int, float]]] | None = None,
-                        labels: tuple[str, str] = ("run", "control"), fork: int | None = None) -> bytes:
-    """One panel per metric over steps; with ``control``, both runs overlaid."""
-    fig, axes = _subplots(len(names))
+                        labels: tuple[str, str] = ("run", "control"), fork: int | None = None,
+                        bounds: dict[str, tuple[float | None, float | None]] | None = None,
+                        titles: dict[str, str] | None = None, units: dict[str, str] | None = None) -> bytes:
+    """:func:`draw_metric_trajectories` as a PNG."""
+    return png(draw_metric_trajectories(metrics, names, events, time_unit, control, labels, fork, bounds,
+                                        titles, units))
+
+
+def draw_metric_trajectories(metrics: dict[str, list[tuple[int, float]]], names: list[str],
+                             events: dict[int, list[str]], time_unit: str,
+                             control: dict[str, list[tuple[int, float]]] | None = None,
+                             labels: tuple[str, str] = ("run", "control"), fork: int | None = None,
+                             bounds: dict[str, tuple[float | None, float | None]] | None = None,
+                             titles: dict[str, str] | None = None,
+                             units: dict[str, str] | None = None) -> Figure:
+    """One panel per metric over steps (with ``control``, both runs overlaid): titled ``titles[name]`` (else
+    the name), its y axis labelled ``units[name]`` (else the name) and ranged by :func:`metric_limits` on
+    ``bounds[name]``, every panel's step axis labelled with the time unit."""
+    rows = max(1, len(names))
+    fig = new_figure(figsize=figure_size(rows))
+    axes = [row[0] for row in fig.subplots(rows, 1, sharex=True, squeeze=False)]
     for ax, name in zip(axes, names):
         steps, values = zip(*metrics[name]) if metrics.get(name) else ((), ())
         ax.plot(steps, values, label=labels[0], **marker_style(len(steps)), **TREATMENT_STYLE)
+        shown = list(values)
         if control and control.get(name):
             cs, cv = zip(*control[name])
             ax.plot(cs, cv, label=labels[1], **CONTROL_STYLE)
-        ax.set_ylabel(name, fontsize=9)
+            shown += list(cv)
+        limits = metric_limits(shown, (bounds or {}).get(name, (None, None)))
+        if limits is not None:
+            ax.set_ylim(*limits)
+        ax.set_title((titles or {}).get(name, name), fontsize=9, loc="left")
+        ax.set_ylabel((units or {}).get(name, name), fontsize=9)
+        ax.set_xlabel(step_axis(time_unit), fontsize=8.5)
+        ax.tick_params(labelbottom=True, labelsize=8)
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel(step_axis(time_unit))
-    fig.suptitle("Metric trajectories", fontsize=11)
-    top = 0.45 + (0.3 if control else 0.0)
-    fig.subplots_adjust(left=0.1, right=0.97, top=1 - top / fig.get_figheight(),
-                        bottom=0.45 / fig.get_figheight() + 0.02, hspace=0.25)
+    height = fig.get_figheight()
+    top = 0.75 + (0.3 if control else 0.0)       # inches above the first panel: the title (and the legend)
+    bottom, gap = 0.5, 0.72                      # inches: the last step axis; between panels, a step axis and a title
+    panel = (height - top - bottom - (rows - 1) * gap) / rows
+    fig.subplots_adjust(left=0.1, right=0.97, top=1 - top / height, bottom=bottom / height, hspace=gap / panel)
+    fig.suptitle("Metrics over time", fontsize=11, y=1 - 0.1 / height, va="top")
+    if control:
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 1 - 0.4 / height))
     for ax in axes:     # after the layout is final, so labels are staggered at their drawn width
         headroom(ax, mark_events(ax, events, fork))
-    if control:
-        legend_above(axes[0], ncol=2)
-    return png(fig)
+    return fig
 
 
-def numeric_distribution(name: str, bands: dict[str, list], events: dict[int, list[str]], time_unit: str) -> bytes:
-    """Quantile bands (5-95 %, 25-75 %), the median and the mean of a numeric state field."""
-    fig, (ax,) = _subplots(1)
+def numeric_distribution(name: str, bands: dict[str, list], events: dict[int, list[str]], time_unit: str,
+                         density: dict[str, Any] | None = None, whom: str = "agents") -> bytes:
+    """:func:`draw_numeric_distribution` as a PNG."""
+    return png(draw_numeric_distribution(name, bands, events, time_unit, density, whom))
+
+
+def draw_numeric_distribution(name: str, bands: dict[str, list], events: dict[int, list[str]], time_unit: str,
+                              density: dict[str, Any] | None = None, whom: str = "agents") -> Figure:
+    """A numeric state field over time: with ``density``, on top the share of ``whom`` in each bin of values at
+    each step (a heat map, :func:`draw_density`), where clusters show as dark bands and the gaps between them
+    as white; below, the quantile bands (5-95 %, 25-75 %), the median and the mean. The bands alone drew eight
+    opinion clusters as one smooth band from 0.05 to 0.95; the heat map alone would hide the exact quantiles of
+    a skewed quantity such as wealth. Dead agents left out (``bands["left_out"]``) are said in the title."""
+    heights = [3, 2] if density else [1]
+    fig = new_figure(figsize=figure_size(len(heights)))
+    axes = [row[0] for row in fig.subplots(len(heights), 1, sharex=True, squeeze=False,
+                                           gridspec_kw={"height_ratios": heights})]
+    ax = axes[-1]
     steps = bands["steps"]
     q = list(zip(*bands["quantiles"])) if steps else [()] * 5
     ax.fill_between(steps, q[0], q[4], color="tab:blue", alpha=0.15, label="5-95 %")
@@ -207,11 +301,54 @@ def numeric_distribution(name: str, bands: dict[str, list], events: dict[int, li
     ax.set_ylabel(name)
     ax.set_xlabel(step_axis(time_unit, "0 = initial state"))
     ax.grid(alpha=0.3)
-    fig.suptitle(f"Distribution of '{name}' over time", fontsize=11)
-    fig.subplots_adjust(left=0.1, right=0.97, top=0.78, bottom=0.2)
-    mark_events(ax, events)
-    legend_above(ax)
-    return png(fig)
+    height = fig.get_figheight()
+    left_out = any(bands.get("left_out") or ())
+    title = f"Distribution of '{name}' over time" + (f", {whom} only" if left_out else "")
+    if left_out:
+        title += f"\n(dead agents, alive = false, are left out: {bands['left_out'][-1]:,} at the last step)"
+    fig.suptitle(title, fontsize=11, y=1 - 0.08 / height, va="top")
+    fig.subplots_adjust(left=0.09, right=0.86, top=1 - (0.85 if left_out else 0.6) / height,
+                        bottom=0.55 / height, hspace=0.3)
+    if density:
+        draw_density(fig, axes[0], name, density, whom)
+        axes[0].set_title(f"share of {whom} in each bin of '{name}'", fontsize=9, loc="left")
+        ax.set_title("quantile bands, median and mean", fontsize=9, loc="left")
+    for i, a in enumerate(axes):
+        mark_events(a, events, label=i == 0)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, borderaxespad=0.0)
+    return fig
+
+
+def draw_density(fig: Figure, ax, name: str, density: dict[str, Any], whom: str) -> None:
+    """The share of ``whom`` in each bin of values (``density["edges"]``) at each step, as colour on a log
+    scale, white where the bin is empty; its colour bar at the right of ``ax``.
+
+    A log scale, since the shares span two orders of magnitude: an agent alone in its bin (1/n) and a
+    cluster holding a third of them must both show. A colour map from light (few) to dark (many), so that
+    an empty bin (white) and a sparse one read alike as "little here"."""
+    shares = np.asarray(density["shares"], dtype=float)        # [step, bin]
+    steps = np.asarray(density["steps"], dtype=float)
+    if len(steps) > 1:
+        mids = (steps[1:] + steps[:-1]) / 2
+        x = np.concatenate([[2 * steps[0] - mids[0]], mids, [2 * steps[-1] - mids[-1]]])
+    else:
+        x = np.array([steps[0] - 0.5, steps[0] + 0.5]) if len(steps) else np.array([0.0, 1.0])
+    positive = shares[shares > 0]
+    low = float(positive.min()) if positive.size else 1e-3
+    high = max(float(positive.max()) if positive.size else 1.0, low * 1.0001)
+    mesh = ax.pcolormesh(x, np.asarray(density["edges"], dtype=float), np.ma.masked_less_equal(shares, 0).T,
+                         cmap=DENSITY_CMAP, norm=LogNorm(low, high), shading="flat", rasterized=True,
+                         zorder=-1)   # under the intervention lines (zorder 0)
+    ax.set_ylabel(name)
+    ax.set_xlim(x[0], x[-1])
+    pos = ax.get_position()
+    cax = fig.add_axes((pos.x1 + 0.015, pos.y0, 0.015, pos.height))
+    bar = fig.colorbar(mesh, cax=cax)
+    ticks = [m * 10.0 ** k for k in range(-6, 1) for m in (1, 2, 5) if low <= m * 10.0 ** k <= high]
+    bar.set_ticks(ticks, labels=[f"{t:g}" for t in ticks])     # 0.01, 0.02, 0.05: shares, not 10^-2
+    bar.minorticks_off()
+    bar.set_label(f"share of {whom} in the bin\n(log scale; white: none)", fontsize=8)
+    bar.ax.tick_params(labelsize=7.5)
 
 
 def categorical_shares(name: str, counts: dict, events: dict[int, list[str]], time_unit: str,

@@ -39,7 +39,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize
+from matplotlib.colors import BoundaryNorm, ListedColormap, Normalize
 from matplotlib.lines import Line2D
 
 from desim.jsontext import parsed
@@ -351,15 +351,23 @@ def _frame_title(payload: dict, k: int, named: bool = True) -> str:
     if payload["kind"] == "categorical":
         field = f"{payload['field']} " if named else ""
         return label + "\n" + ", ".join(f"{field}{c}: {n}" for c, n in f["counts"].items())
-    return label + (f"\nmean {f['mean']:.3g}" if f.get("mean") is not None else "")
+    field = f"{payload['field']} " if named else ""
+    return label + (f"\nmean {field}{f['mean']:.3g}" if f.get("mean") is not None else "")
 
 
 def frames_figure(payload: dict, which: list[int], title: str | None = None) -> bytes:
     """The frames at positions ``which`` side by side (agents over the layer); with a layer, a second row
-    shows the layer alone, so what the agents cover can be read too."""
-    rows = 2 if payload["layer"] else 1
+    shows the layer alone, so what the agents cover can be read too.
+
+    Each row says what it shows at its left ("agents, coloured by their 'sugar'"; "sugar left per cell of
+    the landscape") and has its own key: a numeric state's colour bar beside the agents' row, the layer's
+    beside the layer's row, each labelled with its quantity, so the agents' wealth and the sugar on the land
+    (the same word in Sugarscape) are not confused; categories in a legend underneath."""
+    layer = payload["layer"]
+    rows = 2 if layer else 1
     cols = len(which)
-    fig = new_figure(figsize=(3.6 * cols, 3.5 * rows + 0.8))
+    numeric = payload["kind"] == "numeric"
+    fig = new_figure(figsize=(3.6 * cols + 1.6, 3.1 * rows + 0.9))
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat:
         ax.set_xticks([])
@@ -368,32 +376,64 @@ def frames_figure(payload: dict, which: list[int], title: str | None = None) -> 
         axes[0][j].imshow(frame_image(payload, k), interpolation="nearest")
         axes[0][j].set_title(_frame_title(payload, k), fontsize=8)
         if rows == 2:
-            lay = payload["layer"]["frames"][k]
+            lay = layer["frames"][k]
             axes[1][j].imshow(frame_image(payload, k, agents=False), interpolation="nearest")
-            axes[1][j].set_title(f"{payload['layer']['name']}" + (f": {lay['total']:,.0f} in all" if lay else ""),
-                                 fontsize=8)
-    fig.suptitle(title or f"{payload['study']}: '{payload['field']}' on the {payload['width']}x"
-                          f"{payload['height']} grid, run {payload['run_id']}", fontsize=10)
+            axes[1][j].set_title(f"{_frame_title(payload, k).splitlines()[0]}\n{layer['name']}"
+                                 + (f": {lay['total']:,.0f} in all" if lay else ""), fontsize=8)
+    field = payload["field"]
+    axes[0][0].set_ylabel(f"agents, coloured by\ntheir '{field}'", fontsize=9)
+    if rows == 2:
+        axes[1][0].set_ylabel(f"{layer['name']} per cell\nof the landscape", fontsize=9)
+    size = f"the {payload['width']}x{payload['height']} grid"
+    fig.suptitle(title or (f"{payload['study']}, run {payload['run_id']}: {size}"
+                           + (f"\ntop: the agents, coloured by their '{field}'; bottom: the {layer['name']} per cell"
+                              if layer else f", agents coloured by their '{field}'")), fontsize=10)
     handles = []
     if payload["kind"] == "categorical":
-        handles = [Line2D([], [], marker="s", linestyle="", color=c, label=f"{payload['field']} {n}")
+        handles = [Line2D([], [], marker="s", linestyle="", color=c, label=f"{field} {n}")
                    for n, c in zip(payload["categories"], payload["palette"])]
-    if payload["layer"]:
-        lo, hi = payload["layer"]["range"]
-        handles.append(Line2D([], [], marker="s", linestyle="", color=_hex(LAYER_HIGH),
-                                  label=f"{payload['layer']['name']} {hi:g} (white: {lo:g})"))
-    else:
+    if not layer:
         handles.append(Line2D([], [], marker="s", linestyle="", color=EMPTY_CELL, label="empty cell"))
-    fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
-    numeric = payload["kind"] == "numeric"
-    # a numeric state's colour bar gets a strip of its own at the right, laid out after the maps (made
-    # before tight_layout, it was drawn over the last map)
-    fig.tight_layout(rect=(0, 0.06, 0.88 if numeric else 1, 0.95), h_pad=2.5)
+    if handles:
+        fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8, frameon=False)
+    keyed = numeric or bool(layer)
+    # the colour bars get a strip of their own at the right, laid out after the maps (made before
+    # tight_layout, a bar was drawn over the last map)
+    fig.tight_layout(rect=(0, 0.06 if handles else 0.01, 0.84 if keyed else 1, 1),
+                     h_pad=2.5)
     if numeric:
         lo, hi = payload["range"]
         sm = ScalarMappable(cmap=colormaps["viridis"], norm=Normalize(lo, hi))
-        fig.colorbar(sm, cax=fig.add_axes((0.91, 0.3, 0.018, 0.45)), orientation="vertical", label=payload["field"])
+        bar = fig.colorbar(sm, cax=_row_key(fig, axes[0]))
+        bar.set_label(f"agent's '{field}'\n(one scale for all frames)", fontsize=8)
+        bar.ax.tick_params(labelsize=7.5)
+    if layer:
+        _layer_key(fig, _row_key(fig, axes[1]), layer)
     return png(fig)
+
+
+def _row_key(fig, row) -> Any:
+    """An axes for a colour bar at the right of a row of maps, as tall as the maps."""
+    last = row[-1].get_position()
+    return fig.add_axes((last.x1 + 0.03, last.y0 + 0.1 * last.height, 0.015, 0.8 * last.height))
+
+
+def _layer_key(fig, cax, layer: dict) -> None:
+    """The layer's colour bar in its own colours (white to orange): one block per level when its values are
+    whole numbers (Sugarscape's sugar 0 to 4), labelled with the layer's name."""
+    lo, hi = layer["range"]
+    cmap = ListedColormap(layer["palette"])
+    if layer["whole"]:
+        norm = BoundaryNorm([v - 0.5 for v in range(layer["levels"] + 1)], cmap.N)
+        ticks = list(range(int(lo), layer["levels"]))
+    else:
+        norm = Normalize(lo, hi)
+        ticks = None
+    bar = fig.colorbar(ScalarMappable(cmap=cmap, norm=norm), cax=cax, ticks=ticks)
+    bar.set_label(f"{layer['name']} per cell", fontsize=8)
+    bar.ax.tick_params(labelsize=7.5)
+    bar.minorticks_off()
+    bar.outline.set_edgecolor("0.6")
 
 
 def small_multiples(payload: dict, max_panels: int = 12) -> bytes:

@@ -197,13 +197,16 @@ def curves_section(study_root: str | Path, plan: SweepPlan, runs: list[dict[str,
     time_unit = next((r["time_unit"] for r in runs if r.get("time_unit")), "step")
     section = Section("Over time", [f"Each metric step by step, per combination: {plan.replicates} replicates each "
                                     "(different seeds)."])
+    study = study_file_or_none(study_root)
+    declared = study.metric_bounds if study is not None else {}
     for metric in metrics:
         if metric not in curves:
             continue
+        bounds = tuple(declared.get(metric, (None, None)))
         png = bands.figure(metric, curves[metric], refs, time_unit,
-                           f"'{metric}' over time per combination (mean and middle 90 % of replicates)")
+                           f"'{metric}' over time per combination (mean and middle 90 % of replicates)", bounds=bounds)
         section.figures.append(Figure(f"sweep_curves_{file_stem(metric)}", f"{metric} over time", png,
-                                      bands.caption(metric, curves[metric], refs)))
+                                      bands.caption(metric, curves[metric], refs, bounds=bounds)))
     return section
 
 
