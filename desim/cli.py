@@ -18,6 +18,7 @@ import os
 import sys
 import traceback
 import warnings
+from pathlib import Path
 
 from desim.version import __version__
 
@@ -73,12 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except DesimError as e:     # a study mistake, a store problem, a failed run: one line, exit status 2
-        if isinstance(e, StudyConfigError) and isinstance(getattr(args, "study", None), str):
-            e = e.under(args.study)     # every file named from where the command was typed
-        print(f"desim: error: {e}", file=sys.stderr)
+        study = getattr(args, "study", None)
+        if isinstance(e, StudyConfigError) and isinstance(study, str):
+            e = e.under(study)          # every file named from where the command was typed
+        hint = _study_hint(e, study) if isinstance(study, str) else None
+        print(f"desim: error: {e}{'; ' + hint if hint else ''}", file=sys.stderr)
         trace = getattr(e, "traceback", "") or ("".join(traceback.format_exception(e.__cause__))
                                                  if e.__cause__ is not None else "")
-        kept = f"completed steps are kept in {e.db_path}; " if isinstance(e, RunFailed) else ""
+        kept = e.kept_text(_steps_done(e)) if isinstance(e, RunFailed) else ""
         _offer_traceback(args, trace, kept)
         return 2
     except KeyboardInterrupt as e:     # a second Ctrl-C inside a run says which run and how to go on
@@ -103,12 +106,68 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _offer_traceback(args: argparse.Namespace, trace: str, kept: str = "") -> None:
-    """Print ``trace`` when asked for (``--traceback``, ``DESIM_TRACEBACK=1``), else say how to ask."""
+    """Print ``trace`` when asked for (``--traceback``, ``DESIM_TRACEBACK=1``), else say how to ask, after
+    ``kept`` (what of a failed run stays in the store, or ``""``)."""
     if trace and (getattr(args, "traceback", False) or os.environ.get("DESIM_TRACEBACK") == "1"):
         print(trace, file=sys.stderr, end="")
     elif trace:
         ask = "--traceback (or DESIM_TRACEBACK=1)" if hasattr(args, "traceback") else "DESIM_TRACEBACK=1"
-        print(f"desim: {kept}{ask} shows the traceback", file=sys.stderr)
+        print(f"desim: {kept + '; ' if kept else ''}{ask} shows the traceback", file=sys.stderr)
+
+
+def _steps_done(error) -> int | None:
+    """How many steps the failed run of ``error`` (a ``RunFailed``) completed: as it says, or as its row in the
+    store says; None when neither can tell (the store held by another process now)."""
+    if error.steps_done is not None:
+        return error.steps_done
+    from desim.errors import DesimError
+    try:
+        from desim.store.reader import StudyData
+        rows = StudyData(error.db_path).run_rows([error.run_id])
+    except (DesimError, OSError):
+        return None
+    return max(rows[0]["last_step"], 0) if rows and rows[0]["last_step"] is not None else None
+
+
+def _study_hint(error, study: str) -> str | None:
+    """Where the study is, when the folder a command was given is none and a study is near: the folder the
+    study's own files are in (a file of it, or one of its sub-folders, was given), or a study of that name
+    under ``studies/`` (where ``desim new`` makes them) or of a name close to it beside it. Said for an error
+    about that folder only: a path that does not exist, or an error naming the folder or a file in it."""
+    import difflib
+
+    from desim.errors import StudyConfigError, shell_arg
+    from desim.study.files import is_study_folder
+    path = Path(study)
+    try:
+        if is_study_folder(path):
+            return None
+        if path.exists():
+            if not (isinstance(error, StudyConfigError) and path in (Path(error.file), Path(error.file).parent)):
+                return None         # an error about another thing than the folder (or the study.json it lacks)
+            start = path.resolve()
+            folder = next((p for p in (start.parents if path.is_dir() else (start.parent, *start.parent.parents))
+                           if is_study_folder(p)), None)
+            if folder is None:
+                return None
+            who = "it" if Path(error.file) == path else study         # the error names it already: "it"
+            what = "a folder" if path.is_dir() else "a file"
+            return f"{who} is {what} inside the study folder {_shown(folder)}: give the folder, {shell_arg(_shown(folder))}"
+        under = Path("studies") / path
+        if not path.is_absolute() and is_study_folder(under):
+            return f"did you mean {shell_arg(under)}? (desim new makes a study under studies/)"
+        beside = path.parent
+        names = sorted(c.name for c in beside.iterdir() if is_study_folder(c)) if beside.is_dir() else []
+        close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.75)
+        return f"did you mean {shell_arg(beside / close[0])}?" if close else None
+    except OSError:         # a path the system will not look at: the error says so already
+        return None
+
+
+def _shown(folder: Path) -> str:
+    """``folder`` as the user would type it: relative to the working folder when that is shorter (``..``)."""
+    relative = os.path.relpath(folder)
+    return relative if len(relative) <= len(str(folder)) else str(folder)
 
 
 def _os_error(error: OSError) -> str:

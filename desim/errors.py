@@ -19,15 +19,35 @@ This module imports nothing from desim, so any layer may raise these.
 """
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
+_PLAIN = re.compile(r"[^\"$`\\!]*")     # text that double quotes keep as written (no ", $, `, backslash or !)
+
+
+def shell_arg(value: str | Path) -> str:
+    """``value`` (a path, a run id, a query) as one word of a command desim prints for the user to paste: as
+    it is when the shell would keep it so, ``./``-prefixed when it starts with a dash (a command would take
+    ``-dash`` for an option), else quoted. Text with a single quote but nothing double quotes change (an SQL
+    query: ``WHERE run_id = 'r1'``) goes in double quotes, which read better than shlex's ``'"'"'``.
+    Every hint that prints a command quotes its words here, once."""
+    text = str(value)
+    if text.startswith("-"):
+        text = "./" + text
+    quoted = shlex.quote(text)
+    if quoted != text and "'" in text and _PLAIN.fullmatch(text):
+        return f'"{text}"'
+    return quoted
 
 
 def resume_hint(root: str | Path | None, run_id: str) -> str:
     """How to continue run ``run_id``: the command for a study folder, the call for a study made in Python
     with no folder of its own."""
-    return f"desim run {root} --resume {run_id}" if root is not None else f"desim.resume(..., {run_id!r})"
+    return (f"desim run {shell_arg(root)} --resume {shell_arg(run_id)}" if root is not None
+            else f"desim.resume(..., {run_id!r})")
+
 
 class DesimError(Exception):
     """The root of every error desim raises on purpose."""
@@ -63,6 +83,38 @@ class StudyConfigError(StudyError, ValueError):
         rooted.__cause__ = self.__cause__
         return rooted
 
+    def from_parameters(self, used: dict[str, str], settings_file: str | Path,
+                        set_on_command_line: frozenset[str] | set[str] = frozenset()) -> "StudyConfigError":
+        """The same error with each problem at a field that held ``"$name"`` named where the user sets the
+        value: the study parameter in ``settings_file`` (simulation.json), not the argument a model checked
+        once the name was replaced (``decision.args.gamma``; another file's ``provider.args.seed_fraction``
+        for ``"seed_share"``). ``used`` maps the fields of this error's file to the parameter each held
+        (``desim.study.params.parameter_fields`` of the file as written); a parameter in
+        ``set_on_command_line`` was given by ``--set``, and the problem says so.
+
+        When every problem came from a parameter the error names ``settings_file``:
+        ``simulation.json: parameters.seed_share (used as provider.args.seed_fraction): must be in [0, 1]
+        (got 1.3)``. When only some did, the file stays and those problems say where their value is set. A
+        problem that is not about the value (an unknown argument) stays as raised."""
+        # a problem with the value says what it got; one with the argument itself (an unknown name, ``betta``)
+        # is the file's, whatever value the argument holds
+        named = {field: used[field] for field, message in self.problems if field in used and "(got " in message}
+        if not named:
+            return self
+
+        def origin(name: str, field: str) -> str:
+            return f"{'--set, ' if name in set_on_command_line else ''}used as {field}"
+        if len(named) == len(self.problems):
+            moved = StudyConfigError(settings_file, [(f"parameters.{named[field]} ({origin(named[field], field)})",
+                                                      message) for field, message in self.problems])
+        else:
+            moved = StudyConfigError(self.file, [
+                (field, f"{message} (the value of parameters.{named[field]} in {settings_file}"
+                        f"{', set by --set' if named[field] in set_on_command_line else ''})")
+                if field in named else (field, message) for field, message in self.problems])
+        moved.__cause__ = self.__cause__
+        return moved
+
 
 class StudyArgumentError(StudyError, TypeError):
     """An argument of ``desim.Study`` that cannot make a study: the message names the argument, what was
@@ -79,11 +131,24 @@ class StoreError(DesimError, RuntimeError):
 
 
 class RunFailed(DesimError, RuntimeError):
-    """A run ended ``failed``; its completed steps stay in the store (``db_path``)."""
+    """A run ended ``failed``; its completed steps stay in the store (``db_path``): ``steps_done`` of them,
+    when the raiser knows (None: read the run's ``last_step`` from the store, :meth:`kept_text`)."""
 
-    def __init__(self, run_id: str, error: str, db_path: Path, traceback: str = ""):
+    def __init__(self, run_id: str, error: str, db_path: Path, traceback: str = "", steps_done: int | None = None):
         self.run_id, self.error, self.db_path, self.traceback = run_id, error, db_path, traceback
+        self.steps_done = steps_done
         super().__init__(f"run {run_id} failed: {error}")
+
+    def kept_text(self, steps_done: int | None = None) -> str:
+        """What of the run stays, for the line after the error: its completed steps and where they are, or
+        nothing when it completed none (a run that failed in its first step keeps only its row, ``failed``).
+        ``steps_done`` stands in for an unknown :attr:`steps_done`; both unknown, the steps are not counted."""
+        done = self.steps_done if self.steps_done is not None else steps_done
+        if done is None:
+            return f"completed steps are kept in {self.db_path}"
+        if done < 1:
+            return ""
+        return f"its {done} completed step{'s are' if done > 1 else ' is'} kept in {self.db_path}"
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -102,7 +167,7 @@ class RunInterrupted(KeyboardInterrupt):
         else:
             super().__init__(f"run {result.run_id} interrupted by Ctrl-C after step {result.steps_done}; its "
                              f"steps are kept: desim.resume({str(root)!r}, {result.run_id!r}) continues it "
-                             f"(desim run {root} --resume {result.run_id})")
+                             f"({resume_hint(root, result.run_id)})")
 
 
 class RunStoppedMidStep(KeyboardInterrupt):

@@ -55,7 +55,7 @@ def test_a_failure_in_study_code_names_step_round_agent_component_and_line(study
     summary = f"{where} failed at {MODEL}:{line_of(root, point)}: KeyError: 'topik'"
     assert code == 2
     assert err == [f"desim: error: run {run_id} failed: {summary}",
-                   "desim: completed steps are kept in studies/probe/runs/desim.duckdb; "
+                   "desim: its 1 completed step is kept in studies/probe/runs/desim.duckdb; "
                    "--traceback (or DESIM_TRACEBACK=1) shows the traceback"]
     assert (status, error) == ("failed", summary)
     assert last_step == 1                       # step 1 is kept, step 2 never half-written

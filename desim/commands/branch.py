@@ -7,6 +7,7 @@ from pathlib import Path
 
 from desim.commands.core import (Progress, add_quiet_arg, add_study_arg, exit_status, kept, parse_sets, print_llm, resumable,
                                  print_table, replayed_and_decided)
+from desim.errors import resume_hint, shell_arg
 
 
 def cmd_branch(args) -> int:
@@ -31,8 +32,8 @@ def cmd_branch(args) -> int:
         print(f"  ended after step {result.steps_done}: {result.end_reason}")
     print_llm(result, args.study)
     if resumable(result):
-        print(f"  resume with: desim run {args.study} --resume {result.run_id}")
-    print(f"  compare: desim compare {args.study} {args.from_run} {result.run_id}")
+        print(f"  resume with: {resume_hint(args.study, result.run_id)}")
+    print(f"  compare: desim compare {shell_arg(args.study)} {shell_arg(args.from_run)} {shell_arg(result.run_id)}")
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return exit_status(result)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from desim.commands.progress import Progress, add_quiet_arg  # noqa: E402 - the commands' progress, one way
+from desim.errors import resume_hint, shell_arg     # every command printed for the user to paste: its words quoted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"    # packaged with desim (the wheel)
 DEFAULT_TEMPLATE = "starter"
@@ -50,7 +51,10 @@ def cmd_new(args) -> int:
     if not re.fullmatch(r"[A-Za-z0-9_\-]+", args.id):
         raise UserError(f"study id '{args.id}' may use only letters, digits, '_' and '-'")
     if args.template not in known:
-        raise UserError(f"unknown template '{args.template}' (templates: {', '.join(known)})")
+        import difflib
+        near = difflib.get_close_matches(args.template, list(known), n=1, cutoff=0.6)
+        meant = f"did you mean '{near[0]}'? " if near else ""
+        raise UserError(f"unknown template '{args.template}' ({meant}templates: {', '.join(known)})")
     folder = Path(args.dir)
     # --dir is a folder, or one desim makes (with its parents); a file on the way, or a place where no folder
     # can be made, is named here rather than as a NotADirectoryError from the copy
@@ -74,7 +78,7 @@ def cmd_new(args) -> int:
     study["id"] = args.id
     (dest / STUDY_FILE).write_text(json.dumps(study, indent=2) + "\n", encoding="utf-8")
     print(f"created {dest} from template '{args.template}'")
-    print(f"next: desim validate {dest} && desim run {dest}")
+    print(f"next: desim validate {shell_arg(dest)} && desim run {shell_arg(dest)}")
     return 0
 
 
@@ -192,10 +196,10 @@ def _run_command(args) -> int:
           f"messages {result.counters['messages']}, wall time {result.wall_seconds:.2f} s")
     print_llm(result, root, resumed=bool(args.resume))
     if resumable(result):
-        print(f"  resume with: desim run {root} --resume {result.run_id}")
+        print(f"  resume with: {resume_hint(root, result.run_id)}")
     print(f"  store: {db}")
     from desim.store.queries import example_for_run
-    print(f"  try:   desim sql {root} \"{example_for_run(result.run_id)}\"")
+    print(f"  try:   desim sql {shell_arg(root)} {shell_arg(example_for_run(result.run_id))}")
     return exit_status(result)
 
 
@@ -348,7 +352,7 @@ def cmd_runs(args) -> int:
         status = health_of(layout, r)
         if status == "stale":
             status = f"stale (was running as pid {r.get('pid')} on {r.get('host')}; resume with: " \
-                     f"desim run {args.study} --resume {r['run_id']})"
+                     f"{resume_hint(args.study, r['run_id'])})"
         over = describe_overrides(json.loads(r["overrides"]) if r.get("overrides") else None)
         values = describe_sweep_values(r, swept.get(r.get("sweep_id"), []))   # the study's own value too
         if values:
@@ -386,7 +390,7 @@ def cmd_runs(args) -> int:
         folder = layout.sweep_dir(u["id"]) if u["kind"] == "sweep" else layout.effect_dir(u["id"])
         owner = folder_owner(folder)
         then = (f"running (pid {owner.get('pid')} on {owner.get('host')})" if owner else
-                f"finish it: desim {u['kind']} {args.study} --resume {u['id']}")
+                f"finish it: desim {u['kind']} {shell_arg(args.study)} --resume {shell_arg(u['id'])}")
         print(f"{u['kind']} {u['id']}  {u['created_at']:%Y-%m-%d %H:%M:%S}  {u['done']} of {u['planned']} {what} "
               f"completed; {then}")
     return 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from desim.commands.core import add_study_arg, print_llm_spend, print_table
 from desim.commands.progress import Progress, RunsProgress, add_quiet_arg
+from desim.errors import shell_arg
 
 
 class PairsProgress(RunsProgress):
@@ -21,7 +22,7 @@ class PairsProgress(RunsProgress):
             print(f"warning: {warning}", file=sys.stderr)
         self.bar = Progress(n_controls + n_branches, self.label, unit="run", quiet=self.quiet)
         self.bar.note(f"effect {effect_id}: {n_controls} control runs and then {n_branches} branches to run "
-                      f"(if interrupted: desim effect {self.study} --resume {effect_id})")
+                      f"(if interrupted: desim effect {shell_arg(self.study)} --resume {shell_arg(effect_id)})")
         self.offset = {"control": 0, "treatment": n_controls}
 
     def __call__(self, phase: str, outcome, done: int, total: int) -> None:
@@ -145,11 +146,11 @@ def cmd_effect(args) -> int:
     print("  (treatment - control per pair; mean and 95 % interval of the mean over pairs, Student t)")
     print_llm_spend(args.study, sorted({p[f"{arm}_run_id"] for p in result.pairs for arm in ("control", "treatment")}),
                     "the effect's")
-    print(f"  figure: desim report {args.study} --effect {result.effect_id}")
+    print(f"  figure: desim report {shell_arg(args.study)} --effect {shell_arg(result.effect_id)}")
     if result.completed < len(result.pairs):
         for run_id, error in sorted(result.errors.items()):
             print(f"  {run_id} failed: {error}")
-        print(f"  rerun what did not complete: desim effect {args.study} --resume {result.effect_id}")
+        print(f"  rerun what did not complete: desim effect {shell_arg(args.study)} --resume {shell_arg(result.effect_id)}")
         return 2        # a failed run is an error (README, exit status)
     return 0
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from desim.commands.core import add_study_arg, parse_sets, print_llm_spend, print_table
 from desim.commands.progress import Progress, RunsProgress, add_quiet_arg
+from desim.errors import shell_arg
 
 
 class SweepProgress(RunsProgress):
@@ -22,7 +23,7 @@ class SweepProgress(RunsProgress):
         workers = f", {self.workers} worker{'s' if self.workers != 1 else ''}" if self.workers else ""
         self.bar.note(f"sweep {plan.sweep_id}: {sizes} x {plan.replicates} replicates, "
                       f"{n_to_run} runs to go on {self.backend}{workers} "
-                      f"(if interrupted: desim sweep {self.study} --resume {plan.sweep_id})")
+                      f"(if interrupted: desim sweep {shell_arg(self.study)} --resume {shell_arg(plan.sweep_id)})")
 
     def __call__(self, outcome, done: int, total: int) -> None:
         self.run_done(outcome, done, f"{outcome.run_id} failed")
@@ -72,7 +73,7 @@ def interrupted(command: str, study: str, resume_id: str | None) -> int:
     import sys
     if resume_id is None:           # nothing recorded yet
         raise KeyboardInterrupt
-    print(f"desim: interrupted; the completed runs are kept: desim {command} {study} --resume {resume_id} "
+    print(f"desim: interrupted; the completed runs are kept: desim {command} {shell_arg(study)} --resume {shell_arg(resume_id)} "
           "runs the rest", file=sys.stderr)
     return 130
 
@@ -141,10 +142,10 @@ def cmd_sweep(args) -> int:
         print(f"  note: {capped}")
     if failed:
         print(f"  failed: {', '.join(failed)}")
-        print(f"  rerun them: desim sweep {args.study} --resume {result.sweep_id}")
+        print(f"  rerun them: desim sweep {shell_arg(args.study)} --resume {shell_arg(result.sweep_id)}")
         return 2        # a failed run is an error (README, exit status)
     from desim.store.queries import example_for_sweep
-    print(f"  try: desim sql {args.study} \"{example_for_sweep(result.sweep_id)}\"")
+    print(f"  try: desim sql {shell_arg(args.study)} {shell_arg(example_for_sweep(result.sweep_id))}")
     return 0
 
 

@@ -28,6 +28,7 @@ from desim.study.clock import Clock
 from desim.study.contract import MetricCollector, RunContext, study_path
 from desim.study.failures import call
 from desim.study.files import StudySpec, check_population
+from desim.study.params import named_where_set
 from desim.study.rosters import read_roster
 from desim.study.interventions import Interventions
 from desim.study.network import Network, build_network
@@ -160,10 +161,13 @@ def assemble(spec: StudySpec, run_id: str | None = None) -> Run:
     # each run builds its own components from the refs and args the files record, as a branch or a resume
     # does: an instance a desim.Study was given is recorded by its arguments, never run itself, so nothing
     # it keeps on self (a count, a cache, self.ctx) passes from one run to the next or between runs at once
-    environment = build(spec.environment.provider, root, "environment/environment.json: provider", "environment")
-    decision = build(sim_cfg.decision, root, "simulation/simulation.json: decision", "decision")
-    collector = (build(sim_cfg.collector, root, "simulation/simulation.json: collector", "collector")
-                 if sim_cfg.collector else MetricCollector())
+    try:
+        environment = build(spec.environment.provider, root, "environment/environment.json: provider", "environment")
+        decision = build(sim_cfg.decision, root, "simulation/simulation.json: decision", "decision")
+        collector = (build(sim_cfg.collector, root, "simulation/simulation.json: collector", "collector")
+                     if sim_cfg.collector else MetricCollector())
+    except StudyConfigError as e:       # a model refusing an argument that held "$name": named where it is set
+        raise named_where_set(e, spec) from e.__cause__
     for part in (environment, decision, collector):
         part.ctx = ctx
     ctx.decision = decision
@@ -183,7 +187,10 @@ def _population(spec: StudySpec, streams: Streams) -> list[Persona]:
         return list(pop.personas)
     if pop.roster is not None:
         return read_roster(root, pop.roster)
-    provider = build(pop.provider, root, "population/population.json: provider", "population")
+    try:
+        provider = build(pop.provider, root, "population/population.json: provider", "population")
+    except StudyConfigError as e:
+        raise named_where_set(e, spec) from e.__cause__
     personas = partial(call, root=root, step="population")(provider.personas, streams.numpy("population"))
     if not isinstance(personas, list):
         raise RunError(f"population provider {pop.provider.ref}: returned {type(personas).__name__}, "

@@ -8,6 +8,7 @@ records walked in Python, to word the error.
 """
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from operator import attrgetter
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 from desim.errors import StudyConfigError, StudyError
 from desim.jsontext import dumps
 from desim.records import ACTION_SOURCES, Action, ActionColumns
+from desim.study.failures import shown
 from desim.versions import SIMULATION_FILE
 
 
@@ -32,7 +34,8 @@ _TEXT_OR_NONE = frozenset({str, type(None)})       # a rationale: text, or None 
 
 
 def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[str, int],
-                    everyone: frozenset[str] | None = None, observations: list | None = None) -> list[Action]:
+                    everyone: frozenset[str] | None = None, observations: list | None = None,
+                    model: Any = None) -> list[Action]:
     """``actions`` (what ``decide_batch`` returned for the agents ``ids`` of round ``r``), refused with an
     error naming the agent unless they are a list of :class:`Action`, at most one per agent of the
     round, each of step ``t``, with a known ``source``, a non-empty ``kind``, a dict ``payload`` and a
@@ -42,9 +45,11 @@ def checked_actions(actions: Any, ids: list[str], t: int, r: int, known: dict[st
     checked through a set. ``known`` maps every agent of the run to its position; ``everyone`` is the
     run's agents when ``ids`` are all of them (the set is then not built again). ``observations`` (what
     ``observe_batch`` returned) are looked at only to word an error: an action for an agent not in the
-    round may come from an observation for that agent, and then ``observe_batch`` is to blame."""
+    round may come from an observation for that agent, and then ``observe_batch`` is to blame. ``model``
+    (the behaviour model) names the class and file of a ``decide_batch`` that returned no list."""
     if not isinstance(actions, list):
-        raise RunError(f"step {t} round {r}: decide_batch returned {type(actions).__name__}, not a list")
+        raise RunError(f"step {t} round {r}: {_decide_batch_of(model)} returned {type(actions).__name__}, not a list: "
+                       "it must return a list of Action (one per agent that acts; [] when none does)")
     if not actions:
         return actions
     present = None
@@ -115,6 +120,19 @@ def refuse(a: Any, seen: set[str], present: set[str], t: int, r: int, known: dic
         raise RunError(f"{where}: rationale is {type(a.rationale).__name__} {a.rationale!r:.60}; it must be text "
                        "(why the agent acted) or None")
     raise RunError(f"{where}: malformed action: {a!r:.200}")
+
+
+def _decide_batch_of(model: Any) -> str:
+    """``Listen.decide_batch (model.py)``: the method whose return is refused, and the file it is written in
+    (a ``return`` forgotten there is the usual cause); ``decide_batch`` when the model is not known."""
+    if model is None:
+        return "decide_batch"
+    method = getattr(type(model), "decide_batch", None)
+    try:
+        file = inspect.getsourcefile(method)
+    except TypeError:           # not a Python function (a builtin, a callable object)
+        file = None
+    return f"{type(model).__qualname__}.decide_batch" + (f" ({shown(file)})" if file else "")
 
 
 def checked_action_columns(actions: Any, n: int, t: int, r: int) -> ActionColumns:

@@ -245,7 +245,7 @@ class Engine:
                 self._call(self.environment.observe_batch, ids, t, r, **where), len(ids), t, r)
             actions = checks.checked_actions(
                 self._call(model.decide_batch, observations, self.memory.for_batch(ids), **where), ids, t, r,
-                self.ctx.index, self._id_set() if everyone else None, observations)
+                self.ctx.index, self._id_set() if everyone else None, observations, model=model)
             self._call(self.environment.apply, actions, **where)
         if self.record_rounds:
             self.sink.round(t, r, actions)

@@ -88,7 +88,8 @@ def execute(run: Run, source, sink: Sink, *, store_path: Path | str = ":memory:"
         finally:
             run.decision.close()
     if failure is not None:
-        raise RunFailed(run.run_id, error, Path(store_path), trace or "") from failure
+        raise RunFailed(run.run_id, error, Path(store_path), trace or "",
+                        steps_done=max(sink.last_written, 0)) from failure
     counters = {**engine.counters, "rows_written": sink.rows_written, "messages": sink.messages}
     llm = model_hook(run.decision, "counters")
     if llm is not None:

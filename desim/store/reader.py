@@ -479,8 +479,8 @@ def user_query(study: "str | Path | StudyLayout", text: str, params: list | dict
             if named_file(e, layout.data) is not None:
                 raise                   # a damaged data file: open_store names it and its run
             message = _without_candidates(str(e))
-            hint = (bare_field_hint(con, message) or json_hint(message)) if isinstance(e, duckdb.BinderException) \
-                else None
+            hint = ((bare_field_hint(con, message) or json_hint(message)) if isinstance(e, duckdb.BinderException)
+                    else struct_value_hint(con, message) if isinstance(e, duckdb.ConversionException) else None)
             raise QueryError(f"{message}\n{hint}" if hint else message) from None
 
 
@@ -551,6 +551,32 @@ def bare_field_hint(con: duckdb.DuckDBPyConnection, message: str) -> str | None:
         if pa.types.is_struct(kind) and kind.get_field_index(name) >= 0:
             return (f"'{name}' is a {column} field: in SQL, {column} fields are {column}.<name> "
                     f"({column}.{name}); desim.open(...).panel() and pandas name it {name if column == 'state' else 'payload_' + name}")
+    return None
+
+
+_TO_STRUCT = re.compile(r"with value (.*) can't be cast to the destination type (STRUCT\(.*\))")
+
+
+def struct_value_hint(con: duckdb.DuckDBPyConnection, message: str) -> str | None:
+    """When DuckDB could not make a value the panel's ``state`` (or ``payload``) struct, the query compared the
+    whole struct with one value (``WHERE state = 'I'``): the line that says to compare one of its fields. The
+    diffusion models' own state field is called ``state``, so ``state.state`` is the usual fix there."""
+    m = _TO_STRUCT.search(message)
+    if m is None:
+        return None
+    value, target = m.groups()
+    try:
+        rel = con.sql("SELECT state, payload FROM panel LIMIT 0")
+    except duckdb.Error:
+        return None
+    for column, kind in zip(rel.columns, rel.types):
+        if str(kind) != target:
+            continue
+        fields = [name for name, _ in kind.children]
+        field = column if column in fields else fields[0]
+        return (f"{column} is the struct of every {column} field ({', '.join(fields)}), not one value: compare a "
+                f"field, {column}.<name> ({column}.{field} = {value}); desim.open(...).panel() and pandas give "
+                "each field as a column of its own")
     return None
 
 

@@ -19,6 +19,7 @@ Two ways to write a study:
 """
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -386,9 +387,10 @@ class MetricCollector(Component):
 class Role:
     """What a component in one role gives the engine: ``always`` the methods it calls on every run, and
     ``ways`` the methods of each path a component may take (one complete way is enough: a columnar
-    environment needs no ``observe_batch``). A subclass of ``base`` inherits all of them (the base's
-    raise ``NotImplementedError`` naming what to write), so the rule refuses only a component of another
-    kind, or a duck-typed one without what the engine calls. ``implements`` says it in a message."""
+    environment needs no ``observe_batch``). A subclass of ``base`` inherits every one, but those of a way
+    only as placeholders that raise ``NotImplementedError`` (:data:`PLACEHOLDERS`), which the rule counts as
+    missing: it refuses a subclass that wrote no complete way (a misspelt ``decide_batch``), a component of
+    another kind, and a duck-typed one without what the engine calls. ``implements`` says it in a message."""
 
     base: type
     noun: str                           # what the role is called in a message: "a collector implements ..."
@@ -411,25 +413,59 @@ ROLES: dict[str, Role] = {
 }
 
 
+PLACEHOLDERS = frozenset({EnvironmentProvider.observe_batch, EnvironmentProvider.apply, EnvironmentProvider.agent_state,
+                          EnvironmentProvider.observe_columns, EnvironmentProvider.apply_columns,
+                          EnvironmentProvider.state_columns, PopulationProvider.personas,
+                          DecisionModel.decide_batch, DecisionModel.decide_columns})
+"""The base classes' methods that only raise ``NotImplementedError``: a subclass that inherits one has not
+written it. Counted as missing, so that a class whose ``decide_batch`` is misspelt (``decide``) is refused
+when the study loads, naming it, rather than failing inside desim at the first round of a recorded run."""
+
+
 def missing_methods(cls: type, role: str) -> list[str]:
     """What ``cls`` lacks to fill ``role`` (see :class:`Role`): nothing when it has every ``always`` method
     and one way complete; else the methods of the nearest way (the first one missing fewest), then the
-    ``always`` ones. A method set to ``None`` (``state_columns = None``) is one the class declares it has not."""
+    ``always`` ones. A method set to ``None`` (``state_columns = None``) is one the class declares it has not;
+    one it inherits from the base as a placeholder (:data:`PLACEHOLDERS`) is one it has not written."""
     spec = ROLES[role]
 
     def lacks(names):
-        return sorted(n for n in names if not callable(getattr(cls, n, None)))
+        return sorted(n for n in names if not _written(getattr(cls, n, None)))
     nearest = min((lacks(way) for way in spec.ways), key=len)
     return nearest + lacks(spec.always)
 
 
+def _written(method: Any) -> bool:
+    return callable(method) and method not in PLACEHOLDERS
+
+
+def misnamed(cls: type, missing: list[str]) -> str:
+    """A method of ``cls``'s own whose name is close to one it lacks, as a hint for the error that names the
+    lack (``it has decide: rename it?`` for a missing ``decide_batch``), or ``""``: a misspelt method name is
+    the usual cause of a missing one. The bases' own methods (``reset``, ``advance_to``, ...) are not its own."""
+    bases = {role.base for role in ROLES.values()}
+    theirs = {name for base in bases for k in base.__mro__ for name in vars(k)}
+    own = sorted({name for k in cls.__mro__ if k is not object and k not in bases for name, value in vars(k).items()
+                  if callable(value) and not name.startswith("_") and name not in theirs})
+    for name in missing:
+        near = [o for o in own if o.startswith(name) or name.startswith(o)] or \
+            difflib.get_close_matches(name, own, n=1, cutoff=0.6)
+        if near:
+            return f"it has {near[0]}: rename it?"
+    return ""
+
+
 def kind_of(cls: type) -> str:
     """What ``cls`` is, for a message about a component in the wrong role: ``a DecisionModel-like class``
-    (the first role it fills) or ``a class``."""
+    (the first role it fills), ``a DecisionModel subclass`` (one that fills no role yet), or ``a class``."""
     for name, role in ROLES.items():
         if not missing_methods(cls, name):
             base = role.base.__name__
             return f"{'an' if base[0] in 'AEIOU' else 'a'} {base}-like class"
+    for role in ROLES.values():
+        if isinstance(cls, type) and issubclass(cls, role.base):
+            base = role.base.__name__
+            return f"{'an' if base[0] in 'AEIOU' else 'a'} {base} subclass"
     return "a class"
 
 

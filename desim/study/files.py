@@ -423,6 +423,8 @@ def read_json(path: Path) -> Any:
     otherwise reach a field's check as something else (``None`` once re-read). So is a number too large
     for a float (``1e999``), which Python's reader turns into that same infinity."""
     text = read_text(path)
+    if not text.strip():        # JSON's own word for it is "Expecting value: line 1 column 1"
+        raise StudyConfigError(path, [("", "the file is empty; it must hold JSON (a study file: an object, {...})")])
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_integer,
                           object_pairs_hook=_refuse_repeated_keys)
@@ -471,9 +473,69 @@ def config_problems(model: type[BaseModel], data: Any, errors: list[dict],
     key close to a known one saying which it may be (``n_step``: "did you mean 'n_steps'?"). Every check of a
     study file's object says its problems through this; ``prefix`` is where ``data`` sits in its file (the
     ``llm`` block of ``simulation.json``: ``("llm",)``)."""
+    errors = _one_per_union(data, errors)
     meant = _optional_meant(model, data, errors)
     return _misspelt([(err["type"], prefix + tuple(err["loc"]), describe_error(err)) for err in errors],
                      {prefix + loc: name for loc, name in meant.items()})
+
+
+_KIND_OF = {"float_type": "a number", "int_type": "a number", "int_from_float": "a number", "string_type": "text",
+            "bool_type": "true/false", "dict_type": "an object", "model_type": "an object", "model_attributes_type":
+            "an object", "list_type": "a list", "tuple_type": "a list"}
+"""What each of pydantic's type errors asks for, in the words of a JSON file."""
+
+
+def _one_per_union(data: Any, errors: list[dict]) -> list[dict]:
+    """``errors`` with those of one union's alternatives made one. pydantic tries a value against each type of
+    a union and says every refusal, each at the field plus the alternative's tag (``parameters.gamma.float``,
+    ``.int``, ``.str``, ``.bool`` for ``"gamma": null``): four lines naming types the file never spells. An
+    error is an alternative's when its field's parent is the value it refused (a field inside the value would
+    have refused a part of it). When every alternative refused the kind of value, that is one problem at the
+    field (``null is not allowed (a number, text or true/false)``); when one took the kind but not the value
+    (out of range), its refusal is the problem, at the field without the tag."""
+    groups: dict[tuple, list[int]] = {}
+    for i, err in enumerate(errors):
+        loc = tuple(err["loc"])
+        if len(loc) > 0 and isinstance(loc[-1], str) and err["type"] not in ("missing", "extra_forbidden") \
+                and _found(data, loc[:-1]) is err.get("input", _ABSENT):
+            groups.setdefault(loc[:-1], []).append(i)
+    unions = {at: members for at, members in groups.items() if len(members) > 1}
+    if not unions:
+        return errors
+    first = {members[0]: at for at, members in unions.items()}
+    inside = {i for members in unions.values() for i in members}
+    out = []
+    for i, err in enumerate(errors):
+        if i in first:
+            at = first[i]
+            members = [errors[j] for j in unions[at]]
+            kept = [e for e in members if e["type"] not in _KIND_OF]
+            if kept:            # an alternative of the value's kind refused the value: its reason stands
+                out += [{**e, "loc": at} for e in kept]
+            else:
+                kinds = list(dict.fromkeys(_KIND_OF[e["type"]] for e in members))
+                wanted = ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+                shown = json.dumps(err.get("input"), default=str)
+                out.append({"type": "value_error", "loc": at, "input": err.get("input"),
+                            "msg": f"{shown if len(shown) <= 40 else shown[:37] + '...'} is not allowed ({wanted})"})
+        elif i not in inside:
+            out.append(err)
+    return out
+
+
+_ABSENT = object()
+
+
+def _found(data: Any, loc: tuple) -> Any:
+    """The value at ``loc`` in ``data`` (a field path of pydantic's), or a marker no error's input is."""
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and -len(data) <= part < len(data):
+            data = data[part]
+        else:
+            return _ABSENT
+    return data
 
 
 def _models_at(model: type[BaseModel], loc: tuple) -> list[type[BaseModel]]:

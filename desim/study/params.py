@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from desim.errors import StudyConfigError
-from desim.versions import SIMULATION_FILE, code_files
+from desim.versions import ENVIRONMENT_FILE, POPULATION_FILE, SIMULATION_FILE, code_files
 
 REFERENCE = re.compile(r"^\$([A-Za-z_]\w*)$")    # a whole string "$name", nothing else
 
@@ -83,6 +83,28 @@ def substitute_interaction(population: Any, params: dict[str, Any], path: Path) 
         if name in interaction:
             interaction[name] = substitute_parameters(interaction[name], params, path, f"interaction.{name}")
     return {**population, "interaction": interaction}
+
+
+ARGUMENTS = re.compile(r"^(decision|collector|provider)\.args\.")
+"""The fields a model's own checks name: its arguments (the files' other ``"$name"`` fields are checked as the
+study loads, naming the parameter already)."""
+
+
+def named_where_set(error: StudyConfigError, spec: Any) -> StudyConfigError:
+    """``error``, raised by a model on an argument that held ``"$name"`` (``decision.args.gamma``, or
+    environment.json's ``provider.args.seed_fraction`` for ``"$seed_share"``), named where the user sets the
+    value: ``simulation/simulation.json: parameters.seed_share (used as provider.args.seed_fraction)``
+    (:meth:`StudyConfigError.from_parameters`). A parameter whose value is not the file's was given by ``--set``
+    or ``params=``, and the problem says so."""
+    files = spec.files or {}
+    written = files.get("simulation", {}).get("parameters", {}) if isinstance(files.get("simulation"), dict) else {}
+    given = {name for name, value in spec.simulation.parameters.items() if written.get(name, value) != value}
+    for key, rel in (("simulation", SIMULATION_FILE), ("population", POPULATION_FILE),
+                     ("environment", ENVIRONMENT_FILE)):
+        if Path(error.file) in (Path(rel), Path(spec.root) / rel):
+            used = {field: name for field, name in parameter_fields(files.get(key)).items() if ARGUMENTS.match(field)}
+            return error.from_parameters(used, SIMULATION_FILE, given)
+    return error
 
 
 def bad_parameter(study: str, name: str, message: str) -> StudyConfigError:

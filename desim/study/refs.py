@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from desim.errors import StudyError
-from desim.study.contract import ROLES, kind_of, missing_methods
+from desim.study.contract import ROLES, kind_of, misnamed, missing_methods
 from desim.study.failures import describe, import_place, load_failure, place, shown
 from desim.study.files import Ref, StudyConfigError
 from desim.versions import (OUTSIDE, SKIP_DIRS, check_name, code_files, file_hash, keep_outside_source,
@@ -301,8 +301,9 @@ def _check_role(cls: type, role: str, at: str, ref: str, made: bool = False) -> 
     if missing:
         spec = ROLES[role]
         what = f"returns an instance of {cls.__qualname__}, {kind_of(cls)}" if made else f"is {kind_of(cls)}"
-        raise RefError(f"{at}.ref: {ref} {what} without {', '.join(m + '()' for m in missing)}; "
-                       f"{spec.noun} implements {spec.base.__name__} ({spec.implements})")
+        hint = misnamed(cls, missing)       # a misspelt name is the usual cause: "it has decide: rename it?"
+        raise RefError(f"{at}.ref: {ref} {what} without {', '.join(m + '()' for m in missing)}"
+                       f"{f' ({hint})' if hint else ''}; {spec.noun} implements {spec.base.__name__} ({spec.implements})")
 
 
 def _construct(cls: Any, ref: Ref, root: Path, at: str) -> Any:

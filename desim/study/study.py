@@ -54,7 +54,7 @@ from typing import Any
 
 from desim.errors import StudyArgumentError
 from desim.records import Persona
-from desim.study.contract import ROLES, missing_methods
+from desim.study.contract import ROLES, misnamed, missing_methods
 from desim.versions import ENVIRONMENT_FILE, POPULATION_FILE, SIMULATION_FILE, STUDY_FILE
 
 _TEMPORARY: list[Path] = []
@@ -272,9 +272,13 @@ def _check_kind(part: Any, name: str) -> type:
     missing = missing_methods(cls, name)
     if missing:
         base = role.base.__name__
+        hint = misnamed(cls, missing)       # a misspelt name is the usual cause: "it has decide: rename it?"
+        # a subclass that lacks a method is one, just not complete: "which is a DecisionModel without decide_batch"
+        which = (f"is {_article(base)} {base} without {', '.join(missing)}{f' ({hint})' if hint else ''}"
+                 if issubclass(cls, role.base) else
+                 f"is not {_article(base)} {base} (it has no {', '.join(missing)}{f'; {hint}' if hint else ''})")
         raise StudyArgumentError(
-            f"desim.Study: {name}= is {_shown(part)}, which is not {_article(base)} {base} "
-            f"(it has no {', '.join(missing)}); expected a subclass of desim.{base} implementing "
+            f"desim.Study: {name}= is {_shown(part)}, which {which}; expected a subclass of desim.{base} implementing "
             f"{role.implements} (the class, an instance, or a 'module:Class' ref)")
     return cls
 

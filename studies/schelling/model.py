@@ -34,14 +34,30 @@ commits the moves and refuses any two agents ending on one cell.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
 from desim import (ActionColumns, DecisionModel, EnvironmentProvider, MetricCollector, Persona, PopulationProvider,
-                   bad_parameter)
+                   bad_parameter, check_parameters)
 
 RULES = ("classic", "netlogo")
 EMPTY = -1
+
+
+def of_kind(numbers_: dict | None = None, whole: dict | None = None, flags: dict | None = None) -> None:
+    """Refuse, naming each parameter, a value of the wrong kind before it is converted: ``float("0.3")`` and
+    ``bool("false")`` would run (the second as true) with what the user did not write, and
+    ``int(50.5)`` would cut a grid side short. ``numbers_`` must be numbers, ``whole`` whole numbers, ``flags``
+    true or false; JSON numbers and booleans pass as before."""
+    def number(v):
+        return isinstance(v, numbers.Real) and not isinstance(v, bool)
+    check_parameters("schelling", [
+        *[(name, number(v), f"must be a number (got {type(v).__name__} {v!r})") for name, v in (numbers_ or {}).items()],
+        *[(name, number(v) and float(v).is_integer(), f"must be a whole number (got {type(v).__name__} {v!r})")
+          for name, v in (whole or {}).items()],
+        *[(name, isinstance(v, bool), f"must be true or false (got {type(v).__name__} {v!r})")
+          for name, v in (flags or {}).items()]])
 
 
 def is_happy(same: np.ndarray, occupied: np.ndarray, homophily: float, rule: str) -> np.ndarray:
@@ -78,6 +94,7 @@ class Residents(PopulationProvider):
     """``round(density * cells)`` agents on distinct random cells; ``round(minority_share * n)`` of type 1."""
 
     def __init__(self, width: int = 50, height: int = 50, density: float = 0.8, minority_share: float = 0.5):
+        of_kind({"density": density, "minority_share": minority_share}, {"width": width, "height": height})
         self.width, self.height = int(width), int(height)
         self.density, self.minority_share = float(density), float(minority_share)
         cells = self.width * self.height
@@ -106,6 +123,7 @@ class Grid(EnvironmentProvider):
 
     def __init__(self, width: int = 50, height: int = 50, torus: bool = False, homophily: float = 0.4,
                  rule: str = "classic"):
+        of_kind({"homophily": homophily}, {"width": width, "height": height}, {"torus": torus})
         self.width, self.height, self.torus = int(width), int(height), bool(torus)
         self.homophily, self.rule = float(homophily), str(rule)
         if self.rule not in RULES:
@@ -166,6 +184,7 @@ class Relocation(DecisionModel):
     """Schelling's rule: the unhappy move, one at a time in a seeded random order."""
 
     def __init__(self, homophily: float = 0.4, rule: str = "classic", max_jump: float = 10.0):
+        of_kind({"homophily": homophily, "max_jump": max_jump})
         self.homophily, self.rule, self.max_jump = float(homophily), str(rule), float(max_jump)
         if not 0.0 <= self.homophily <= 1.0:
             raise bad_parameter("schelling", "homophily", f"must be in [0, 1] (got {self.homophily})")
