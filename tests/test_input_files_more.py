@@ -164,18 +164,21 @@ def test_a_study_path_too_long_for_the_system_is_refused_naming_it(tmp_path, cap
 
 
 def test_any_other_os_error_naming_a_file_is_one_line_and_the_traceback_on_request(tmp_path, capsys, monkeypatch):
-    """A link to nothing where runs/ belongs: no check of desim's own names it, the command line still does."""
+    """A link to nothing where runs/live belongs: no check of desim's own names it, the command line still
+    does."""
     root = walk(tmp_path)
-    (root / "runs").symlink_to(tmp_path / "nowhere" / "runs")
+    (root / "runs").mkdir()
+    (root / "runs" / "live").symlink_to(tmp_path / "nowhere" / "live")
+    live = root / "runs" / "live"
     monkeypatch.delenv("DESIM_TRACEBACK", raising=False)
     err = refused(capsys, "run", str(root))
-    assert err.splitlines() == [f"desim: error: {root / 'runs'}: File exists",
+    assert err.splitlines() == [f"desim: error: {live}: File exists",
                                 "desim: --traceback (or DESIM_TRACEBACK=1) shows the traceback"]
     monkeypatch.setenv("DESIM_TRACEBACK", "1")
     assert main(["run", str(root)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"desim: error: {root / 'runs'}: File exists\nTraceback (most recent call last):"), err
-    assert err.rstrip().endswith(f"FileExistsError: [Errno 17] File exists: '{root / 'runs'}'"), err
+    assert err.startswith(f"desim: error: {live}: File exists\nTraceback (most recent call last):"), err
+    assert err.rstrip().endswith(f"FileExistsError: [Errno 17] File exists: '{live}'"), err
 
 
 # --- 4. silently accepted: a column without a name, GraphML keys, an unknown --state -------------------------

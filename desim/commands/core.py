@@ -323,6 +323,7 @@ def cmd_runs(args) -> int:
     from desim.store.health import folder_owner, health_of, last_step
     from desim.versions import describe_overrides, describe_sweep_values
     layout = StudyLayout(args.study)
+    layout.check_paths()                # a store that is a symlink to nothing is not "no runs yet"
     if not layout.db.exists():
         if not layout.root.is_dir():    # a mistyped folder is an error (as for desim sql), not a study never run
             raise UserError(layout.missing_store())

@@ -40,6 +40,7 @@ def cmd_viz_diffusion(args) -> int:
     import time
 
     from desim.report import ReportError
+    from desim.report.diffusion import layout_words
     from desim.report.network_picture import diffusion_player
     started = time.perf_counter()
     last = {"fraction": -1.0, "stage": ""}
@@ -78,7 +79,7 @@ def cmd_viz_diffusion(args) -> int:
     lay = paths["picture"].get("network", {}).get("layout")
     if lay:
         # the page names the file within the study; here it is a path from where the command was typed
-        print(f"layout: {Path(args.study) / lay['file']} ({'reused' if lay['reused'] else 'computed and stored'})")
+        print(f"layout: {Path(args.study) / lay['file']} ({layout_words(lay).replace(' from ' + lay['file'], '')})")
     print(f"player: {paths['html']} (views: {', '.join(v for v in meta['views'] if v in paths['picture'])})")
     for view, path in paths["pngs"].items():
         label = "small multiples" if path == paths["png"] else f"{view} view"

@@ -395,7 +395,7 @@ class Dashboard:
             raise NotFound("the report's diffusion player is not available")
         try:
             result = player(root, state, run_id=run_id)
-        except StoreBusyError:
+        except (StoreBusyError, OSError):   # a file it cannot write: api's 422, named within the studies folder
             raise
         except Exception as e:  # noqa: BLE001 - the report's own errors name the problem
             raise BadRequest(f"the diffusion player could not be built: {e}") from None

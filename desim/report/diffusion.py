@@ -62,6 +62,14 @@ WARN = "#b42318"        # a run drawn before it ended
 VIEW_NAMES = {"network": "network", "communities": "communities", "adoption": "adoption", "tree": "transmission tree"}
 
 
+def layout_words(lay: dict) -> str:
+    """How a picture says where its layout came from: reused from its file, computed and stored there, or
+    computed and not kept (the study's ``runs/layouts`` cannot be written: a read-only study)."""
+    if lay.get("reused"):
+        return f"reused from {lay['file']}"
+    return "computed and stored" if lay.get("kept", True) else "computed, not kept (runs/layouts cannot be written)"
+
+
 def study_colors(study_root: str | Path, field: str) -> dict[str, str]:
     """The colours ``study.json`` declares for ``field``, in its order ({} when none or the file is invalid:
     the palette then colours every category)."""
@@ -449,7 +457,7 @@ def node_figure(pic: dict, view: str = "network", *, messages: bool = False, max
     note = _frame_note(m, chosen, stride)
     if view == "network":
         lay = pic["network"]["layout"]
-        note += f" Layout: {lay['method']} ({'reused from ' + lay['file'] if lay['reused'] else 'computed and stored'})."
+        note += f" Layout: {lay['method']} ({layout_words(lay)})."
         if lay.get("two_levels"):
             note += (f" Laid out in two levels ({m['n_agents']:,} agents): its clumps are a drawing device, not "
                      f"communities (the communities view shows those).")

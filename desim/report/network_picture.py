@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import time
+import warnings
 from dataclasses import dataclass, field as dc_field
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from desim import layout as lay     # looked up at each call: a test sets lay.MULTILEVEL_FROM
+from desim.errors import DesimNotice
 from desim.network_views import (adoption_positions, change_steps, communities, community_view, degree_radius,
                                  hop_distances, suggested_view)
 from desim.report import data
@@ -31,6 +33,7 @@ from desim.report.diffusion import diffusion_player as draw, study_colors
 from desim.report.figures import ordered_categories, ramp_colors
 from desim.report.palette import category_colors
 from desim.store import layouts, network_reads
+from desim.store.layout import StudyLayout
 from desim.study.files import study_file_or_none
 
 LAYOUT_SEED = 1            # one layout per network, whatever the seed of the run that drew it
@@ -81,22 +84,45 @@ def _relative(path: Path, root: Path) -> str:
 
 def stored_positions(net: RunNetwork, progress=None) -> tuple[np.ndarray, dict[str, Any]]:
     """The network's layout: read from ``runs/layouts/<key>.parquet``, or computed
-    (:func:`desim.layout.layout`, with ``progress(fraction, message)``) and stored there first.
-    Returns the (n, 2) positions and ``{method, seconds, reused, file}``."""
+    (:func:`desim.layout.layout`, with ``progress(fraction, message)``) and stored there first (``kept``:
+    whether it could be; a study that cannot be written gets its layout all the same, :func:`_keep`).
+    Returns the (n, 2) positions and ``{method, seconds, reused, file, kept}``."""
     found = layouts.read_positions(net.study_root, net.key, net.ids)
     where = _relative(layouts.positions_file(net.study_root, net.key), net.study_root)
     levels = {"two_levels": two_level_layout(net)}
     if found is not None:
         xy, meta = found
         return xy, {"method": meta.get("method", lay.METHOD), "seconds": meta.get("seconds"), "reused": True,
-                    "file": where, **levels}
+                    "file": where, "kept": True, **levels}
     c0, w0 = time.process_time(), time.perf_counter()
     xy = lay.layout(net.edges, np.arange(net.n), seed=LAYOUT_SEED, progress=progress)
     meta = {"method": lay.METHOD, "seed": LAYOUT_SEED, "n": net.n, "links": int(len(net.edges)),
             "seconds": round(time.perf_counter() - w0, 3), "cpu_seconds": round(time.process_time() - c0, 3),
             "run_id": net.run_id}
-    layouts.write_positions(net.study_root, net.key, net.ids, xy, meta)
-    return xy, {"method": lay.METHOD, "seconds": meta["seconds"], "reused": False, "file": where, **levels}
+    kept = _keep(lambda: layouts.write_positions(net.study_root, net.key, net.ids, xy, meta), net.study_root)
+    return xy, {"method": lay.METHOD, "seconds": meta["seconds"], "reused": False, "file": where, "kept": kept,
+                **levels}
+
+
+_NOT_KEPT: set[Path] = set()
+"""The studies whose layouts could not be kept, said once each per process (a dashboard draws many pictures)."""
+
+
+def _keep(write, root: Path) -> bool:
+    """Store a computed layout or communities (``write()``), which are only a cache: a study that cannot be
+    written (read-only, a full disk) still gets its picture, computed again next time, and one note says so.
+    The note goes to the command's or the server's stderr, never to a web client."""
+    try:
+        write()
+        return True
+    except OSError as e:
+        if root.resolve() not in _NOT_KEPT:
+            _NOT_KEPT.add(root.resolve())
+            why = e.strerror or type(e).__name__
+            warnings.warn(DesimNotice(f"{StudyLayout(root).layouts} cannot be written ({why}): the network pictures' "
+                                      "layout and communities are used but not kept, and are computed again next "
+                                      "time"), stacklevel=3)
+        return False
 
 
 def two_level_layout(net: RunNetwork) -> bool:
@@ -119,10 +145,10 @@ def stored_communities(net: RunNetwork, progress=None) -> tuple[np.ndarray, dict
     labels = communities(net.edges, np.arange(net.n), seed=LAYOUT_SEED) if net.n else np.zeros(0, np.int64)
     meta = {"method": "igraph Leiden, modularity, 2 passes", "seed": LAYOUT_SEED, "n": net.n,
             "seconds": round(time.perf_counter() - w0, 3)}
-    layouts.write_communities(net.study_root, net.key, net.ids, labels, meta)
+    kept = _keep(lambda: layouts.write_communities(net.study_root, net.key, net.ids, labels, meta), net.study_root)
     if progress:
         progress(1.0, f"{int(labels.max()) + 1 if net.n else 0} communities")
-    return labels, {"method": meta["method"], "seconds": meta["seconds"], "reused": False}
+    return labels, {"method": meta["method"], "seconds": meta["seconds"], "reused": False, "kept": kept}
 
 
 # --- the frames of one state field ------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
 import socket
 import threading
@@ -31,7 +32,7 @@ from desim.errors import DesimNotice, StoreError
 from desim.store import journal
 from desim.store.files import ensure_anchors
 from desim.store.health import note_missing_data
-from desim.store.layout import StudyLayout, layout_of
+from desim.store.layout import StorePathError, StudyLayout, layout_of
 from desim.store.live import live_runs
 from desim.store.schema import MIGRATIONS, VIEWS, file_pattern, paired_sql, view_sql
 
@@ -103,6 +104,7 @@ def open_store(study: "str | Path | StudyLayout", read_only: bool = True, *, att
     store is busy); a writer waits only when asked (a run, a sweep).
     """
     layout = layout_of(study)
+    layout.check_paths()        # a folder name DuckDB misreads, a symlink to nothing: refused first
     if read_only:
         if must_exist and not layout.db.exists():
             raise StoreMissing(layout.missing_store())
@@ -149,9 +151,8 @@ def _connect(layout: StudyLayout, read_only: bool, attempts: int, wait: float, f
         except duckdb.ConnectionException as e:
             raise _held_here(path, read_only, e) from None
         except duckdb.IOException as e:
-            if not _is_lock(e):     # damaged, truncated, unreadable: no wait makes it readable
-                raise (StoreBroken(f"{path} cannot be opened (damaged or truncated?): {e}") if read_only
-                       else _broken(path, e)) from None
+            if not _is_lock(e):     # damaged, truncated, unreadable, a folder: no wait makes it readable
+                raise _unopenable(layout, read_only, e) from None
             held = e
         except duckdb.Error as e:   # a block whose checksum fails, and DuckDB's other refusals of the file
             raise _broken(path, e) from None
@@ -257,6 +258,56 @@ def _broken(path: Path, error: Exception) -> StoreBroken:
                        "Restore it from a copy, or move the study's runs/ folder aside to start a new store")
 
 
+def _unopenable(layout: StudyLayout, read_only: bool, error: Exception) -> StoreBroken:
+    """Why DuckDB could not open the store's file, as what it is. Only a file that is there and readable but
+    not a whole database is damaged: the advice for damage (move runs/ aside, start a new store) would
+    orphan every run of a store that is only read-only, a folder, or a symlink to a disk not mounted."""
+    path = layout.db
+    text = " ".join(str(error).split())
+    dangling = layout.dangling_link()
+    if dangling is not None:
+        return StoreBroken(dangling)
+    if path.is_dir():
+        return StoreBroken(f"{path} is a folder, but the study's store is a DuckDB file there; move the folder "
+                           "aside (or remove it) and run again")
+    if "permission denied" in text.lower():
+        return StoreBroken(_permission_denied(path, read_only))
+    if read_only:
+        return StoreBroken(f"{path} cannot be opened (damaged or truncated?): {text}")
+    return _broken(path, error)
+
+
+def _permission_denied(path: Path, read_only: bool) -> str:
+    """DuckDB's "Permission denied" for the store's file, in words: what is not readable, or not writable."""
+    if read_only:
+        return f"permission denied: {path} is not readable by you; fix its permissions, or ask its owner for a copy"
+    unwritable = [p for p in (path.parent, path) if p.exists() and not os.access(p, os.W_OK)]
+    return _not_writable(unwritable or [path], path.exists())
+
+
+def _not_writable(paths: list[Path], stored: bool) -> str:
+    """Why a writer cannot use the store: ``paths`` (the first named, the outermost) are not writable. The
+    runs are intact (``stored``: there is a store), so the way on is to read the store as it is, copy the
+    study, or fix the permissions, never to start a new store."""
+    more = f" (and {len(paths) - 1} more of the store's files and folders)" if len(paths) > 1 else ""
+    intact = (" The store is not damaged: desim sql, desim runs, and export or report with --out elsewhere read "
+              "it as it is") if stored else ""
+    return (f"permission denied: {paths[0]}{more} is not writable by you, and a run records itself there; copy the "
+            f"study to a folder you can write, or fix its permissions.{intact}")
+
+
+def check_writable(layout: StudyLayout) -> None:
+    """Refuse, before a writer opens the store, a store it cannot write: ``runs/`` (where DuckDB writes the
+    database's journal: with a read-only folder the connection opened and its first write failed mid-run),
+    the database, the run data, the progress files, or the folder ``runs/`` would be made in."""
+    existing = [p for p in (layout.db.parent, layout.db, layout.data, layout.live) if p.exists()]
+    if not layout.db.parent.exists():        # runs/ is made in the nearest folder that is there
+        existing.insert(0, next(p for p in layout.db.parent.parents if p.exists()))
+    unwritable = [p for p in existing if not os.access(p, os.W_OK)]
+    if unwritable:
+        raise StoreError(_not_writable(unwritable, layout.db.exists()))
+
+
 def _is_lock(error: Exception) -> bool:
     """Whether DuckDB refused a file because another process holds it ("Could not set lock on file")."""
     return "lock" in str(error).lower()
@@ -266,6 +317,7 @@ def _writer(layout: StudyLayout, attempts: int, wait: float, *, forever: bool = 
             give_up_after: float | None = None) -> duckdb.DuckDBPyConnection:
     path = layout.db
     check_folders(layout)
+    check_writable(layout)
     path.parent.mkdir(parents=True, exist_ok=True)
     con = _connect(layout, False, attempts, wait, forever, on_wait, give_up_after)
     try:
@@ -460,11 +512,23 @@ def reading_checked(layout: StudyLayout, relative_to: Path, attempts: int = 4) -
     def shown(error: Exception) -> str:
         return str(error).replace(str(relative_to.resolve()) + "/", "").replace(str(relative_to) + "/", "")
 
-    if not db.is_file():
-        raise StoreMissing(f"no store: {rel} does not exist (the study has not run yet, or the file was moved "
-                           "or deleted)")
-    if not is_duckdb_file(db):
-        raise StoreMissing(f"{rel} cannot be opened: it is not a DuckDB database")
+    try:
+        dangling = layout.dangling()
+        if dangling is not None:     # its target is left out: often an absolute path, which stays on the server
+            shown_link = dangling.relative_to(relative_to) if dangling.is_relative_to(relative_to) else dangling
+            raise StoreBroken(f"{shown_link} is a symlink to something that does not exist (a disk not mounted, a "
+                              "folder moved?); mount or restore it, or fix the link")
+        layout.check_paths()
+        if not db.is_file():
+            raise StoreMissing(f"no store: {rel} does not exist (the study has not run yet, or the file was moved "
+                               "or deleted)")
+        if not is_duckdb_file(db):
+            raise StoreMissing(f"{rel} cannot be opened: it is not a DuckDB database")
+    except StorePathError as e:
+        raise StoreBroken(shown(e)) from None
+    except PermissionError:     # a folder or file of the study's the server's user cannot read
+        raise StoreBroken(f"permission denied: {rel} (or a folder above it) is not readable by the dashboard's "
+                          "user; fix its permissions") from None
     try:
         con = _reader(layout, attempts, 0.05)
     except StoreBroken as e:

@@ -19,9 +19,28 @@ store's layout.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from desim.errors import StoreError, shell_arg
+
 DB_NAME = "desim.duckdb"
+
+# Characters DuckDB reads in a path as something else, so a store under a folder whose name has one is
+# refused before anything is written (each with what DuckDB does with it). ``[``, ``]`` and ``*`` (glob
+# characters) are not here: the views escape them (``desim.store.schema``).
+REFUSED_IN_STORE_PATH = {
+    "?": "DuckDB reads what follows '?' in a database path as options, and would open another file",
+    "\\": "DuckDB reads '\\' in a path as '/', and would open another folder (another study's store)",
+}
+REFUSED_IN_DATA_PATH = {
+    "=": "DuckDB reads a folder named key=value above the run data as a column 'key' of every table (a folder "
+         "'step=3' would set every row's step to 3)",
+}
+
+
+class StorePathError(StoreError, ValueError):
+    """The store's path cannot be used: a folder's name DuckDB misreads, or a symlink to nothing."""
 
 
 class StudyLayout:
@@ -51,10 +70,60 @@ class StudyLayout:
         return self.db.parent / f"{self.db.stem}-data"
 
     def missing_store(self) -> str:
-        """Why there is nothing to read: no such study folder (a typo), or a study never run."""
+        """Why there is nothing to read: no such study folder (a typo), a symlink to nothing (a disk not
+        mounted: "run the study first" would start a second store beside the first), or a study never run."""
         if self.db.name == DB_NAME and not self.root.is_dir():
             return f"{self.root} is not a folder: no study there"
-        return f"{self.db} does not exist: run the study first (desim run {self.root})"
+        dangling = self.dangling_link()
+        if dangling is not None:
+            return dangling
+        if self.db.is_symlink():
+            return (f"{self.db} is a symlink to {os.readlink(self.db)}, which does not exist: run the study to make "
+                    f"its store there (desim run {shell_arg(self.root)}), or fix the link")
+        return f"{self.db} does not exist: run the study first (desim run {shell_arg(self.root)})"
+
+    def dangling(self) -> Path | None:
+        """The first of ``runs/``, the database and the data folder that is a symlink to nothing, else None.
+        A link to a database not made yet, in a folder that is there, is none: a store put on another disk
+        before its first run, which the run makes where it points. A link into a folder that is not there (a
+        disk not mounted) is one: a store made anywhere else would leave the runs behind."""
+        for path in (self.db.parent, self.db, self.data):
+            if not path.is_symlink() or path.exists():
+                continue
+            if path == self.db and (path.parent / os.readlink(path)).parent.is_dir():
+                continue
+            return path
+        return None
+
+    def dangling_link(self) -> str | None:
+        """What is wrong when :meth:`dangling` finds a symlink to nothing, and what to do, else None."""
+        path = self.dangling()
+        if path is None:
+            return None
+        return (f"{path} is a symlink to {os.readlink(path)}, which does not exist (a disk not mounted, a folder "
+                "moved?); mount or restore it, or fix the link. The runs are where it points")
+
+    def check_paths(self) -> None:
+        """Refuse, before anything is opened or written, a store DuckDB would misread (a folder name with a
+        character of :data:`REFUSED_IN_STORE_PATH`, or one of :data:`REFUSED_IN_DATA_PATH` above the run
+        data, which the views read by their absolute path) or that is a symlink to nothing (:meth:`dangling`)."""
+        try:
+            str(self.db.absolute()).encode("utf-8")
+        except UnicodeEncodeError:          # a Latin-1 folder name: DuckDB fails with std::bad_cast
+            raise StorePathError(f"{os.fsencode(self.db.parent.parent).decode('utf-8', 'backslashreplace')}: a "
+                                 f"folder name is not UTF-8 text, which DuckDB cannot open; rename the folder") \
+                from None
+        everywhere = REFUSED_IN_STORE_PATH
+        for path, refused in ((self.db.absolute(), everywhere), (self.db.resolve(), everywhere),
+                              (self.data.resolve(), {**everywhere, **REFUSED_IN_DATA_PATH})):
+            for char, why in refused.items():
+                if char in str(path):       # the folder named as the user gave it, when it is in what they gave
+                    folder = _folder_with(self.db, char) or _folder_with(path, char)
+                    raise StorePathError(f"{folder}: the folder name has '{char}': {why}; rename the folder, or "
+                                         f"move the study to a path without '{char}'")
+        dangling = self.dangling_link()
+        if dangling is not None:
+            raise StorePathError(dangling)
 
     def run_dir(self, run_id: str) -> Path:
         return self.data / f"run_id={run_id}"
@@ -149,6 +218,15 @@ class StudyLayout:
         if not folder.is_dir():
             return {}
         return {p.name[:-len(".json")]: p for p in sorted(folder.glob("*.json")) if p.is_file()}
+
+
+def _folder_with(path: Path, char: str) -> Path | None:
+    """The first folder of ``path`` whose name has ``char`` (``path`` up to that folder), or None."""
+    parts = path.parts
+    for i, name in enumerate(parts):
+        if char in name:
+            return Path(*parts[:i + 1])
+    return None
 
 
 def layout_of(study: "str | Path | StudyLayout") -> StudyLayout:

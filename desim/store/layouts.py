@@ -12,7 +12,8 @@ that share their parent's network (same ids and edges, hence the same key).
 What made them (method, seed, sizes, seconds) is kept as JSON in the file's metadata
 (``desim``). Files are written to a temporary name and renamed, so a reader never sees half a
 file; a file that cannot be read, or whose rows do not match the ids it is asked for, reads as
-missing (and is computed again).
+missing (and is computed again). They are a cache: a write that fails (a read-only study) raises
+``OSError``, and the caller uses what it computed all the same.
 """
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ def _write(path: Path, table: pa.Table, meta: dict[str, Any]) -> Path:
 
 
 def _read(path: Path, ids: Sequence[str], columns: list[str]) -> tuple[pa.Table, dict[str, Any]] | None:
-    if not path.is_file():
-        return None
-    try:
+    try:        # a folder that cannot be searched raises even in is_file(): read as missing, computed again
+        if not path.is_file():
+            return None
         table = pq.read_table(path)
         meta = json.loads((table.schema.metadata or {}).get(b"desim", b"{}"))
     except (OSError, ValueError, pa.ArrowException):

@@ -79,6 +79,16 @@ VIEWS = {"panel": "panel", "initial_states": "initial", "metrics": "metrics", "e
          "messages": "messages", "edges": "edges", "round_actions": "round_actions", "llm_calls": "llm_calls"}
 
 
+def _glob_root(data: Path) -> str:
+    """The data folder's absolute path as the start of a DuckDB glob that matches only itself, quoted for a
+    SQL string. DuckDB's glob reads ``*``, ``?`` and ``[...]`` in any part of the pattern, so each of ``*``,
+    ``?`` and ``[`` becomes a class of one character (``[*]``, ``[?]``, ``[[]``), which matches it alone (a
+    ``]`` with no ``[`` before it is itself). Unescaped, the views of a study at ``g2/trial[1]`` read the
+    runs of ``g2/trial1``, and a study under ``thesis [2024]/`` read none."""
+    text = "".join(f"[{c}]" if c in "*?[" else c for c in str(data.resolve()))
+    return text.replace("'", "''")
+
+
 def _files(root: str, name: str) -> str:
     return (f"read_parquet('{root}/run_id=*/**/{name}.parquet', hive_partitioning = true, union_by_name = true, "
             "hive_types = {'run_id': VARCHAR})")
@@ -97,7 +107,7 @@ def view_sql(data: Path, temp: bool, live: dict[str, list[tuple[str, str, bool]]
     each run's committed journal registered as a relation. The Parquet part leaves out a live run
     that had no merged file when its journal was read, so a connection that outlives the run's
     end (its merge) does not count its rows twice."""
-    root = str(data.resolve()).replace("'", "''")
+    root = _glob_root(data)
     kind = "TEMP VIEW" if temp else "VIEW"
     live = live or {}
 
@@ -122,7 +132,7 @@ def _quoted(text: str) -> str:
 
 def file_pattern(data: Path, view: str) -> str:
     """The text a view's definition holds when it reads the data folder ``data``."""
-    root = str(data.resolve()).replace("'", "''")
+    root = _glob_root(data)
     return f"'{root}/run_id=*/**/{VIEWS.get(view, 'panel')}.parquet'"
 
 

@@ -356,7 +356,7 @@ window.DesimNet = (function () {
       }
       caption.textContent = (data.captions || {})[view] || "";
       const lay = view === "network" && data.network.layout;
-      status.textContent = lay ? `layout: ${lay.method}, ${lay.reused ? "reused from " + lay.file : "computed and stored in " + lay.file}` +
+      status.textContent = lay ? `layout: ${lay.method}, ${lay.reused ? "reused from " + lay.file : lay.kept === false ? "computed, not kept (runs/layouts cannot be written)" : "computed and stored in " + lay.file}` +
         (lay.seconds ? ` (${lay.seconds.toFixed(1)} s when computed)` : "") : "";
       draw();
     }
