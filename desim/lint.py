@@ -128,8 +128,8 @@ def _probe(spec: StudySpec, report: Report) -> None:
     metrics: set[str] = set()
     sink = MemorySink()
     try:
-        record(run, sink, on_step=lambda step, values: metrics.update(values), manage_gc=False,
-               handle_signals=False)
+        probed = record(run, sink, on_step=lambda step, values: metrics.update(values), manage_gc=False,
+                        handle_signals=False)
     except RunFailed as e:
         raise StudyCodeError(f"probe step 1 failed: {e.error}", e.traceback) from None
     metrics.update(sink.zero_metrics)       # step 0's: a run its study ended at reset has no step 1
@@ -140,6 +140,7 @@ def _probe(spec: StudySpec, report: Report) -> None:
     wired = bus is not None or report.messages_in_probe > 0   # posts stored in the probe went through some bus
     reads_network = run.network.read       # study code asked for ctx.graph or ctx.network in the probe step
     w = report.warnings
+    w += probed.warnings                    # what the run itself would say (a diffusion with no seed)
     if pop.propagation == "contagion" and not wired:
         if reads_network:
             w.append(f"{POPULATION}: propagation is 'contagion' but the environment wires no message bus: its "

@@ -21,7 +21,8 @@ Models (each class's docstring gives its exact update, parameters and NDlib/EoN 
 ``Prevalence`` (``metrics``) gives shares, counts, incidence and cumulative incidence per step.
 The network is ``ctx.graph`` as compressed sparse rows in population order (``network``); per-node
 and per-edge parameters come from persona attributes and edge attributes (``params``).
-See ``docs/diffusion.md``.
+``python -m pydoc desim.diffusion.SIR`` (or ``help(desim.diffusion.SIR)``) prints a class's rule; the whole
+page is ``docs/diffusion.md`` in desim's source.
 """
 from desim.diffusion.compartmental import SEIR, SI, SIR, SIS, IndependentCascade
 from desim.diffusion.confidence import Deffuant, HegselmannKrause

@@ -48,6 +48,7 @@ class DiffusionModel(DecisionModel):
     PARAMS: dict[str, Param] = {}
     CONTINUOUS = False
     record_infector = True            # NetworkState's record_infector: false turns it off
+    unseeded: str | None = None       # NetworkState: which setting started every node in the first state
 
     def __init__(self, **args: Any):
         self.given_args = copy.deepcopy(args)       # as given: ``self.args`` has the defaults filled in
@@ -69,6 +70,7 @@ class DiffusionModel(DecisionModel):
         self.n = self.network.n
         self._from_attributes: list[tuple[str, str, Value]] = []
         self._attribute_changes = self.ctx.interventions.attribute_changes
+        self._moved = False
         self.prepare()
 
     def prepare(self) -> None:
@@ -123,11 +125,21 @@ class DiffusionModel(DecisionModel):
             new_idx, changed = new[idx], new[idx] != state[idx]
         else:
             new_idx, changed = new, new != state
+        self._moved = self._moved or bool(changed.any())
         payload = {}
         if infector is not None and self.record_infector:
             by = infector[idx] if len(idx) != self.n else infector
             payload["by"] = np.where(changed, by, -1)
         return ActionColumns(kind=self.kind_labels[new_idx], payload=payload, acted=changed)
+
+    def warnings(self) -> list[str]:
+        """Said after the run (``desim run`` prints it): a run that started with every node in the first state
+        (no seed) and in which no node changed. Such a run is allowed, as a control; given by mistake (a
+        ``seed_fraction`` that rounds to no node, a ``seeds`` left at 0), it would otherwise end silently."""
+        if self.unseeded is None or getattr(self, "_moved", False):
+            return []
+        return [f"{self.unseeded} and no node changed state in this run (nothing spreads without a seed); "
+                "fine for a control run, else give seeds, seed_fraction or seed_nodes"]
 
     # --- what the documentation tables print ---------------------------------------
     @classmethod

@@ -18,7 +18,10 @@ For majority rule also ``unsettled``: how many nodes are in another state than t
 ``changed`` stays above 0 for ever; ``unsettled`` is 0 in either).
 
 For a continuous model (bounded confidence): ``mean_opinion``, ``opinion_sd`` and
-``changed`` (how many nodes moved in the step).
+``changed`` (how many nodes' opinions changed in the step: a move of at most the model's
+``tolerance`` is not made, so round-off is not counted and ``changed`` reaches 0 once the opinions
+have converged); for ``Deffuant`` also ``unsettled``: how many nodes some encounter could still move
+(0 once none can, for ever: its end; a step of ``Deffuant`` may move nobody by chance).
 """
 from __future__ import annotations
 
@@ -30,6 +33,11 @@ from desim.versions import SIMULATION_FILE
 
 
 class Prevalence(MetricCollector):
+    """The per-step figures of any ``desim.diffusion`` model (the module docstring lists them): shares,
+    counts, ``new_X``, ``cumulative_incidence`` and ``changed`` for the models with states; ``mean_opinion``,
+    ``opinion_sd`` and ``changed`` for the bounded-confidence models; ``unsettled`` for majority rule and
+    Deffuant. Parameters: none (``"collector": {"ref": "desim.diffusion:Prevalence"}``)."""
+
     def __init__(self, **args):
         problems = Problems(SIMULATION_FILE, "collector.args")
         for name in args:
@@ -49,7 +57,10 @@ class Prevalence(MetricCollector):
         if environment.continuous:
             x = environment.opinion
             moved = int(np.count_nonzero(environment.since == t)) if t > 0 else 0
-            return {"mean_opinion": float(x.mean()), "opinion_sd": float(x.std()), "changed": moved}
+            out = {"mean_opinion": float(x.mean()), "opinion_sd": float(x.std()), "changed": moved}
+            if hasattr(model, "unsettled"):
+                out["unsettled"] = model.unsettled(x)
+            return out
         counts = environment.counts()
         out = {}
         for label, c, e in zip(model.STATES, counts.tolist(), environment.entered.tolist()):

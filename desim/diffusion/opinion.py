@@ -34,6 +34,19 @@ from desim.diffusion.params import Param
 
 
 class Voter(DiffusionModel):
+    """The voter model (Clifford & Sudbury 1973; Holley & Liggett 1975): opinions ``"0"`` and ``"1"``.
+
+    ``update: "asynchronous"`` (default): a step is ``round(updates * n)`` elementary updates one after
+    another; each picks a node uniformly and one of its neighbours (predecessors, on a directed graph)
+    uniformly, and the node takes that neighbour's current opinion. ``update: "synchronous"``: every node
+    with a neighbour copies a random neighbour's opinion of the start of the step, all at once. A node with
+    no neighbour keeps its opinion. A node whose opinion differs after the step takes ``adopt_0`` or
+    ``adopt_1``.
+
+    Parameters: ``update``, ``"asynchronous"`` or ``"synchronous"``; ``updates`` > 0 (default 1: one Monte
+    Carlo sweep a step). Counterpart: NDlib ``VoterModel`` (one elementary update an iteration; it fails on
+    a node without neighbours); EoN has none. More in ``help(desim.diffusion.opinion)``."""
+
     NAME = "voter"
     STATES = ("0", "1")
     SEED_STATE = "1"
@@ -71,14 +84,29 @@ class Voter(DiffusionModel):
 
 
 class MajorityRule(DiffusionModel):
+    """Majority rule: opinions ``"0"`` and ``"1"``.
+
+    ``rule: "neighbours"`` (default): synchronous, per node, deterministic: every node with a neighbour
+    takes the opinion held by more than half of its neighbours (with ``include_self``, of them and itself)
+    at the start of the step; a tie keeps its opinion. ``rule: "groups"`` (Galam 2002; Krapivsky & Redner
+    2003): a step is ``groups`` discussions one after another, each among ``q`` nodes drawn uniformly with
+    replacement from the whole population (the network is not used), who all take the group's majority; a
+    tie (even ``q``) goes to ``"1"``.
+
+    Parameters: ``rule``, ``"neighbours"`` or ``"groups"``; ``include_self`` (default false; rule
+    neighbours); ``q``, an integer >= 1 (default 3; rule groups); ``groups``, an integer >= -1 (default -1:
+    ``round(n / q)``; rule groups). Counterpart: NDlib ``MajorityRuleModel`` for rule groups (one discussion
+    an iteration); rule neighbours has none in NDlib or EoN. More in ``help(desim.diffusion.opinion)``.
+
+    Synchronous majority on an undirected graph ends in a fixed point or a cycle of two steps (Goles &
+    Olivos 1980), where some nodes flip every step for ever: ``changed`` never reaches 0 on such a cycle,
+    so ``Prevalence`` also reports ``unsettled`` (nodes unlike two steps before), which does."""
+
     NAME = "majority"
     STATES = ("0", "1")
     SEED_STATE = "1"
     KINDS = {"0": "adopt_0", "1": "adopt_1"}
     CYCLES = True
-    """Synchronous majority on an undirected graph ends in a fixed point or a cycle of two steps (Goles &
-    Olivos 1980), where some nodes flip every step for ever: ``changed`` never reaches 0 on such a cycle,
-    so ``Prevalence`` also reports ``unsettled`` (nodes unlike two steps before), which does."""
     PARAMS = {
         "rule": Param("rule", "neighbours", choices=("neighbours", "groups")),
         "include_self": Param("include_self", False, choices=(False, True)),

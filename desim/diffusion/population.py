@@ -16,6 +16,11 @@ from desim.versions import POPULATION_FILE
 
 
 class Nodes(PopulationProvider):
+    """``n`` plain nodes with no attributes, for a diffusion study without a roster.
+
+    Parameters: ``n``, an integer >= 1 (default 1000); ``prefix``, text (default ``"n"``): the ids are the
+    prefix and the position padded with zeros to one width (``n000`` ... ``n999``)."""
+
     def __init__(self, n: int = 1000, prefix: str = "n"):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise StudyConfigError(POPULATION_FILE, [("provider.args.n", f"must be an integer >= 1 "

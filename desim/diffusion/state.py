@@ -50,7 +50,15 @@ WHERE = "provider.args"
 
 
 class NetworkState(EnvironmentProvider):
-    """The nodes' states for any ``desim.diffusion`` model (see the module docstring)."""
+    """The nodes' states for any ``desim.diffusion`` model, and where they start.
+
+    Parameters (at most one of the first four; with none, every node starts in the model's first state):
+    ``seeds``, an integer >= 0, that many nodes drawn at random start in the seed state; ``seed_fraction``
+    in [0, 1], ``round(seed_fraction * n)`` of them; ``seed_nodes``, a list of agent ids; ``initial``,
+    ``{"attribute": NAME}``, each node's initial state (or opinion) from that attribute; ``seed_state``, the
+    state seeds start in instead of the model's; ``record_infector`` (default true), keep ``infected_by``.
+    A run in which no node starts outside the model's first state (``seeds`` 0: a control run, or a slip)
+    says so in its warnings. More in ``help(desim.diffusion.state)``."""
 
     def __init__(self, **args: Any):
         problems = Problems(ENVIRONMENT_FILE, WHERE)
@@ -114,6 +122,7 @@ class NetworkState(EnvironmentProvider):
             return model
         self.labels = model.labels
         self.state = self._initial_states(model)
+        model.unseeded = self._unseeded(model)
         self.ever = self.state != 0
         self.infector = np.full(n, -1, np.int64) if (self.record_infector and model.TRANSMITTED) else None
         self._ids = np.array(list(self.ctx.agent_ids) + [None], dtype=object)
@@ -158,6 +167,26 @@ class NetworkState(EnvironmentProvider):
         if seeds is not None:
             state[seeds] = model.code[seed_state]
         return state
+
+    def _unseeded(self, model) -> str | None:
+        """When no node starts outside the model's first state: the setting that made it so and what it gave
+        (the model warns after the run if nothing changed in it). Not refused: a run with no seed is a fair
+        control (a sweep over seeds 0, 1, 5, ...), but a slip (a seed_fraction that rounds to no node) should
+        not pass unsaid."""
+        if self.state.any():
+            return None
+        a, given, first = self.args, self.given_args, model.STATES[0]
+        if a["initial"]:
+            why = f"{WHERE}.initial: attribute '{a['initial']['attribute']}'"
+        elif "seed_nodes" in given:
+            why = f"{WHERE}.seed_nodes: the list is empty"
+        elif "seed_fraction" in given:
+            why = f"{WHERE}.seed_fraction: round({a['seed_fraction']} * {self.n} nodes) is 0 seeds"
+        elif "seeds" in given:
+            why = f"{WHERE}.seeds: 0 seeds"
+        else:
+            why = f"{WHERE}: no seeds given (seeds, seed_fraction, seed_nodes or initial)"
+        return f"{ENVIRONMENT_FILE}: {why}: every node started in '{first}'"
 
     def _initial_opinions(self) -> np.ndarray:
         attr = self.args["initial"].get("attribute") if self.args["initial"] else None

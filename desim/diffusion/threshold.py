@@ -33,6 +33,19 @@ from desim.diffusion.params import Param
 
 
 class LinearThreshold(DiffusionModel):
+    """The linear threshold model (Granovetter 1978; Kempe, Kleinberg & Tardos 2003): states ``inactive``
+    and ``active`` (for good).
+
+    Synchronous, per node, deterministic: an inactive node ``v`` with at least one neighbour (predecessor)
+    activates (``activate``) when ``sum over its neighbours u active at the start of the step of w(u, v) >=
+    threshold(v)``, with ``w = 1 / in-degree(v)`` when no ``weight`` is given (computed as ``active /
+    degree``).
+
+    Parameters: ``threshold`` in [0, 1] (default 0.1): a number, per node ``{"attribute": NAME}``, or
+    ``"uniform"`` (each node's drawn once per run on [0, 1]); ``weight`` (optional): ``{"edge": NAME,
+    "default": x}``, each edge's influence, >= 0. Counterpart: NDlib ``ThresholdModel`` (node for node, without
+    ``weight``); EoN has none. More in ``help(desim.diffusion.threshold)``."""
+
     NAME = "LT"
     STATES = ("inactive", "active")
     SEED_STATE = "active"
