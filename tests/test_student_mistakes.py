@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pytest
 
 import desim.errors
 from desim.cli import main
+from storeq import sql
 from desim.errors import RunFailed, StudyConfigError
 from desim.study.contract import DecisionModel, EnvironmentProvider, missing_methods
 
@@ -326,3 +328,20 @@ def test_desim_study_names_the_method_a_subclass_misspelt():
     with pytest.raises(StudyArgumentError, match=r"decision= is the class Misspelt, which is a DecisionModel without "
                                                   r"decide_batch \(it has decide: rename it\?\); expected"):
         desim.Study(population=3, environment=Room, decision=Misspelt)
+
+
+def test_running_the_same_study_twice_says_it_is_no_replicate(tmp_path, capsys):
+    """Two `desim run`s of one seed are one panel twice: the second says so and how to replicate; another
+    seed, or other settings, is not called the same."""
+    root = new_study(tmp_path, "sir", capsys=capsys)
+    assert main(["run", str(root), "--steps", "3", "-q"]) == 0
+    first = re.search(r"run (r[0-9a-f]{10}): completed", capsys.readouterr().out).group(1)
+    assert main(["run", str(root), "--steps", "3", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert f"same settings, seed and code as {first}" in out and "--replicates N" in out
+    second = re.search(r"run (r[0-9a-f]{10}): completed", out).group(1)
+    a, b = (sql(root, "SELECT agent_id, step, state FROM panel WHERE run_id = ? ORDER BY ALL", [r]) for r in (first, second))
+    assert a == b and len(a) > 0                       # what the note claims, checked
+    for other in (["--steps", "3", "--seed", "2"], ["--steps", "4"], ["--steps", "3", "--set", "beta=0.06"]):
+        assert main(["run", str(root), "-q", *other]) == 0
+        assert "same settings" not in capsys.readouterr().out, other

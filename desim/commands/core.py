@@ -194,6 +194,11 @@ def _run_command(args) -> int:
         print(f"  ended after step {result.steps_done} of {n_steps}: {result.end_reason}")
     print(f"  steps {result.steps_done}, panel rows written {result.rows_written}, "
           f"messages {result.counters['messages']}, wall time {result.wall_seconds:.2f} s")
+    if result.status == "completed" and not args.resume and warm is None:
+        twin = _twin_before(root, result.run_id)
+        if twin is not None:
+            print(f"  same settings, seed and code as {twin}: a rule-based study gives the same panel, so this "
+                  f"is no replicate (replicates: --seed N, or desim sweep {shell_arg(root)} --replicates N)")
     print_llm(result, root, resumed=bool(args.resume))
     if resumable(result):
         print(f"  resume with: {resume_hint(root, result.run_id)}")
@@ -201,6 +206,18 @@ def _run_command(args) -> int:
     from desim.store.queries import example_for_run
     print(f"  try:   desim sql {shell_arg(root)} {shell_arg(example_for_run(result.run_id))}")
     return exit_status(result)
+
+
+def _twin_before(root, run_id: str) -> str | None:
+    """An earlier run of the same settings, seed and code (``Catalogue.twin_before``), or None; a store that
+    cannot be read now says nothing here (the run is recorded)."""
+    from desim.errors import StoreError
+    from desim.store import Catalogue, StudyLayout, open_store
+    try:
+        with open_store(StudyLayout(root)) as con:
+            return Catalogue(con).twin_before(run_id)
+    except StoreError:
+        return None
 
 
 def print_llm(result, study=None, resumed: bool = False) -> None:

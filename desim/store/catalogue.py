@@ -113,6 +113,23 @@ class Catalogue:
                 return run_id
         return None
 
+    def twin_before(self, run_id: str) -> str | None:
+        """An earlier completed run made by hand (not a branch, a sweep's or an effect's) of exactly ``run_id``'s
+        configuration, seed included, and code: for a rule-based study the same panel, bit for bit, so a second
+        ``desim run`` of it is no replicate (its summary says so)."""
+        row = self.con.execute("SELECT config, code_hash, started_at FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        if row is None or row[1] is None:
+            return None
+        made = MADE_BY_HAND if has_table(self.con, "effect_pairs") else "sweep_id IS NULL"
+        config = json.loads(row[0])
+        for other, stored in self.con.execute(
+                f"SELECT run_id, config FROM runs WHERE run_id <> ? AND status = 'completed' AND kind <> 'branch' "
+                f"AND code_hash = ? AND started_at < ? AND {made} ORDER BY started_at DESC",
+                [run_id, row[1], row[2]]).fetchall():
+            if json.loads(stored) == config:
+                return other
+        return None
+
     def forget_run(self, run_id: str) -> None:
         """Remove a run's row (its data folder is the caller's: ``desim.store.files``)."""
         self.con.execute("DELETE FROM main.runs WHERE run_id = ?", [run_id])
