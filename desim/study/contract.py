@@ -20,6 +20,7 @@ Two ways to write a study:
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -306,13 +307,19 @@ def message_buses(env: Any) -> list:
     return list(found.values())
 
 
-_BUSES = {("desim.messaging.bus", "MessageBus"), ("desim.messaging.columnar", "ColumnarFeed")}
-_FEEDS = {("desim.messaging.feed", "NeighborFeed")}
+_BUSES = frozenset({("desim.messaging.bus", "MessageBus"), ("desim.messaging.columnar", "ColumnarFeed")})
+_FEEDS = frozenset({("desim.messaging.feed", "NeighborFeed")})
 
 
-def _is(value: Any, classes: set[tuple[str, str]]) -> bool:
+def _is(value: Any, classes: frozenset[tuple[str, str]]) -> bool:
     """``value`` is an instance of one of ``classes`` (module, name), or of a subclass of one."""
-    return any((c.__module__, c.__name__) in classes for c in type(value).__mro__)
+    return _type_is(type(value), classes)
+
+
+@functools.lru_cache(maxsize=1024)
+def _type_is(cls: type, classes: frozenset[tuple[str, str]]) -> bool:
+    # once per type: the collector asks of every attribute of the environment at every step's close
+    return any((c.__module__, c.__name__) in classes for c in cls.__mro__)
 
 
 def _joined(parts: list, owner: str):
