@@ -345,3 +345,16 @@ def test_running_the_same_study_twice_says_it_is_no_replicate(tmp_path, capsys):
     for other in (["--steps", "3", "--seed", "2"], ["--steps", "4"], ["--steps", "3", "--set", "beta=0.06"]):
         assert main(["run", str(root), "-q", *other]) == 0
         assert "same settings" not in capsys.readouterr().out, other
+
+
+def test_desim_new_typed_inside_studies_puts_the_study_beside_the_others(tmp_path, monkeypatch, capsys):
+    """Not into a new studies/studies/; from the project folder it still goes under studies/."""
+    (tmp_path / "studies").mkdir()
+    monkeypatch.chdir(tmp_path / "studies")
+    assert main(["new", "inside", "--template", "sir"]) == 0
+    assert (tmp_path / "studies" / "inside" / "study.json").is_file()
+    assert not (tmp_path / "studies" / "studies").exists()
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "outside", "--template", "sir"]) == 0
+    assert (tmp_path / "studies" / "outside" / "study.json").is_file()
+    assert "next: desim validate inside" in capsys.readouterr().out

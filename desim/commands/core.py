@@ -55,7 +55,9 @@ def cmd_new(args) -> int:
         near = difflib.get_close_matches(args.template, list(known), n=1, cutoff=0.6)
         meant = f"did you mean '{near[0]}'? " if near else ""
         raise UserError(f"unknown template '{args.template}' ({meant}templates: {', '.join(known)})")
-    folder = Path(args.dir)
+    # typed inside studies/ itself, the study goes beside the others, not into a new studies/studies/
+    folder = Path(args.dir) if args.dir is not None else \
+        Path(".") if Path.cwd().name == "studies" and not Path("studies").exists() else Path("studies")
     # --dir is a folder, or one desim makes (with its parents); a file on the way, or a place where no folder
     # can be made, is named here rather than as a NotADirectoryError from the copy
     on_the_way = next((p for p in (folder, *folder.parents) if p.exists()), None)
@@ -541,7 +543,8 @@ def register(sub) -> None:
     p.add_argument("--template", default=DEFAULT_TEMPLATE,
                    help=f"the template to start from (default: {DEFAULT_TEMPLATE}; --list shows them)")
     p.add_argument("--list", action="store_true", help="list the templates and exit")
-    p.add_argument("--dir", default="studies", help="where studies live (default: studies)")
+    p.add_argument("--dir", default=None, help="where studies live (default: studies, or here when here is a "
+                                               "folder named studies)")
     p.set_defaults(func=cmd_new)
 
     p = sub.add_parser("validate", help="validate a study's files and run its first step in memory")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from desim.jsontext import parsed
-from desim.errors import StudyError
+from desim.errors import StudyError, shell_arg
 from desim.experiments.branches import check_branch_changes, refuse_resume_after_edit
 from desim.experiments.recording import as_root
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, refuse_unrunnable, unknown_names
@@ -430,7 +430,7 @@ def run_effect(study_root: str | Path, at_step: int | None = None, treatment: di
                    "to summarise")
         warn_runs_failed(f"effect {result.effect_id}", len(errors) or len(pairs) - result.completed, counted, errors,
                          f"desim.effect({str(root)!r}, resume={result.effect_id!r}) "
-                         f"(desim effect {root} --resume {result.effect_id})", result)
+                         f"(desim effect {shell_arg(root)} --resume {result.effect_id})", result)
     return result
 
 

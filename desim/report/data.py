@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from desim.jsontext import parsed
-from desim.errors import StudyError
+from desim.errors import StudyError, shell_arg
 from desim.experiments import comparisons
 from desim.store import Catalogue, StudyLayout, open_store, queries, states
 from desim.store.health import health_of, last_step
@@ -92,7 +92,7 @@ def latest_ids(ids: list[str], study_root: str | Path | None, shown: int = 10) -
     latest = ", ".join(reversed(ids[-shown:]))
     if len(ids) <= shown:
         return f"runs: {latest}"
-    return f"latest runs: {latest} (and {len(ids) - shown} more; desim runs {study_root or '<study>'} lists them all)"
+    return f"latest runs: {latest} (and {len(ids) - shown} more; desim runs {shell_arg(study_root) if study_root else '<study>'} lists them all)"
 
 
 def resolve_run(con, run_id: str | None, study_root: str | Path | None = None) -> dict[str, Any]:

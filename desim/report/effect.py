@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from desim.errors import shell_arg
 from desim.experiments.effects import EffectError, effect_table, ended_note, held_pairs
 from desim.jsontext import parsed
 from desim.report import figures
@@ -193,7 +194,7 @@ def card(study_root: Path, study: StudyFile, data: dict[str, Any]) -> Section:
     if missing:     # an interrupted or failed effect: said, with how to finish it
         section.paragraphs.append(f"Incomplete: {missing} of {e['replicates']} pairs have not completed (the "
                                   f"effect was interrupted or a run failed); the numbers below count the {done} "
-                                  f"completed. desim effect {study_root} --resume {e['effect_id']} runs the rest.")
+                                  f"completed. desim effect {shell_arg(study_root)} --resume {e['effect_id']} runs the rest.")
     ended = ended_note(pairs, e["n_steps"])
     if ended:
         section.paragraphs.append("Ended early: " + ended)

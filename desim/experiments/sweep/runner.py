@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from desim.errors import shell_arg
 from desim.experiments.branches import refuse_resume_after_edit
 from desim.experiments.recording import as_root
 from desim.experiments.sweep.checks import ctrl_c_stays_ctrl_c, unknown_names
@@ -172,7 +173,7 @@ def run_sweep(study_root: str | Path, grid: dict[str, list] | None = None, repli
         warn_runs_failed(f"sweep {result.sweep_id}", len(failed), counted,
                          {r: e for r, e in result.errors.items() if r in failed},
                          f"run_sweep({str(study_root)!r}, resume={result.sweep_id!r}) "
-                         f"(desim sweep {study_root} --resume {result.sweep_id})", result)
+                         f"(desim sweep {shell_arg(study_root)} --resume {result.sweep_id})", result)
     return result
 
 
