@@ -295,3 +295,34 @@ def test_the_final_size_root_docs_diffusion_states_is_the_root():
     text = DOCS.read_text(encoding="utf-8")
     stated = re.search(r"`z = 1 - exp\(-c beta z\)` \((0\.\d+)\)", text).group(1)
     assert float(stated) == round(lo, len(stated) - 2), (stated, lo)
+
+
+# --- runs recorded under the old rule -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["HegselmannKrause", "Deffuant", "SIR"])
+def test_a_run_recorded_before_the_rule_changed_is_not_branched_or_reused(tmp_path, model):
+    """A bounded-confidence run of desim 0.3 followed the old rule: a branch (or resume) would replay its steps
+    and go on under the new one, with no file of the study changed; nor is it an effect's control, nor 'the
+    same run' as a new one. A model whose rule did not change (SIR) still branches."""
+    import duckdb
+    from desim.experiments.branches import BranchRefused
+    from desim.store import Catalogue, StudyLayout, open_store
+    args = {"beta": 0.2, "gamma": 0.1} if model == "SIR" else {"epsilon": 0.3}
+    root = write_study(tmp_path / model, model, args, n_steps=4)
+    first = run(root)
+    with open_store(StudyLayout(root)) as con:
+        row = Catalogue(con).run(first.run_id)
+        assert Catalogue(con).reusable_control(json.loads(row["config"]), row["code_hash"]) == first.run_id
+    con = duckdb.connect(str(StudyLayout(root).db))
+    con.execute("UPDATE runs SET desim_version = '0.3.0' WHERE run_id = ?", [first.run_id])
+    con.close()
+    if model == "SIR":
+        assert desim.branch(root, first.run_id, 2).status == "completed"
+        return
+    with pytest.raises(BranchRefused, match=rf"desim\.diffusion:{model} \(desim 0\.4 changed its rule"):
+        desim.branch(root, first.run_id, 2)
+    with open_store(StudyLayout(root)) as con:
+        assert Catalogue(con).reusable_control(json.loads(row["config"]), row["code_hash"]) is None
+    again = run(root)
+    with open_store(StudyLayout(root)) as con:
+        assert Catalogue(con).twin_before(again.run_id) is None

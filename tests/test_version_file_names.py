@@ -141,8 +141,8 @@ def test_the_refs_are_found_wherever_they_are():
                        "many": [{"ref": "e:E"}, "text", 1.5, None, True]},
         "environment": [[[{"ref": "f:F"}]]],
     }
-    assert refs._refs_in(config) == {"a:A", "b:B", "c:C", "d:D", "e:E", "f:F"}
-    assert refs._refs_in([["x", "y"]] * 10) == set() and refs._refs_in("a:A") == set()
+    assert refs.refs_in(config) == {"a:A", "b:B", "c:C", "d:D", "e:E", "f:F"}
+    assert refs.refs_in([["x", "y"]] * 10) == set() and refs.refs_in("a:A") == set()
 
 
 def test_refs_deeper_than_python_recursion_are_found():
@@ -150,7 +150,7 @@ def test_refs_deeper_than_python_recursion_are_found():
     nested = {"ref": "deep:Found"}
     for _ in range(5000):
         nested = [nested]
-    assert refs._refs_in({"x": nested}) == {"deep:Found"}
+    assert refs.refs_in({"x": nested}) == {"deep:Found"}
 
 
 def test_a_study_s_refs_are_walked_once_for_its_code(tmp_path, monkeypatch):
@@ -159,7 +159,7 @@ def test_a_study_s_refs_are_walked_once_for_its_code(tmp_path, monkeypatch):
     root = study(tmp_path / "s")
     spec = desim.load_study(root)
     walked = []
-    walk = refs._refs_in
-    monkeypatch.setattr(refs, "_refs_in", lambda config: walked.append(1) or walk(config))
+    walk = refs.refs_in
+    monkeypatch.setattr(refs, "refs_in", lambda config: walked.append(1) or walk(config))
     assert refs.study_code(spec) == {"model.py": sha((root / "model.py").read_bytes())}
     assert len(walked) == 1

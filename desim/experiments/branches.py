@@ -55,7 +55,7 @@ from desim.study.files import (
 )
 from desim.study.contract import model_hook
 from desim.study.params import mentioned_in_code, parameter_uses, python_texts
-from desim.study.refs import outside_code
+from desim.study.refs import outside_code, refs_in
 from desim.versions import OUTSIDE, code_changes, code_files, diff_configs, population_files
 
 
@@ -80,14 +80,32 @@ SIBLING_MODULES_KEPT = (0, 3)
 folder (``<outside>/<folder>/<module>.py``): a run recorded before did not, so their absence is no edit."""
 
 
+RULES_CHANGED = {
+    (0, 4): {
+        "desim.diffusion:HegselmannKrause": "its confidence set now includes its bound (|x_j - x_i| <= epsilon), "
+                                            "and a move of at most its tolerance is not made",
+        "desim.diffusion:Deffuant": "a move of at most its tolerance is not made",
+    },
+}
+"""desim's own models whose update rule changed, by the desim version that changed it: a run of one recorded by
+an older desim would go on (branched, resumed, or reused as an effect's control) under another rule than its
+first steps, with no file of the study changed to say so."""
+
+
 def code_changed_since(run: dict, root: Path) -> list[str]:
-    """The study's code and data files that differ now from those ``run`` (its ``runs`` row) ran with."""
-    population = json.loads(run["config"]).get("population") or {}
-    now = {**code_files(root, population_files(population)), **outside_code(root, json.loads(run["config"]))}
+    """The study's code and data files that differ now from those ``run`` (its ``runs`` row) ran with, and
+    desim's own models it uses whose rule changed since the desim that recorded it (:data:`RULES_CHANGED`)."""
+    config = json.loads(run["config"])
+    population = config.get("population") or {}
+    now = {**code_files(root, population_files(population)), **outside_code(root, config)}
     then = json.loads(run["code"])
     if _made_before(run, SIBLING_MODULES_KEPT):
         now = {k: v for k, v in now.items() if k in then or not (k.startswith(OUTSIDE) and "/" in k[len(OUTSIDE):])}
-    return code_changes(then, now)
+    refs = refs_in(config)
+    changed_rules = [f"{ref} (desim {'.'.join(map(str, version))} changed its rule: {why})"
+                     for version, models in RULES_CHANGED.items() if _made_before(run, version)
+                     for ref, why in models.items() if ref in refs]
+    return code_changes(then, now) + changed_rules
 
 
 def _made_before(run: dict, version: tuple[int, int]) -> bool:

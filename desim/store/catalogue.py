@@ -106,26 +106,27 @@ class Catalogue:
 
     def reusable_control(self, config: dict[str, Any], code_hash: str) -> str | None:
         """A completed, non-branch run of exactly this configuration and code (an effect's control)."""
-        for run_id, stored in self.con.execute(
+        for run_id, stored in self.con.execute(          # another desim may compute another panel from them
                 "SELECT run_id, config FROM runs WHERE status = 'completed' AND kind <> 'branch' AND code_hash = ? "
-                "ORDER BY started_at", [code_hash]).fetchall():
+                "AND desim_version = ? ORDER BY started_at", [code_hash, __version__]).fetchall():
             if json.loads(stored) == config:
                 return run_id
         return None
 
     def twin_before(self, run_id: str) -> str | None:
         """An earlier completed run made by hand (not a branch, a sweep's or an effect's) of exactly ``run_id``'s
-        configuration, seed included, and code: for a rule-based study the same panel, bit for bit, so a second
-        ``desim run`` of it is no replicate (its summary says so)."""
-        row = self.con.execute("SELECT config, code_hash, started_at FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        configuration, seed included, code and desim version: for a rule-based study the same panel, bit for bit,
+        so a second ``desim run`` of it is no replicate (its summary says so)."""
+        row = self.con.execute("SELECT config, code_hash, started_at, desim_version FROM runs WHERE run_id = ?",
+                               [run_id]).fetchone()
         if row is None or row[1] is None:
             return None
         made = MADE_BY_HAND if has_table(self.con, "effect_pairs") else "sweep_id IS NULL"
         config = json.loads(row[0])
         for other, stored in self.con.execute(
                 f"SELECT run_id, config FROM runs WHERE run_id <> ? AND status = 'completed' AND kind <> 'branch' "
-                f"AND code_hash = ? AND started_at < ? AND {made} ORDER BY started_at DESC",
-                [run_id, row[1], row[2]]).fetchall():
+                f"AND code_hash = ? AND started_at < ? AND desim_version = ? AND {made} ORDER BY started_at DESC",
+                [run_id, row[1], row[2], row[3]]).fetchall():
             if json.loads(stored) == config:
                 return other
         return None

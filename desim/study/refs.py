@@ -142,11 +142,11 @@ def study_modules_outside(root: str | Path, config: dict[str, Any]) -> dict[Path
     transitively: an LLM variant that builds on a sibling study's ``model.py``. Their code runs in every run,
     so an edit of them is an edit of the study: its version hashes them, and a Ray bundle carries them. The
     study's modules are imported here if they were not yet (a run imports them anyway)."""
-    return _modules_outside(root, _refs_in(config))
+    return _modules_outside(root, refs_in(config))
 
 
 def _modules_outside(root: str | Path, refs: set[str]) -> dict[Path, str]:
-    """:func:`study_modules_outside` of the refs ``refs`` (:func:`_refs_in` of the study's configuration)."""
+    """:func:`study_modules_outside` of the refs ``refs`` (:func:`refs_in` of the study's configuration)."""
     root = Path(root).resolve()
     keys = []
     for name in sorted({ref.partition(":")[0] for ref in refs}):
@@ -508,7 +508,7 @@ def _check_current(module: ModuleType, module_name: str, ref: str, obj: Any, fil
     raise RefError(f"ref '{ref}': {problem}", problem)
 
 
-def _refs_in(data: Any) -> set[str]:
+def refs_in(data: Any) -> set[str]:
     """Every ``ref`` string in a study's resolved configuration (``{"ref": ..., "args": ...}`` anywhere, in dicts
     and lists). Walked without recursion, and a list's plain values are never visited one by one: a population's
     explicit ``edges`` are thousands of ``[u, v]`` pairs, and every run (every replicate) asks."""
@@ -556,7 +556,7 @@ def outside_code(root: str | Path, config: dict[str, Any]) -> dict[str, str]:
     root = Path(root)
     out: dict[str, str] = {}
     read: dict[str, bytes | None] = {}
-    refs = _refs_in(config)
+    refs = refs_in(config)
     for ref in sorted(refs):
         module_name, _, attr = ref.partition(":")
         if module_name == "model" or ("." not in module_name and (root / f"{module_name}.py").exists()):
