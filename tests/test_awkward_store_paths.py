@@ -283,3 +283,18 @@ def test_desim_runs_of_a_store_linked_to_nothing_says_so_not_no_runs_yet(tmp_pat
     assert main(["runs", str(root)]) == 2
     captured = capsys.readouterr()
     assert "no runs yet" not in captured.out and "symlink" in captured.err and "does not exist" in captured.err, captured
+
+
+def test_a_copied_study_under_a_glob_name_reads_its_own_files_not_its_twins(tmp_path):
+    """``cp -r trial1 'trial[1]'``: both folders hold the same run id. A read of that run's exact files (the
+    panel a reader and an export take) globbed ``trial[1]`` into ``trial1`` and read the twin's file."""
+    import pyarrow.parquet as pq
+    from desim import open as open_study
+    twin = tmp_path / "trial1" / "walk"
+    rid = run(twin, seed=1)
+    shutil.copytree(tmp_path / "trial1", tmp_path / "trial[1]")
+    mine = tmp_path / "trial[1]" / "walk"
+    for path in StudyLayout(twin).run_dir(rid).rglob("panel.parquet"):   # the twin's panel: one row left
+        pq.write_table(pq.read_table(path).slice(0, 1), path)
+    assert len(open_study(twin).panel(rid)) == 1
+    assert len(open_study(mine).panel(rid)) == N_AGENTS * 2

@@ -85,8 +85,13 @@ def _glob_root(data: Path) -> str:
     ``?`` and ``[`` becomes a class of one character (``[*]``, ``[?]``, ``[[]``), which matches it alone (a
     ``]`` with no ``[`` before it is itself). Unescaped, the views of a study at ``g2/trial[1]`` read the
     runs of ``g2/trial1``, and a study under ``thesis [2024]/`` read none."""
-    text = "".join(f"[{c}]" if c in "*?[" else c for c in str(data.resolve()))
-    return text.replace("'", "''")
+    return _glob_literal(data.resolve()).replace("'", "''")
+
+
+def _glob_literal(path: Path) -> str:
+    """``path`` as a DuckDB glob that matches only itself (:func:`_glob_root`): a list of exact files is globbed
+    too, and ``trial[1]/.../panel.parquet`` read ``trial1``'s file of the same run (a copied study)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in str(path))
 
 
 def _files(root: str, name: str) -> str:
@@ -96,7 +101,7 @@ def _files(root: str, name: str) -> str:
 
 def files_sql(paths: list[Path]) -> str:
     """A table function reading exactly these runs' files (``run_id`` from their folders' names)."""
-    quoted = ", ".join("'" + str(p.resolve()).replace("'", "''") + "'" for p in paths)
+    quoted = ", ".join("'" + _glob_literal(p.resolve()).replace("'", "''") + "'" for p in paths)
     return f"read_parquet([{quoted}], hive_partitioning = true, union_by_name = true, hive_types = {{'run_id': VARCHAR}})"
 
 
