@@ -235,3 +235,15 @@ def test_shares_that_move_are_not_called_constant():
     assert content.shares_never_change(counts)
     assert content.shares_never_change({**counts, "counts": {"a": [5, 10], "b": [5, 10]}})   # same shares, more agents
     assert not content.shares_never_change({**counts, "counts": {"a": [5, 6], "b": [5, 4]}})
+
+
+@pytest.mark.parametrize("model, words", [("Deffuant", "nodes some encounter could still move"),
+                                          ("MajorityRule", "nodes in another state than two steps before")])
+def test_unsettled_is_titled_by_what_the_model_means(model, words):
+    """Two models report 'unsettled' with two meanings: the title follows the run's decision model."""
+    rd = RunData(run={"time_unit": "step"},
+                 config={"simulation": {"collector": {"ref": "desim.diffusion:Prevalence"},
+                                        "decision": {"ref": f"desim.diffusion:{model}"}}},
+                 metrics={}, events=[], llm=None, n_edges=0)
+    titles, _ = content.metric_words(rd, ["unsettled"])
+    assert titles["unsettled"].startswith(f"unsettled: {words}")

@@ -257,19 +257,10 @@ def value_density(con, run_id: str, name: str) -> dict[str, Any] | None:
     field holds no number. The bins are equal ones over the run's range (``DENSITY_BINS`` at most, fewer for
     few agents: ``AGENTS_PER_BIN``), or one per whole number when the values are whole numbers spanning fewer
     than ``DENSITY_BINS``."""
-    steps, values = states.typed_frames(con, run_id, name)       # numbers, agents in id order at every step
-    living = [None] * len(steps)
-    if states.leaves_out_dead(con, run_id, name):
-        # the same rows of the states view, so the same agents in the same order at each step; dead is alive
-        # false (the store's rule: null is living)
-        living = [np.array([a is not False for a in row], dtype=bool)
-                  for row in states.typed_frames(con, run_id, states.ALIVE)[1]]
-    per_step = []
-    for row, keep in zip(values, living):
-        v = np.array([np.nan if x is None else x for x in row], dtype=float)
-        if keep is not None:
-            v = v[keep]
-        per_step.append(v[np.isfinite(v)])
+    step, x = states.numbers_by_step(con, run_id, name)          # dead agents' values are NaN
+    steps, starts = np.unique(step, return_index=True)
+    per_step = [v[np.isfinite(v)] for v in np.split(x, starts[1:])] if len(step) else []
+    steps = [int(s) for s in steps]
     finite = np.concatenate(per_step) if per_step else np.array([])
     if not finite.size:
         return None
@@ -307,16 +298,20 @@ def metric_words(rd: RunData, names: list[str]) -> tuple[dict[str, str], dict[st
         return {}, {}
     unit = rd.run["time_unit"] or "step"
     titles, units = {}, {}
+    model = ((rd.config.get("simulation", {}).get("decision") or {}).get("ref") or "").rpartition(":")[2]
     for name in names:
-        words = _prevalence_words(name, unit)
+        words = _prevalence_words(name, unit, model)
         if words:
             titles[name] = f"{name}: {words[0]}"
             units[name] = words[1]
     return titles, units
 
 
-def _prevalence_words(name: str, unit: str) -> tuple[str, str] | None:
-    """What a ``desim.diffusion:Prevalence`` metric is, and its unit (see that module's docstring)."""
+def _prevalence_words(name: str, unit: str, model: str = "") -> tuple[str, str] | None:
+    """What a ``desim.diffusion:Prevalence`` metric is, and its unit (see that module's docstring); ``model``,
+    the decision's class name, where a metric's meaning is the model's (Deffuant's ``unsettled``)."""
+    if name == "unsettled" and model == "Deffuant":
+        return ("nodes some encounter could still move (0: no opinion can change again)", "nodes")
     fixed = {
         "cumulative_incidence": ("share of nodes ever out of the first state, seeds included (attack rate so "
                                  "far)", "share of nodes"),

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import numpy as np
 
 from desim.store.connection import field
 from desim.store.queries import completed_effect_pairs
@@ -136,6 +137,18 @@ def value_range(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> tuple
     where = "WHERE NOT dead" if dead else ""
     return tuple(con.execute(f"SELECT min(TRY_CAST(v AS DOUBLE)), max(TRY_CAST(v AS DOUBLE)) "
                              f"FROM ({_rows(name, dead=dead)}) {where}", {"run": run_id}).fetchone())
+
+
+def numbers_by_step(con: duckdb.DuckDBPyConnection, run_id: str, name: str) -> tuple[Any, Any]:
+    """``(step, x)``: two arrays, one entry per agent per step in step order, ``x`` the agent's value of field
+    ``name`` as a double (NaN for null, a dead agent's, or a value that is no number). As numpy arrays, not
+    Python lists: a report's density of a 5,000,000-row panel held 600 MB more as lists."""
+    dead = leaves_out_dead(con, run_id, name)
+    x = "CASE WHEN dead THEN NULL ELSE TRY_CAST(v AS DOUBLE) END" if dead else "TRY_CAST(v AS DOUBLE)"
+    got = con.execute(f"SELECT step, coalesce({x}, 'NaN'::DOUBLE) AS x FROM ({_rows(name, dead=dead)})",
+                      {"run": run_id}).fetchnumpy()
+    order = np.argsort(got["step"], kind="stable")  # here rather than in DuckDB: its sort held 300 MB more
+    return np.asarray(got["step"], dtype=np.int64)[order], np.asarray(got["x"], dtype=np.float64)[order]
 
 
 def categories(con: duckdb.DuckDBPyConnection, run_id: str, name: str, most: int = 64) -> list[str]:
