@@ -214,3 +214,12 @@ def test_a_study_folder_given_in_place_of_a_folder_of_studies_is_served(site):
         assert page.status_code == 200 and page.json()["error"] is None
         assert client.get("/api/studies/noperm").status_code == 404        # its siblings are not served
         assert client.get("/api/live").json() == {"live": {"good": []}}
+
+
+def test_a_file_the_server_cannot_write_is_said_to_be_unwritable_not_unreadable(tmp_path):
+    """The report's player written into a read-only study: the folder reads fine; the write is what failed."""
+    from desim.dashboard import data
+    error = PermissionError(13, "Permission denied", str(tmp_path / "s" / "runs" / "reports"))
+    said = data.unreadable(error, tmp_path, "written")
+    assert said.startswith("s/runs/reports: cannot be written (Permission denied)") and "read-only" in said
+    assert data.unreadable(error, tmp_path).startswith("s/runs/reports: cannot be read (Permission denied)")

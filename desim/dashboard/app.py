@@ -395,8 +395,10 @@ class Dashboard:
             raise NotFound("the report's diffusion player is not available")
         try:
             result = player(root, state, run_id=run_id)
-        except (StoreBusyError, OSError):   # a file it cannot write: api's 422, named within the studies folder
+        except StoreBusyError:
             raise
+        except OSError as e:    # the player's file cannot be written there (a read-only study): a 422
+            raise data.BrokenStore(data.unreadable(e, self.studies_dir, "written")) from None
         except Exception as e:  # noqa: BLE001 - the report's own errors name the problem
             raise BadRequest(f"the diffusion player could not be built: {e}") from None
         html = Path(result["html"]) if isinstance(result, dict) else None

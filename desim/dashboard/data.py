@@ -81,10 +81,10 @@ def find_study(studies_dir: Path, name: str) -> Path:
     raise NotFound(f"no study '{name}' in {studies_dir.name}/")
 
 
-def unreadable(error: OSError, studies_dir: Path | None) -> str:
-    """An ``OSError`` (a folder or file the server may not read, a disk error) as the page says it: the file
-    relative to the studies folder (its name alone when it is elsewhere: no absolute path leaves the server),
-    why, and what to do."""
+def unreadable(error: OSError, studies_dir: Path | None, done: str = "read") -> str:
+    """An ``OSError`` (a folder or file the server may not read, or write when ``done`` is "written", a disk
+    error) as the page says it: the file relative to the studies folder (its name alone when it is elsewhere:
+    no absolute path leaves the server), why, and what to do."""
     path = Path(os.fsdecode(error.filename)) if error.filename else None
     if path is None:
         shown = "a file"
@@ -93,6 +93,9 @@ def unreadable(error: OSError, studies_dir: Path | None) -> str:
     else:
         shown = path.name
     why = error.strerror or type(error).__name__
+    if done == "written":
+        return (f"{shown or '.'}: cannot be written ({why}); make it writable by the user running the dashboard "
+                "(the study may be read-only: its pages still read, but nothing can be made in it)")
     return (f"{shown or '.'}: cannot be read ({why}); make it readable by the user running the dashboard, or move "
             "it out of the studies folder")
 
