@@ -163,3 +163,19 @@ def test_a_study_s_refs_are_walked_once_for_its_code(tmp_path, monkeypatch):
     monkeypatch.setattr(refs, "refs_in", lambda config: walked.append(1) or walk(config))
     assert refs.study_code(spec) == {"model.py": sha((root / "model.py").read_bytes())}
     assert len(walked) == 1
+
+
+def test_a_sibling_study_whose_folder_name_is_not_utf8_is_refused_with_its_name(tmp_path, capsys):
+    """The code a study imports from a sibling study's model.py is named in its version by the sibling's
+    folder: a Latin-1 folder name there is refused naming it, as one inside the study is."""
+    from walk_study import write_walk_study
+    sibling = Path(os.fsdecode(os.fsencode(tmp_path) + b"/w\xe9lk"))
+    write_walk_study(tmp_path / "plain", n_steps=2).rename(sibling)
+    derived = write_walk_study(tmp_path / "derived", n_steps=2)
+    (derived / "model.py").write_text((derived / "model.py").read_text() + (
+        "\nimport os\nfrom pathlib import Path\nfrom desim.study.refs import study_module\n"
+        "base = study_module(Path(os.fsdecode(os.fsencode(Path(__file__).parent.parent) + b'/w\\xe9lk')))\n"
+        "Line, Walk, Mean = base.Line, base.Walk, base.Mean\n"))
+    assert main(["run", str(derived)]) == 2
+    err = capsys.readouterr().err
+    assert "w\\xe9lk/model.py: folder name is not UTF-8" in err and "Traceback" not in err, err
