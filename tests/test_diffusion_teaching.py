@@ -117,7 +117,10 @@ def test_the_voter_template_ends_with_one_opinion_everywhere(tmp_path, monkeypat
     result = run(root)
     share = result.metrics().to_pydict()["share_1"]
     assert share[-1] in (0.0, 1.0) and 0 < share[0] < 1
-    assert result.end_reason
+    # ended by its own stop rule at consensus, before its cap, not by running out of steps
+    assert result.end_reason == ("stop_when: share_1 <= 0" if share[-1] == 0 else "stop_when: share_1 >= 1") + \
+        f" at step {result.steps_done}"
+    assert result.steps_done < desim.load_study(root).simulation.n_steps
 
 
 # --- changed does not count round-off ------------------------------------------------------------
