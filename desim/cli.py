@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"desim: error: {e}{'; ' + hint if hint else ''}", file=sys.stderr)
         trace = getattr(e, "traceback", "") or ("".join(traceback.format_exception(e.__cause__))
                                                  if e.__cause__ is not None else "")
-        kept = e.kept_text(_steps_done(e)) if isinstance(e, RunFailed) else ""
+        kept = e.kept_text() if isinstance(e, RunFailed) else ""
         _offer_traceback(args, trace, kept)
         return 2
     except KeyboardInterrupt as e:     # a second Ctrl-C inside a run says which run and how to go on
@@ -113,20 +113,6 @@ def _offer_traceback(args: argparse.Namespace, trace: str, kept: str = "") -> No
     elif trace:
         ask = "--traceback (or DESIM_TRACEBACK=1)" if hasattr(args, "traceback") else "DESIM_TRACEBACK=1"
         print(f"desim: {kept + '; ' if kept else ''}{ask} shows the traceback", file=sys.stderr)
-
-
-def _steps_done(error) -> int | None:
-    """How many steps the failed run of ``error`` (a ``RunFailed``) completed: as it says, or as its row in the
-    store says; None when neither can tell (the store held by another process now)."""
-    if error.steps_done is not None:
-        return error.steps_done
-    from desim.errors import DesimError
-    try:
-        from desim.store.reader import StudyData
-        rows = StudyData(error.db_path).run_rows([error.run_id])
-    except (DesimError, OSError):
-        return None
-    return max(rows[0]["last_step"], 0) if rows and rows[0]["last_step"] is not None else None
 
 
 def _study_hint(error, study: str) -> str | None:

@@ -131,19 +131,18 @@ class StoreError(DesimError, RuntimeError):
 
 
 class RunFailed(DesimError, RuntimeError):
-    """A run ended ``failed``; its completed steps stay in the store (``db_path``): ``steps_done`` of them,
-    when the raiser knows (None: read the run's ``last_step`` from the store, :meth:`kept_text`)."""
+    """A run ended ``failed``; its completed steps stay in the store (``db_path``): ``steps_done`` of them
+    (None: not counted by the raiser)."""
 
     def __init__(self, run_id: str, error: str, db_path: Path, traceback: str = "", steps_done: int | None = None):
         self.run_id, self.error, self.db_path, self.traceback = run_id, error, db_path, traceback
         self.steps_done = steps_done
         super().__init__(f"run {run_id} failed: {error}")
 
-    def kept_text(self, steps_done: int | None = None) -> str:
+    def kept_text(self) -> str:
         """What of the run stays, for the line after the error: its completed steps and where they are, or
-        nothing when it completed none (a run that failed in its first step keeps only its row, ``failed``).
-        ``steps_done`` stands in for an unknown :attr:`steps_done`; both unknown, the steps are not counted."""
-        done = self.steps_done if self.steps_done is not None else steps_done
+        nothing when it completed none (a run that failed in its first step keeps only its row, ``failed``)."""
+        done = self.steps_done
         if done is None:
             return f"completed steps are kept in {self.db_path}"
         if done < 1:

@@ -167,10 +167,12 @@ def test_a_run_that_failed_in_its_first_step_does_not_say_steps_are_kept(tmp_pat
 
 
 def test_what_a_failed_run_keeps_counts_its_steps():
-    failed = RunFailed("r1", "boom", Path("s/runs/desim.duckdb"))
-    assert failed.kept_text(0) == ""
-    assert failed.kept_text(1) == "its 1 completed step is kept in s/runs/desim.duckdb"
-    assert failed.kept_text(3) == "its 3 completed steps are kept in s/runs/desim.duckdb"
+    def failed(steps_done):
+        return RunFailed("r1", "boom", Path("s/runs/desim.duckdb"), steps_done=steps_done)
+    assert failed(0).kept_text() == ""
+    assert failed(1).kept_text() == "its 1 completed step is kept in s/runs/desim.duckdb"
+    assert failed(3).kept_text() == "its 3 completed steps are kept in s/runs/desim.duckdb"
+    assert failed(None).kept_text() == "completed steps are kept in s/runs/desim.duckdb"
 
 
 # --- 5. the SQL hint for the whole state struct compared with a value ---------------------------------------

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from desim.errors import StoreError, shell_arg
+from desim.versions import printable
 
 DB_NAME = "desim.duckdb"
 
@@ -110,9 +111,8 @@ class StudyLayout:
         try:
             str(self.db.absolute()).encode("utf-8")
         except UnicodeEncodeError:          # a Latin-1 folder name: DuckDB fails with std::bad_cast
-            raise StorePathError(f"{os.fsencode(self.db.parent.parent).decode('utf-8', 'backslashreplace')}: a "
-                                 f"folder name is not UTF-8 text, which DuckDB cannot open; rename the folder") \
-                from None
+            raise StorePathError(f"{printable(self.db.parent.parent)}: a folder name is not UTF-8 text, which "
+                                 "DuckDB cannot open; rename the folder") from None
         everywhere = REFUSED_IN_STORE_PATH
         for path, refused in ((self.db.absolute(), everywhere), (self.db.resolve(), everywhere),
                               (self.data.resolve(), {**everywhere, **REFUSED_IN_DATA_PATH})):
